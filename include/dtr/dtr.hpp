@@ -1,0 +1,12 @@
+// dtr: the one header a user program includes.
+//
+// Thread safety: see each included header.
+#pragma once
+
+#include "dtr/config.hpp"
+#include "dtr/device.hpp"
+#include "dtr/dtype.hpp"
+#include "dtr/error.hpp"
+#include "dtr/generator.hpp"
+#include "dtr/op_table.hpp"
+#include "dtr/tensor.hpp"

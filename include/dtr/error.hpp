@@ -1,0 +1,48 @@
+// dtr error hierarchy: every failure the library reports is a dtr::Error.
+//
+// Thread safety: the classes are plain exception values; copying and reading them from
+// any thread is safe.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dtr {
+
+// Base of every exception dtr throws.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A caller passed something that can never work (bad dim, shape, dtype, argument).
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// Shapes that do not fit the op (not broadcastable, wrong rank, numel mismatch).
+class ShapeError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+// A dtype the op does not accept, or two dtypes that do not go together.
+class DTypeError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+// A dim or an index outside the tensor.
+class IndexError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+// An allocation the allocator could not satisfy.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace dtr

@@ -1,0 +1,212 @@
+// The op table: every tensor op is declared exactly once, in the lists below, with its
+// kind (which fixes its inputs, attributes and shape rule), its dtype rule and its help
+// text. The op ids, the table of OpDefs, the handle methods (tensor_ops.hpp), the CPU
+// kernels' dispatch, the wire opcode, the REPL's names and the tests' op list all derive
+// from these lists. Adding an op: one line here, its kernel in tensor/, nothing else.
+//
+// The shape rules (`infer`) run without touching data, so the master calls them to know a
+// result's metadata before it sends the command, and a mistake throws at the caller's line.
+//
+// Thread safety: the table is immutable after static initialization; every function here
+// is pure and safe from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "dtr/dims.hpp"
+#include "dtr/dtype.hpp"
+#include "dtr/scalar.hpp"
+#include "dtr/tensor_meta.hpp"
+
+namespace dtr {
+
+// Each list entry is X(name, Kind, DTypeRule, "help text").
+// Kinds (what inputs and attributes mean):
+//   Unary     one tensor; in-place form name_.
+//   Binary    two tensors broadcast together, or a tensor and scalars[0]
+//             (scalar_first: the scalar is the left operand); in-place form name_.
+//   Reduce    one tensor; ints = dims to reduce (empty: all), keepdim.
+//   Clamp     one tensor; scalars[0] = min, scalars[1] = max (None: open).
+//   Norm      as Reduce, scalars[0] = p.
+//   Moment    as Reduce, scalars[0] = correction (1: unbiased).
+//   Linalg    two tensors.
+//   View      one tensor; result shares its storage; ints as in the help text.
+//   Convert   one tensor; result is new storage (contiguous, to).
+//   Mutate    in place only: input 0 is written (copy_, fill_, random fills).
+//   Create    no tensor input; ints = shape unless the help text says otherwise.
+#define DTR_UNARY_OPS(X)                                             \
+  X(neg, Unary, Same, "neg(x): -x elementwise")                      \
+  X(abs, Unary, Same, "abs(x): |x| elementwise")                     \
+  X(exp, Unary, ToFloat, "exp(x): e^x elementwise")                  \
+  X(log, Unary, ToFloat, "log(x): natural logarithm elementwise")    \
+  X(sqrt, Unary, ToFloat, "sqrt(x): square root elementwise")        \
+  X(rsqrt, Unary, ToFloat, "rsqrt(x): 1/sqrt(x) elementwise")        \
+  X(sin, Unary, ToFloat, "sin(x): sine elementwise")                 \
+  X(cos, Unary, ToFloat, "cos(x): cosine elementwise")               \
+  X(tanh, Unary, ToFloat, "tanh(x): hyperbolic tangent elementwise") \
+  X(sigmoid, Unary, ToFloat, "sigmoid(x): 1/(1+e^-x) elementwise")   \
+  X(relu, Unary, Same, "relu(x): max(x, 0) elementwise")
+
+#define DTR_BINARY_OPS(X)                                                        \
+  X(add, Binary, Promote, "add(a, b): a + b, broadcasting")                      \
+  X(sub, Binary, Promote, "sub(a, b): a - b, broadcasting")                      \
+  X(mul, Binary, Promote, "mul(a, b): a * b, broadcasting")                      \
+  X(div, Binary, PromoteFloat, "div(a, b): a / b (true division), broadcasting") \
+  X(pow, Binary, Promote, "pow(a, b): a ^ b, broadcasting")                      \
+  X(maximum, Binary, Promote, "maximum(a, b): larger of a and b, broadcasting")  \
+  X(minimum, Binary, Promote, "minimum(a, b): smaller of a and b, broadcasting") \
+  X(eq, Binary, ToBool, "eq(a, b): a == b as bool, broadcasting")                \
+  X(ne, Binary, ToBool, "ne(a, b): a != b as bool, broadcasting")                \
+  X(lt, Binary, ToBool, "lt(a, b): a < b as bool, broadcasting")                 \
+  X(le, Binary, ToBool, "le(a, b): a <= b as bool, broadcasting")                \
+  X(gt, Binary, ToBool, "gt(a, b): a > b as bool, broadcasting")                 \
+  X(ge, Binary, ToBool, "ge(a, b): a >= b as bool, broadcasting")
+
+#define DTR_REDUCE_OPS(X)                                                            \
+  X(sum, Reduce, SumLike, "sum(x, dim?, keepdim=false): sum (bool/int give int64)")  \
+  X(prod, Reduce, SumLike, "prod(x, dim?, keepdim=false): product")                  \
+  X(mean, Reduce, FloatOnly, "mean(x, dim?, keepdim=false): arithmetic mean")        \
+  X(max, Reduce, Same, "max(x, dim?, keepdim=false): largest value (NaN wins)")      \
+  X(min, Reduce, Same, "min(x, dim?, keepdim=false): smallest value (NaN wins)")     \
+  X(argmax, Reduce, Index, "argmax(x, dim?, keepdim=false): index of the first max") \
+  X(argmin, Reduce, Index, "argmin(x, dim?, keepdim=false): index of the first min")
+
+#define DTR_OTHER_OPS(X)                                                                      \
+  X(clamp, Clamp, Same, "clamp(x, min?, max?): limit values to [min, max]")                   \
+  X(norm, Norm, FloatOnly, "norm(x, p=2, dim?, keepdim=false): p-norm (p may be inf)")        \
+  X(var, Moment, FloatOnly, "var(x, dim?, keepdim=false, correction=1): variance")            \
+  X(std, Moment, FloatOnly, "std(x, dim?, keepdim=false, correction=1): standard deviation")  \
+  X(matmul, Linalg, Matmul, "matmul(a, b): matrix product; 1-D, 2-D and batched, broadcast")  \
+  X(dot, Linalg, Matmul, "dot(a, b): inner product of two 1-D tensors")                       \
+  X(mv, Linalg, Matmul, "mv(m, v): matrix (n, m) times vector (m)")                           \
+  X(view, View, Same, "view(x, shape): same data with a new shape (-1 infers one size)")      \
+  X(reshape, View, Same, "reshape(x, shape): view when the strides allow, else a copy")       \
+  X(transpose, View, Same, "transpose(x, d0, d1): swap two dims")                             \
+  X(permute, View, Same, "permute(x, dims): reorder all dims")                                \
+  X(narrow, View, Same, "narrow(x, dim, start, length): a range of one dim")                  \
+  X(slice, View, Same, "slice(x, dim, start, end, step=1): python-style slice of one dim")    \
+  X(select, View, Same, "select(x, dim, index): one index of a dim, dropping the dim")        \
+  X(expand, View, Same, "expand(x, shape): broadcast size-1 dims without copying (-1 keeps)") \
+  X(squeeze, View, Same, "squeeze(x, dims?): drop size-1 dims (all of them when none given)") \
+  X(unsqueeze, View, Same, "unsqueeze(x, dim): insert a size-1 dim")                          \
+  X(contiguous, Convert, Same, "contiguous(x): x itself if contiguous, else a packed copy")   \
+  X(to, Convert, Attr, "to(x, dtype): convert to another dtype")                              \
+  X(copy_, Mutate, Same, "copy_(dst, src): copy src (broadcast, any dtype) into dst")         \
+  X(fill_, Mutate, Same, "fill_(x, value): set every element to value")                       \
+  X(uniform_, Mutate, FloatOnly, "uniform_(x, from=0, to=1, generator): uniform draws")       \
+  X(normal_, Mutate, FloatOnly, "normal_(x, mean=0, std=1, generator): normal draws")         \
+  X(empty, Create, Attr, "empty(shape, dtype=float32): uninitialized tensor")                 \
+  X(full, Create, Attr, "full(shape, value, dtype=float32): tensor filled with value")        \
+  X(arange, Create, Attr, "arange(start, end, step=1, dtype): values start, start+step, ...") \
+  X(linspace, Create, Attr, "linspace(start, end, steps, dtype=float32): evenly spaced")      \
+  X(rand, Create, Attr, "rand(shape, generator, dtype=float32): uniform on [0, 1)")           \
+  X(randn, Create, Attr, "randn(shape, generator, dtype=float32): standard normal")
+
+#define DTR_OPS(X)  \
+  DTR_UNARY_OPS(X)  \
+  DTR_BINARY_OPS(X) \
+  DTR_REDUCE_OPS(X) \
+  DTR_OTHER_OPS(X)
+
+// Wire-stable: ids are the order of the lists above; append new ops at the end of a
+// list only together with a protocol version bump.
+enum class OpId : uint16_t {
+#define DTR_OP_ENUM(name, kind, rule, doc) name,
+  DTR_OPS(DTR_OP_ENUM)
+#undef DTR_OP_ENUM
+};
+
+#define DTR_OP_COUNT(name, kind, rule, doc) +1
+inline constexpr int kNumOps = 0 DTR_OPS(DTR_OP_COUNT);
+#undef DTR_OP_COUNT
+
+enum class OpKind : uint8_t {
+  Unary,
+  Binary,
+  Reduce,
+  Clamp,
+  Norm,
+  Moment,
+  Linalg,
+  View,
+  Convert,
+  Mutate,
+  Create
+};
+
+// How an op's result dtype follows from its inputs.
+enum class DTypeRule : uint8_t {
+  Same,          // dtype of input 0
+  Promote,       // promote_types of the operands
+  PromoteFloat,  // as Promote, then integral/bool -> float32
+  ToFloat,       // integral/bool -> float32, floats kept
+  ToBool,        // comparisons: bool
+  SumLike,       // integral/bool -> int64, floats kept
+  FloatOnly,     // floats kept; anything else is a DTypeError
+  Index,         // int64 positions
+  Matmul,        // both operands the same non-bool dtype
+  Attr,          // attrs.dtype
+};
+
+// Attributes of one op call: a flat record so that every op travels in one wire format.
+// Which fields an op reads is said in its kind's comment above and in its help text.
+struct OpAttrs {
+  Dims ints;
+  std::array<Scalar, 3> scalars{};
+  DType dtype = DType::Float32;
+  bool keepdim = false;
+  bool scalar_first = false;
+  uint64_t seed = 0;    // random ops: generator seed
+  uint64_t offset = 0;  // random ops: position in the generator's stream
+  friend bool operator==(const OpAttrs&, const OpAttrs&) = default;
+};
+
+struct OpDef {
+  OpId id;
+  std::string_view name;  // as users type it; Mutate ops end in '_'
+  OpKind kind;
+  DTypeRule dtype_rule;
+  std::string_view help;
+  int min_inputs;  // tensors
+  int max_inputs;
+  bool has_inplace_form;  // Unary, Binary and Clamp: name_ writes into input 0
+};
+
+// The whole table, indexed by OpId.
+std::span<const OpDef> all_ops();
+const OpDef& op_def(OpId id);
+// Looks an op up by its user-facing name; nullptr when unknown.
+const OpDef* find_op(std::string_view name);
+// True for raw values that name an op (validation of wire bytes).
+constexpr bool is_valid_op(uint16_t raw) {
+  return raw < kNumOps;
+}
+
+struct InferResult {
+  TensorMeta meta;
+  // The result is a view of input 0's storage (views, contiguous() of a contiguous
+  // tensor, reshape when no copy is needed, and every in-place call).
+  bool aliases_input = false;
+};
+
+// The shape and dtype rule: the result's metadata for `op` on `inputs` with `attrs`,
+// computed without touching data. With `inplace`, the result must fit input 0 (same shape,
+// castable dtype) and is input 0. Throws ShapeError, DTypeError, IndexError or
+// InvalidArgument with a message that names the op and the shapes or dtypes involved.
+InferResult infer(OpId op, std::span<const TensorMeta> inputs, const OpAttrs& attrs,
+                  bool inplace = false);
+
+// The dtype the operands of a Binary op compute in: the two tensors' promoted dtype, or
+// for a scalar operand torch's scalar rule (a float scalar makes an integral or bool tensor
+// float32; an integer scalar makes a bool tensor int64). Comparisons compute in it.
+DType binary_operand_dtype(std::span<const TensorMeta> inputs, const OpAttrs& attrs);
+
+// torch/NumPy broadcasting of two shapes; throws ShapeError naming `op` and both shapes.
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
+// Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op`.
+int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim);
+
+}  // namespace dtr

@@ -1,0 +1,130 @@
+// The local tensor library: dtr::local::Tensor is a CPU tensor in this process, with
+// every op of the op table (tensor_ops.hpp) executed by the CPU kernels. The master uses
+// it for data it holds (`dtr::local::randn`, `to_local()`); workers use the same engine
+// (`execute`) to run the commands they receive.
+//
+// Thread safety: a Tensor is a handle to shared storage. Distinct handles may be used from
+// distinct threads; writing one storage from two threads at once is a data race, as with
+// any array. cpu_memory_stats() is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dtr/error.hpp"
+#include "dtr/generator.hpp"
+#include "dtr/op_table.hpp"
+#include "dtr/tensor_ops.hpp"
+
+namespace dtr {
+
+// A block of host memory, 64-byte aligned, counted in cpu_memory_stats().
+class Storage {
+ public:
+  // Throws OutOfMemory naming the bytes asked for.
+  static std::shared_ptr<Storage> allocate(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  Storage(void* data, size_t nbytes) : data_(data), nbytes_(nbytes) {}
+  void* data_;
+  size_t nbytes_;
+};
+
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes = 0;
+  int64_t live_storages = 0;
+};
+MemoryStats cpu_memory_stats();
+
+namespace local {
+
+class Tensor : public TensorOps<Tensor> {
+ public:
+  Tensor() = default;  // an undefined tensor; most calls on it throw InvalidArgument
+  // Throws InvalidArgument when meta reaches outside the storage.
+  Tensor(std::shared_ptr<Storage> storage, const TensorMeta& meta);
+
+  bool defined() const { return storage_ != nullptr; }
+  const TensorMeta& meta() const { return meta_; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  // Address of element 0 (the offset applied).
+  void* raw_data() const;
+  // Typed address of element 0; throws DTypeError when T does not match dtype().
+  template <typename T>
+  T* data() const {
+    check_dtype(dtype_of_v<T>, "data");
+    return static_cast<T*>(raw_data());
+  }
+  // The only element of a one-element tensor; throws ShapeError otherwise.
+  Scalar item() const;
+  template <typename T>
+  T item() const {
+    return item().to<T>();
+  }
+  // The elements in logical (row-major) order, converted to T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // A contiguous copy with its own storage.
+  Tensor clone() const;
+
+  // Engine hooks used by TensorOps.
+  Tensor apply(OpId op, const OpAttrs& attrs, const Tensor* other) const;
+  void apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other);
+
+  // torch-style text: the values (summarized past 1000 elements) and the dtype.
+  std::string to_string() const;
+
+ private:
+  void check_dtype(DType expected, const char* what) const;
+  std::shared_ptr<Storage> storage_;
+  TensorMeta meta_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Runs one op of the table on CPU tensors: checks it with the shape rule, allocates the
+// result (or aliases input 0 for views and in-place calls) and runs the kernel.
+// inputs.size() must be within the op's [min_inputs, max_inputs].
+Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace);
+// Runs the kernel of `op` into an already allocated `out` whose meta is what infer()
+// gives; the worker uses this when it has allocated the result itself.
+void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out);
+
+// --- creation ---
+Tensor empty(const Shape& shape, DType dtype = DType::Float32);
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
+Tensor ones(const Shape& shape, DType dtype = DType::Float32);
+Tensor full(const Shape& shape, Scalar value, DType dtype = DType::Float32);
+// dtype: int64 when start, end and step are all integers, else float32 (as torch).
+Tensor arange(Scalar end);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1);
+Tensor arange(Scalar start, Scalar end, Scalar step, DType dtype);
+Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32);
+Tensor rand(const Shape& shape, Generator& gen, DType dtype = DType::Float32);
+Tensor randn(const Shape& shape, Generator& gen, DType dtype = DType::Float32);
+// With the process-wide default generator (seeded by dtr::manual_seed).
+Tensor rand(const Shape& shape, DType dtype = DType::Float32);
+Tensor randn(const Shape& shape, DType dtype = DType::Float32);
+// A tensor holding a copy of `values` with the given shape (numel must match).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values) {
+  return from_vector(values, Shape{static_cast<int64_t>(values.size())});
+}
+
+}  // namespace local
+}  // namespace dtr

@@ -1,0 +1,292 @@
+// Elementwise CPU kernels: unary, clamp, binary (with broadcasting), copy with conversion,
+// fill. Each runs over the strided iteration of kernels.hpp; contiguous runs take a plain
+// indexed loop that the compiler vectorizes.
+#include <cmath>
+#include <limits>
+
+#include "kernels.hpp"
+
+namespace dtr::local::detail {
+
+Strides broadcast_strides(const TensorMeta& m, const Shape& shape) {
+  Strides out(shape.size(), 0);
+  size_t lead = shape.size() - m.shape.size();
+  for (size_t i = 0; i < m.shape.size(); ++i) out[lead + i] = m.shape[i] == 1 ? 0 : m.strides[i];
+  return out;
+}
+
+namespace {
+
+template <typename T>
+int64_t sz() {
+  return static_cast<int64_t>(sizeof(T));
+}
+
+// out[i] = f(a[i]) over same-shaped tensors.
+template <typename O, typename T, typename F>
+void map1(const Tensor& out, const Tensor& a, F f) {
+  for_each_strided<2>(out.shape(),
+                      {static_cast<char*>(out.raw_data()), static_cast<char*>(a.raw_data())},
+                      {out.strides(), broadcast_strides(a.meta(), out.shape())}, {sz<O>(), sz<T>()},
+                      [&](char** p, const int64_t* s, int64_t n) {
+                        if (s[0] == sz<O>() && s[1] == sz<T>()) {
+                          O* o = reinterpret_cast<O*>(p[0]);
+                          const T* x = reinterpret_cast<const T*>(p[1]);
+                          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+                        } else {
+                          for (int64_t i = 0; i < n; ++i)
+                            *reinterpret_cast<O*>(p[0] + i * s[0]) =
+                                f(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+                        }
+                      });
+}
+
+// out[i] = f(a[i], b[i]) with a and b broadcast to out's shape.
+template <typename O, typename T, typename F>
+void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  const Shape& shape = out.shape();
+  for_each_strided<3>(
+      shape,
+      {static_cast<char*>(out.raw_data()), static_cast<char*>(a.raw_data()),
+       static_cast<char*>(b.raw_data())},
+      {out.strides(), broadcast_strides(a.meta(), shape), broadcast_strides(b.meta(), shape)},
+      {sz<O>(), sz<T>(), sz<T>()}, [&](char** p, const int64_t* s, int64_t n) {
+        O* o = reinterpret_cast<O*>(p[0]);
+        const T* x = reinterpret_cast<const T*>(p[1]);
+        const T* y = reinterpret_cast<const T*>(p[2]);
+        if (s[0] == sz<O>() && s[1] == sz<T>() && s[2] == sz<T>()) {
+          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+        } else if (s[0] == sz<O>() && s[1] == sz<T>() && s[2] == 0) {
+          const T yv = *y;
+          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+        } else if (s[0] == sz<O>() && s[1] == 0 && s[2] == sz<T>()) {
+          const T xv = *x;
+          for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<O*>(p[0] + i * s[0]) =
+                f(*reinterpret_cast<const T*>(p[1] + i * s[1]),
+                  *reinterpret_cast<const T*>(p[2] + i * s[2]));
+        }
+      });
+}
+
+// A 0-d tensor holding s as T.
+template <typename T>
+Tensor scalar_tensor(Scalar s) {
+  Tensor t = empty({}, dtype_of_v<T>);
+  *t.data<T>() = s.to<T>();
+  return t;
+}
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : t.to(dtype);
+}
+
+template <typename T>
+T int_pow(T base, T exp) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return base || !exp;
+  } else {
+    if (exp < 0)
+      fail<InvalidArgument>(
+          "pow", "integers to negative integer powers are not allowed (exponent {})", exp);
+    T result = 1;
+    while (exp) {
+      if (exp & 1) result = wrap_mul(result, base);
+      exp >>= 1;
+      if (exp) base = wrap_mul(base, base);
+    }
+    return result;
+  }
+}
+
+template <typename T>
+T nan_max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a > b ? a : b;
+}
+template <typename T>
+T nan_min(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a < b ? a : b;
+}
+
+}  // namespace
+
+void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, const Tensor& out) {
+  Tensor x = as_dtype(in[0], out.dtype());
+  auto run = [&]<typename T>(auto f) { map1<T, T>(out, x, f); };
+  auto float_op = [&](auto f) {
+    dispatch_float(d.name, out.dtype(), [&]<typename T>() { run.template operator()<T>(f); });
+  };
+  switch (d.id) {
+    case OpId::neg:
+      dispatch(out.dtype(), [&]<typename T>() {
+        run.template operator()<T>([](T v) { return wrap_sub(T(0), v); });
+      });
+      return;
+    case OpId::abs:
+      dispatch(out.dtype(), [&]<typename T>() {
+        run.template operator()<T>([](T v) {
+          if constexpr (std::is_floating_point_v<T>)
+            return std::abs(v);
+          else
+            return v < T(0) ? wrap_sub(T(0), v) : v;
+        });
+      });
+      return;
+    case OpId::relu:
+      dispatch(out.dtype(), [&]<typename T>() {
+        run.template operator()<T>([](T v) { return v > T(0) ? v : T(0); });
+      });
+      return;
+    case OpId::exp:
+      float_op([](auto v) { return std::exp(v); });
+      return;
+    case OpId::log:
+      float_op([](auto v) { return std::log(v); });
+      return;
+    case OpId::sqrt:
+      float_op([](auto v) { return std::sqrt(v); });
+      return;
+    case OpId::rsqrt:
+      float_op([](auto v) { return static_cast<decltype(v)>(1) / std::sqrt(v); });
+      return;
+    case OpId::sin:
+      float_op([](auto v) { return std::sin(v); });
+      return;
+    case OpId::cos:
+      float_op([](auto v) { return std::cos(v); });
+      return;
+    case OpId::tanh:
+      float_op([](auto v) { return std::tanh(v); });
+      return;
+    case OpId::sigmoid:
+      float_op([](auto v) {
+        using T = decltype(v);
+        return T(1) / (T(1) + std::exp(-v));
+      });
+      return;
+    default:
+      fail<InvalidArgument>(d.name, "is not a unary op");
+  }
+}
+
+void clamp_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
+  (void)d;
+  dispatch(out.dtype(), [&]<typename T>() {
+    bool has_lo = !a.scalars[0].is_none(), has_hi = !a.scalars[1].is_none();
+    T lo = has_lo ? a.scalars[0].to<T>() : T(0), hi = has_hi ? a.scalars[1].to<T>() : T(0);
+    map1<T, T>(out, in[0], [=](T v) {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(v)) return v;
+      }
+      if (has_lo && v < lo) v = lo;
+      if (has_hi && v > hi) v = hi;
+      return v;
+    });
+  });
+}
+
+void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
+                   const Tensor& out) {
+  // Comparisons compute in the dtype both operands promote to; the rest in the result's.
+  DType compute = out.dtype();
+  if (d.dtype_rule == DTypeRule::ToBool) {
+    std::array<TensorMeta, 2> metas{in[0].meta(), in.size() == 2 ? in[1].meta() : TensorMeta{}};
+    compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
+  }
+  dispatch(compute, [&]<typename T>() {
+    Tensor x = as_dtype(in[0], compute);
+    Tensor y = in.size() == 2 ? as_dtype(in[1], compute) : scalar_tensor<T>(a.scalars[0]);
+    if (in.size() == 1 && a.scalar_first) std::swap(x, y);
+    auto arith = [&](auto f) { map2<T, T>(out, x, y, f); };
+    auto compare = [&](auto f) { map2<bool, T>(out, x, y, f); };
+    switch (d.id) {
+      case OpId::add:
+        arith([](T u, T v) { return wrap_add(u, v); });
+        return;
+      case OpId::sub:
+        arith([](T u, T v) { return wrap_sub(u, v); });
+        return;
+      case OpId::mul:
+        arith([](T u, T v) { return wrap_mul(u, v); });
+        return;
+      case OpId::div:
+        if constexpr (std::is_floating_point_v<T>) {
+          arith([](T u, T v) { return u / v; });
+          return;
+        }
+        break;
+      case OpId::pow:
+        if constexpr (std::is_floating_point_v<T>) {
+          arith([](T u, T v) { return std::pow(u, v); });
+        } else {
+          arith([](T u, T v) { return int_pow(u, v); });
+        }
+        return;
+      case OpId::maximum:
+        arith([](T u, T v) { return nan_max(u, v); });
+        return;
+      case OpId::minimum:
+        arith([](T u, T v) { return nan_min(u, v); });
+        return;
+      case OpId::eq:
+        compare([](T u, T v) { return u == v; });
+        return;
+      case OpId::ne:
+        compare([](T u, T v) { return u != v; });
+        return;
+      case OpId::lt:
+        compare([](T u, T v) { return u < v; });
+        return;
+      case OpId::le:
+        compare([](T u, T v) { return u <= v; });
+        return;
+      case OpId::gt:
+        compare([](T u, T v) { return u > v; });
+        return;
+      case OpId::ge:
+        compare([](T u, T v) { return u >= v; });
+        return;
+      default:
+        break;
+    }
+    fail<InvalidArgument>(d.name, "has no kernel for {}", compute);
+  });
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  dispatch(dst.dtype(), [&]<typename O>() {
+    dispatch(src.dtype(), [&]<typename T>() {
+      if constexpr (std::is_same_v<O, bool>) {
+        map1<O, T>(dst, src, [](T v) { return v != T(0); });
+      } else {
+        map1<O, T>(dst, src, [](T v) { return static_cast<O>(v); });
+      }
+    });
+  });
+}
+
+void fill(const Tensor& t, Scalar v) {
+  dispatch(t.dtype(), [&]<typename T>() {
+    const T value = v.to<T>();
+    for_each_strided<1>(t.shape(), {static_cast<char*>(t.raw_data())}, {t.strides()}, {sz<T>()},
+                        [&](char** p, const int64_t* s, int64_t n) {
+                          if (s[0] == sz<T>()) {
+                            T* o = reinterpret_cast<T*>(p[0]);
+                            for (int64_t i = 0; i < n; ++i) o[i] = value;
+                          } else {
+                            for (int64_t i = 0; i < n; ++i)
+                              *reinterpret_cast<T*>(p[0] + i * s[0]) = value;
+                          }
+                        });
+  });
+}
+
+}  // namespace dtr::local::detail

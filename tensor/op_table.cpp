@@ -1,0 +1,591 @@
+// The op table and the shape/dtype rules. Pure metadata: nothing here touches data, so the
+// master runs the same rules before it sends a command.
+#include "dtr/op_table.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "check.hpp"
+
+namespace dtr {
+
+using detail::fail;
+
+namespace {
+
+constexpr OpDef make_def(OpId id, std::string_view name, OpKind kind, DTypeRule rule,
+                         std::string_view help) {
+  int min_in = 1, max_in = 1;
+  bool inplace = false;
+  switch (kind) {
+    case OpKind::Unary:
+    case OpKind::Clamp:
+      inplace = true;
+      break;
+    case OpKind::Binary:
+      max_in = 2;  // the second operand may be a scalar attribute instead
+      inplace = true;
+      break;
+    case OpKind::Linalg:
+      min_in = max_in = 2;
+      break;
+    case OpKind::Mutate:
+      if (id == OpId::copy_) min_in = max_in = 2;
+      break;
+    case OpKind::Create:
+      min_in = max_in = 0;
+      break;
+    default:
+      break;
+  }
+  return OpDef{id, name, kind, rule, help, min_in, max_in, inplace};
+}
+
+constexpr std::array<OpDef, kNumOps> kOps = {
+#define DTR_OP_DEF(name, kind, rule, doc) \
+  make_def(OpId::name, #name, OpKind::kind, DTypeRule::rule, doc),
+    DTR_OPS(DTR_OP_DEF)
+#undef DTR_OP_DEF
+};
+
+static_assert([] {
+  for (int i = 0; i < kNumOps; ++i)
+    if (static_cast<int>(kOps[i].id) != i) return false;
+  return true;
+}());
+
+// ---- dtype rules ----
+
+// Result dtype of `t op s` for a scalar operand: a float scalar turns integral/bool tensors
+// into float32, an integer scalar turns a bool tensor into int64 (torch's scalar rules).
+DType promote_with_scalar(DType t, const Scalar& s) {
+  if (s.is_floating() && !is_floating(t)) return DType::Float32;
+  if (s.is_integral() && t == DType::Bool) return DType::Int64;
+  return t;
+}
+
+DType to_float(DType t) {
+  return is_floating(t) ? t : DType::Float32;
+}
+
+DType require_float(const OpDef& d, DType t) {
+  if (!is_floating(t))
+    fail<DTypeError>(d.name, "expected a floating point input (float32 or float64), got {}", t);
+  return t;
+}
+
+void reject_bool(const OpDef& d, DType t) {
+  if (t == DType::Bool) fail<DTypeError>(d.name, "not supported for bool tensors");
+}
+
+DType unary_dtype(const OpDef& d, DType in) {
+  switch (d.dtype_rule) {
+    case DTypeRule::ToFloat:
+      return to_float(in);
+    case DTypeRule::FloatOnly:
+      return require_float(d, in);
+    case DTypeRule::SumLike:
+      return is_floating(in) ? in : DType::Int64;
+    case DTypeRule::Index:
+      return DType::Int64;
+    default:
+      return in;
+  }
+}
+
+// ---- shape helpers ----
+
+Shape resolve_shape(const OpDef& d, const Shape& requested, int64_t numel, const Shape& from) {
+  Shape out = requested;
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      if (infer_at >= 0) fail<ShapeError>(d.name, "only one size may be -1 in {}", requested);
+      infer_at = static_cast<int>(i);
+    } else if (out[i] < 0) {
+      fail<ShapeError>(d.name, "invalid size {} in shape {}", out[i], requested);
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || numel % known != 0)
+      fail<ShapeError>(d.name, "shape {} is invalid for input of size {} (shape {})", requested,
+                       numel, from);
+    out[infer_at] = numel / known;
+  } else if (numel_of(out) != numel) {
+    fail<ShapeError>(d.name, "shape {} is invalid for input of size {} (shape {})", requested,
+                     numel, from);
+  }
+  return out;
+}
+
+// Strides that let `shape` view storage laid out as (old_shape, old_strides), if any
+// (torch's computeStride: merge runs of old dims that are contiguous among themselves).
+std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
+                                    const Shape& shape) {
+  if (old_shape.empty() || numel_of(old_shape) == 0) return contiguous_strides(shape);
+  Strides out(shape.size());
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(old_shape.size()) - 1; tensor_d >= 0; --tensor_d) {
+    tensor_numel *= old_shape[tensor_d];
+    if (tensor_d == 0 || (old_shape[tensor_d - 1] != 1 &&
+                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = old_strides[tensor_d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+std::array<bool, kMaxDims> reduced_dims(const OpDef& d, const TensorMeta& in, const Dims& dims) {
+  std::array<bool, kMaxDims> reduce{};
+  if (dims.empty()) {
+    reduce.fill(true);
+    return reduce;
+  }
+  for (int64_t raw : dims) {
+    int64_t w = wrap_dim(d.name, raw, in.dim());
+    if (in.dim() == 0) continue;
+    if (reduce[w]) fail<InvalidArgument>(d.name, "dim {} appears more than once in {}", w, dims);
+    reduce[w] = true;
+  }
+  return reduce;
+}
+
+InferResult contiguous_result(DType dtype, const Shape& shape) {
+  return InferResult{TensorMeta::contiguous(dtype, shape), false};
+}
+
+// ---- rules per kind ----
+
+InferResult infer_binary(const OpDef& d, std::span<const TensorMeta> in, const OpAttrs& a) {
+  const TensorMeta& x = in[0];
+  if (in.size() == 1 && a.scalars[0].is_none())
+    fail<InvalidArgument>(d.name, "needs a second operand: a tensor or a scalar");
+  DType operand = binary_operand_dtype(in, a);
+  Shape shape = in.size() == 2 ? broadcast_shapes(d.name, x.shape, in[1].shape) : x.shape;
+  if (d.id == OpId::sub && operand == DType::Bool)
+    fail<DTypeError>(d.name, "subtracting bool tensors is not supported (got {} and {})", x.dtype,
+                     in.size() == 2 ? in[1].dtype : operand);
+  DType out = operand;
+  if (d.dtype_rule == DTypeRule::PromoteFloat) out = to_float(operand);
+  if (d.dtype_rule == DTypeRule::ToBool) out = DType::Bool;
+  return contiguous_result(out, shape);
+}
+
+InferResult infer_reduce(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
+  if ((d.id == OpId::argmax || d.id == OpId::argmin) && a.ints.size() > 1)
+    fail<InvalidArgument>(d.name, "reduces over one dim or all of them, got dims {}", a.ints);
+  DType out = unary_dtype(d, x.dtype);
+  if (d.kind == OpKind::Moment && !a.scalars[0].is_none() && a.scalars[0].to_double() < 0)
+    fail<InvalidArgument>(d.name, "correction must be >= 0, got {}", a.scalars[0].to_string());
+  std::array<bool, kMaxDims> reduce = reduced_dims(d, x, a.ints);
+  bool needs_elements =
+      d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
+  Shape shape;
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (reduce[i]) {
+      if (needs_elements && x.shape[i] == 0)
+        fail<ShapeError>(d.name, "cannot reduce over dim {} of size 0 (shape {})", i, x.shape);
+      if (a.keepdim) shape.push_back(1);
+    } else {
+      shape.push_back(x.shape[i]);
+    }
+  }
+  return contiguous_result(out, shape);
+}
+
+InferResult infer_linalg(const OpDef& d, const TensorMeta& x, const TensorMeta& y) {
+  if (x.dtype != y.dtype)
+    fail<DTypeError>(d.name, "expected both operands to have the same dtype, got {} and {}",
+                     x.dtype, y.dtype);
+  reject_bool(d, x.dtype);
+  const Shape &a = x.shape, &b = y.shape;
+  if (d.id == OpId::dot) {
+    if (a.size() != 1 || b.size() != 1 || a[0] != b[0])
+      fail<ShapeError>(d.name, "expected two 1-D tensors of the same size, got shapes {} and {}", a,
+                       b);
+    return contiguous_result(x.dtype, {});
+  }
+  if (d.id == OpId::mv) {
+    if (a.size() != 2 || b.size() != 1 || a[1] != b[0])
+      fail<ShapeError>(d.name, "expected a matrix (n, m) and a vector (m), got shapes {} and {}", a,
+                       b);
+    return contiguous_result(x.dtype, {a[0]});
+  }
+  if (a.empty() || b.empty())
+    fail<ShapeError>(d.name, "both operands need at least 1 dim, got shapes {} and {}", a, b);
+  int64_t k_a = a.back();
+  int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
+  if (k_a != k_b)
+    fail<ShapeError>(d.name, "shapes {} and {} cannot be multiplied ({} != {})", a, b, k_a, k_b);
+  Shape batch_a, batch_b;
+  for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
+  for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
+  Shape out = broadcast_shapes(d.name, batch_a, batch_b);
+  if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+  if (b.size() >= 2) out.push_back(b.back());
+  return contiguous_result(x.dtype, out);
+}
+
+InferResult infer_view(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
+  TensorMeta m = x;
+  const Dims& v = a.ints;
+  auto need_ints = [&](size_t n, const char* what) {
+    if (v.size() != n)
+      fail<InvalidArgument>(d.name, "expects {}, got {} values {}", what, v.size(), v);
+  };
+  auto need_dims = [&] {
+    if (x.dim() == 0) fail<IndexError>(d.name, "cannot be applied to a 0-d tensor");
+  };
+  switch (d.id) {
+    case OpId::view:
+    case OpId::reshape: {
+      Shape shape = resolve_shape(d, v, x.numel(), x.shape);
+      std::optional<Strides> st = view_strides(x.shape, x.strides, shape);
+      if (!st) {
+        if (d.id == OpId::view)
+          fail<ShapeError>(d.name,
+                           "shape {} is incompatible with the input's layout (shape {}, strides "
+                           "{}); use reshape",
+                           shape, x.shape, x.strides);
+        return contiguous_result(x.dtype, shape);
+      }
+      m.shape = shape;
+      m.strides = *st;
+      break;
+    }
+    case OpId::transpose: {
+      need_ints(2, "two dims");
+      int64_t d0 = wrap_dim(d.name, v[0], x.dim()), d1 = wrap_dim(d.name, v[1], x.dim());
+      if (x.dim() > 0) {
+        std::swap(m.shape[d0], m.shape[d1]);
+        std::swap(m.strides[d0], m.strides[d1]);
+      }
+      break;
+    }
+    case OpId::permute: {
+      if (static_cast<int64_t>(v.size()) != x.dim())
+        fail<InvalidArgument>(d.name, "dims {} must list each of the {} dims once", v, x.dim());
+      std::array<bool, kMaxDims> seen{};
+      for (size_t i = 0; i < v.size(); ++i) {
+        int64_t w = wrap_dim(d.name, v[i], x.dim());
+        if (seen[w]) fail<InvalidArgument>(d.name, "dim {} repeats in {}", w, v);
+        seen[w] = true;
+        m.shape[i] = x.shape[w];
+        m.strides[i] = x.strides[w];
+      }
+      break;
+    }
+    case OpId::narrow: {
+      need_ints(3, "(dim, start, length)");
+      need_dims();
+      int64_t dim = wrap_dim(d.name, v[0], x.dim());
+      int64_t size = x.shape[dim], start = v[1] < 0 ? v[1] + size : v[1], length = v[2];
+      if (start < 0 || start > size || length < 0 || length > size - start)
+        fail<IndexError>(d.name, "start {} and length {} do not fit dim {} of size {} (shape {})",
+                         v[1], length, dim, size, x.shape);
+      m.offset += start * x.strides[dim];
+      m.shape[dim] = length;
+      break;
+    }
+    case OpId::slice: {
+      need_ints(4, "(dim, start, end, step)");
+      need_dims();
+      int64_t dim = wrap_dim(d.name, v[0], x.dim());
+      int64_t size = x.shape[dim], step = v[3];
+      if (step <= 0) fail<InvalidArgument>(d.name, "step must be positive, got {}", step);
+      auto clamp_index = [size](int64_t i) {
+        if (i < 0) i = i < -size ? 0 : i + size;
+        return i > size ? size : i;
+      };
+      int64_t start = clamp_index(v[1]), end = clamp_index(v[2]);
+      int64_t length = end > start ? (end - start + step - 1) / step : 0;
+      m.offset += (length > 0 ? start : 0) * x.strides[dim];
+      m.shape[dim] = length;
+      m.strides[dim] = x.strides[dim] * step;
+      break;
+    }
+    case OpId::select: {
+      need_ints(2, "(dim, index)");
+      need_dims();
+      int64_t dim = wrap_dim(d.name, v[0], x.dim());
+      int64_t size = x.shape[dim], index = v[1] < 0 ? v[1] + size : v[1];
+      if (index < 0 || index >= size)
+        fail<IndexError>(d.name, "index {} is out of range for dim {} of size {} (shape {})", v[1],
+                         dim, size, x.shape);
+      m.offset += index * x.strides[dim];
+      m.shape.erase(static_cast<size_t>(dim));
+      m.strides.erase(static_cast<size_t>(dim));
+      break;
+    }
+    case OpId::expand: {
+      if (static_cast<int64_t>(v.size()) < x.dim())
+        fail<ShapeError>(d.name, "target shape {} has fewer dims than the input shape {}", v,
+                         x.shape);
+      size_t lead = v.size() - x.shape.size();
+      m.shape = Shape(v.size());
+      m.strides = Strides(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i < lead) {
+          if (v[i] < 0)
+            fail<ShapeError>(d.name, "size {} is not allowed for a new leading dim ({} to {})",
+                             v[i], x.shape, v);
+          m.shape[i] = v[i];
+          m.strides[i] = 0;
+          continue;
+        }
+        int64_t old = x.shape[i - lead], want = v[i] == -1 ? old : v[i];
+        if (want == old) {
+          m.shape[i] = old;
+          m.strides[i] = x.strides[i - lead];
+        } else if (old == 1 && want >= 0) {
+          m.shape[i] = want;
+          m.strides[i] = 0;
+        } else {
+          fail<ShapeError>(d.name,
+                           "the expanded size {} must match the existing size {} at dim {} "
+                           "({} to {})",
+                           v[i], old, i, x.shape, v);
+        }
+      }
+      break;
+    }
+    case OpId::squeeze: {
+      std::array<bool, kMaxDims> drop{};
+      if (v.empty()) {
+        for (size_t i = 0; i < x.shape.size(); ++i) drop[i] = x.shape[i] == 1;
+      } else {
+        for (int64_t raw : v) {
+          int64_t w = wrap_dim(d.name, raw, x.dim());
+          if (x.dim() > 0 && x.shape[w] == 1) drop[w] = true;
+        }
+      }
+      m.shape.clear();
+      m.strides.clear();
+      for (size_t i = 0; i < x.shape.size(); ++i) {
+        if (drop[i]) continue;
+        m.shape.push_back(x.shape[i]);
+        m.strides.push_back(x.strides[i]);
+      }
+      break;
+    }
+    case OpId::unsqueeze: {
+      need_ints(1, "one dim");
+      int64_t dim = wrap_dim(d.name, v[0], x.dim() + 1);
+      int64_t stride = dim < x.dim() ? x.shape[dim] * x.strides[dim] : 1;
+      m.shape.insert(static_cast<size_t>(dim), 1);
+      m.strides.insert(static_cast<size_t>(dim), stride);
+      break;
+    }
+    default:
+      fail<InvalidArgument>(d.name, "is not a view op");
+  }
+  return InferResult{m, true};
+}
+
+InferResult infer_create(const OpDef& d, const OpAttrs& a) {
+  if (!is_valid_dtype(static_cast<uint8_t>(a.dtype)))
+    fail<DTypeError>(d.name, "invalid dtype code {}", static_cast<int>(a.dtype));
+  switch (d.id) {
+    case OpId::arange: {
+      double start = a.scalars[0].to_double(), end = a.scalars[1].to_double();
+      double step = a.scalars[2].is_none() ? 1.0 : a.scalars[2].to_double();
+      if (a.scalars[0].is_none() || a.scalars[1].is_none())
+        fail<InvalidArgument>(d.name, "needs start and end");
+      if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+        fail<InvalidArgument>(d.name, "start {}, end {} and step {} must be finite, step non-zero",
+                              start, end, step);
+      if ((end - start) / step < 0)
+        fail<InvalidArgument>(d.name, "end {} is not reachable from start {} with step {}", end,
+                              start, step);
+      double n = std::ceil((end - start) / step);
+      if (n > static_cast<double>(std::numeric_limits<int64_t>::max() / 8))
+        fail<ShapeError>(d.name, "would have {} elements", n);
+      return contiguous_result(a.dtype, {static_cast<int64_t>(n)});
+    }
+    case OpId::linspace:
+      if (a.ints.size() != 1 || a.ints[0] < 0)
+        fail<InvalidArgument>(d.name, "steps must be one number >= 0, got {}", a.ints);
+      return contiguous_result(a.dtype, {a.ints[0]});
+    default:
+      break;
+  }
+  for (int64_t s : a.ints)
+    if (s < 0) fail<ShapeError>(d.name, "invalid size {} in shape {}", s, a.ints);
+  numel_of(a.ints);
+  if ((d.id == OpId::rand || d.id == OpId::randn) && !is_floating(a.dtype))
+    fail<DTypeError>(d.name, "needs a floating point dtype, got {}", a.dtype);
+  if (d.id == OpId::full && a.scalars[0].is_none())
+    fail<InvalidArgument>(d.name, "needs a fill value");
+  return contiguous_result(a.dtype, a.ints);
+}
+
+InferResult infer_mutate(const OpDef& d, std::span<const TensorMeta> in, const OpAttrs& a) {
+  const TensorMeta& dst = in[0];
+  switch (d.id) {
+    case OpId::copy_: {
+      Shape b = broadcast_shapes(d.name, dst.shape, in[1].shape);
+      if (!(b == dst.shape))
+        fail<ShapeError>(d.name, "source shape {} does not broadcast to destination shape {}",
+                         in[1].shape, dst.shape);
+      break;
+    }
+    case OpId::fill_:
+      if (a.scalars[0].is_none()) fail<InvalidArgument>(d.name, "needs a fill value");
+      break;
+    case OpId::uniform_:
+      require_float(d, dst.dtype);
+      if (!(a.scalars[0].to_double() <= a.scalars[1].to_double()))
+        fail<InvalidArgument>(d.name, "expects from <= to, got from={} to={}",
+                              a.scalars[0].to_string(), a.scalars[1].to_string());
+      break;
+    case OpId::normal_:
+      require_float(d, dst.dtype);
+      if (!(a.scalars[1].to_double() >= 0))
+        fail<InvalidArgument>(d.name, "expects std >= 0, got {}", a.scalars[1].to_string());
+      break;
+    default:
+      break;
+  }
+  return InferResult{dst, true};
+}
+
+}  // namespace
+
+DType binary_operand_dtype(std::span<const TensorMeta> in, const OpAttrs& a) {
+  return in.size() == 2 ? promote_types(in[0].dtype, in[1].dtype)
+                        : promote_with_scalar(in[0].dtype, a.scalars[0]);
+}
+
+std::span<const OpDef> all_ops() {
+  return kOps;
+}
+
+const OpDef& op_def(OpId id) {
+  auto i = static_cast<size_t>(id);
+  if (i >= kOps.size())
+    throw InvalidArgument(fmt::format("unknown op id {} (there are {} ops)", i, kOps.size()));
+  return kOps[i];
+}
+
+const OpDef* find_op(std::string_view name) {
+  for (const OpDef& d : kOps)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim) {
+  int64_t n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n)
+    fail<IndexError>(op, "dim {} is out of range for a {}-d tensor (expected {} to {})", dim, ndim,
+                     -n, n - 1);
+  return dim < 0 ? dim + n : dim;
+}
+
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
+  size_t n = a.size() > b.size() ? a.size() : b.size();
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (sa != sb && sa != 1 && sb != 1)
+      fail<ShapeError>(op, "shapes {} and {} are not broadcastable (size {} vs {} at dim {})", a, b,
+                       sa, sb, i);
+    out[i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, bool inplace) {
+  const OpDef& d = op_def(op);
+  int n = static_cast<int>(in.size());
+  if (n < d.min_inputs || n > d.max_inputs)
+    fail<InvalidArgument>(d.name, "takes {} to {} tensor inputs, got {}", d.min_inputs,
+                          d.max_inputs, n);
+  if (inplace) {
+    for (size_t i = 0; i < in[0].shape.size(); ++i)
+      if (in[0].strides[i] == 0 && in[0].shape[i] > 1)
+        fail<InvalidArgument>(d.name,
+                              "cannot write in place to an expanded tensor (shape {}, strides {}): "
+                              "several elements share one memory location; clone it first",
+                              in[0].shape, in[0].strides);
+  }
+  if (d.kind == OpKind::Mutate) {
+    if (!inplace) fail<InvalidArgument>(d.name, "only exists in place");
+    return infer_mutate(d, in, a);
+  }
+  if (inplace && !d.has_inplace_form) fail<InvalidArgument>(d.name, "has no in-place form");
+
+  InferResult r;
+  switch (d.kind) {
+    case OpKind::Unary:
+      if (d.dtype_rule == DTypeRule::Same) reject_bool(d, in[0].dtype);
+      r = contiguous_result(unary_dtype(d, in[0].dtype), in[0].shape);
+      break;
+    case OpKind::Clamp:
+      reject_bool(d, in[0].dtype);
+      if (a.scalars[0].is_none() && a.scalars[1].is_none())
+        fail<InvalidArgument>(d.name, "needs at least one of min and max");
+      r = contiguous_result(in[0].dtype, in[0].shape);
+      break;
+    case OpKind::Binary:
+      r = infer_binary(d, in, a);
+      break;
+    case OpKind::Reduce:
+    case OpKind::Norm:
+    case OpKind::Moment:
+      r = infer_reduce(d, in[0], a);
+      break;
+    case OpKind::Linalg:
+      r = infer_linalg(d, in[0], in[1]);
+      break;
+    case OpKind::View:
+      r = infer_view(d, in[0], a);
+      break;
+    case OpKind::Convert:
+      if (d.id == OpId::to) {
+        if (!is_valid_dtype(static_cast<uint8_t>(a.dtype)))
+          fail<DTypeError>(d.name, "invalid dtype code {}", static_cast<int>(a.dtype));
+        r = a.dtype == in[0].dtype ? InferResult{in[0], true}
+                                   : contiguous_result(a.dtype, in[0].shape);
+      } else {
+        r = in[0].is_contiguous() ? InferResult{in[0], true}
+                                  : contiguous_result(in[0].dtype, in[0].shape);
+      }
+      break;
+    case OpKind::Create:
+      r = infer_create(d, a);
+      break;
+    case OpKind::Mutate:
+      break;  // handled above
+  }
+  if (!inplace) return r;
+
+  const TensorMeta& self = in[0];
+  std::string name = fmt::format("{}_", d.name);
+  if (!(r.meta.shape == self.shape))
+    fail<ShapeError>(name, "result shape {} does not match the in-place tensor's shape {}",
+                     r.meta.shape, self.shape);
+  if (!can_cast(r.meta.dtype, self.dtype))
+    fail<DTypeError>(name, "result dtype {} cannot be stored in the in-place {} tensor",
+                     r.meta.dtype, self.dtype);
+  return InferResult{self, true};
+}
+
+}  // namespace dtr

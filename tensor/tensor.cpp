@@ -1,0 +1,278 @@
+// dtr::local::Tensor and the execute() engine that runs op-table ops on CPU tensors.
+#include "dtr/tensor.hpp"
+
+#include <array>
+#include <ostream>
+
+#include "kernels.hpp"
+
+namespace dtr::local {
+
+using detail::fail;
+
+namespace {
+
+constexpr size_t kMaxInputs = 2;
+
+void check_defined(const Tensor& t, std::string_view op) {
+  if (!t.defined()) fail<InvalidArgument>(op, "called on an undefined tensor");
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && !(a.meta() == b.meta());
+}
+
+}  // namespace
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, const TensorMeta& meta)
+    : storage_(std::move(storage)), meta_(meta) {
+  if (!storage_) throw InvalidArgument("Tensor: null storage");
+  int64_t extent = meta_.storage_extent();
+  for (int64_t s : meta_.strides)
+    if (s < 0) throw InvalidArgument(fmt::format("Tensor: negative stride in {}", meta_.strides));
+  if (meta_.offset < 0 ||
+      static_cast<uint64_t>(extent) * element_size(meta_.dtype) > storage_->nbytes())
+    throw InvalidArgument(fmt::format(
+        "Tensor: {} with strides {} and offset {} reaches outside its storage of {} bytes",
+        describe(meta_), meta_.strides, meta_.offset, storage_->nbytes()));
+}
+
+void* Tensor::raw_data() const {
+  check_defined(*this, "data");
+  return static_cast<char*>(storage_->data()) +
+         meta_.offset * static_cast<int64_t>(element_size(meta_.dtype));
+}
+
+void Tensor::check_dtype(DType expected, const char* what) const {
+  if (meta_.dtype != expected)
+    fail<DTypeError>(what, "tensor has dtype {}, asked for {}", meta_.dtype, expected);
+}
+
+Scalar Tensor::item() const {
+  check_defined(*this, "item");
+  if (numel() != 1)
+    fail<ShapeError>("item", "needs a tensor with one element, got shape {}", shape());
+  return detail::dispatch(dtype(), [&]<typename T>() -> Scalar {
+    // The one element may sit behind any strides; its address is element 0's.
+    return Scalar(*static_cast<const T*>(raw_data()));
+  });
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  check_defined(*this, "to_vector");
+  Tensor packed = dtype() == dtype_of_v<T> ? contiguous() : to(dtype_of_v<T>);
+  const T* p = static_cast<const T*>(packed.raw_data());
+  return std::vector<T>(p, p + packed.numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+Tensor Tensor::clone() const {
+  check_defined(*this, "clone");
+  Tensor out = empty(shape(), dtype());
+  detail::copy_into(out, *this);
+  return out;
+}
+
+Tensor Tensor::apply(OpId op, const OpAttrs& attrs, const Tensor* other) const {
+  if (other) {
+    std::array<Tensor, 2> in{*this, *other};
+    return execute(op, in, attrs, false);
+  }
+  return execute(op, std::span<const Tensor>(this, 1), attrs, false);
+}
+
+void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
+  if (other) {
+    std::array<Tensor, 2> in{*this, *other};
+    execute(op, in, attrs, true);
+  } else {
+    execute(op, std::span<const Tensor>(this, 1), attrs, true);
+  }
+}
+
+void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
+  const OpDef& d = op_def(op);
+  switch (d.kind) {
+    case OpKind::Unary:
+      detail::unary_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::Clamp:
+      detail::clamp_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::Binary:
+      detail::binary_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::Reduce:
+    case OpKind::Norm:
+    case OpKind::Moment:
+      detail::reduce_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::Linalg:
+      detail::linalg_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::View:
+    case OpKind::Convert: {
+      // A materialized view (reshape that needs a copy), contiguous() or to(): the input's
+      // elements in logical order into the packed output.
+      TensorMeta as_input = TensorMeta::contiguous(out.dtype(), inputs[0].shape());
+      detail::copy_into(Tensor(out.storage(), as_input), inputs[0]);
+      break;
+    }
+    case OpKind::Create:
+      detail::create_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::Mutate:
+      detail::mutate_kernel(d, inputs, attrs, out);
+      break;
+  }
+}
+
+Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace) {
+  const OpDef& d = op_def(op);
+  if (inputs.size() > kMaxInputs)
+    fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxInputs,
+                          inputs.size());
+  std::array<TensorMeta, kMaxInputs> metas;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_defined(inputs[i], d.name);
+    metas[i] = inputs[i].meta();
+  }
+  std::span<const TensorMeta> meta_span(metas.data(), inputs.size());
+  InferResult r = infer(op, meta_span, attrs, inplace);
+
+  if (!inplace) {
+    if (r.aliases_input) return Tensor(inputs[0].storage(), r.meta);
+    Tensor out = empty(r.meta.shape, r.meta.dtype);
+    run_kernel(op, inputs, attrs, out);
+    return out;
+  }
+
+  const Tensor& self = inputs[0];
+  // An operand that overlaps the destination with another layout (x.add_(x.t())) would
+  // be read after it is overwritten: read it from a copy.
+  std::array<Tensor, kMaxInputs> safe;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    safe[i] = i > 0 && overlaps(inputs[i], self) ? inputs[i].clone() : inputs[i];
+  std::span<const Tensor> safe_span(safe.data(), inputs.size());
+  if (d.kind != OpKind::Mutate) {
+    // The kernel computes in the out-of-place result dtype; when self holds another dtype
+    // (int32 tensor add_ int64 tensor, eq_), compute aside and convert into self.
+    DType computed = infer(op, meta_span, attrs, false).meta.dtype;
+    if (computed != self.dtype()) {
+      Tensor tmp = execute(op, safe_span, attrs, false);
+      detail::copy_into(self, tmp);
+      return self;
+    }
+  }
+  run_kernel(op, safe_span, attrs, self);
+  return self;
+}
+
+// ---- creation ----
+
+namespace {
+Tensor create(OpId op, const OpAttrs& attrs) {
+  return execute(op, {}, attrs, false);
+}
+
+OpAttrs shape_attrs(const Shape& shape, DType dtype) {
+  OpAttrs a;
+  a.ints = shape;
+  a.dtype = dtype;
+  return a;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype) {
+  TensorMeta m = infer(OpId::empty, {}, shape_attrs(shape, dtype)).meta;
+  auto bytes = static_cast<size_t>(m.numel()) * element_size(dtype);
+  return Tensor(Storage::allocate(bytes), m);
+}
+
+Tensor zeros(const Shape& shape, DType dtype) {
+  return full(shape, 0, dtype);
+}
+Tensor ones(const Shape& shape, DType dtype) {
+  return full(shape, 1, dtype);
+}
+
+Tensor full(const Shape& shape, Scalar value, DType dtype) {
+  OpAttrs a = shape_attrs(shape, dtype);
+  a.scalars[0] = value;
+  return create(OpId::full, a);
+}
+
+Tensor arange(Scalar end) {
+  return arange(0, end, 1);
+}
+
+Tensor arange(Scalar start, Scalar end, Scalar step) {
+  bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  return arange(start, end, step, integral ? DType::Int64 : DType::Float32);
+}
+
+Tensor arange(Scalar start, Scalar end, Scalar step, DType dtype) {
+  OpAttrs a;
+  a.scalars = {start, end, step};
+  a.dtype = dtype;
+  return create(OpId::arange, a);
+}
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+  OpAttrs a;
+  a.scalars = {Scalar(start), Scalar(end), Scalar()};
+  a.ints = {steps};
+  a.dtype = dtype;
+  return create(OpId::linspace, a);
+}
+
+namespace {
+Tensor random(OpId op, const Shape& shape, RandomDraw draw, DType dtype) {
+  OpAttrs a = shape_attrs(shape, dtype);
+  a.seed = draw.seed;
+  a.offset = draw.offset;
+  return create(op, a);
+}
+uint64_t count(const Shape& shape) {
+  return static_cast<uint64_t>(numel_of(shape));
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
+  return random(OpId::rand, shape, {gen.seed(), gen.advance(count(shape))}, dtype);
+}
+Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
+  return random(OpId::randn, shape, {gen.seed(), gen.advance(count(shape))}, dtype);
+}
+Tensor rand(const Shape& shape, DType dtype) {
+  return random(OpId::rand, shape, default_generator_advance(count(shape)), dtype);
+}
+Tensor randn(const Shape& shape, DType dtype) {
+  return random(OpId::randn, shape, default_generator_advance(count(shape)), dtype);
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  if (numel_of(shape) != static_cast<int64_t>(values.size()))
+    fail<ShapeError>("from_vector", "{} values do not fill shape {}", values.size(), shape);
+  Tensor out = empty(shape, dtype_of_v<T>);
+  T* p = out.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return out;
+}
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&);
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.to_string();
+}
+
+}  // namespace dtr::local
