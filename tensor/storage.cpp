@@ -13,6 +13,15 @@ constexpr size_t kAlignment = 64;
 std::atomic<int64_t> g_bytes_in_use{0};
 std::atomic<int64_t> g_peak_bytes{0};
 std::atomic<int64_t> g_live{0};
+
+void count_allocation(size_t nbytes) {
+  auto n = static_cast<int64_t>(nbytes);
+  int64_t now = g_bytes_in_use.fetch_add(n) + n;
+  int64_t peak = g_peak_bytes.load();
+  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  g_live.fetch_add(1);
+}
 }  // namespace
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
@@ -23,17 +32,18 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   if (rounded && !p)
     throw OutOfMemory(fmt::format("out of host memory allocating {} bytes ({} bytes in use)",
                                   nbytes, g_bytes_in_use.load()));
-  int64_t now =
-      g_bytes_in_use.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
-  int64_t peak = g_peak_bytes.load();
-  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now)) {
-  }
-  g_live.fetch_add(1);
-  return std::shared_ptr<Storage>(new Storage(p, nbytes));
+  count_allocation(nbytes);
+  return std::shared_ptr<Storage>(new Storage(p, nbytes, nullptr));
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_ptr<void> owner) {
+  if (!owner) throw InvalidArgument("Storage::wrap: needs an owner that keeps the memory alive");
+  count_allocation(nbytes);
+  return std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(owner)));
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  if (!owner_) std::free(data_);
   g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes_));
   g_live.fetch_sub(1);
 }

@@ -45,4 +45,29 @@ class OutOfMemory : public Error {
   using Error::Error;
 };
 
+// Bytes that do not follow the protocol (bad prefix, version, count, id, field).
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A socket or connection failed (bind, connect, send, receive).
+class TransportError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A wait ran out of time.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An op failed on a worker; raised on the master at the next sync point that touches the
+// failed tensor. The message names op, tensor, node, device and the worker's message.
+class RemoteError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace dtr

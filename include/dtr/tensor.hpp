@@ -27,6 +27,9 @@ class Storage {
  public:
   // Throws OutOfMemory naming the bytes asked for.
   static std::shared_ptr<Storage> allocate(size_t nbytes);
+  // Memory owned elsewhere (a received network buffer), kept alive by `owner` as long as
+  // the storage lives; counted in cpu_memory_stats() like allocated memory.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -35,9 +38,11 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
 
  private:
-  Storage(void* data, size_t nbytes) : data_(data), nbytes_(nbytes) {}
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
+      : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
   void* data_;
   size_t nbytes_;
+  std::shared_ptr<void> owner_;  // null: data_ came from allocate()
 };
 
 struct MemoryStats {

@@ -1,0 +1,127 @@
+// The wire messages between a master and its workers. A message is a ZeroMQ multipart:
+// frame 0 is the header (a fixed 8-byte prefix, then a Cereal portable-binary body, see
+// codec.hpp), frames 1.. are raw tensor payloads referenced by index from the header.
+//
+//   master -> worker   Hello, Batch (coalesced commands), Goodbye, Heartbeat
+//   worker -> master   HelloReply, Reply (answers to Get / Sync / Stats commands, and
+//                      protocol errors naming what was rejected), Heartbeat
+//
+// Thread safety: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtr/op_table.hpp"
+#include "dtr/tensor_meta.hpp"
+
+namespace dtr::protocol {
+
+inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
+// Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
+inline constexpr uint16_t kVersion = 1;
+
+// Limits every decoder enforces before it allocates.
+inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
+inline constexpr size_t kMaxPayloadFrames = size_t{1} << 16;
+inline constexpr size_t kMaxErrorsPerReply = 4096;
+inline constexpr size_t kMaxStringBytes = size_t{64} << 10;
+inline constexpr size_t kMaxDevices = 256;
+
+// Heartbeat: an empty message either side may send; a worker in --master mode sends one
+// first so that the master learns its address.
+enum class MsgType : uint8_t {
+  Hello = 1,
+  HelloReply = 2,
+  Batch = 3,
+  Reply = 4,
+  Goodbye = 5,
+  Heartbeat = 6
+};
+
+// Ids name tensors within one session; the master assigns them, 0 is never a tensor.
+using TensorId = uint64_t;
+inline constexpr TensorId kNoTensor = 0;
+
+struct DeviceInfo {
+  int32_t index = -1;  // -1: the host CPU
+  std::string name;
+  uint64_t total_memory = 0;
+  uint64_t free_memory = 0;
+  int32_t compute_major = 0;  // CUDA compute capability; 0 for the CPU
+  int32_t compute_minor = 0;
+};
+
+struct Hello {
+  uint16_t version = kVersion;
+  std::string client;  // "host:pid" of the master, for logs
+};
+
+struct HelloReply {
+  uint16_t version = kVersion;
+  bool accepted = false;
+  std::string reason;  // why not accepted
+  std::string worker;  // "host:pid"
+  uint32_t threads = 0;
+  std::vector<DeviceInfo> devices;  // devices[0] is the CPU
+};
+
+enum class CmdType : uint8_t { RunOp = 1, Put = 2, Get = 3, Free = 4, Sync = 5, Stats = 6 };
+
+// One command. Which fields are used depends on `type`:
+//   RunOp  op, inplace, inputs[0..n_inputs), out (kNoTensor when inplace), attrs
+//   Put    out, meta.dtype, meta.shape, payload (frame index, from 1)
+//   Get    inputs[0], request         Free  inputs[0]
+//   Sync   request                    Stats request
+struct Command {
+  CmdType type = CmdType::RunOp;
+  OpId op = OpId::add;
+  bool inplace = false;
+  uint32_t stream = 0;
+  uint8_t n_inputs = 0;
+  TensorId inputs[2] = {kNoTensor, kNoTensor};
+  TensorId out = kNoTensor;
+  OpAttrs attrs;
+  TensorMeta meta;
+  uint32_t payload = 0;
+  uint64_t request = 0;
+};
+
+struct Batch {
+  std::vector<Command> commands;
+};
+
+// Why a tensor is failed on a worker. For a tensor that failed because an input had
+// failed, cause_* name the first failure in the chain.
+struct RemoteFailure {
+  TensorId tensor = kNoTensor;
+  std::string op;
+  std::string message;
+  TensorId cause_tensor = kNoTensor;
+  std::string cause_op;
+  std::string cause_message;
+};
+
+struct MemoryStatsWire {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes = 0;
+  int64_t live_tensors = 0;
+};
+
+enum class ReplyType : uint8_t { Get = 1, Sync = 2, Stats = 3, ProtocolError = 4 };
+
+//   Get            request, meta (of the payload in frame 1) or failures[0]
+//   Sync           request, failures not reported before (in order)
+//   Stats          request, stats
+//   ProtocolError  request (0 when the message had none), message
+struct Reply {
+  ReplyType type = ReplyType::Sync;
+  uint64_t request = 0;
+  TensorMeta meta;
+  std::vector<RemoteFailure> failures;
+  MemoryStatsWire stats;
+  std::string message;
+};
+
+}  // namespace dtr::protocol

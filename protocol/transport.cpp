@@ -1,0 +1,78 @@
+// ZeroMQ framing helpers.
+#include "protocol/transport.hpp"
+
+#include <malloc.h>
+
+namespace dtr::protocol {
+
+std::optional<Received> try_recv(zmq::socket_t& socket, size_t max_frames) {
+  Received r;
+  zmq::message_t frame;
+  if (!socket.recv(frame, zmq::recv_flags::dontwait)) return std::nullopt;
+  while (true) {
+    bool more = frame.more();
+    if (r.frames.size() < max_frames) {
+      r.frames.push_back(std::move(frame));
+    } else {
+      r.truncated = true;
+    }
+    if (!more) break;
+    frame = zmq::message_t();
+    // The rest of a multipart message is already here: ZeroMQ delivers messages whole.
+    (void)socket.recv(frame, zmq::recv_flags::none);
+  }
+  return r;
+}
+
+bool send_message(zmq::socket_t& socket, const std::string* identity, std::string header,
+                  std::span<const local::Tensor> payloads) {
+  try {
+    if (identity) {
+      if (!socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        return false;
+    }
+    zmq::send_flags more = payloads.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore;
+    auto* owned = new std::string(std::move(header));
+    zmq::message_t head(
+        owned->data(), owned->size(), [](void*, void* hint) { delete static_cast<std::string*>(hint); },
+        owned);
+    if (!socket.send(head, more)) return false;
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      const local::Tensor& t = payloads[i];
+      auto* keep = new std::shared_ptr<Storage>(t.storage());
+      size_t bytes = static_cast<size_t>(t.numel()) * element_size(t.dtype());
+      zmq::message_t body(
+          t.raw_data(), bytes,
+          [](void*, void* hint) { delete static_cast<std::shared_ptr<Storage>*>(hint); }, keep);
+      if (!socket.send(body, i + 1 < payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
+        return false;
+    }
+    return true;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return false;
+    throw;
+  }
+}
+
+std::shared_ptr<zmq::message_t> share_frame(zmq::message_t&& frame) {
+  return std::make_shared<zmq::message_t>(std::move(frame));
+}
+
+void configure_socket(zmq::socket_t& socket, int64_t max_message_bytes) {
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, max_message_bytes);
+  socket.set(zmq::sockopt::sndhwm, 0);
+  socket.set(zmq::sockopt::rcvhwm, 0);
+  socket.set(zmq::sockopt::tcp_keepalive, 1);
+}
+
+void tune_allocator_for_large_messages() {
+  // One arena, no mmap for big blocks, no trimming: a freed 64 MiB receive buffer stays
+  // mapped and faulted in, and the next message of that size reuses it (the glibc
+  // settings behind the "malloc tuned" ZeroMQ figures in shared/bench-peers).
+  mallopt(M_ARENA_MAX, 1);
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+}  // namespace dtr::protocol

@@ -1,0 +1,47 @@
+// Multipart framing over ZeroMQ sockets: receiving a whole message with a frame limit,
+// sending a header frame plus tensor payloads zero-copy, and tuning sockets and the
+// allocator for large transfers.
+//
+// Thread safety: a zmq socket belongs to one thread at a time; these functions add no
+// locking of their own.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "dtr/tensor.hpp"
+
+namespace dtr::protocol {
+
+// Receives one whole multipart message without blocking; nullopt when none is waiting.
+// Frames past `max_frames` are read and dropped, and `truncated` set, so one bad message
+// never leaves the socket mid-message.
+struct Received {
+  std::vector<zmq::message_t> frames;
+  bool truncated = false;
+};
+std::optional<Received> try_recv(zmq::socket_t& socket, size_t max_frames);
+
+// Sends [identity] header payload... ; payload bytes are handed to ZeroMQ without a copy
+// and the tensors' storage is kept alive until ZeroMQ is done with it. Payload tensors
+// must be contiguous and must not be written until the peer has them. Returns false
+// when the peer is unreachable (ROUTER with ZMQ_ROUTER_MANDATORY) or the send would block.
+bool send_message(zmq::socket_t& socket, const std::string* identity, std::string header,
+                  std::span<const local::Tensor> payloads);
+
+// A frame's bytes as shared memory that outlives the message object.
+std::shared_ptr<zmq::message_t> share_frame(zmq::message_t&& frame);
+
+// Socket options common to every dtr socket: no linger on close, bounded message size,
+// TCP keepalive, no send high-water drop.
+void configure_socket(zmq::socket_t& socket, int64_t max_message_bytes);
+
+// Keeps large freed blocks in the heap so that received 64 MiB buffers are reused instead
+// of page-faulted in on every message (glibc mallopt). Call once at process start.
+void tune_allocator_for_large_messages();
+
+}  // namespace dtr::protocol
