@@ -80,6 +80,7 @@ class Writer {
   }
   void failure(const RemoteFailure& f) {
     put(f.tensor);
+    put(f.device);
     str(f.op);
     str(f.message);
     put(f.cause_tensor);
@@ -103,8 +104,7 @@ void Writer::command(const Command& c) {
     case CmdType::RunOp: {
       const OpAttrs& a = c.attrs;
       uint8_t flags = (c.inplace ? kInplace : 0) | (a.keepdim ? kKeepdim : 0) |
-                      (a.scalar_first ? kScalarFirst : 0) |
-                      (a.seed || a.offset ? kRandom : 0);
+                      (a.scalar_first ? kScalarFirst : 0) | (a.seed || a.offset ? kRandom : 0);
       put(static_cast<uint16_t>(c.op));
       put(flags);
       put(c.n_inputs);
@@ -114,8 +114,10 @@ void Writer::command(const Command& c) {
       for (int64_t v : a.ints) put(v);
       for (const Scalar& s : a.scalars) {
         put(static_cast<uint8_t>(s.kind()));
-        if (s.is_floating()) put(s.float_bits());
-        else if (!s.is_none()) put(s.int_bits());
+        if (s.is_floating())
+          put(s.float_bits());
+        else if (!s.is_none())
+          put(s.int_bits());
       }
       put(static_cast<uint8_t>(a.dtype));
       if (flags & kRandom) {
@@ -133,9 +135,13 @@ void Writer::command(const Command& c) {
       put(c.inputs[0]);
       put(c.request);
       break;
-    case CmdType::Free: put(c.inputs[0]); break;
+    case CmdType::Free:
+      put(c.inputs[0]);
+      break;
     case CmdType::Sync:
-    case CmdType::Stats: put(c.request); break;
+    case CmdType::Stats:
+      put(c.request);
+      break;
   }
 }
 
@@ -154,10 +160,10 @@ class Reader {
   }
   // A count of items of at least `min_bytes` each, no more than `limit`.
   size_t count(const char* field, size_t limit, size_t min_bytes, uint64_t raw) {
-    if (raw > limit)
-      fail("{} count {} exceeds the limit {}", field, raw, limit);
+    if (raw > limit) fail("{} count {} exceeds the limit {}", field, raw, limit);
     if (raw * min_bytes > src_.left())
-      fail("{} count {} needs at least {} bytes, {} left", field, raw, raw * min_bytes, src_.left());
+      fail("{} count {} needs at least {} bytes, {} left", field, raw, raw * min_bytes,
+           src_.left());
     return static_cast<size_t>(raw);
   }
   std::string str(const char* field) {
@@ -191,6 +197,7 @@ class Reader {
   RemoteFailure failure() {
     RemoteFailure f;
     f.tensor = get<uint64_t>();
+    f.device = get<int32_t>();
     f.op = str("failure op");
     f.message = str("failure message");
     f.cause_tensor = get<uint64_t>();
@@ -225,7 +232,8 @@ Command Reader::command(size_t index, size_t payload_frames, std::vector<bool>& 
   switch (c.type) {
     case CmdType::RunOp: {
       auto op = get<uint16_t>();
-      if (!is_valid_op(op)) fail("command {} has unknown op code {} (there are {})", index, op, kNumOps);
+      if (!is_valid_op(op))
+        fail("command {} has unknown op code {} (there are {})", index, op, kNumOps);
       c.op = static_cast<OpId>(op);
       auto flags = get<uint8_t>();
       if (flags & ~(kInplace | kKeepdim | kScalarFirst | kRandom))
@@ -247,8 +255,10 @@ Command Reader::command(size_t index, size_t payload_frames, std::vector<bool>& 
         if (kind > static_cast<uint8_t>(Scalar::Kind::Float))
           fail("command {} ({}) has unknown scalar kind {}", index, op_def(c.op).name, kind);
         auto k = static_cast<Scalar::Kind>(kind);
-        if (k == Scalar::Kind::Float) s = Scalar::from_parts(k, 0, get<double>());
-        else if (k != Scalar::Kind::None) s = Scalar::from_parts(k, get<int64_t>(), 0);
+        if (k == Scalar::Kind::Float)
+          s = Scalar::from_parts(k, 0, get<double>());
+        else if (k != Scalar::Kind::None)
+          s = Scalar::from_parts(k, get<int64_t>(), 0);
       }
       a.dtype = dtype("attribute dtype");
       if (flags & kRandom) {
@@ -262,9 +272,10 @@ Command Reader::command(size_t index, size_t payload_frames, std::vector<bool>& 
       c.meta = meta("put meta");
       c.payload = get<uint32_t>();
       if (c.payload < 1 || c.payload > payload_frames)
-        fail("command {} (put) references payload frame {}, the message has frames 1 to {}",
-             index, c.payload, payload_frames);
-      if (payload_used[c.payload]) fail("command {} (put) reuses payload frame {}", index, c.payload);
+        fail("command {} (put) references payload frame {}, the message has frames 1 to {}", index,
+             c.payload, payload_frames);
+      if (payload_used[c.payload])
+        fail("command {} (put) reuses payload frame {}", index, c.payload);
       payload_used[c.payload] = true;
       break;
     }
@@ -278,7 +289,9 @@ Command Reader::command(size_t index, size_t payload_frames, std::vector<bool>& 
       c.n_inputs = 1;
       break;
     case CmdType::Sync:
-    case CmdType::Stats: c.request = get<uint64_t>(); break;
+    case CmdType::Stats:
+      c.request = get<uint64_t>();
+      break;
   }
   return c;
 }
@@ -321,11 +334,12 @@ MsgType peek_type(std::string_view frame) {
   auto byte = [&](int i) { return static_cast<uint32_t>(static_cast<uint8_t>(frame[i])); };
   uint32_t magic = byte(0) | byte(1) << 8 | byte(2) << 16 | byte(3) << 24;
   if (magic != kMagic)
-    throw ProtocolError(fmt::format("bad magic {:#010x} (expected {:#010x}): not a dtr message",
-                                    magic, kMagic));
+    throw ProtocolError(
+        fmt::format("bad magic {:#010x} (expected {:#010x}): not a dtr message", magic, kMagic));
   uint16_t version = static_cast<uint16_t>(byte(4) | byte(5) << 8);
   uint8_t type = static_cast<uint8_t>(byte(6));
-  if (type < static_cast<uint8_t>(MsgType::Hello) || type > static_cast<uint8_t>(MsgType::Heartbeat))
+  if (type < static_cast<uint8_t>(MsgType::Hello) ||
+      type > static_cast<uint8_t>(MsgType::Heartbeat))
     throw ProtocolError(fmt::format("unknown message type {}", type));
   if (version != kVersion && static_cast<MsgType>(type) != MsgType::Hello)
     throw ProtocolError(fmt::format("protocol version {} is not supported (this side speaks {})",
@@ -373,8 +387,10 @@ std::string encode(const Reply& m) {
     switch (m.type) {
       case ReplyType::Get:
         w.put(static_cast<uint8_t>(m.failures.empty()));
-        if (m.failures.empty()) w.meta(m.meta);
-        else w.failure(m.failures[0]);
+        if (m.failures.empty())
+          w.meta(m.meta);
+        else
+          w.failure(m.failures[0]);
         break;
       case ReplyType::Sync:
         w.put(static_cast<uint32_t>(std::min(m.failures.size(), kMaxErrorsPerReply)));
@@ -386,7 +402,9 @@ std::string encode(const Reply& m) {
         w.put(m.stats.peak_bytes);
         w.put(m.stats.live_tensors);
         break;
-      case ReplyType::ProtocolError: w.str(m.message); break;
+      case ReplyType::ProtocolError:
+        w.str(m.message);
+        break;
     }
   });
 }
@@ -485,7 +503,9 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
         m.stats.peak_bytes = r.get<int64_t>();
         m.stats.live_tensors = r.get<int64_t>();
         break;
-      case ReplyType::ProtocolError: m.message = r.str("message"); break;
+      case ReplyType::ProtocolError:
+        m.message = r.str("message");
+        break;
     }
     r.finish();
     if (payload_frames != want_frames)
@@ -506,15 +526,21 @@ struct BatchWriter::Impl {
   }
 };
 
-BatchWriter::BatchWriter() : impl_(new Impl) { impl_->start(); }
-BatchWriter::~BatchWriter() { delete impl_; }
+BatchWriter::BatchWriter() : impl_(new Impl) {
+  impl_->start();
+}
+BatchWriter::~BatchWriter() {
+  delete impl_;
+}
 
 void BatchWriter::add(const Command& c) {
   impl_->w->command(c);
   ++count_;
 }
 
-size_t BatchWriter::bytes() const { return impl_->out.size(); }
+size_t BatchWriter::bytes() const {
+  return impl_->out.size();
+}
 
 std::string BatchWriter::finish() {
   impl_->w.reset();

@@ -96,6 +96,7 @@ struct Batch {
 // failed, cause_* name the first failure in the chain.
 struct RemoteFailure {
   TensorId tensor = kNoTensor;
+  int32_t device = -1;  // of the failed tensor: -1 CPU, k CUDA device k
   std::string op;
   std::string message;
   TensorId cause_tensor = kNoTensor;

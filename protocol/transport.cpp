@@ -28,14 +28,15 @@ bool send_message(zmq::socket_t& socket, const std::string* identity, std::strin
                   std::span<const local::Tensor> payloads) {
   try {
     if (identity) {
-      if (!socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      if (!socket.send(zmq::buffer(*identity),
+                       zmq::send_flags::sndmore | zmq::send_flags::dontwait))
         return false;
     }
     zmq::send_flags more = payloads.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore;
     auto* owned = new std::string(std::move(header));
     zmq::message_t head(
-        owned->data(), owned->size(), [](void*, void* hint) { delete static_cast<std::string*>(hint); },
-        owned);
+        owned->data(), owned->size(),
+        [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
     if (!socket.send(head, more)) return false;
     for (size_t i = 0; i < payloads.size(); ++i) {
       const local::Tensor& t = payloads[i];
@@ -44,7 +45,8 @@ bool send_message(zmq::socket_t& socket, const std::string* identity, std::strin
       zmq::message_t body(
           t.raw_data(), bytes,
           [](void*, void* hint) { delete static_cast<std::shared_ptr<Storage>*>(hint); }, keep);
-      if (!socket.send(body, i + 1 < payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
+      if (!socket.send(body,
+                       i + 1 < payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
         return false;
     }
     return true;

@@ -179,70 +179,42 @@ namespace {
 Tensor create(OpId op, const OpAttrs& attrs) {
   return execute(op, {}, attrs, false);
 }
-
-OpAttrs shape_attrs(const Shape& shape, DType dtype) {
-  OpAttrs a;
-  a.ints = shape;
-  a.dtype = dtype;
-  return a;
+uint64_t count(const Shape& shape) {
+  return static_cast<uint64_t>(numel_of(shape));
+}
+Tensor random(OpId op, const Shape& shape, RandomDraw draw, DType dtype) {
+  return create(op, creation::random(shape, dtype, draw.seed, draw.offset));
 }
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype) {
-  TensorMeta m = infer(OpId::empty, {}, shape_attrs(shape, dtype)).meta;
+  TensorMeta m = infer(OpId::empty, {}, creation::shape(shape, dtype)).meta;
   auto bytes = static_cast<size_t>(m.numel()) * element_size(dtype);
   return Tensor(Storage::allocate(bytes), m);
 }
-
 Tensor zeros(const Shape& shape, DType dtype) {
   return full(shape, 0, dtype);
 }
 Tensor ones(const Shape& shape, DType dtype) {
   return full(shape, 1, dtype);
 }
-
 Tensor full(const Shape& shape, Scalar value, DType dtype) {
-  OpAttrs a = shape_attrs(shape, dtype);
-  a.scalars[0] = value;
-  return create(OpId::full, a);
+  return create(OpId::full, creation::full(shape, value, dtype));
 }
-
 Tensor arange(Scalar end) {
   return arange(0, end, 1);
 }
-
 Tensor arange(Scalar start, Scalar end, Scalar step) {
-  bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  return arange(start, end, step, integral ? DType::Int64 : DType::Float32);
+  return create(OpId::arange, creation::arange(start, end, step));
 }
-
 Tensor arange(Scalar start, Scalar end, Scalar step, DType dtype) {
-  OpAttrs a;
-  a.scalars = {start, end, step};
+  OpAttrs a = creation::arange(start, end, step);
   a.dtype = dtype;
   return create(OpId::arange, a);
 }
-
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {
-  OpAttrs a;
-  a.scalars = {Scalar(start), Scalar(end), Scalar()};
-  a.ints = {steps};
-  a.dtype = dtype;
-  return create(OpId::linspace, a);
+  return create(OpId::linspace, creation::linspace(start, end, steps, dtype));
 }
-
-namespace {
-Tensor random(OpId op, const Shape& shape, RandomDraw draw, DType dtype) {
-  OpAttrs a = shape_attrs(shape, dtype);
-  a.seed = draw.seed;
-  a.offset = draw.offset;
-  return create(op, a);
-}
-uint64_t count(const Shape& shape) {
-  return static_cast<uint64_t>(numel_of(shape));
-}
-}  // namespace
-
 Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
   return random(OpId::rand, shape, {gen.seed(), gen.advance(count(shape))}, dtype);
 }

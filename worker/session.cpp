@@ -20,12 +20,18 @@ namespace {
 
 std::string_view command_name(const Command& c) {
   switch (c.type) {
-    case CmdType::RunOp: return op_def(c.op).name;
-    case CmdType::Put: return "put";
-    case CmdType::Get: return "get";
-    case CmdType::Free: return "free";
-    case CmdType::Sync: return "sync";
-    case CmdType::Stats: return "stats";
+    case CmdType::RunOp:
+      return op_def(c.op).name;
+    case CmdType::Put:
+      return "put";
+    case CmdType::Get:
+      return "get";
+    case CmdType::Free:
+      return "free";
+    case CmdType::Sync:
+      return "sync";
+    case CmdType::Stats:
+      return "stats";
   }
   return "?";
 }
@@ -82,23 +88,32 @@ void Session::run(const protocol::Batch& batch, std::span<const PayloadFrame> pa
   for (const Command& c : batch.commands) {
     if (c.stream != 0) {
       root_failure(c.type == CmdType::RunOp || c.type == CmdType::Put ? c.out : c.inputs[0],
-                   command_name(c), fmt::format("stream {} does not exist on this worker", c.stream));
+                   command_name(c),
+                   fmt::format("stream {} does not exist on this worker", c.stream));
       continue;
     }
     switch (c.type) {
-      case CmdType::RunOp: run_op(c); break;
-      case CmdType::Put: put(c, payloads); break;
-      case CmdType::Get: get(c, replies); break;
-      case CmdType::Free: free(c); break;
+      case CmdType::RunOp:
+        run_op(c);
+        break;
+      case CmdType::Put:
+        put(c, payloads);
+        break;
+      case CmdType::Get:
+        get(c, replies);
+        break;
+      case CmdType::Free:
+        free(c);
+        break;
       case CmdType::Sync: {
         protocol::Reply r;
         r.type = protocol::ReplyType::Sync;
         r.request = c.request;
         r.failures = std::move(unreported_);
         if (dropped_failures_ > 0) {
-          RemoteFailure more = make_failure(
-              protocol::kNoTensor, "sync",
-              fmt::format("{} more failures were not recorded", dropped_failures_));
+          RemoteFailure more =
+              make_failure(protocol::kNoTensor, "sync",
+                           fmt::format("{} more failures were not recorded", dropped_failures_));
           if (r.failures.size() >= protocol::kMaxErrorsPerReply) r.failures.pop_back();
           r.failures.push_back(more);
         }
@@ -135,7 +150,8 @@ void Session::run_op(const Command& c) {
   for (uint8_t i = 0; i < c.n_inputs; ++i) {
     auto it = table_.find(c.inputs[i]);
     if (it == table_.end()) {
-      Failure f = root_failure(target, d.name, fmt::format("input tensor %{} does not exist", c.inputs[i]));
+      Failure f =
+          root_failure(target, d.name, fmt::format("input tensor %{} does not exist", c.inputs[i]));
       if (!c.inplace) table_[c.out] = Entry{{}, f};
       return;
     }
@@ -148,9 +164,8 @@ void Session::run_op(const Command& c) {
   }
 
   try {
-    local::Tensor result =
-        local::execute(c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs,
-                       c.inplace);
+    local::Tensor result = local::execute(
+        c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs, c.inplace);
     if (!c.inplace) table_[c.out] = Entry{std::move(result), nullptr};
   } catch (const std::bad_alloc&) {
     table_[target] = Entry{{}, root_failure(target, d.name, "out of host memory")};
@@ -165,9 +180,10 @@ void Session::put(const Command& c, std::span<const PayloadFrame> payloads) {
   const TensorMeta& m = c.meta;
   size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
   if (frame.size != expected) {
-    table_[c.out] = Entry{{}, root_failure(c.out, "put",
-                                           fmt::format("payload has {} bytes, {} needs {}",
-                                                       frame.size, describe(m), expected))};
+    table_[c.out] = Entry{{},
+                          root_failure(c.out, "put",
+                                       fmt::format("payload has {} bytes, {} needs {}", frame.size,
+                                                   describe(m), expected))};
     return;
   }
   try {
@@ -179,7 +195,8 @@ void Session::put(const Command& c, std::span<const PayloadFrame> payloads) {
       storage = Storage::allocate(frame.size);
       if (frame.size) std::memcpy(storage->data(), frame.data, frame.size);
     }
-    table_[c.out] = Entry{local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)), nullptr};
+    table_[c.out] =
+        Entry{local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)), nullptr};
   } catch (const std::exception& e) {
     table_[c.out] = Entry{{}, root_failure(c.out, "put", e.what())};
   }

@@ -5,6 +5,7 @@
 
 #include "dtr/config.hpp"
 #include "dtr/device.hpp"
+#include "dtr/distributed.hpp"
 #include "dtr/dtype.hpp"
 #include "dtr/error.hpp"
 #include "dtr/generator.hpp"

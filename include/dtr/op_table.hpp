@@ -204,6 +204,16 @@ InferResult infer(OpId op, std::span<const TensorMeta> inputs, const OpAttrs& at
 // float32; an integer scalar makes a bool tensor int64). Comparisons compute in it.
 DType binary_operand_dtype(std::span<const TensorMeta> inputs, const OpAttrs& attrs);
 
+// Attributes of the creation ops, shared by every tensor type's creation functions.
+namespace creation {
+OpAttrs shape(const Shape& shape, DType dtype);
+OpAttrs full(const Shape& shape, Scalar value, DType dtype);
+// dtype: int64 when start, end and step are all integers, else float32 (as torch).
+OpAttrs arange(Scalar start, Scalar end, Scalar step);
+OpAttrs linspace(double start, double end, int64_t steps, DType dtype);
+OpAttrs random(const Shape& shape, DType dtype, uint64_t seed, uint64_t offset);
+}  // namespace creation
+
 // torch/NumPy broadcasting of two shapes; throws ShapeError naming `op` and both shapes.
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
 // Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op`.

@@ -1,0 +1,424 @@
+// Remote tensor handles, node and device scoping, sync points.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "master/session.hpp"
+
+namespace dtr {
+
+using detail::MasterSession;
+using detail::RemoteTensor;
+using protocol::CmdType;
+using protocol::Command;
+
+namespace {
+
+std::mutex g_session_mu;
+std::shared_ptr<MasterSession> g_session;
+thread_local int t_node = 0;
+thread_local int t_device = -1;
+
+std::shared_ptr<MasterSession> session(std::string_view what) {
+  std::lock_guard lock(g_session_mu);
+  if (!g_session || g_session->closed())
+    throw InvalidArgument(
+        fmt::format("{}: no master-worker session; call dtr::init_master_worker() first", what));
+  return g_session;
+}
+
+void check_node(std::string_view what, const MasterSession& s, int node) {
+  if (node < 0 || node >= s.node_count())
+    throw IndexError(
+        fmt::format("{}: node {} does not exist (there are {} nodes)", what, node, s.node_count()));
+}
+
+std::string device_name(int device) {
+  return device < 0 ? std::string("cpu") : fmt::format("cuda:{}", device);
+}
+
+// The RemoteError for a failure reported by `node`.
+RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
+  std::string where = fmt::format("node {} ({})", node, device_name(f.device));
+  if (f.cause_tensor == f.tensor && f.cause_op == f.op)
+    return RemoteError(
+        fmt::format("{} failed on {} producing tensor %{}: {}", f.op, where, f.tensor, f.message));
+  return RemoteError(fmt::format(
+      "{} failed on {} producing tensor %{}: {}; first cause: {} producing tensor %{}: {}", f.op,
+      where, f.tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message));
+}
+
+std::shared_ptr<RemoteTensor> make_remote(std::shared_ptr<MasterSession> s, int node, int device,
+                                          uint64_t id, const TensorMeta& meta) {
+  auto r = std::make_shared<RemoteTensor>();
+  r->session = std::move(s);
+  r->node = node;
+  r->device = device;
+  r->id = id;
+  r->meta = meta;
+  return r;
+}
+
+void check_device(std::string_view what, const MasterSession& s, int node, int device) {
+  int count = static_cast<int>(s.hello(node).devices.size()) - 1;
+  if (device >= count || device < -1)
+    throw IndexError(
+        fmt::format("{}: node {} has no CUDA device {} (it has {})", what, node, device, count));
+}
+
+}  // namespace
+
+namespace detail {
+RemoteTensor::~RemoteTensor() {
+  if (!session || session->closed()) return;
+  Command c;
+  c.type = CmdType::Free;
+  c.inputs[0] = id;
+  c.n_inputs = 1;
+  session->enqueue(node, c);
+}
+}  // namespace detail
+
+// ---- handles ----
+
+DistributedTensor::DistributedTensor(const Shape& shape, DType dtype)
+    : DistributedTensor(create(OpId::empty, creation::shape(shape, dtype))) {}
+
+const RemoteTensor& DistributedTensor::remote(std::string_view what) const {
+  if (!remote_) throw InvalidArgument(fmt::format("{}: called on an undefined tensor", what));
+  return *remote_;
+}
+
+const TensorMeta& DistributedTensor::meta() const {
+  return remote("meta").meta;
+}
+int DistributedTensor::get_node() const {
+  return remote("get_node").node;
+}
+int DistributedTensor::get_device() const {
+  return remote("get_device").device;
+}
+uint64_t DistributedTensor::id() const {
+  return remote("id").id;
+}
+
+DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
+  auto s = session(op_def(op).name);
+  check_node(op_def(op).name, *s, t_node);
+  check_device(op_def(op).name, *s, t_node, t_device);
+  TensorMeta meta = infer(op, {}, attrs).meta;
+  Command c;
+  c.type = CmdType::RunOp;
+  c.op = op;
+  c.attrs = attrs;
+  c.out = s->new_id();
+  s->enqueue(t_node, c);
+  return DistributedTensor(make_remote(s, t_node, t_device, c.out, meta));
+}
+
+DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
+                                           const DistributedTensor* other) const {
+  const OpDef& d = op_def(op);
+  const RemoteTensor& self = remote(d.name);
+  TensorMeta metas[2] = {self.meta, {}};
+  Command c;
+  c.type = CmdType::RunOp;
+  c.op = op;
+  c.attrs = attrs;
+  c.n_inputs = 1;
+  c.inputs[0] = self.id;
+  if (other) {
+    const RemoteTensor& o = other->remote(d.name);
+    if (o.node != self.node || o.device != self.device)
+      throw InvalidArgument(fmt::format(
+          "{}: tensors live on different nodes or devices (node {} {} and node {} {}); move one "
+          "with .to(node) first",
+          d.name, self.node, device_name(self.device), o.node, device_name(o.device)));
+    metas[1] = o.meta;
+    c.inputs[1] = o.id;
+    c.n_inputs = 2;
+  }
+  InferResult r = infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, false);
+  c.out = self.session->new_id();
+  self.session->enqueue(self.node, c);
+  return DistributedTensor(make_remote(self.session, self.node, self.device, c.out, r.meta));
+}
+
+void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
+                                      const DistributedTensor* other) {
+  const OpDef& d = op_def(op);
+  const RemoteTensor& self = remote(d.name);
+  TensorMeta metas[2] = {self.meta, {}};
+  Command c;
+  c.type = CmdType::RunOp;
+  c.op = op;
+  c.attrs = attrs;
+  c.inplace = true;
+  c.n_inputs = 1;
+  c.inputs[0] = self.id;
+  if (other) {
+    const RemoteTensor& o = other->remote(d.name);
+    if (o.node != self.node || o.device != self.device)
+      throw InvalidArgument(
+          fmt::format("{}_: tensors live on different nodes or devices (node {} {} and node {} {})",
+                      d.name, self.node, device_name(self.device), o.node, device_name(o.device)));
+    metas[1] = o.meta;
+    c.inputs[1] = o.id;
+    c.n_inputs = 2;
+  }
+  infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, true);
+  self.session->enqueue(self.node, c);
+}
+
+local::Tensor DistributedTensor::to_local() const {
+  const RemoteTensor& self = remote("to_local");
+  Command c;
+  c.type = CmdType::Get;
+  c.inputs[0] = self.id;
+  c.n_inputs = 1;
+  detail::ReplyMessage m = self.session->request(self.node, c);
+  if (!m.reply.failures.empty()) throw remote_error(self.node, m.reply.failures[0]);
+  if (!(m.reply.meta.shape == self.meta.shape) || m.reply.meta.dtype != self.meta.dtype)
+    throw ProtocolError(fmt::format("to_local: node {} sent {} for tensor %{} of {}", self.node,
+                                    describe(m.reply.meta), self.id, describe(self.meta)));
+  return m.payload;
+}
+
+Scalar DistributedTensor::item() const {
+  if (numel() != 1)
+    throw ShapeError(fmt::format("item: needs a tensor with one element, got shape {}",
+                                 dtr::to_string(shape())));
+  return to_local().item();
+}
+
+std::string DistributedTensor::to_string() const {
+  if (!remote_) return "tensor(undefined)";
+  std::string text = to_local().to_string();
+  // "..., dtype=float32)" -> "..., dtype=float32, node=1, device=cpu)"
+  text.pop_back();
+  return fmt::format("{}, node={}, device={})", text, remote_->node, device_name(remote_->device));
+}
+
+std::ostream& operator<<(std::ostream& os, const DistributedTensor& t) {
+  return os << t.to_string();
+}
+
+// ---- session ----
+
+void init_master_worker(const MasterOptions& options) {
+  std::lock_guard lock(g_session_mu);
+  if (g_session && !g_session->closed())
+    throw InvalidArgument("init_master_worker: a session is already running");
+  g_session = MasterSession::start(options);
+  static bool registered = [] {
+    std::atexit([] { shutdown_master_worker(); });
+    return true;
+  }();
+  (void)registered;
+}
+
+void init_master_worker() {
+  MasterOptions o;
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  auto parse_int = [](const std::string& name, const std::string& v) {
+    try {
+      size_t used = 0;
+      int n = std::stoi(v, &used);
+      if (used == v.size()) return n;
+    } catch (const std::exception&) {
+    }
+    throw InvalidArgument(fmt::format("init_master_worker: {}={} is not an integer", name, v));
+  };
+  if (std::string workers = env("DTR_WORKERS"); !workers.empty()) {
+    std::stringstream ss(workers);
+    for (std::string e; std::getline(ss, e, ',');)
+      if (!e.empty()) o.workers.push_back(e);
+  } else if (std::string listen = env("DTR_LISTEN"); !listen.empty()) {
+    o.listen = listen;
+    o.num_workers = parse_int("DTR_NUM_WORKERS", env("DTR_NUM_WORKERS"));
+  } else if (!env("MASTER_ADDR").empty() && !env("MASTER_PORT").empty()) {
+    o.listen = fmt::format("tcp://{}:{}", env("MASTER_ADDR"), env("MASTER_PORT"));
+    o.num_workers = parse_int("WORLD_SIZE", env("WORLD_SIZE")) - 1;
+  } else {
+    throw InvalidArgument(
+        "init_master_worker: set DTR_WORKERS=tcp://host:port,... (workers started with "
+        "`dtr-worker --listen`), or DTR_LISTEN and DTR_NUM_WORKERS, or MASTER_ADDR, MASTER_PORT "
+        "and WORLD_SIZE (workers started with `dtr-worker --master`)");
+  }
+  if (std::string t = env("DTR_CONNECT_TIMEOUT_MS"); !t.empty())
+    o.connect_timeout = std::chrono::milliseconds(parse_int("DTR_CONNECT_TIMEOUT_MS", t));
+  if (std::string t = env("DTR_SYNC_TIMEOUT_MS"); !t.empty())
+    o.sync_timeout = std::chrono::milliseconds(parse_int("DTR_SYNC_TIMEOUT_MS", t));
+  init_master_worker(o);
+}
+
+void shutdown_master_worker() {
+  std::shared_ptr<MasterSession> s;
+  {
+    std::lock_guard lock(g_session_mu);
+    s = std::move(g_session);
+  }
+  if (s) s->shutdown();
+}
+
+bool is_master_worker_initialized() {
+  std::lock_guard lock(g_session_mu);
+  return g_session && !g_session->closed();
+}
+
+// ---- nodes and devices ----
+
+int node_count() {
+  return session("node_count")->node_count();
+}
+int current_node() {
+  return t_node;
+}
+void set_node(int node) {
+  check_node("set_node", *session("set_node"), node);
+  t_node = node;
+}
+int device_count(int node) {
+  auto s = session("device_count");
+  check_node("device_count", *s, node);
+  return static_cast<int>(s->hello(node).devices.size()) - 1;
+}
+int current_device() {
+  return t_device;
+}
+void set_device(int device) {
+  if (device < -1) throw IndexError(fmt::format("set_device: invalid device {}", device));
+  t_device = device;
+}
+
+node_guard::node_guard(int node) : previous_(t_node) {
+  set_node(node);
+}
+node_guard::~node_guard() {
+  t_node = previous_;
+}
+device_guard::device_guard(int device) : previous_(t_device) {
+  set_device(device);
+}
+device_guard::~device_guard() {
+  t_device = previous_;
+}
+
+NodeInfo node_info(int node) {
+  auto s = session("node_info");
+  check_node("node_info", *s, node);
+  const protocol::HelloReply& h = s->hello(node);
+  NodeInfo info;
+  info.worker = h.worker;
+  info.threads = h.threads;
+  info.cpu_total_memory = static_cast<int64_t>(h.devices[0].total_memory);
+  for (size_t i = 1; i < h.devices.size(); ++i) info.cuda_devices.push_back(h.devices[i].name);
+  return info;
+}
+
+// ---- sync points ----
+
+void synchronize(int node) {
+  auto s = session("synchronize");
+  int first = node < 0 ? 0 : node;
+  int last = node < 0 ? s->node_count() - 1 : node;
+  if (node >= 0) check_node("synchronize", *s, node);
+  std::optional<RemoteError> error;
+  size_t more = 0;
+  for (int k = first; k <= last; ++k) {
+    Command c;
+    c.type = CmdType::Sync;
+    detail::ReplyMessage m = s->request(k, c);
+    for (const protocol::RemoteFailure& f : m.reply.failures) {
+      if (!error)
+        error = remote_error(k, f);
+      else
+        ++more;
+    }
+  }
+  if (error) {
+    if (more == 0) throw *error;
+    throw RemoteError(fmt::format("{} (and {} more failures)", error->what(), more));
+  }
+}
+
+DistributedTensor dist_send(const local::Tensor& t, int node) {
+  auto s = session("dist_send");
+  if (!t.defined()) throw InvalidArgument("dist_send: undefined tensor");
+  int target = node < 0 ? t_node : node;
+  check_node("dist_send", *s, target);
+  local::Tensor packed = t.contiguous();
+  Command c;
+  c.type = CmdType::Put;
+  c.out = s->new_id();
+  c.meta = TensorMeta::contiguous(packed.dtype(), packed.shape());
+  s->enqueue(target, c, &packed);
+  // Sync point: once the worker answers a later request it holds the bytes, and the caller
+  // may change `t`. (Stats, not Sync: failures stay for synchronize() to report.)
+  Command barrier;
+  barrier.type = CmdType::Stats;
+  s->request(target, barrier);
+  return DistributedTensor(make_remote(s, target, -1, c.out, c.meta));
+}
+
+NodeMemoryStats memory_stats(int node, int device) {
+  auto s = session("memory_stats");
+  check_node("memory_stats", *s, node);
+  check_device("memory_stats", *s, node, device);
+  Command c;
+  c.type = CmdType::Stats;
+  detail::ReplyMessage m = s->request(node, c);
+  return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
+                         m.reply.stats.live_tensors};
+}
+
+// ---- creation ----
+
+DistributedTensor empty(const Shape& shape, DType dtype) {
+  return DistributedTensor(shape, dtype);
+}
+DistributedTensor zeros(const Shape& shape, DType dtype) {
+  return full(shape, 0, dtype);
+}
+DistributedTensor ones(const Shape& shape, DType dtype) {
+  return full(shape, 1, dtype);
+}
+DistributedTensor full(const Shape& shape, Scalar value, DType dtype) {
+  return DistributedTensor::create(OpId::full, creation::full(shape, value, dtype));
+}
+DistributedTensor arange(Scalar end) {
+  return arange(0, end, 1);
+}
+DistributedTensor arange(Scalar start, Scalar end, Scalar step) {
+  return DistributedTensor::create(OpId::arange, creation::arange(start, end, step));
+}
+DistributedTensor linspace(double start, double end, int64_t steps, DType dtype) {
+  return DistributedTensor::create(OpId::linspace, creation::linspace(start, end, steps, dtype));
+}
+namespace {
+DistributedTensor random(OpId op, const Shape& shape, RandomDraw d, DType dtype) {
+  return DistributedTensor::create(op, creation::random(shape, dtype, d.seed, d.offset));
+}
+uint64_t draws(const Shape& shape) {
+  return static_cast<uint64_t>(numel_of(shape));
+}
+}  // namespace
+DistributedTensor rand(const Shape& shape, Generator& gen, DType dtype) {
+  return random(OpId::rand, shape, {gen.seed(), gen.advance(draws(shape))}, dtype);
+}
+DistributedTensor randn(const Shape& shape, Generator& gen, DType dtype) {
+  return random(OpId::randn, shape, {gen.seed(), gen.advance(draws(shape))}, dtype);
+}
+DistributedTensor rand(const Shape& shape, DType dtype) {
+  return random(OpId::rand, shape, default_generator_advance(draws(shape)), dtype);
+}
+DistributedTensor randn(const Shape& shape, DType dtype) {
+  return random(OpId::randn, shape, default_generator_advance(draws(shape)), dtype);
+}
+
+}  // namespace dtr

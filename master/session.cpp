@@ -1,0 +1,413 @@
+// Master-side connections, handshake and the I/O thread.
+#include "master/session.hpp"
+
+#include <fmt/format.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "protocol/transport.hpp"
+
+namespace dtr::detail {
+
+using protocol::MsgType;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int64_t kMaxMessageBytes = int64_t{16} << 30;
+constexpr size_t kMaxFrames = protocol::kMaxPayloadFrames + 2;
+// A user thread that has queued this many commands for one node waits for the I/O thread.
+constexpr size_t kBackpressureCommands = size_t{1} << 16;
+constexpr auto kIdlePoll = std::chrono::milliseconds(100);
+
+std::string client_name() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return fmt::format("{}:{}", host, getpid());
+}
+
+std::string_view frame_view(const zmq::message_t& m) {
+  return {static_cast<const char*>(m.data()), m.size()};
+}
+
+// Waits for one HelloReply on `socket` (frames [identity?] header) until `deadline`.
+std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::time_point deadline) {
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    if (auto m = protocol::try_recv(socket, kMaxFrames)) return m;
+  }
+}
+
+protocol::HelloReply check_hello_reply(const protocol::Received& msg, size_t first,
+                                       const std::string& endpoint) {
+  if (msg.frames.size() <= first)
+    throw ProtocolError(fmt::format("worker {}: empty message during the handshake", endpoint));
+  protocol::HelloReply r = protocol::decode_hello_reply(frame_view(msg.frames[first]));
+  if (!r.accepted)
+    throw TransportError(fmt::format("worker {} refused the session: {}", endpoint, r.reason));
+  if (r.version != protocol::kVersion)
+    throw ProtocolError(fmt::format("worker {} speaks protocol {}, this master speaks {}", endpoint,
+                                    r.version, protocol::kVersion));
+  if (r.devices.empty() || r.devices[0].index != -1)
+    throw ProtocolError(fmt::format("worker {} reported no CPU device", endpoint));
+  return r;
+}
+
+}  // namespace
+
+MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {}
+
+std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options) {
+  if (options.workers.empty() == options.listen.empty())
+    throw InvalidArgument(
+        "init_master_worker: give either worker endpoints to connect to or an endpoint to "
+        "listen on, not both or neither");
+  if (!options.listen.empty() && options.num_workers <= 0)
+    throw InvalidArgument(
+        fmt::format("init_master_worker: listening on {} needs num_workers >= 1, got {}",
+                    options.listen, options.num_workers));
+  protocol::tune_allocator_for_large_messages();
+  std::shared_ptr<MasterSession> s(new MasterSession(options));
+  if (options.listen.empty()) {
+    s->connect_workers();
+  } else {
+    s->accept_workers();
+  }
+  s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->wake_fd_ < 0)
+    throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
+  s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
+  return s;
+}
+
+void MasterSession::connect_workers() {
+  auto deadline = Clock::now() + options_.connect_timeout;
+  std::string hello = protocol::encode(protocol::Hello{protocol::kVersion, client_name()});
+  for (const std::string& endpoint : options_.workers) {
+    auto node = std::make_unique<Node>();
+    node->index = static_cast<int>(nodes_.size());
+    node->endpoint = endpoint;
+    node->dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    protocol::configure_socket(*node->dealer, kMaxMessageBytes);
+    try {
+      node->dealer->connect(endpoint);
+    } catch (const zmq::error_t& e) {
+      throw TransportError(fmt::format("cannot connect to worker {}: {}", endpoint, e.what()));
+    }
+    protocol::send_message(*node->dealer, nullptr, hello, {});
+    nodes_.push_back(std::move(node));
+  }
+  for (auto& node : nodes_) {
+    std::string last_refusal;
+    while (true) {
+      auto msg = wait_message(*node->dealer, deadline);
+      if (!msg) {
+        if (!last_refusal.empty())
+          throw TransportError(fmt::format("worker {} refused the session for {} ms: {}",
+                                           node->endpoint, options_.connect_timeout.count(),
+                                           last_refusal));
+        throw TimeoutError(fmt::format(
+            "worker {} did not answer within {} ms (is `dtr-worker --listen {}` running?)",
+            node->endpoint, options_.connect_timeout.count(), node->endpoint));
+      }
+      if (msg->frames.empty()) continue;
+      protocol::HelloReply r = protocol::decode_hello_reply(frame_view(msg->frames[0]));
+      // A worker still serving a master that has just gone says "busy" until it notices;
+      // ask again until the deadline.
+      if (!r.accepted && r.reason.rfind("busy", 0) == 0) {
+        last_refusal = r.reason;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        protocol::send_message(*node->dealer, nullptr, hello, {});
+        continue;
+      }
+      node->hello = check_hello_reply(*msg, 0, node->endpoint);
+      break;
+    }
+  }
+}
+
+void MasterSession::accept_workers() {
+  router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+  protocol::configure_socket(*router_, kMaxMessageBytes);
+  router_->set(zmq::sockopt::router_mandatory, 1);
+  try {
+    router_->bind(options_.listen);
+  } catch (const zmq::error_t& e) {
+    throw TransportError(fmt::format("cannot listen on {}: {}", options_.listen, e.what()));
+  }
+  auto deadline = Clock::now() + options_.connect_timeout;
+  std::string hello = protocol::encode(protocol::Hello{protocol::kVersion, client_name()});
+  std::unordered_map<std::string, bool> greeted;
+  while (static_cast<int>(nodes_.size()) < options_.num_workers) {
+    auto msg = wait_message(*router_, deadline);
+    if (!msg)
+      throw TimeoutError(fmt::format("only {} of {} workers connected to {} within {} ms",
+                                     nodes_.size(), options_.num_workers, options_.listen,
+                                     options_.connect_timeout.count()));
+    if (msg->frames.size() < 2) continue;
+    std::string identity(frame_view(msg->frames[0]));
+    MsgType type;
+    try {
+      type = protocol::peek_type(frame_view(msg->frames[1]));
+    } catch (const ProtocolError&) {
+      continue;  // not a dtr worker; ignore it
+    }
+    if (type == MsgType::Heartbeat && !greeted[identity]) {
+      greeted[identity] = true;
+      protocol::send_message(*router_, &identity, hello, {});
+    } else if (type == MsgType::HelloReply && !node_of_identity_.count(identity)) {
+      auto node = std::make_unique<Node>();
+      node->index = static_cast<int>(nodes_.size());
+      node->identity = identity;
+      node->endpoint = fmt::format("{} (worker #{})", options_.listen, nodes_.size());
+      node->hello = check_hello_reply(*msg, 1, node->endpoint);
+      node->endpoint = fmt::format("{} ({})", node->hello.worker, options_.listen);
+      node_of_identity_[identity] = static_cast<int>(nodes_.size());
+      nodes_.push_back(std::move(node));
+    }
+  }
+}
+
+MasterSession::~MasterSession() {
+  shutdown();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void MasterSession::shutdown() {
+  std::lock_guard lock(shutdown_mu_);
+  if (closed_.exchange(true)) return;
+  stop_.store(true);
+  wake();
+  if (io_thread_.joinable()) io_thread_.join();
+  std::lock_guard plock(pending_mu_);
+  for (auto& [id, p] : pending_)
+    p.promise.set_exception(std::make_exception_ptr(TransportError("the session was shut down")));
+  pending_.clear();
+}
+
+void MasterSession::wake() {
+  if (wake_fd_ < 0) return;
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload) {
+  if (closed_.load(std::memory_order_relaxed)) return;
+  Node& n = *nodes_[node];
+  size_t queued;
+  {
+    std::lock_guard lock(n.mu);
+    if (payload) {
+      // Payload frames are numbered within the message that carries the batch.
+      protocol::Command put = c;
+      put.payload = static_cast<uint32_t>(n.payloads.size() + 1);
+      n.batch.add(put);
+      n.payloads.push_back(*payload);
+    } else {
+      n.batch.add(c);
+    }
+    queued = n.batch.count();
+  }
+  work_pending_.store(true);
+  if (sleeping_.exchange(false)) wake();
+  if (queued >= kBackpressureCommands) {
+    while (!closed_.load() && !n.lost.load()) {
+      {
+        std::lock_guard lock(n.mu);
+        if (n.batch.count() < kBackpressureCommands) break;
+      }
+      std::this_thread::yield();
+    }
+  }
+}
+
+ReplyMessage MasterSession::request(int node, protocol::Command c) {
+  if (closed_.load()) throw TransportError("the master-worker session is shut down");
+  Node& n = *nodes_[node];
+  if (n.lost.load())
+    throw TransportError(fmt::format("node {} ({}) is unreachable", node, n.endpoint));
+  c.request = next_request_.fetch_add(1);
+  std::future<ReplyMessage> future;
+  {
+    std::lock_guard lock(pending_mu_);
+    Pending& p = pending_[c.request];
+    p.node = node;
+    future = p.promise.get_future();
+  }
+  enqueue(node, c);
+  if (future.wait_for(options_.sync_timeout) != std::future_status::ready) {
+    std::lock_guard lock(pending_mu_);
+    pending_.erase(c.request);
+    throw TimeoutError(fmt::format("node {} ({}) did not answer request {} within {} ms", node,
+                                   n.endpoint, c.request, options_.sync_timeout.count()));
+  }
+  return future.get();
+}
+
+void MasterSession::fail_node(int node, const std::string& why) {
+  nodes_[node]->lost.store(true);
+  std::lock_guard lock(pending_mu_);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.node == node) {
+      it->second.promise.set_exception(std::make_exception_ptr(TransportError(why)));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void MasterSession::send_to(Node& node, std::string header,
+                            std::span<const local::Tensor> payloads) {
+  zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
+  const std::string* identity = node.dealer ? nullptr : &node.identity;
+  if (!protocol::send_message(socket, identity, std::move(header), payloads))
+    fail_node(node.index, fmt::format("node {} ({}) is unreachable: its connection closed",
+                                      node.index, node.endpoint));
+}
+
+void MasterSession::flush_all() {
+  for (auto& node : nodes_) {
+    std::string header;
+    std::vector<local::Tensor> payloads;
+    {
+      std::lock_guard lock(node->mu);
+      if (node->batch.count() == 0) continue;
+      header = node->batch.finish();
+      payloads.swap(node->payloads);
+    }
+    if (!node->lost.load()) send_to(*node, std::move(header), payloads);
+  }
+}
+
+void MasterSession::io_loop() {
+  std::vector<zmq::pollitem_t> items;
+  items.push_back(zmq::pollitem_t{nullptr, wake_fd_, ZMQ_POLLIN, 0});
+  if (router_) {
+    items.push_back(zmq::pollitem_t{router_->handle(), 0, ZMQ_POLLIN, 0});
+  } else {
+    for (auto& node : nodes_)
+      items.push_back(zmq::pollitem_t{node->dealer->handle(), 0, ZMQ_POLLIN, 0});
+  }
+  std::string goodbye = protocol::encode_goodbye();
+  while (true) {
+    if (work_pending_.exchange(false)) flush_all();
+    if (stop_.load()) break;
+    sleeping_.store(true);
+    if (work_pending_.load()) {
+      sleeping_.store(false);
+      continue;
+    }
+    zmq::poll(items.data(), items.size(), kIdlePoll);
+    sleeping_.store(false);
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
+    }
+    if (router_) {
+      receive(*router_, -1);
+    } else {
+      for (auto& node : nodes_) receive(*node->dealer, node->index);
+    }
+  }
+  flush_all();
+  for (auto& node : nodes_)
+    if (!node->lost.load()) send_to(*node, goodbye, {});
+  // Let ZeroMQ hand the goodbyes to the kernel before the sockets close (linger is 0).
+  for (auto& node : nodes_)
+    if (node->dealer) node->dealer->set(zmq::sockopt::linger, 1000);
+  if (router_) router_->set(zmq::sockopt::linger, 1000);
+  for (auto& node : nodes_) node->dealer.reset();
+  router_.reset();
+}
+
+void MasterSession::receive(zmq::socket_t& socket, int node) {
+  while (auto msg = protocol::try_recv(socket, kMaxFrames)) {
+    if (node < 0) {
+      if (msg->frames.empty()) continue;
+      auto it = node_of_identity_.find(std::string(frame_view(msg->frames[0])));
+      if (it == node_of_identity_.end()) continue;  // not one of this session's workers
+      dispatch(it->second, *msg, 1);
+    } else {
+      dispatch(node, *msg, 0);
+    }
+  }
+}
+
+void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
+  auto fail_request = [&](uint64_t request, std::exception_ptr e) {
+    std::lock_guard lock(pending_mu_);
+    auto it = pending_.find(request);
+    if (it == pending_.end()) return false;
+    it->second.promise.set_exception(e);
+    pending_.erase(it);
+    return true;
+  };
+  // A malformed or unexpected message fails every request waiting on this node: the
+  // session with it can no longer be trusted to answer them.
+  auto poison = [&](const std::string& why) {
+    std::lock_guard lock(pending_mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.node == node) {
+        it->second.promise.set_exception(std::make_exception_ptr(ProtocolError(why)));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  if (msg.frames.size() <= first || msg.truncated) {
+    poison(fmt::format("node {} sent an empty or oversized message", node));
+    return;
+  }
+  try {
+    std::string_view header = frame_view(msg.frames[first]);
+    MsgType type = protocol::peek_type(header);
+    if (type == MsgType::Heartbeat) return;
+    if (type != MsgType::Reply)
+      throw ProtocolError(fmt::format("unexpected message type {}", static_cast<int>(type)));
+    size_t payload_frames = msg.frames.size() - first - 1;
+    protocol::Reply reply = protocol::decode_reply(header, payload_frames);
+    if (reply.type == protocol::ReplyType::ProtocolError) {
+      auto e = std::make_exception_ptr(ProtocolError(fmt::format(
+          "node {} ({}) rejected a message: {}", node, nodes_[node]->endpoint, reply.message)));
+      if (reply.request == 0 || !fail_request(reply.request, e))
+        poison(fmt::format("node {} ({}) rejected a message: {}", node, nodes_[node]->endpoint,
+                           reply.message));
+      return;
+    }
+    ReplyMessage out;
+    if (payload_frames == 1) {
+      const TensorMeta& m = reply.meta;
+      size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+      auto frame = protocol::share_frame(std::move(msg.frames[first + 1]));
+      if (frame->size() != expected)
+        throw ProtocolError(fmt::format("get reply carries {} bytes, {} needs {}", frame->size(),
+                                        describe(m), expected));
+      std::shared_ptr<Storage> storage;
+      if (reinterpret_cast<uintptr_t>(frame->data()) % element_size(m.dtype) == 0) {
+        storage = Storage::wrap(frame->data(), frame->size(), frame);
+      } else {
+        storage = Storage::allocate(expected);
+        std::memcpy(storage->data(), frame->data(), expected);
+      }
+      out.payload = local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape));
+    }
+    out.reply = std::move(reply);
+    std::lock_guard lock(pending_mu_);
+    auto it = pending_.find(out.reply.request);
+    if (it == pending_.end()) return;  // the requester timed out and left
+    it->second.promise.set_value(std::move(out));
+    pending_.erase(it);
+  } catch (const Error& e) {
+    poison(
+        fmt::format("node {} ({}) sent a bad message: {}", node, nodes_[node]->endpoint, e.what()));
+  }
+}
+
+}  // namespace dtr::detail

@@ -1,0 +1,109 @@
+// MasterSession: the connections to a master's workers and the I/O thread that owns them.
+//
+// User threads encode commands into a per-node batch (under the node's mutex) and wake
+// the I/O thread only when it sleeps; the I/O thread sends whatever has accumulated as
+// one message per node, so commands coalesce by themselves while it is busy. Requests
+// (get, sync, stats) register a promise that the I/O thread fulfils from the reply.
+//
+// Thread safety: every public member may be called from any thread. Each ZeroMQ socket is
+// used only by the I/O thread (after the handshake, which runs before it starts).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "dtr/distributed.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/transport.hpp"
+
+namespace dtr::detail {
+
+struct ReplyMessage {
+  protocol::Reply reply;
+  local::Tensor payload;  // Get replies: the tensor's values
+};
+
+class MasterSession : public std::enable_shared_from_this<MasterSession> {
+ public:
+  // Connects (or waits for workers), says hello to each and starts the I/O thread.
+  static std::shared_ptr<MasterSession> start(const MasterOptions& options);
+  ~MasterSession();
+  MasterSession(const MasterSession&) = delete;
+  MasterSession& operator=(const MasterSession&) = delete;
+
+  // Flushes, says goodbye to every worker, stops the I/O thread. Idempotent.
+  void shutdown();
+  bool closed() const { return closed_.load(); }
+
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  const protocol::HelloReply& hello(int node) const { return nodes_[node]->hello; }
+  const std::string& endpoint(int node) const { return nodes_[node]->endpoint; }
+
+  uint64_t new_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
+  // worker has it: callers follow a Put with a request.
+  void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr);
+  // Queues a request command (its `request` field is set here) and waits for the reply.
+  // Throws TimeoutError, TransportError (connection lost, session closed) or ProtocolError
+  // (the worker rejected a message or sent a malformed one).
+  ReplyMessage request(int node, protocol::Command c);
+
+ private:
+  struct Node {
+    int index = 0;
+    std::string endpoint;
+    std::string identity;                   // listen mode: the worker's ROUTER identity
+    std::unique_ptr<zmq::socket_t> dealer;  // connect mode
+    protocol::HelloReply hello;
+    std::mutex mu;  // guards batch and payloads
+    protocol::BatchWriter batch;
+    std::vector<local::Tensor> payloads;
+    std::atomic<bool> lost{false};
+  };
+
+  explicit MasterSession(const MasterOptions& options);
+  void connect_workers();
+  void accept_workers();
+  void io_loop();
+  void flush_all();
+  void send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
+  // node < 0: a ROUTER whose first frame names the worker.
+  void receive(zmq::socket_t& socket, int node);
+  void dispatch(int node, protocol::Received& msg, size_t first);
+  void fail_node(int node, const std::string& why);
+  void wake();
+
+  MasterOptions options_;
+  zmq::context_t context_;
+  std::unique_ptr<zmq::socket_t> router_;  // listen mode
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unordered_map<std::string, int> node_of_identity_;
+
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> next_request_{1};
+  std::mutex pending_mu_;
+  struct Pending {
+    int node;
+    std::promise<ReplyMessage> promise;
+  };
+  std::unordered_map<uint64_t, Pending> pending_;
+
+  int wake_fd_ = -1;
+  std::atomic<bool> work_pending_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> closed_{false};
+  std::mutex shutdown_mu_;
+  std::thread io_thread_;
+};
+
+}  // namespace dtr::detail
