@@ -473,6 +473,40 @@ DType binary_operand_dtype(std::span<const TensorMeta> in, const OpAttrs& a) {
                         : promote_with_scalar(in[0].dtype, a.scalars[0]);
 }
 
+namespace creation {
+OpAttrs shape(const Shape& shape, DType dtype) {
+  OpAttrs a;
+  a.ints = shape;
+  a.dtype = dtype;
+  return a;
+}
+OpAttrs full(const Shape& s, Scalar value, DType dtype) {
+  OpAttrs a = shape(s, dtype);
+  a.scalars[0] = value;
+  return a;
+}
+OpAttrs arange(Scalar start, Scalar end, Scalar step) {
+  OpAttrs a;
+  a.scalars = {start, end, step};
+  bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  a.dtype = integral ? DType::Int64 : DType::Float32;
+  return a;
+}
+OpAttrs linspace(double start, double end, int64_t steps, DType dtype) {
+  OpAttrs a;
+  a.scalars = {Scalar(start), Scalar(end), Scalar()};
+  a.ints = {steps};
+  a.dtype = dtype;
+  return a;
+}
+OpAttrs random(const Shape& s, DType dtype, uint64_t seed, uint64_t offset) {
+  OpAttrs a = shape(s, dtype);
+  a.seed = seed;
+  a.offset = offset;
+  return a;
+}
+}  // namespace creation
+
 std::span<const OpDef> all_ops() {
   return kOps;
 }

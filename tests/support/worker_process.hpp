@@ -1,0 +1,50 @@
+// Test support: real dtr-worker processes on ephemeral loopback ports.
+//
+// WorkerProcess starts `dtr-worker --listen tcp://127.0.0.1:* --endpoint-file F`, waits
+// (bounded) for the endpoint it bound, and on destruction sends SIGTERM, waits (bounded)
+// and falls back to SIGKILL. Every wait is bounded; nothing outlives the test.
+//
+// Thread safety: one object per thread; the class is not synchronized.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace dtr::test {
+
+// Path of the dtr-worker binary (DTR_WORKER_BIN from the build, or $DTR_WORKER_BIN).
+std::string worker_binary();
+
+class WorkerProcess {
+ public:
+  // Listen mode on an ephemeral port; extra arguments are appended.
+  explicit WorkerProcess(std::vector<std::string> extra_args = {});
+  // Any arguments (e.g. {"--master", endpoint}); does not wait for an endpoint file.
+  static WorkerProcess with_args(std::vector<std::string> args);
+  ~WorkerProcess();
+  WorkerProcess(WorkerProcess&& other) noexcept;
+  WorkerProcess& operator=(WorkerProcess&&) = delete;
+  WorkerProcess(const WorkerProcess&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  pid_t pid() const { return pid_; }
+  bool running();
+  // Sends `sig` and waits up to `timeout` for the exit; returns the exit status or -1.
+  int stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  WorkerProcess() = default;
+  void spawn(const std::vector<std::string>& args);
+  pid_t pid_ = -1;
+  std::string endpoint_;
+  std::string endpoint_file_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+}  // namespace dtr::test
