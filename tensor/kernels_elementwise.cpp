@@ -88,9 +88,7 @@ T int_pow(T base, T exp) {
   if constexpr (std::is_same_v<T, bool>) {
     return base || !exp;
   } else {
-    if (exp < 0)
-      fail<InvalidArgument>(
-          "pow", "integers to negative integer powers are not allowed (exponent {})", exp);
+    if (exp < 0) return 0;  // unreachable: binary_kernel refuses negative exponents first
     T result = 1;
     while (exp) {
       if (exp & 1) result = wrap_mul(result, base);
@@ -227,6 +225,14 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
         if constexpr (std::is_floating_point_v<T>) {
           arith([](T u, T v) { return std::pow(u, v); });
         } else {
+          // Refuse before writing anything, so an in-place pow_ never half-updates.
+          if constexpr (!std::is_same_v<T, bool>) {
+            T lowest = y.numel() == 0 ? T(0) : y.min().template item<T>();
+            if (lowest < 0)
+              fail<InvalidArgument>(
+                  "pow", "integers to negative integer powers are not allowed (exponent {})",
+                  lowest);
+          }
           arith([](T u, T v) { return int_pow(u, v); });
         }
         return;

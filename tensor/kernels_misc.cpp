@@ -35,6 +35,13 @@ void create_kernel(const OpDef& d, std::span<const Tensor>, const OpAttrs& a, co
       fill(out, a.scalars[0]);
       return;
     case OpId::arange: {
+      if (arange_is_integral(a)) {
+        // Exact beyond 2^53: integer bounds count in int64.
+        int64_t start = a.scalars[0].to_int();
+        int64_t step = a.scalars[2].is_none() ? 1 : a.scalars[2].to_int();
+        generate(out, [&]<typename T>(int64_t i) { return start + i * step; });
+        return;
+      }
       double start = a.scalars[0].to_double();
       double step = a.scalars[2].is_none() ? 1.0 : a.scalars[2].to_double();
       generate(out, [&]<typename T>(int64_t i) { return start + static_cast<double>(i) * step; });
@@ -46,6 +53,7 @@ void create_kernel(const OpDef& d, std::span<const Tensor>, const OpAttrs& a, co
       int64_t steps = out.numel();
       double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
       generate(out, [&]<typename T>(int64_t i) {
+        if (steps == 1) return start;
         return i < steps / 2 ? start + step * static_cast<double>(i)
                              : end - step * static_cast<double>(steps - 1 - i);
       });

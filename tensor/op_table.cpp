@@ -237,7 +237,12 @@ InferResult infer_linalg(const OpDef& d, const TensorMeta& x, const TensorMeta& 
   Shape batch_a, batch_b;
   for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
   for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
-  Shape out = broadcast_shapes(d.name, batch_a, batch_b);
+  Shape out;
+  try {
+    out = broadcast_shapes(d.name, batch_a, batch_b);
+  } catch (const ShapeError&) {
+    fail<ShapeError>(d.name, "batch dims of shapes {} and {} are not broadcastable", a, b);
+  }
   if (a.size() >= 2) out.push_back(a[a.size() - 2]);
   if (b.size() >= 2) out.push_back(b.back());
   return contiguous_result(x.dtype, out);
@@ -414,6 +419,14 @@ InferResult infer_create(const OpDef& d, const OpAttrs& a) {
       if ((end - start) / step < 0)
         fail<InvalidArgument>(d.name, "end {} is not reachable from start {} with step {}", end,
                               start, step);
+      if (arange_is_integral(a)) {
+        __int128 span = static_cast<__int128>(a.scalars[1].to_int()) - a.scalars[0].to_int();
+        __int128 istep = a.scalars[2].is_none() ? 1 : a.scalars[2].to_int();
+        __int128 count = span == 0 ? 0 : (span + istep - (istep > 0 ? 1 : -1)) / istep;
+        if (count > std::numeric_limits<int64_t>::max() / 8)
+          fail<ShapeError>(d.name, "would have more than 2^60 elements");
+        return contiguous_result(a.dtype, {static_cast<int64_t>(count)});
+      }
       double n = std::ceil((end - start) / step);
       if (n > static_cast<double>(std::numeric_limits<int64_t>::max() / 8))
         fail<ShapeError>(d.name, "would have {} elements", n);
@@ -471,6 +484,10 @@ InferResult infer_mutate(const OpDef& d, std::span<const TensorMeta> in, const O
 DType binary_operand_dtype(std::span<const TensorMeta> in, const OpAttrs& a) {
   return in.size() == 2 ? promote_types(in[0].dtype, in[1].dtype)
                         : promote_with_scalar(in[0].dtype, a.scalars[0]);
+}
+
+bool arange_is_integral(const OpAttrs& a) {
+  return !a.scalars[0].is_floating() && !a.scalars[1].is_floating() && !a.scalars[2].is_floating();
 }
 
 namespace creation {

@@ -2,6 +2,7 @@
 #include "dtr/tensor.hpp"
 
 #include <array>
+#include <limits>
 #include <ostream>
 
 #include "kernels.hpp"
@@ -30,8 +31,9 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, const TensorMeta& meta)
   int64_t extent = meta_.storage_extent();
   for (int64_t s : meta_.strides)
     if (s < 0) throw InvalidArgument(fmt::format("Tensor: negative stride in {}", meta_.strides));
-  if (meta_.offset < 0 ||
-      static_cast<uint64_t>(extent) * element_size(meta_.dtype) > storage_->nbytes())
+  auto elem = static_cast<int64_t>(element_size(meta_.dtype));
+  if (meta_.offset < 0 || extent > std::numeric_limits<int64_t>::max() / elem ||
+      static_cast<uint64_t>(extent * elem) > storage_->nbytes())
     throw InvalidArgument(fmt::format(
         "Tensor: {} with strides {} and offset {} reaches outside its storage of {} bytes",
         describe(meta_), meta_.strides, meta_.offset, storage_->nbytes()));
@@ -189,8 +191,11 @@ Tensor random(OpId op, const Shape& shape, RandomDraw draw, DType dtype) {
 
 Tensor empty(const Shape& shape, DType dtype) {
   TensorMeta m = infer(OpId::empty, {}, creation::shape(shape, dtype)).meta;
-  auto bytes = static_cast<size_t>(m.numel()) * element_size(dtype);
-  return Tensor(Storage::allocate(bytes), m);
+  int64_t n = m.numel();
+  auto elem = static_cast<int64_t>(element_size(dtype));
+  if (n > std::numeric_limits<int64_t>::max() / elem)
+    throw OutOfMemory(fmt::format("empty: {} needs more bytes than int64 can count", describe(m)));
+  return Tensor(Storage::allocate(static_cast<size_t>(n * elem)), m);
 }
 Tensor zeros(const Shape& shape, DType dtype) {
   return full(shape, 0, dtype);

@@ -34,7 +34,8 @@ namespace dtr {
 //   Moment    as Reduce, scalars[0] = correction (1: unbiased).
 //   Linalg    two tensors.
 //   View      one tensor; result shares its storage; ints as in the help text.
-//   Convert   one tensor; result is new storage (contiguous, to).
+//   Convert   one tensor; result is new storage, or input 0 itself when it already is in
+//             the asked form (contiguous() of a contiguous tensor, to() of the same dtype).
 //   Mutate    in place only: input 0 is written (copy_, fill_, random fills).
 //   Create    no tensor input; ints = shape unless the help text says otherwise.
 #define DTR_UNARY_OPS(X)                                             \
@@ -188,7 +189,7 @@ constexpr bool is_valid_op(uint16_t raw) {
 struct InferResult {
   TensorMeta meta;
   // The result is a view of input 0's storage (views, contiguous() of a contiguous
-  // tensor, reshape when no copy is needed, and every in-place call).
+  // tensor, to() of the same dtype, reshape when no copy is needed, every in-place call).
   bool aliases_input = false;
 };
 
@@ -213,6 +214,10 @@ OpAttrs arange(Scalar start, Scalar end, Scalar step);
 OpAttrs linspace(double start, double end, int64_t steps, DType dtype);
 OpAttrs random(const Shape& shape, DType dtype, uint64_t seed, uint64_t offset);
 }  // namespace creation
+
+// True when arange's start, end and step are all integers (or bools): it then counts in
+// int64, exactly.
+bool arange_is_integral(const OpAttrs& attrs);
 
 // torch/NumPy broadcasting of two shapes; throws ShapeError naming `op` and both shapes.
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);

@@ -1,0 +1,312 @@
+// The op table: unique names, lookups, ids, help text and the per-kind facts, the shape
+// rules (infer) against what execute() produces, and a guard that every op of the table
+// has a reference test (adding an op without a test fails here).
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/reference.hpp"
+
+using namespace dtr_test;
+namespace local = dtr::local;
+using dtr::DTypeRule;
+using dtr::InferResult;
+using dtr::OpAttrs;
+using dtr::OpId;
+using dtr::OpKind;
+using dtr::TensorMeta;
+
+namespace {
+
+// Each op of the table and the test case(s) that check it against the reference. Keep in
+// step with the table: an op missing here fails "every op of the table has a reference test".
+struct Covered {
+  std::string_view op;
+  std::string_view where;
+};
+constexpr Covered kCoveredOps[] = {
+    {"neg", "elementwise_test: unary ops / unary in-place ops"},
+    {"abs", "elementwise_test: unary ops / unary in-place ops"},
+    {"exp", "elementwise_test: unary ops / unary in-place ops / special values"},
+    {"log", "elementwise_test: unary ops / unary in-place ops / special values"},
+    {"sqrt", "elementwise_test: unary ops / unary in-place ops / special values"},
+    {"rsqrt", "elementwise_test: unary ops / unary in-place ops / special values"},
+    {"sin", "elementwise_test: unary ops / unary in-place ops"},
+    {"cos", "elementwise_test: unary ops / unary in-place ops"},
+    {"tanh", "elementwise_test: unary ops / unary in-place ops / special values"},
+    {"sigmoid", "elementwise_test: unary ops / unary in-place ops / special values"},
+    {"relu", "elementwise_test: unary ops / unary in-place ops"},
+    {"add", "elementwise_test: binary ops (tensor, scalar, scalar-first, in-place, aliasing)"},
+    {"sub", "elementwise_test: binary ops (tensor, scalar, scalar-first, in-place, aliasing)"},
+    {"mul", "elementwise_test: binary ops (tensor, scalar, scalar-first, in-place, aliasing)"},
+    {"div", "elementwise_test: binary ops (tensor, scalar, scalar-first, in-place)"},
+    {"pow", "elementwise_test: binary ops (tensor, scalar, scalar-first, in-place)"},
+    {"maximum", "elementwise_test: binary ops, NaN propagation"},
+    {"minimum", "elementwise_test: binary ops, NaN propagation"},
+    {"eq", "elementwise_test: binary ops, operators"},
+    {"ne", "elementwise_test: binary ops, operators"},
+    {"lt", "elementwise_test: binary ops, operators"},
+    {"le", "elementwise_test: binary ops, operators"},
+    {"gt", "elementwise_test: binary ops, operators"},
+    {"ge", "elementwise_test: binary ops, operators"},
+    {"sum", "reduce_test: whole tensor / along each dim / several dims / empty"},
+    {"prod", "reduce_test: whole tensor / along each dim / several dims / empty"},
+    {"mean", "reduce_test: whole tensor / along each dim / several dims / empty"},
+    {"max", "reduce_test: whole tensor / along each dim / NaN / empty"},
+    {"min", "reduce_test: whole tensor / along each dim / NaN / empty"},
+    {"argmax", "reduce_test: whole tensor / along each dim / ties / NaN"},
+    {"argmin", "reduce_test: whole tensor / along each dim / ties / NaN"},
+    {"clamp", "elementwise_test: clamp and clamp_"},
+    {"norm", "reduce_test: norm with p = 1, 2, inf, 3"},
+    {"var", "reduce_test: var and std with correction 0 and 1"},
+    {"std", "reduce_test: var and std with correction 0 and 1"},
+    {"matmul", "linalg_test: matmul 1-D, 2-D, batched, views, k = 0"},
+    {"dot", "linalg_test: dot and mv"},
+    {"mv", "linalg_test: dot and mv"},
+    {"view", "view_test: view"},
+    {"reshape", "view_test: reshape"},
+    {"transpose", "view_test: transpose and permute"},
+    {"permute", "view_test: transpose and permute"},
+    {"narrow", "view_test: narrow"},
+    {"slice", "view_test: slice"},
+    {"select", "view_test: select and operator[]"},
+    {"expand", "view_test: expand"},
+    {"squeeze", "view_test: squeeze and unsqueeze"},
+    {"unsqueeze", "view_test: squeeze and unsqueeze"},
+    {"contiguous", "view_test: contiguous copies only when needed"},
+    {"to", "convert_test: to() every dtype pair"},
+    {"copy_", "convert_test: copy_ layouts, dtypes, broadcasting; elementwise_test: aliasing"},
+    {"fill_", "creation_test: fill_ and zero_"},
+    {"uniform_", "creation_test: uniform_ and normal_"},
+    {"normal_", "creation_test: uniform_ and normal_"},
+    {"empty", "creation_test: empty"},
+    {"full", "creation_test: zeros, ones and full"},
+    {"arange", "creation_test: arange"},
+    {"linspace", "creation_test: linspace"},
+    {"rand", "creation_test: rand"},
+    {"randn", "creation_test: randn"},
+};
+
+// The table as its X-macro lists declare it.
+struct Declared {
+  std::string_view name;
+  OpKind kind;
+  DTypeRule rule;
+  std::string_view help;
+};
+#define DTR_TEST_DECLARED(name, kind, rule, help) {#name, OpKind::kind, DTypeRule::rule, help},
+constexpr Declared kDeclared[] = {DTR_OPS(DTR_TEST_DECLARED)};
+#undef DTR_TEST_DECLARED
+
+}  // namespace
+
+TEST_CASE("op table: ids, unique names, lookups and help text") {
+  auto ops = dtr::all_ops();
+  REQUIRE(static_cast<int>(ops.size()) == dtr::kNumOps);
+  REQUIRE(sizeof(kDeclared) / sizeof(kDeclared[0]) == ops.size());
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const dtr::OpDef& op = ops[i];
+    INFO("op: " << std::string(op.name));
+    CHECK(static_cast<size_t>(op.id) == i);
+    CHECK(dtr::op_def(op.id).id == op.id);
+    CHECK(&dtr::op_def(op.id) == &op);
+    CHECK_MESSAGE(names.insert(op.name).second, "duplicate op name " << std::string(op.name));
+    const dtr::OpDef* found = dtr::find_op(op.name);
+    REQUIRE(found != nullptr);
+    CHECK(found->id == op.id);
+    CHECK(!op.help.empty());
+    // The help text opens with the op's call: "name(".
+    CHECK(op.help.substr(0, op.name.size() + 1) == std::string(op.name) + "(");
+    // As declared in the lists.
+    CHECK(op.name == kDeclared[i].name);
+    CHECK(op.kind == kDeclared[i].kind);
+    CHECK(op.dtype_rule == kDeclared[i].rule);
+    CHECK(op.help == kDeclared[i].help);
+    CHECK(dtr::is_valid_op(static_cast<uint16_t>(i)));
+  }
+  CHECK_FALSE(dtr::is_valid_op(static_cast<uint16_t>(dtr::kNumOps)));
+  CHECK_FALSE(dtr::is_valid_op(0xffff));
+  CHECK(dtr::find_op("no_such_op") == nullptr);
+  CHECK(dtr::find_op("") == nullptr);
+  CHECK(dtr::find_op("ADD") == nullptr);
+}
+
+TEST_CASE("op table: inputs, in-place forms and names per kind") {
+  for (const dtr::OpDef& op : dtr::all_ops()) {
+    INFO("op: " << std::string(op.name));
+    const bool ends_ = op.name.back() == '_';
+    CHECK(ends_ == (op.kind == OpKind::Mutate));
+    CHECK(op.has_inplace_form ==
+          (op.kind == OpKind::Unary || op.kind == OpKind::Binary || op.kind == OpKind::Clamp));
+    CHECK(op.min_inputs <= op.max_inputs);
+    switch (op.kind) {
+      case OpKind::Binary:
+        CHECK(op.min_inputs == 1);
+        CHECK(op.max_inputs == 2);
+        break;
+      case OpKind::Linalg:
+        CHECK(op.min_inputs == 2);
+        CHECK(op.max_inputs == 2);
+        break;
+      case OpKind::Create:
+        CHECK(op.min_inputs == 0);
+        CHECK(op.max_inputs == 0);
+        break;
+      case OpKind::Mutate:
+        CHECK(op.min_inputs == (op.name == "copy_" ? 2 : 1));
+        CHECK(op.max_inputs == (op.name == "copy_" ? 2 : 1));
+        break;
+      default:
+        CHECK(op.min_inputs == 1);
+        CHECK(op.max_inputs == 1);
+    }
+  }
+  // A few dtype rules the semantics depend on.
+  auto rule = [](const char* n) { return dtr::find_op(n)->dtype_rule; };
+  CHECK(rule("div") == DTypeRule::PromoteFloat);
+  CHECK(rule("sum") == DTypeRule::SumLike);
+  CHECK(rule("mean") == DTypeRule::FloatOnly);
+  CHECK(rule("lt") == DTypeRule::ToBool);
+  CHECK(rule("argmax") == DTypeRule::Index);
+  CHECK(rule("exp") == DTypeRule::ToFloat);
+}
+
+TEST_CASE("every op of the table has a reference test") {
+  std::set<std::string_view> covered;
+  for (const Covered& c : kCoveredOps) {
+    CHECK_MESSAGE(covered.insert(c.op).second, "listed twice: " << std::string(c.op));
+    CHECK_MESSAGE(dtr::find_op(c.op) != nullptr,
+                  "the covered list names " << std::string(c.op) << ", which the table lacks");
+  }
+  for (const dtr::OpDef& op : dtr::all_ops())
+    CHECK_MESSAGE(covered.count(op.name) == 1,
+                  "op " << std::string(op.name)
+                        << " has no reference test: add one, then list it in "
+                           "kCoveredOps (tests/tensor/op_table_test.cpp)");
+}
+
+namespace {
+
+TensorMeta meta(DType t, const Sizes& shape) {
+  return TensorMeta::contiguous(t, to_shape(shape));
+}
+
+InferResult infer1(OpId op, const TensorMeta& a, const OpAttrs& attrs = {}, bool inplace = false) {
+  return dtr::infer(op, std::span<const TensorMeta>(&a, 1), attrs, inplace);
+}
+InferResult infer2(OpId op, const TensorMeta& a, const TensorMeta& b, const OpAttrs& attrs = {},
+                   bool inplace = false) {
+  TensorMeta in[2] = {a, b};
+  return dtr::infer(op, in, attrs, inplace);
+}
+
+}  // namespace
+
+TEST_CASE("infer: result metadata without data") {
+  InferResult r = infer2(OpId::add, meta(kF32, {2, 3}), meta(kI32, {3}));
+  CHECK(dtr::describe(r.meta) == "float32[2, 3]");
+  CHECK(r.meta.is_contiguous());
+  CHECK_FALSE(r.aliases_input);
+  CHECK(dtr::describe(infer2(OpId::div, meta(kI64, {4, 1}), meta(kI32, {5})).meta) ==
+        "float32[4, 5]");
+  CHECK(dtr::describe(infer2(OpId::lt, meta(kF64, {}), meta(kI32, {2})).meta) == "bool[2]");
+  OpAttrs scalar;
+  scalar.scalars[0] = 0.5;
+  CHECK(dtr::describe(infer1(OpId::mul, meta(kI64, {3}), scalar).meta) == "float32[3]");
+  scalar.scalars[0] = 2;
+  CHECK(dtr::describe(infer1(OpId::mul, meta(kI32, {3}), scalar).meta) == "int32[3]");
+  CHECK(dtr::describe(infer1(OpId::exp, meta(kI32, {3})).meta) == "float32[3]");
+  CHECK(dtr::describe(infer1(OpId::neg, meta(kI32, {3})).meta) == "int32[3]");
+
+  OpAttrs red;
+  red.ints = {1};
+  CHECK(dtr::describe(infer1(OpId::sum, meta(kI32, {2, 3, 4}), red).meta) == "int64[2, 4]");
+  red.keepdim = true;
+  CHECK(dtr::describe(infer1(OpId::argmax, meta(kF32, {2, 3, 4}), red).meta) == "int64[2, 1, 4]");
+  CHECK(dtr::describe(infer1(OpId::prod, meta(kBool, {2, 3})).meta) == "int64[]");
+  CHECK(dtr::describe(infer2(OpId::matmul, meta(kF64, {2, 1, 3, 4}), meta(kF64, {5, 4, 6})).meta) ==
+        "float64[2, 5, 3, 6]");
+  CHECK(dtr::describe(infer2(OpId::matmul, meta(kF32, {4}), meta(kF32, {4})).meta) == "float32[]");
+  OpAttrs to;
+  to.dtype = kI64;
+  CHECK(dtr::describe(infer1(OpId::to, meta(kF32, {2}), to).meta) == "int64[2]");
+
+  // In place: the result is input 0 itself, strides and offset included.
+  TensorMeta strided{kF32, {3, 2}, {1, 3}, 4};
+  InferResult ip = infer2(OpId::add, strided, meta(kF64, {2}), {}, true);
+  CHECK(ip.aliases_input);
+  CHECK(ip.meta == strided);
+  DTR_CHECK_ERROR(dtr::ShapeError, infer2(OpId::add, meta(kF32, {2}), meta(kF32, {3, 2}), {}, true),
+                  "add", "[2]", "[3, 2]");
+  DTR_CHECK_ERROR(dtr::DTypeError, infer2(OpId::add, meta(kI32, {2}), meta(kF32, {2}), {}, true),
+                  "add", "int32", "float32");
+
+  // Views alias and keep the storage offset.
+  OpAttrs sel;
+  sel.ints = {0, 1};
+  InferResult v = infer1(OpId::select, TensorMeta{kF32, {3, 4}, {4, 1}, 2}, sel);
+  CHECK(v.aliases_input);
+  CHECK(v.meta == TensorMeta{kF32, {4}, {1}, 6});
+  CHECK(infer1(OpId::contiguous, meta(kF32, {2, 2})).aliases_input);
+  CHECK_FALSE(infer1(OpId::contiguous, TensorMeta{kF32, {2, 2}, {1, 2}, 0}).aliases_input);
+
+  // Creation ops.
+  OpAttrs full;
+  full.ints = {2, 5};
+  full.scalars[0] = 1.0;
+  full.dtype = kF64;
+  CHECK(dtr::describe(dtr::infer(OpId::full, {}, full).meta) == "float64[2, 5]");
+  OpAttrs ar;
+  ar.scalars = {Scalar(0), Scalar(10), Scalar(3)};
+  ar.dtype = kI64;
+  CHECK(dtr::describe(dtr::infer(OpId::arange, {}, ar).meta) == "int64[4]");
+}
+
+TEST_CASE("infer agrees with execute on metadata, views exactly") {
+  Array a = random_array(kF32, {4, 6}, 600001);
+  Tensor padded = make_tensor(a, Layout::Padded);
+  struct Case {
+    OpId op;
+    OpAttrs attrs;
+  };
+  auto ints = [](dtr::Dims d) {
+    OpAttrs at;
+    at.ints = d;
+    return at;
+  };
+  std::vector<Case> cases = {
+      {OpId::view, ints({24})},
+      {OpId::reshape, ints({2, 2, 6})},
+      {OpId::reshape, ints({-1})},
+      {OpId::transpose, ints({0, 1})},
+      {OpId::permute, ints({1, 0})},
+      {OpId::narrow, ints({1, 2, 3})},
+      {OpId::slice, ints({1, 1, 6, 2})},
+      {OpId::select, ints({0, -1})},
+      {OpId::expand, ints({3, 4, 6})},
+      {OpId::squeeze, ints({})},
+      {OpId::unsqueeze, ints({1})},
+      {OpId::contiguous, {}},
+      {OpId::sum, ints({1})},
+      {OpId::exp, {}},
+      {OpId::norm, {}},
+  };
+  cases.back().attrs.scalars[0] = 2.0;
+  for (const Case& c : cases) {
+    const dtr::OpDef& def = dtr::op_def(c.op);
+    INFO("op: " << std::string(def.name));
+    Tensor x = def.name == "view" ? make_tensor(a) : padded;
+    InferResult r = infer1(c.op, x.meta(), c.attrs);
+    Tensor y = local::execute(c.op, std::span<const Tensor>(&x, 1), c.attrs, false);
+    CHECK(dtr::describe(y.meta()) == dtr::describe(r.meta));
+    CHECK(same_storage(x, y) == r.aliases_input);
+    if (r.aliases_input) {
+      CHECK(str(to_sizes(y.strides())) == str(to_sizes(r.meta.strides)));
+      CHECK(y.meta().offset == r.meta.offset);
+    }
+  }
+}
