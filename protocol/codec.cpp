@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cereal/archives/portable_binary.hpp>
 #include <cstring>
 #include <istream>
@@ -462,7 +463,9 @@ Batch decode_batch(std::string_view frame, size_t payload_frames) {
       r.fail("{} payload frames exceed the limit {}", payload_frames, kMaxPayloadFrames);
     Batch b;
     size_t n = r.count("commands", kMaxCommandsPerBatch, 6, r.get<uint32_t>());
-    b.commands.reserve(n);
+    // A decoded command is tens of times bigger than its bytes: reserve for a small batch
+    // up front and let a big one grow as its commands actually decode.
+    b.commands.reserve(std::min<size_t>(n, 1024));
     std::vector<bool> used(payload_frames + 1, false);
     for (size_t i = 0; i < n; ++i) b.commands.push_back(r.command(i, payload_frames, used));
     r.finish();

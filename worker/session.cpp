@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace dtr::worker {
@@ -87,10 +88,21 @@ void Session::run(const protocol::Batch& batch, std::span<const PayloadFrame> pa
                   std::vector<Outgoing>& replies) {
   for (const Command& c : batch.commands) {
     if (c.stream != 0) {
-      root_failure(c.type == CmdType::RunOp || c.type == CmdType::Put ? c.out : c.inputs[0],
-                   command_name(c),
-                   fmt::format("stream {} does not exist on this worker", c.stream));
-      continue;
+      bool makes = (c.type == CmdType::RunOp && !c.inplace) || c.type == CmdType::Put;
+      Failure f = root_failure(makes ? c.out : c.inputs[0], command_name(c),
+                               fmt::format("stream {} does not exist on this worker", c.stream));
+      // The output exists, failed, so that its users learn why; a request is still
+      // answered, or the master would wait for it forever.
+      if (makes && c.out != protocol::kNoTensor && !table_.count(c.out))
+        table_[c.out] = Entry{{}, f};
+      if (c.type == CmdType::Get) {
+        protocol::Reply r;
+        r.type = protocol::ReplyType::Get;
+        r.request = c.request;
+        r.failures.push_back(*f);
+        replies.push_back(Outgoing{protocol::encode(r), {}});
+      }
+      if (c.type != CmdType::Sync && c.type != CmdType::Stats) continue;
     }
     switch (c.type) {
       case CmdType::RunOp:
@@ -138,6 +150,10 @@ void Session::run_op(const Command& c) {
   const OpDef& d = op_def(c.op);
   TensorId target = c.inplace ? c.inputs[0] : c.out;
   if (c.inplace) {
+    if (c.n_inputs == 0) {
+      root_failure(protocol::kNoTensor, d.name, "an in-place command needs input 0 (its target)");
+      return;
+    }
     if (c.out != protocol::kNoTensor) {
       root_failure(c.out, d.name, fmt::format("an in-place command names output id %{}", c.out));
       return;
@@ -176,8 +192,24 @@ void Session::run_op(const Command& c) {
 
 void Session::put(const Command& c, std::span<const PayloadFrame> payloads) {
   if (!check_new_id(c.out, "put")) return;
-  const PayloadFrame& frame = payloads[c.payload - 1];  // index checked by the decoder
+  if (c.payload < 1 || c.payload > payloads.size()) {  // the decoder checks it too
+    table_[c.out] = Entry{{},
+                          root_failure(c.out, "put",
+                                       fmt::format("payload frame {} does not exist (1 to {})",
+                                                   c.payload, payloads.size()))};
+    return;
+  }
+  const PayloadFrame& frame = payloads[c.payload - 1];
   const TensorMeta& m = c.meta;
+  // numel * element size must not wrap around (2^61 float64 elements would need 0 bytes).
+  if (static_cast<uint64_t>(m.numel()) >
+      std::numeric_limits<int64_t>::max() / element_size(m.dtype)) {
+    table_[c.out] =
+        Entry{{},
+              root_failure(c.out, "put",
+                           fmt::format("{} needs more bytes than int64 can count", describe(m)))};
+    return;
+  }
   size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
   if (frame.size != expected) {
     table_[c.out] = Entry{{},

@@ -1,0 +1,449 @@
+// Session tests: batches driven straight into a worker::Session, replies decoded with the
+// codec, results compared with the local tensor library.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtr/error.hpp"
+#include "dtr/tensor.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "worker/session.hpp"
+
+namespace {
+
+using namespace dtr;
+using dtr::local::Tensor;
+using protocol::Batch;
+using protocol::CmdType;
+using protocol::Command;
+using protocol::RemoteFailure;
+using protocol::Reply;
+using protocol::ReplyType;
+using protocol::TensorId;
+using worker::Outgoing;
+using worker::PayloadFrame;
+using worker::Session;
+
+// ---- commands ----
+
+Command op(OpId id, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
+  Command c;
+  c.type = CmdType::RunOp;
+  c.op = id;
+  c.out = out;
+  c.n_inputs = static_cast<uint8_t>(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) c.inputs[i] = inputs[i];
+  c.attrs = std::move(attrs);
+  return c;
+}
+
+Command inplace(OpId id, TensorId self, std::vector<TensorId> others, OpAttrs attrs = {}) {
+  others.insert(others.begin(), self);
+  Command c = op(id, protocol::kNoTensor, others, std::move(attrs));
+  c.inplace = true;
+  return c;
+}
+
+Command put(TensorId out, const TensorMeta& meta, uint32_t frame) {
+  Command c;
+  c.type = CmdType::Put;
+  c.out = out;
+  c.meta = meta;
+  c.payload = frame;
+  return c;
+}
+
+Command get(TensorId id, uint64_t request) {
+  Command c;
+  c.type = CmdType::Get;
+  c.inputs[0] = id;
+  c.n_inputs = 1;
+  c.request = request;
+  return c;
+}
+
+Command free_cmd(TensorId id) {
+  Command c;
+  c.type = CmdType::Free;
+  c.inputs[0] = id;
+  c.n_inputs = 1;
+  return c;
+}
+
+Command request(CmdType type, uint64_t request) {
+  Command c;
+  c.type = type;
+  c.request = request;
+  return c;
+}
+
+OpAttrs ints(Dims values) {
+  OpAttrs a;
+  a.ints = values;
+  return a;
+}
+
+OpAttrs scalar(Scalar s) {
+  OpAttrs a;
+  a.scalars[0] = s;
+  return a;
+}
+
+// ---- a session with helpers that decode what it replies ----
+
+struct Harness {
+  Session session;
+  // Payload frames as a receiving server has them: bytes owned by something else.
+  std::vector<PayloadFrame> frames;
+
+  uint32_t add_frame(const Tensor& t) {
+    auto bytes = std::make_shared<std::vector<char>>(static_cast<size_t>(t.numel()) *
+                                                     element_size(t.dtype()));
+    if (!bytes->empty()) std::memcpy(bytes->data(), t.contiguous().raw_data(), bytes->size());
+    frames.push_back(PayloadFrame{bytes->data(), bytes->size(), bytes});
+    return static_cast<uint32_t>(frames.size());
+  }
+  uint32_t add_raw_frame(size_t size) {
+    auto bytes = std::make_shared<std::vector<char>>(size, 0);
+    frames.push_back(PayloadFrame{bytes->data(), bytes->size(), bytes});
+    return static_cast<uint32_t>(frames.size());
+  }
+
+  std::vector<Outgoing> run(std::vector<Command> commands) {
+    Batch b;
+    b.commands = std::move(commands);
+    std::vector<Outgoing> replies;
+    session.run(b, frames, replies);
+    frames.clear();
+    return replies;
+  }
+
+  void put_tensor(TensorId id, const Tensor& t) {
+    uint32_t f = add_frame(t);
+    CHECK(run({put(id, TensorMeta::contiguous(t.dtype(), t.shape()), f)}).empty());
+  }
+
+  // The Get reply for `id`: its decoded header and the tensor (undefined when failed).
+  std::pair<Reply, Tensor> fetch(TensorId id) {
+    std::vector<Outgoing> out = run({get(id, 1000 + id)});
+    REQUIRE(out.size() == 1);
+    Reply r = protocol::decode_reply(out[0].header, out[0].payloads.size());
+    CHECK(r.type == ReplyType::Get);
+    CHECK(r.request == 1000 + id);
+    Tensor t;
+    if (r.failures.empty()) {
+      REQUIRE(out[0].payloads.size() == 1);
+      t = out[0].payloads[0];
+      CHECK(t.is_contiguous());
+      CHECK(t.meta().shape == r.meta.shape);
+      CHECK(t.dtype() == r.meta.dtype);
+    }
+    return {r, t};
+  }
+  Tensor value(TensorId id) {
+    auto [r, t] = fetch(id);
+    REQUIRE_MESSAGE(r.failures.empty(), (r.failures.empty() ? "" : r.failures[0].message));
+    return t;
+  }
+  RemoteFailure failure(TensorId id) {
+    auto [r, t] = fetch(id);
+    REQUIRE(r.failures.size() == 1);
+    return r.failures[0];
+  }
+  std::vector<RemoteFailure> sync() {
+    std::vector<Outgoing> out = run({request(CmdType::Sync, 7)});
+    REQUIRE(out.size() == 1);
+    Reply r = protocol::decode_reply(out[0].header, 0);
+    CHECK(r.type == ReplyType::Sync);
+    CHECK(r.request == 7);
+    return r.failures;
+  }
+  protocol::MemoryStatsWire stats() {
+    std::vector<Outgoing> out = run({request(CmdType::Stats, 8)});
+    REQUIRE(out.size() == 1);
+    Reply r = protocol::decode_reply(out[0].header, 0);
+    CHECK(r.type == ReplyType::Stats);
+    CHECK(r.request == 8);
+    return r.stats;
+  }
+};
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+template <typename T>
+void check_equal(const Tensor& got, const Tensor& want) {
+  CHECK(got.dtype() == want.dtype());
+  CHECK(got.shape() == want.shape());
+  CHECK(got.to_vector<T>() == want.to_vector<T>());
+}
+
+Tensor iota(Shape shape, DType dtype = DType::Float32) {
+  return local::arange(0, numel_of(shape), 1, dtype).reshape(shape);
+}
+
+}  // namespace
+
+TEST_SUITE("worker/session") {
+  TEST_CASE("put then get returns the same values") {
+    Harness h;
+    Tensor f = local::from_vector<float>({1.5f, -2.f, 3.25f, 0.f, 1e30f, -0.f}, {2, 3});
+    Tensor i = local::from_vector<int64_t>({int64_t{1} << 62, -5, 7}, {3});
+    Tensor b = local::from_vector<bool>({true, false, true, true}, {2, 2});
+    Tensor scalar = local::full({}, 42.0, DType::Float64);
+    Tensor empty = local::empty({0, 3}, DType::Int32);
+    h.put_tensor(1, f);
+    h.put_tensor(2, i);
+    h.put_tensor(3, b);
+    h.put_tensor(4, scalar);
+    h.put_tensor(5, empty);
+    check_equal<float>(h.value(1), f);
+    check_equal<int64_t>(h.value(2), i);
+    check_equal<bool>(h.value(3), b);
+    check_equal<double>(h.value(4), scalar);
+    Tensor e = h.value(5);
+    CHECK(e.shape() == Shape{0, 3});
+    CHECK(e.dtype() == DType::Int32);
+    CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("several puts in one batch, with unaligned payload bytes") {
+    Harness h;
+    Tensor a = iota({4}, DType::Float64);
+    Tensor b = iota({3}, DType::Int32);
+    // A frame whose bytes start at an odd address: the session copies them.
+    auto bytes = std::make_shared<std::vector<char>>(4 * 8 + 1);
+    std::memcpy(bytes->data() + 1, a.raw_data(), 32);
+    h.frames.push_back(PayloadFrame{bytes->data() + 1, 32, bytes});
+    uint32_t fb = h.add_frame(b);
+    CHECK(h.run({put(1, a.meta(), 1), put(2, b.meta(), fb)}).empty());
+    check_equal<double>(h.value(1), a);
+    check_equal<int32_t>(h.value(2), b);
+  }
+
+  TEST_CASE("ops give what the local library gives") {
+    Harness h;
+    Tensor a = iota({2, 3});
+    Tensor b = local::from_vector<float>({10, 20, 30}, {3});
+    Tensor m = iota({3, 4});
+    h.put_tensor(1, a);
+    h.put_tensor(2, b);
+    h.put_tensor(3, m);
+    h.run({op(OpId::add, 4, {1, 2}),                     // broadcast add
+           op(OpId::matmul, 5, {1, 3}),                  // [2,3] @ [3,4]
+           op(OpId::transpose, 6, {1}, ints({0, 1})),    // a view
+           op(OpId::mul, 7, {6}, scalar(2.0)),           // scalar operand
+           op(OpId::sum, 8, {5}, ints({1})),             // reduction
+           op(OpId::narrow, 9, {3}, ints({1, 1, 2}))});  // a strided view
+    check_equal<float>(h.value(4), a.add(b));
+    check_equal<float>(h.value(5), a.matmul(m));
+    check_equal<float>(h.value(6), a.t().contiguous());
+    check_equal<float>(h.value(7), a.t().mul(2.0));
+    check_equal<float>(h.value(8), a.matmul(m).sum(1));
+    check_equal<float>(h.value(9), m.narrow(1, 1, 2).contiguous());
+    CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("in-place ops and creation ops") {
+    Harness h;
+    Tensor a = iota({2, 2});
+    h.put_tensor(1, a);
+    OpAttrs fill = ints({2, 2});
+    fill.scalars[0] = 3.0;
+    h.run({op(OpId::full, 2, {}, fill), inplace(OpId::add, 1, {2}), inplace(OpId::neg, 2, {})});
+    check_equal<float>(h.value(1), a.add(3.0));
+    check_equal<float>(h.value(2), local::full({2, 2}, -3.0));
+    // A view aliases its base: writing the base shows through the view.
+    h.run({op(OpId::view, 3, {1}, ints({4})), inplace(OpId::mul, 1, {}, scalar(0))});
+    check_equal<float>(h.value(3), local::zeros({4}));
+    CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("unknown input id") {
+    Harness h;
+    h.run({op(OpId::neg, 2, {99})});
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].tensor == 2);
+    CHECK(f[0].op == "neg");
+    CHECK(contains(f[0].message, "%99 does not exist"));
+    // The output exists, failed, so that its users learn why.
+    CHECK(contains(h.failure(2).message, "does not exist"));
+    // A get of an id that was never made says so too.
+    CHECK(contains(h.failure(55).message, "tensor %55 does not exist"));
+  }
+
+  TEST_CASE("reused and zero output ids") {
+    Harness h;
+    Tensor a = iota({3});
+    h.put_tensor(1, a);
+    h.put_tensor(2, a);
+    h.run({op(OpId::neg, 2, {1})});
+    uint32_t f = h.add_frame(a);
+    h.run({put(1, a.meta(), f)});
+    h.run({op(OpId::neg, protocol::kNoTensor, {1})});
+    f = h.add_frame(a);
+    h.run({put(protocol::kNoTensor, a.meta(), f)});
+    std::vector<RemoteFailure> failures = h.sync();
+    REQUIRE(failures.size() == 4);
+    CHECK(contains(failures[0].message, "%2 is already in use"));
+    CHECK(failures[0].op == "neg");
+    CHECK(contains(failures[1].message, "%1 is already in use"));
+    CHECK(failures[1].op == "put");
+    CHECK(contains(failures[2].message, "not a valid id"));
+    CHECK(contains(failures[3].message, "not a valid id"));
+    // The tensors that were there are untouched.
+    check_equal<float>(h.value(1), a);
+    check_equal<float>(h.value(2), a);
+    CHECK(h.stats().live_tensors == 2);
+  }
+
+  TEST_CASE("free of an unknown id is reported") {
+    Harness h;
+    h.run({free_cmd(42)});
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].op == "free");
+    CHECK(f[0].tensor == 42);
+    CHECK(contains(f[0].message, "%42 does not exist"));
+  }
+
+  TEST_CASE("a failing op fails its output, dependents carry the root cause") {
+    Harness h;
+    Tensor i = local::from_vector<int64_t>({1, 2, 3}, {3});
+    h.put_tensor(1, i);
+    h.put_tensor(2, iota({2, 3}));
+    h.put_tensor(3, iota({4, 5}));
+    h.run({op(OpId::pow, 10, {1}, scalar(int64_t{-1})),            // integer to a negative power
+           op(OpId::add, 11, {10, 1}),                             // depends on the failed one
+           op(OpId::neg, 12, {11}),                                // and one more level down
+           op(OpId::matmul, 20, {2, 3}),                           // mismatched shapes, sent raw
+           op(OpId::relu, 21, {20}), op(OpId::add, 30, {1, 1})});  // unrelated work goes on
+    RemoteFailure root = h.failure(10);
+    CHECK(root.tensor == 10);
+    CHECK(root.op == "pow");
+    CHECK(contains(root.message, "negative integer powers"));
+    CHECK(root.cause_tensor == 10);
+
+    RemoteFailure dep = h.failure(12);
+    CHECK(dep.tensor == 12);
+    CHECK(dep.op == "neg");
+    CHECK(contains(dep.message, "input %11 is failed"));
+    CHECK(dep.cause_tensor == 10);
+    CHECK(dep.cause_op == "pow");
+    CHECK(contains(dep.cause_message, "negative integer powers"));
+
+    RemoteFailure mm = h.failure(21);
+    CHECK(mm.cause_tensor == 20);
+    CHECK(mm.cause_op == "matmul");
+    CHECK(contains(mm.cause_message, "[2, 3]"));
+
+    check_equal<int64_t>(h.value(30), i.add(i));
+    h.run({op(OpId::mul, 31, {30, 1})});
+    check_equal<int64_t>(h.value(31), i.add(i).mul(i));
+
+    // Only the two roots are reported, each once.
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 2);
+    CHECK(f[0].tensor == 10);
+    CHECK(f[1].tensor == 20);
+    CHECK(h.sync().empty());
+    // Freeing a failed tensor works like any other.
+    h.run({free_cmd(10), free_cmd(11)});
+    CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("put with a payload of the wrong size") {
+    Harness h;
+    uint32_t f = h.add_raw_frame(10);
+    h.run({put(1, TensorMeta::contiguous(DType::Float32, {2, 2}), f)});
+    RemoteFailure fail = h.failure(1);
+    CHECK(fail.op == "put");
+    CHECK(contains(fail.message, "payload has 10 bytes, float32[2, 2] needs 16"));
+    REQUIRE(h.sync().size() == 1);
+  }
+
+  TEST_CASE("put of a shape whose byte size overflows is rejected") {
+    Harness h;
+    // 2^61 float64 elements are 2^64 bytes: 0 after wrapping around.
+    uint32_t f = h.add_raw_frame(0);
+    h.run({put(1, TensorMeta::contiguous(DType::Float64, {int64_t{1} << 61}), f),
+           op(OpId::neg, 2, {1})});
+    RemoteFailure fail = h.failure(1);
+    CHECK(fail.op == "put");
+    CHECK(h.failure(2).cause_tensor == 1);
+  }
+
+  TEST_CASE("stats count live tensors") {
+    Harness h;
+    CHECK(h.stats().live_tensors == 0);
+    int64_t bytes_before = h.stats().bytes_in_use;
+    Tensor a = iota({256});
+    h.put_tensor(1, a);
+    h.put_tensor(2, a);
+    protocol::MemoryStatsWire s = h.stats();
+    CHECK(s.live_tensors == 2);
+    CHECK(s.bytes_in_use >= bytes_before + 2 * 256 * 4);
+    CHECK(s.peak_bytes >= s.bytes_in_use);
+    h.run({op(OpId::add, 3, {1, 2})});
+    CHECK(h.stats().live_tensors == 3);
+    h.run({free_cmd(1), free_cmd(3)});
+    CHECK(h.stats().live_tensors == 1);
+    h.run({free_cmd(2)});
+    CHECK(h.stats().live_tensors == 0);
+    CHECK(h.session.live_tensors() == 0);
+    CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("requests are answered in order within a batch") {
+    Harness h;
+    h.put_tensor(1, iota({2}));
+    std::vector<Outgoing> out =
+        h.run({get(1, 1), request(CmdType::Stats, 2), free_cmd(9), request(CmdType::Sync, 3)});
+    REQUIRE(out.size() == 3);
+    CHECK(protocol::decode_reply(out[0].header, 1).request == 1);
+    CHECK(protocol::decode_reply(out[1].header, 0).request == 2);
+    Reply sync = protocol::decode_reply(out[2].header, 0);
+    CHECK(sync.request == 3);
+    CHECK(sync.failures.size() == 1);
+  }
+
+  TEST_CASE("commands on a stream that does not exist fail but are answered") {
+    Harness h;
+    h.put_tensor(1, iota({2}));
+    Command g = get(1, 5);
+    g.stream = 3;
+    Command n = op(OpId::neg, 2, {1});
+    n.stream = 3;
+    Command s = request(CmdType::Stats, 6);
+    s.stream = 3;
+    std::vector<Outgoing> out = h.run({n, g, s});
+    REQUIRE(out.size() == 2);
+    Reply got = protocol::decode_reply(out[0].header, out[0].payloads.size());
+    CHECK(got.request == 5);
+    REQUIRE(got.failures.size() == 1);
+    CHECK(contains(got.failures[0].message, "stream 3 does not exist"));
+    CHECK(protocol::decode_reply(out[1].header, 0).request == 6);
+    CHECK(contains(h.failure(2).message, "stream 3 does not exist"));
+  }
+
+  TEST_CASE("in-place command without inputs, and with an output id") {
+    Harness h;
+    Command c = op(OpId::fill_, protocol::kNoTensor, {}, scalar(1.0));
+    c.inplace = true;
+    Command named = inplace(OpId::neg, 1, {});
+    named.out = 5;
+    h.put_tensor(1, iota({2}));
+    h.run({c, named});
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 2);
+    CHECK(contains(f[1].message, "names output id %5"));
+    CHECK(h.stats().live_tensors == 1);
+    check_equal<float>(h.value(1), iota({2}));
+  }
+}

@@ -1,0 +1,198 @@
+// dtr-worker: the worker daemon. Parses the command line, sets up logging to stderr,
+// runs a worker::Server until SIGTERM/SIGINT (listen mode) or the end of the session
+// (connect mode). Exit status: 0 after a clean stop, 1 on a startup or runtime error.
+//
+// Thread safety: the main thread runs the server; a second thread waits for SIGTERM and
+// SIGINT (blocked everywhere else) and calls Server::stop().
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "dtr/error.hpp"
+#include "protocol/transport.hpp"
+#include "worker/server.hpp"
+
+namespace {
+
+constexpr const char* kDescription =
+    R"(dtr-worker: holds tensors for a dtr master and runs its commands.
+
+Two modes, exactly one of them:
+  --listen ENDPOINT  bind ENDPOINT and wait for masters to dial in; one master is served
+                     at a time (others are told "busy" until it says goodbye or goes away).
+                     Runs until SIGTERM or SIGINT.
+  --master ENDPOINT  dial a master that listens on ENDPOINT; exits when the master says
+                     goodbye or goes away.
+)";
+
+constexpr const char* kExamples = R"(
+Examples:
+  dtr-worker --listen tcp://*:5555
+  dtr-worker --listen tcp://127.0.0.1:* --endpoint-file /tmp/worker0.endpoint
+  dtr-worker --master tcp://head-node:6000 --name gpu-box-1 --log-level debug)";
+
+std::string default_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return fmt::format("pid{}", getpid());
+  return fmt::format("{}:{}", host, getpid());
+}
+
+// spdlog patterns treat '%' as a flag.
+std::string escape_pattern(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    out += c;
+    if (c == '%') out += '%';
+  }
+  return out;
+}
+
+void setup_logging(const std::string& name, const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("dtr-worker");
+  logger->set_pattern(
+      fmt::format("[dtr-worker {}] %Y-%m-%d %H:%M:%S.%e %^%l%$: %v", escape_pattern(name)));
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// Writes `text` to `path` atomically: a temporary file next to it, then rename().
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << '\n';
+    out.flush();
+    if (!out) throw dtr::Error(fmt::format("cannot write the endpoint file {}", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    throw dtr::Error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(kDescription, "dtr-worker");
+  app.footer(kExamples);
+  std::string listen, master, name, log_level = "info", endpoint_file;
+  int64_t max_message_bytes = dtr::worker::ServerOptions{}.max_message_bytes;
+  int64_t heartbeat_ms = dtr::worker::ServerOptions{}.heartbeat.count();
+  int64_t connect_timeout_ms = dtr::worker::ServerOptions{}.connect_timeout.count();
+
+  auto* listen_opt = app.add_option("--listen", listen,
+                                    "Listen mode: bind this ZeroMQ endpoint and serve masters "
+                                    "that dial in (e.g. tcp://*:5555)")
+                         ->type_name("ENDPOINT");
+  auto* master_opt = app.add_option("--master", master,
+                                    "Connect mode: dial the master listening on this endpoint "
+                                    "(e.g. tcp://head-node:6000)")
+                         ->type_name("ENDPOINT");
+  listen_opt->excludes(master_opt);
+  master_opt->excludes(listen_opt);
+  app.add_option("--name", name, "Name of this worker in logs (default: host:pid)");
+  app.add_option("--log-level", log_level, "Log level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--endpoint-file", endpoint_file,
+                 "Write the endpoint to this file (atomically) once the socket is up; in "
+                 "listen mode it is the bound one, with the port chosen for '*'")
+      ->type_name("PATH");
+  app.add_option("--max-message-bytes", max_message_bytes,
+                 "Largest message accepted; bigger ones drop the connection")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms,
+                 "Interval of heartbeats to the master while a session is open")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--connect-timeout-ms", connect_timeout_ms,
+                 "Connect mode: give up when no HELLO arrived within this time")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+    if (listen.empty() == master.empty())
+      throw CLI::ValidationError(
+          "exactly one of --listen ENDPOINT and --master ENDPOINT is required");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: the message, then 1
+  }
+  if (name.empty()) name = default_name();
+
+  // Signals go to the waiting thread only: block them before any thread (ZeroMQ's I/O
+  // threads included) exists, so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  try {
+    setup_logging(name, log_level);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtr-worker: cannot set up logging: %s\n", e.what());
+    return 1;
+  }
+  dtr::protocol::tune_allocator_for_large_messages();
+
+  dtr::worker::ServerOptions options;
+  options.listen = listen;
+  options.master = master;
+  options.name = name;
+  options.max_message_bytes = max_message_bytes;
+  options.heartbeat = std::chrono::milliseconds(heartbeat_ms);
+  options.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
+
+  std::unique_ptr<dtr::worker::Server> server;
+  try {
+    server = std::make_unique<dtr::worker::Server>(options);
+    if (!endpoint_file.empty()) write_file_atomically(endpoint_file, server->endpoint());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    while (!done.load()) {
+      timespec tick{0, 100'000'000};
+      int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig == SIGTERM || sig == SIGINT) {
+        spdlog::info("stopping ({})", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        server->stop();
+      }
+    }
+  });
+
+  int rc = 0;
+  try {
+    server->run();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    rc = 1;
+  }
+  done.store(true);
+  waiter.join();
+  server.reset();
+  spdlog::info("exiting");
+  return rc;
+}

@@ -1,0 +1,458 @@
+// The worker's socket loop: framing, the one session, heartbeats and the connect-mode
+// monitor. Message handling is shared by both modes; in connect mode there is no identity
+// frame and the single peer is implicit.
+#include "worker/server.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "dtr/error.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/transport.hpp"
+#include "worker/session.hpp"
+
+namespace dtr::worker {
+
+namespace proto = dtr::protocol;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kMaxPollWait{100};
+// Messages handled per wakeup before stop() and heartbeats are looked at again.
+constexpr int kMaxMessagesPerWakeup = 256;
+
+std::string host_and_pid() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown-host");
+  return fmt::format("{}:{}", host, static_cast<long>(getpid()));
+}
+
+uint64_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    in.ignore(1 << 10, '\n');
+  }
+  struct sysinfo si {};
+  if (sysinfo(&si) == 0) return static_cast<uint64_t>(si.freeram) * si.mem_unit;
+  return 0;
+}
+
+std::string iso_time_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A routing identity for logs: ZeroMQ's generated ones are binary, so hex.
+std::string hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::string_view view_of(const zmq::message_t& frame) {
+  return {frame.data<char>(), frame.size()};
+}
+
+}  // namespace
+
+struct Server::Impl {
+  explicit Impl(ServerOptions options);
+  ~Impl();
+
+  void loop();
+  void drain_socket();
+  void drain_monitor();
+  void handle(proto::Received& msg);
+  void on_hello(const std::string* identity, std::string_view header);
+  void on_batch(const std::string* identity, std::string_view header,
+                std::vector<zmq::message_t>& frames, size_t first_payload);
+  void on_goodbye(const std::string* identity);
+  void heartbeat_tick();
+
+  bool is_peer(const std::string* identity) const {
+    return session && (!identity || *identity == peer);
+  }
+  // The identity to address the session's master with (null in connect mode).
+  const std::string* peer_identity() const { return listen_mode ? &peer : nullptr; }
+  std::string who(const std::string* identity) const {
+    if (!identity) return opt.master;
+    if (session && *identity == peer) return peer_client;
+    return fmt::format("peer {}", hex(*identity));
+  }
+  std::string busy_reason() const {
+    return fmt::format("busy: serving master {} since {}", peer_client, peer_since);
+  }
+  bool send(const std::string* identity, std::string header) {
+    return proto::send_message(socket, identity, std::move(header), {});
+  }
+  void protocol_error(const std::string* identity, std::string message);
+  void end_session(std::string_view what);
+
+  ServerOptions opt;
+  bool listen_mode;
+  zmq::context_t context{1};
+  zmq::socket_t socket;
+  zmq::socket_t monitor;  // connect mode: events of `socket`
+  std::string endpoint;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> running{false};
+
+  std::unique_ptr<Session> session;
+  std::string peer;         // routing identity of the session's master (listen mode)
+  std::string peer_client;  // its "host:pid", from HELLO
+  std::string peer_since;   // when the session began, ISO 8601 UTC
+  Clock::time_point next_heartbeat;
+
+  // connect mode
+  bool connected = false;
+  bool master_gone = false;
+  bool hello_seen = false;
+  bool finished = false;  // run() returns
+};
+
+Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
+  if (opt.listen.empty() == opt.master.empty())
+    throw InvalidArgument(
+        "worker server: set exactly one of `listen` (bind and wait for masters) and `master` "
+        "(dial a master)");
+  if (opt.heartbeat.count() <= 0)
+    throw InvalidArgument(
+        fmt::format("worker server: heartbeat must be positive, got {} ms", opt.heartbeat.count()));
+  if (opt.max_message_bytes <= 0)
+    throw InvalidArgument(fmt::format("worker server: max_message_bytes must be positive, got {}",
+                                      opt.max_message_bytes));
+  listen_mode = !opt.listen.empty();
+  const std::string& where = listen_mode ? opt.listen : opt.master;
+  try {
+    if (listen_mode) {
+      socket = zmq::socket_t(context, zmq::socket_type::router);
+      proto::configure_socket(socket, opt.max_message_bytes);
+      socket.set(zmq::sockopt::router_mandatory, 1);
+      // A master that reconnects under the same routing id takes its identity over.
+      socket.set(zmq::sockopt::router_handover, 1);
+      socket.bind(where);
+    } else {
+      socket = zmq::socket_t(context, zmq::socket_type::dealer);
+      proto::configure_socket(socket, opt.max_message_bytes);
+      // The monitor goes on before connect() so that no event is missed.
+      static std::atomic<uint64_t> counter{0};
+      std::string address = fmt::format("inproc://dtr-worker-monitor-{}", counter++);
+      if (zmq_socket_monitor(socket.handle(), address.c_str(),
+                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        throw zmq::error_t();
+      monitor = zmq::socket_t(context, zmq::socket_type::pair);
+      proto::configure_socket(monitor, opt.max_message_bytes);
+      monitor.connect(address);
+      socket.connect(where);
+    }
+    endpoint = socket.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw TransportError(
+        fmt::format("cannot {} {}: {}", listen_mode ? "listen on" : "connect to", where, e.what()));
+  }
+  if (endpoint.empty()) endpoint = where;
+  std::string as = opt.name.empty() ? std::string() : fmt::format(" as {}", opt.name);
+  if (listen_mode) {
+    spdlog::info("listening on {}{}", endpoint, as);
+  } else {
+    spdlog::info("dialing master {}{}", endpoint, as);
+    // Queued until the connection is up; tells the master's ROUTER who we are.
+    send(nullptr, proto::encode_heartbeat());
+  }
+}
+
+Server::Impl::~Impl() {
+  session.reset();
+  if (monitor) {
+    zmq_socket_monitor(socket.handle(), nullptr, 0);
+    monitor.close();
+  }
+  socket.close();
+}
+
+void Server::Impl::protocol_error(const std::string* identity, std::string message) {
+  spdlog::warn("protocol error from {}: {}", who(identity), message);
+  proto::Reply r;
+  r.type = proto::ReplyType::ProtocolError;
+  r.request = 0;
+  r.message = std::move(message);
+  send(identity, proto::encode(r));
+}
+
+void Server::Impl::end_session(std::string_view what) {
+  if (!session) return;
+  size_t n = session->live_tensors();
+  session.reset();
+  spdlog::info("{} (master {}); freed {} tensors", what, peer_client, n);
+  peer.clear();
+  peer_client.clear();
+  peer_since.clear();
+}
+
+void Server::Impl::handle(proto::Received& msg) {
+  std::vector<zmq::message_t>& frames = msg.frames;
+  if (frames.empty()) return;
+  std::optional<std::string> id;
+  if (listen_mode) id = frames[0].to_string();
+  const std::string* identity = id ? &*id : nullptr;
+  size_t header_index = listen_mode ? 1 : 0;
+
+  if (frames.size() <= header_index) {
+    protocol_error(identity, "message has no header frame");
+    return;
+  }
+  if (msg.truncated) {
+    protocol_error(identity, fmt::format("message has more than {} payload frames (the limit)",
+                                         proto::kMaxPayloadFrames));
+    return;
+  }
+  std::string_view header = view_of(frames[header_index]);
+  proto::MsgType type;
+  try {
+    type = proto::peek_type(header);
+  } catch (const ProtocolError& e) {
+    protocol_error(identity, e.what());
+    return;
+  }
+  switch (type) {
+    case proto::MsgType::Hello:
+      on_hello(identity, header);
+      break;
+    case proto::MsgType::Batch:
+      on_batch(identity, header, frames, header_index + 1);
+      break;
+    case proto::MsgType::Goodbye:
+      on_goodbye(identity);
+      break;
+    case proto::MsgType::Heartbeat:
+      break;
+    case proto::MsgType::HelloReply:
+    case proto::MsgType::Reply:
+      protocol_error(identity, fmt::format("unexpected message type {}", static_cast<int>(type)));
+      break;
+  }
+}
+
+void Server::Impl::on_hello(const std::string* identity, std::string_view header) {
+  proto::Hello hello;
+  try {
+    hello = proto::decode_hello(header);
+  } catch (const ProtocolError& e) {
+    protocol_error(identity, e.what());
+    return;
+  }
+  hello_seen = true;
+  proto::HelloReply reply;
+  reply.worker = host_and_pid();
+  if (hello.version != proto::kVersion) {
+    reply.reason = fmt::format("protocol version mismatch: master speaks {}, worker speaks {}",
+                               hello.version, proto::kVersion);
+    spdlog::warn("rejected master {}: {}", hello.client, reply.reason);
+    send(identity, proto::encode(reply));
+    return;
+  }
+  if (session) {
+    bool same = !identity || *identity == peer;
+    if (same) {
+      end_session("master restarted its session");
+    } else if (!send(&peer, proto::encode_heartbeat())) {
+      end_session("master went away");
+    } else {
+      reply.reason = busy_reason();
+      spdlog::warn("rejected master {}: {}", hello.client, reply.reason);
+      send(identity, proto::encode(reply));
+      return;
+    }
+  }
+  session = std::make_unique<Session>();
+  peer = identity ? *identity : std::string();
+  peer_client = hello.client;
+  peer_since = iso_time_now();
+  next_heartbeat = Clock::now() + opt.heartbeat;
+  spdlog::info("session started with master {}", peer_client);
+
+  reply.accepted = true;
+  reply.threads = std::thread::hardware_concurrency();
+  proto::DeviceInfo cpu;
+  cpu.index = -1;
+  cpu.name = "cpu";
+  cpu.total_memory = physical_memory();
+  cpu.free_memory = available_memory();
+  reply.devices.push_back(std::move(cpu));
+  if (!send(identity, proto::encode(reply))) end_session("master went away before the reply");
+}
+
+void Server::Impl::on_batch(const std::string* identity, std::string_view header,
+                            std::vector<zmq::message_t>& frames, size_t first_payload) {
+  if (!is_peer(identity)) {
+    protocol_error(identity,
+                   session ? busy_reason() : "no session with this master: send HELLO first");
+    return;
+  }
+  size_t n_payloads = frames.size() - first_payload;
+  proto::Batch batch;
+  try {
+    batch = proto::decode_batch(header, n_payloads);
+  } catch (const ProtocolError& e) {
+    protocol_error(identity, e.what());
+    return;
+  }
+  std::vector<PayloadFrame> payloads;
+  payloads.reserve(n_payloads);
+  for (size_t i = first_payload; i < frames.size(); ++i) {
+    std::shared_ptr<zmq::message_t> owner = proto::share_frame(std::move(frames[i]));
+    // data() after the move: a small message keeps its bytes inside the object.
+    payloads.push_back(PayloadFrame{owner->data(), owner->size(), owner});
+  }
+  std::vector<Outgoing> replies;
+  std::optional<std::string> failed;
+  try {
+    session->run(batch, payloads, replies);
+  } catch (const std::exception& e) {
+    spdlog::error("batch from master {} failed: {}", peer_client, e.what());
+    failed = fmt::format("worker failed running the batch: {}", e.what());
+  }
+  for (Outgoing& out : replies) {
+    if (!proto::send_message(socket, identity, std::move(out.header), out.payloads)) {
+      end_session("master went away");
+      return;
+    }
+  }
+  if (failed) protocol_error(identity, std::move(*failed));
+}
+
+void Server::Impl::on_goodbye(const std::string* identity) {
+  if (is_peer(identity)) {
+    end_session("session ended");
+  } else {
+    spdlog::debug("goodbye from {} without a session; ignored", who(identity));
+  }
+  if (!listen_mode) finished = true;
+}
+
+void Server::Impl::heartbeat_tick() {
+  if (!session) return;
+  Clock::time_point now = Clock::now();
+  if (now < next_heartbeat) return;
+  next_heartbeat = now + opt.heartbeat;
+  if (!send(peer_identity(), proto::encode_heartbeat())) end_session("master went away");
+}
+
+void Server::Impl::drain_socket() {
+  size_t max_frames = proto::kMaxPayloadFrames + (listen_mode ? 2 : 1);
+  for (int i = 0; i < kMaxMessagesPerWakeup && !stopping.load() && !finished; ++i) {
+    std::optional<proto::Received> msg = proto::try_recv(socket, max_frames);
+    if (!msg) return;
+    handle(*msg);
+  }
+}
+
+void Server::Impl::drain_monitor() {
+  while (std::optional<proto::Received> ev = proto::try_recv(monitor, 2)) {
+    if (ev->frames.empty() || ev->frames[0].size() < sizeof(uint16_t)) continue;
+    uint16_t event = 0;
+    std::memcpy(&event, ev->frames[0].data(), sizeof event);
+    if (event == ZMQ_EVENT_CONNECTED) {
+      connected = true;
+      spdlog::info("connected to master {}", endpoint);
+    } else if (event == ZMQ_EVENT_DISCONNECTED && connected) {
+      master_gone = true;
+    }
+  }
+}
+
+void Server::Impl::loop() {
+  Clock::time_point hello_deadline = Clock::now() + opt.connect_timeout;
+  std::vector<zmq::pollitem_t> items{{socket.handle(), 0, ZMQ_POLLIN, 0}};
+  if (!listen_mode) items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
+
+  while (!stopping.load() && !finished) {
+    milliseconds wait = kMaxPollWait;
+    if (session) {
+      auto until = std::chrono::ceil<milliseconds>(next_heartbeat - Clock::now());
+      wait = std::clamp(until, milliseconds{0}, kMaxPollWait);
+    }
+    try {
+      zmq::poll(items, wait);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      throw;
+    }
+    drain_socket();
+    if (!listen_mode) {
+      drain_monitor();
+      if (master_gone && !finished) {
+        drain_socket();  // what the master sent before it went
+        if (!finished) {
+          if (session) {
+            end_session("master went away");
+          } else {
+            spdlog::warn("master {} went away", endpoint);
+          }
+          finished = true;
+        }
+      }
+      if (!hello_seen && !finished && Clock::now() >= hello_deadline)
+        throw TimeoutError(fmt::format("no HELLO from master {} within {} ms", endpoint,
+                                       opt.connect_timeout.count()));
+    }
+    heartbeat_tick();
+  }
+}
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Server::~Server() = default;
+
+std::string Server::endpoint() const {
+  return impl_->endpoint;
+}
+
+void Server::run() {
+  if (impl_->running.exchange(true)) throw InvalidArgument("Server::run: already running");
+  struct Reset {
+    std::atomic<bool>& flag;
+    ~Reset() { flag.store(false); }
+  } reset{impl_->running};
+  try {
+    impl_->loop();
+  } catch (const zmq::error_t& e) {
+    throw TransportError(fmt::format("worker socket {} failed: {}", impl_->endpoint, e.what()));
+  }
+}
+
+void Server::stop() {
+  impl_->stopping.store(true);
+}
+
+}  // namespace dtr::worker

@@ -1,0 +1,65 @@
+// Server: the worker daemon's socket loop. It owns one ZeroMQ socket and at most one
+// Session (one master at a time), decodes what arrives, runs batches on the session and
+// sends the replies back.
+//
+//   listen mode (ServerOptions::listen)  ROUTER bound to the endpoint; masters dial in,
+//       HELLO opens a session (a second master is told "busy" until the first one says
+//       GOODBYE or its connection goes away), the server runs until stop().
+//   connect mode (ServerOptions::master) DEALER dialing a master that listens; a HEARTBEAT
+//       goes out first so that the master learns this worker's address, run() returns
+//       after GOODBYE or when the master's connection goes away.
+//
+// Malformed messages are answered with a ProtocolError reply and change nothing; the
+// server keeps serving. While a session is open a HEARTBEAT goes to its master every
+// `heartbeat`; a master that can no longer be reached loses its session (and tensors).
+//
+// Thread safety: construct, run() and destroy from one thread at a time (run() may be on
+// another thread than the constructor, not concurrently with it). stop() and endpoint()
+// may be called from any thread at any time, stop() also from a signal-handling thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dtr::worker {
+
+struct ServerOptions {
+  std::string listen;  // endpoint to bind, e.g. "tcp://*:5555" (listen mode)
+  std::string master;  // endpoint to dial, e.g. "tcp://head:6000" (connect mode)
+  std::string name;    // this worker's name, for logs
+  int64_t max_message_bytes = int64_t{16} << 30;
+  std::chrono::milliseconds heartbeat{1000};
+  std::chrono::milliseconds connect_timeout{60000};  // connect mode: wait for HELLO
+};
+
+class Server {
+ public:
+  // Binds (listen) or dials (connect). Throws InvalidArgument unless exactly one of
+  // `listen` and `master` is set, TransportError naming the endpoint when the socket
+  // cannot bind or connect.
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The endpoint actually bound (listen mode: "tcp://127.0.0.1:*" gives the chosen port)
+  // or dialed (connect mode).
+  std::string endpoint() const;
+
+  // Serves until stop() (listen mode) or until the session is over (connect mode: after
+  // GOODBYE or when the master goes away). Throws TimeoutError naming the endpoint when in
+  // connect mode no HELLO arrived within connect_timeout, TransportError when the socket
+  // fails.
+  void run();
+
+  // Makes run() return within about 100 ms; safe from any thread, idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtr::worker
