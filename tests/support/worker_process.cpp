@@ -46,7 +46,7 @@ WorkerProcess::WorkerProcess(std::vector<std::string> extra_args) {
 }
 
 WorkerProcess WorkerProcess::with_args(std::vector<std::string> args) {
-  WorkerProcess w;
+  WorkerProcess w{NoSpawn{}};
   w.spawn(args);
   return w;
 }
@@ -79,7 +79,9 @@ WorkerProcess::~WorkerProcess() {
 bool WorkerProcess::running() {
   if (pid_ <= 0) return false;
   int status;
-  return waitpid(pid_, &status, WNOHANG) == 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) pid_ = -1;  // reaped: stop() must not signal the pid again
+  return r == 0;
 }
 
 int WorkerProcess::stop(int sig, std::chrono::milliseconds timeout) {

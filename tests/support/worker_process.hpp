@@ -37,7 +37,8 @@ class WorkerProcess {
   int stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:
-  WorkerProcess() = default;
+  struct NoSpawn {};
+  explicit WorkerProcess(NoSpawn) {}
   void spawn(const std::vector<std::string>& args);
   pid_t pid_ = -1;
   std::string endpoint_;

@@ -1,0 +1,336 @@
+// Session lifecycle against real worker processes: a worker that starts after the master,
+// a master that dies without saying goodbye, a second master while one is served, listen
+// mode (workers dial the master), and a worker killed mid-session.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "master/cluster.hpp"
+
+namespace {
+
+using namespace dtr;
+using namespace dtr::test;
+using dtr::local::Tensor;
+using Clock = std::chrono::steady_clock;
+
+std::string local_endpoint(int port) {
+  return "tcp://127.0.0.1:" + std::to_string(port);
+}
+
+// Waits (bounded) for a forked child; kills it at the deadline. Returns the wait status,
+// or -1 when it had to be killed.
+int wait_child(pid_t pid, std::chrono::milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  int status = 0;
+  while (Clock::now() < deadline) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) return -1;
+    std::this_thread::sleep_for(5ms);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+// Waits (bounded) for a worker process to exit by itself, without reaping it (the
+// WorkerProcess still owns it). Returns its exit code, or nullopt while it runs.
+std::optional<int> wait_exit(const WorkerProcess& w, std::chrono::milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (true) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(w.pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == w.pid())
+      return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// The pid in a NodeInfo::worker of the form "host:pid".
+int pid_of(const NodeInfo& info) {
+  return std::atoi(info.worker.substr(info.worker.rfind(':') + 1).c_str());
+}
+
+// A pipe whose ends close on destruction (so that a child blocked on it is released).
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() { REQUIRE(pipe(fd) == 0); }
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  void close_read() {
+    if (fd[0] >= 0) close(fd[0]);
+    fd[0] = -1;
+  }
+  void close_write() {
+    if (fd[1] >= 0) close(fd[1]);
+    fd[1] = -1;
+  }
+};
+
+// In a forked child: write `text` to `fd` and leave at once (no destructors, no atexit).
+[[noreturn]] void child_exit(int fd, int code, const std::string& text) {
+  if (fd >= 0 && !text.empty()) {
+    [[maybe_unused]] ssize_t n = write(fd, text.data(), text.size());
+  }
+  _exit(code);
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a worker started after the master is waited for") {
+  std::string endpoint = local_endpoint(free_port());
+  std::optional<WorkerProcess> worker;
+  SessionGuard guard;  // destroyed first: the session ends before the worker stops
+  MasterOptions o = test_options();
+  o.workers = {endpoint};
+  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
+  std::this_thread::sleep_for(300ms);
+  CHECK(init.wait_for(0ms) == std::future_status::timeout);  // still waiting for it
+  worker.emplace(WorkerProcess::with_args({"--listen", endpoint, "--log-level", "warn"}));
+  REQUIRE(init.wait_for(15s) == std::future_status::ready);
+  REQUIRE_NOTHROW(init.get());
+  CHECK(node_count() == 1);
+  CHECK(pid_of(node_info(0)) == worker->pid());
+  DistributedTensor x = dtr::arange(6).view({2, 3});
+  check_same(x.sum(1), local::arange(6).view({2, 3}).sum(1));
+  CHECK_NOTHROW(synchronize());
+}
+
+TEST_CASE("a master gone without cleanup leaves the worker ready for the next one") {
+  WorkerProcess worker;
+  Pipe report;
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The first master: makes tensors, then exits without shutdown or frees.
+    report.close_read();
+    try {
+      MasterOptions o = test_options();
+      o.workers = {worker.endpoint()};
+      init_master_worker(o);
+      DistributedTensor a = dtr::ones({1000});
+      DistributedTensor b = dtr::arange(100);
+      DistributedTensor c = a * 2;
+      int64_t live = memory_stats(0).live_tensors;
+      if (live != 3) child_exit(report.fd[1], 3, "live tensors: " + std::to_string(live));
+      child_exit(report.fd[1], 0, "");
+    } catch (const std::exception& e) {
+      child_exit(report.fd[1], 2, e.what());
+    }
+  }
+  report.close_write();
+  int status = wait_child(child, 20s);
+  std::string said = read_all(report.fd[0]);
+  INFO("first master: ", said);
+  REQUIRE(status != -1);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.workers = {worker.endpoint()};
+  auto t0 = Clock::now();
+  REQUIRE_NOTHROW(init_master_worker(o));  // retries while the worker still says busy
+  MESSAGE("second master accepted after ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), " ms");
+  CHECK(pid_of(node_info(0)) == worker.pid());
+  NodeMemoryStats s = memory_stats(0);
+  CHECK(s.live_tensors == 0);  // the old session's tensors were freed
+  check_same(dtr::arange(4) * 3, local::arange(0, 12, 3));
+  CHECK(memory_stats(0).live_tensors == 0);
+}
+
+TEST_CASE("a second live master is refused as busy") {
+  WorkerProcess worker;
+  Pipe go;      // parent -> child: the parent holds the session now
+  Pipe report;  // child -> parent: what init_master_worker said
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    go.close_write();
+    report.close_read();
+    char c = 0;
+    if (read(go.fd[0], &c, 1) != 1) child_exit(report.fd[1], 4, "parent did not signal");
+    MasterOptions o;
+    o.workers = {worker.endpoint()};
+    o.connect_timeout = 1s;
+    o.sync_timeout = 5s;
+    try {
+      init_master_worker(o);
+      child_exit(report.fd[1], 2, "init_master_worker succeeded");
+    } catch (const TransportError& e) {
+      child_exit(report.fd[1], contains(e.what(), "busy") ? 0 : 1, e.what());
+    } catch (const std::exception& e) {
+      child_exit(report.fd[1], 3, std::string("other exception: ") + e.what());
+    }
+  }
+  go.close_read();
+  report.close_write();
+
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.workers = {worker.endpoint()};
+  init_master_worker(o);
+  DistributedTensor x = dtr::full({3}, 5);
+  synchronize();
+  REQUIRE(write(go.fd[1], "g", 1) == 1);
+  go.close_write();
+  int status = wait_child(child, 20s);
+  std::string said = read_all(report.fd[0]);
+  INFO("second master: ", said);
+  REQUIRE(status != -1);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(contains(said, "busy"));
+  // The first master's session is untouched.
+  check_same(x + 1, local::full({3}, 6));
+  CHECK(memory_stats(0).live_tensors == 1);
+}
+
+TEST_CASE("listen mode: workers dial the master and exit after it shuts down") {
+  std::string endpoint = local_endpoint(free_port());
+  std::vector<WorkerProcess> workers;
+  workers.reserve(2);
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.listen = endpoint;
+  o.num_workers = 2;
+  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
+  std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(WorkerProcess::with_args({"--master", endpoint, "--log-level", "warn"}));
+  REQUIRE(init.wait_for(15s) == std::future_status::ready);
+  REQUIRE_NOTHROW(init.get());
+  REQUIRE(node_count() == 2);
+
+  std::set<int> pids{workers[0].pid(), workers[1].pid()};
+  std::set<int> seen{pid_of(node_info(0)), pid_of(node_info(1))};
+  CHECK(seen == pids);
+
+  std::vector<DistributedTensor> xs;
+  for (int k = 0; k < 2; ++k) {
+    node_guard on(k);
+    xs.push_back(dtr::arange(10).to(DType::Float64) * (k + 1));
+    CHECK(xs.back().get_node() == k);
+  }
+  for (int k = 0; k < 2; ++k) {
+    check_same(xs[static_cast<size_t>(k)].sum(), local::full({}, 45.0 * (k + 1), DType::Float64));
+    check_same(dist_send(local::ones({3}), k) + 1, local::full({3}, 2));
+    CHECK(memory_stats(k).live_tensors == 1);
+  }
+  CHECK_NOTHROW(synchronize());
+  xs.clear();
+
+  end_session();
+  for (auto& w : workers) {
+    std::optional<int> code = wait_exit(w, 5s);
+    CHECK_MESSAGE(code.has_value(), "worker ", w.pid(), " still runs 5 s after the shutdown");
+    if (code) CHECK(*code == 0);
+  }
+}
+
+TEST_CASE(
+    "a worker killed mid-session fails the syncs of its node while other nodes keep working") {
+  MasterOptions o = test_options();
+  o.sync_timeout = 3s;
+  Cluster cluster(2, o);
+  DistributedTensor x0 = dtr::ones({4});
+  DistributedTensor x1 = with_node(1, [] { return dtr::ones({4}); });
+  synchronize();
+  CHECK(cluster.worker(1).stop(SIGKILL, 5s) != -1);
+
+  x1.add_(1);  // queued; nothing can fail at the call
+  auto sync_outcome = [](auto&& fn) {
+    auto t0 = Clock::now();
+    std::string what;
+    try {
+      fn();
+      what = "no exception";
+    } catch (const TransportError& e) {
+      what = std::string("TransportError: ") + e.what();
+    } catch (const TimeoutError& e) {
+      what = std::string("TimeoutError: ") + e.what();
+    } catch (const std::exception& e) {
+      what = std::string("other: ") + e.what();
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    MESSAGE("after SIGKILL: ", what, " (", ms, " ms)");
+    CHECK((what.rfind("TransportError", 0) == 0 || what.rfind("TimeoutError", 0) == 0));
+    CHECK(ms <= 3000 + 1500);
+    CHECK(contains(what, "node 1"));
+  };
+  sync_outcome([&] { (void)x1.to_local(); });
+  sync_outcome([] { synchronize(1); });
+
+  // Node 0 is unaffected.
+  check_same(x0 + 1, local::full({4}, 2));
+  CHECK_NOTHROW(synchronize(0));
+  CHECK(memory_stats(0).live_tensors == 1);
+}
+
+TEST_CASE("listen mode: a worker killed mid-session fails the syncs of its node") {
+  std::string endpoint = local_endpoint(free_port());
+  std::vector<WorkerProcess> workers;
+  workers.reserve(2);
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.listen = endpoint;
+  o.num_workers = 2;
+  o.sync_timeout = 3s;
+  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(WorkerProcess::with_args({"--master", endpoint, "--log-level", "warn"}));
+  REQUIRE(init.wait_for(15s) == std::future_status::ready);
+  REQUIRE_NOTHROW(init.get());
+  // Nodes are numbered in order of arrival: find the one to kill.
+  int victim_node = pid_of(node_info(0)) == workers[1].pid() ? 0 : 1;
+  int other_node = 1 - victim_node;
+  DistributedTensor xv = with_node(victim_node, [] { return dtr::ones({4}); });
+  DistributedTensor xo = with_node(other_node, [] { return dtr::ones({4}); });
+  synchronize();
+  CHECK(workers[1].stop(SIGKILL, 5s) != -1);
+  std::this_thread::sleep_for(100ms);  // let the master's socket see the disconnect
+
+  xv.add_(1);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto t0 = Clock::now();
+    std::string what;
+    try {
+      (void)xv.to_local();
+      what = "no exception";
+    } catch (const TransportError& e) {
+      what = std::string("TransportError: ") + e.what();
+    } catch (const TimeoutError& e) {
+      what = std::string("TimeoutError: ") + e.what();
+    } catch (const std::exception& e) {
+      what = std::string("other: ") + e.what();
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    MESSAGE("listen mode, after SIGKILL: ", what, " (", ms, " ms)");
+    CHECK((what.rfind("TransportError", 0) == 0 || what.rfind("TimeoutError", 0) == 0));
+    CHECK(ms <= 3000 + 1500);
+  }
+  check_same(xo * 3, local::full({4}, 3));
+  CHECK_NOTHROW(synchronize(other_node));
+}

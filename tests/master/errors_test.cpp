@@ -1,0 +1,149 @@
+// Failures: an op that fails on a worker poisons its dependents, which report the first
+// cause; synchronize() reports each root failure once; the worker keeps serving. Shape and
+// dtype mistakes throw on the master, at the call, before anything is sent.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "master/cluster.hpp"
+
+namespace {
+
+using namespace dtr;
+using namespace dtr::test;
+using dtr::local::Tensor;
+
+// "%ID": how messages name a tensor.
+std::string tensor_ref(uint64_t id) {
+  std::string s(1, '%');
+  s += std::to_string(id);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a failing op poisons its dependents and the worker survives") {
+  Cluster cluster(2);
+  DistributedTensor ok = dtr::arange(5);
+  // Accepted by the shape rules (int64 ** int64 scalar), refused by the worker's kernel.
+  DistributedTensor bad = dtr::arange(5).pow(-1);
+  CHECK(bad.dtype() == DType::Int64);
+  DistributedTensor dep = bad.add(1);
+  DistributedTensor dep2 = (dep * 2).sum();
+
+  std::string m = message_of<RemoteError>([&] { (void)dep.to_local(); });
+  INFO("dependent: ", m);
+  CHECK(contains(m, "add"));
+  CHECK(contains(m, tensor_ref(dep.id())));
+  CHECK(contains(m, tensor_ref(bad.id())));
+  CHECK(contains(m, "node 0"));
+  CHECK(contains(m, "cpu"));
+  CHECK(contains(m, "pow"));
+  CHECK(contains(m, "negative integer powers"));
+
+  m = message_of<RemoteError>([&] { (void)dep2.item(); });
+  INFO("dependent of a dependent: ", m);
+  CHECK(contains(m, "sum"));
+  CHECK(contains(m, "first cause: pow"));
+  CHECK(contains(m, "negative integer powers"));
+
+  m = message_of<RemoteError>([&] { (void)bad.to_local(); });
+  INFO("root: ", m);
+  CHECK(contains(m, "pow failed on node 0 (cpu)"));
+  CHECK(contains(m, "negative integer powers"));
+
+  // In place on a failed tensor: it stays failed.
+  bad.add_(1);
+  CHECK_THROWS_AS(bad.to_local(), RemoteError);
+
+  // synchronize() reports the root failure once, and only it (dependents are not roots).
+  m = message_of<RemoteError>([] { synchronize(); });
+  INFO("synchronize: ", m);
+  CHECK(contains(m, "pow"));
+  CHECK(contains(m, "node 0"));
+  CHECK_FALSE(contains(m, "more failures"));
+  CHECK_NOTHROW(synchronize());
+  CHECK_NOTHROW(synchronize(0));
+
+  // The failed tensors still fail when read; everything else works.
+  CHECK_THROWS_AS(dep.to_local(), RemoteError);
+  check_same(ok, local::arange(5));
+  DistributedTensor fine = dtr::arange(5) + 1;
+  check_same(fine.pow(2), local::arange(1, 6).pow(2));
+  CHECK(fine.sum().item<int64_t>() == 15);
+  CHECK(memory_stats(0).live_tensors >= 4);
+  CHECK_NOTHROW(synchronize());
+
+  // A failure on node 1 is reported for node 1 only.
+  DistributedTensor bad1 = with_node(1, [] { return dtr::arange(3).pow(-2); });
+  m = message_of<RemoteError>([&] { (void)bad1.sum().to_local(); });
+  CHECK_MESSAGE(contains(m, "node 1"), m);
+  CHECK_NOTHROW(synchronize(0));
+  m = message_of<RemoteError>([] { synchronize(1); });
+  CHECK_MESSAGE((contains(m, "node 1") && contains(m, "negative integer powers")), m);
+  CHECK_NOTHROW(synchronize());
+
+  // Two root failures on two nodes: one synchronize() reports both, then none.
+  DistributedTensor f0 = dtr::arange(2).pow(-1);
+  DistributedTensor f1 = with_node(1, [] { return dtr::arange(2).pow(-1); });
+  m = message_of<RemoteError>([] { synchronize(); });
+  CHECK_MESSAGE(contains(m, "1 more failures"), m);
+  CHECK_NOTHROW(synchronize());
+  with_node(1, [] { check_same(dtr::arange(3) * 2, local::arange(0, 6, 2)); });
+}
+
+TEST_CASE("shape and dtype errors throw on the master and send nothing") {
+  Cluster cluster(1);
+  DistributedTensor x = dtr::zeros({20, 20});
+  DistributedTensor y = dtr::zeros({3});
+  DistributedTensor d = dtr::zeros({20, 20}, DType::Float64);
+  DistributedTensor i = dtr::zeros({20}, DType::Int64);
+  NodeMemoryStats before = memory_stats(0);
+  CHECK(before.live_tensors == 4);
+
+  auto check_shapes = [](const std::string& m, const char* op) {
+    INFO(op, ": ", m);
+    CHECK(contains(m, op));
+    CHECK(contains(m, "[20, 20]"));
+    CHECK(contains(m, "[3]"));
+  };
+  check_shapes(message_of<ShapeError>([&] { (void)(x + y); }), "add");
+  check_shapes(message_of<ShapeError>([&] { (void)x.mul(y); }), "mul");
+  check_shapes(message_of<ShapeError>([&] { (void)x.matmul(y); }), "matmul");
+  check_shapes(message_of<ShapeError>([&] { x.add_(y); }), "add");
+  check_shapes(message_of<ShapeError>([&] { (void)y.maximum(x.narrow(0, 0, 20)); }), "maximum");
+
+  std::string m = message_of<ShapeError>([&] { (void)x.view({7, 3}); });
+  CHECK_MESSAGE((contains(m, "view") && contains(m, "[7, 3]")), m);
+  m = message_of<ShapeError>([&] { (void)x.mv(y); });
+  CHECK_MESSAGE((contains(m, "mv") && contains(m, "[20, 20]") && contains(m, "[3]")), m);
+  m = message_of<ShapeError>([&] { x.copy_(y); });
+  CHECK_MESSAGE(contains(m, "copy_"), m);
+
+  m = message_of<DTypeError>([&] { (void)x.matmul(d); });
+  CHECK_MESSAGE((contains(m, "matmul") && contains(m, "float32") && contains(m, "float64")), m);
+  m = message_of<DTypeError>([&] { i.add_(0.5); });  // a float32 result into int64: refused
+  CHECK_MESSAGE((contains(m, "add_") && contains(m, "float32") && contains(m, "int64")), m);
+  m = message_of<DTypeError>([&] { i.div_(i); });
+  CHECK_MESSAGE((contains(m, "div_") && contains(m, "int64")), m);
+  m = message_of<DTypeError>([&] { (void)dtr::arange(4).mean(); });
+  CHECK_MESSAGE((contains(m, "mean") && contains(m, "int64")), m);
+  m = message_of<DTypeError>([&] { (void)DistributedLongTensor(x); });
+  CHECK_MESSAGE(contains(m, "float32"), m);
+
+  m = message_of<IndexError>([&] { (void)x.select(0, 20); });
+  CHECK_MESSAGE(contains(m, "select"), m);
+  m = message_of<IndexError>([&] { (void)x.transpose(0, 2); });
+  CHECK_MESSAGE(contains(m, "transpose"), m);
+  CHECK_THROWS_AS((void)x.sum(2), IndexError);
+  CHECK_THROWS_AS((void)x.item(), ShapeError);
+  CHECK_THROWS_AS((void)DistributedTensor().to_local(), InvalidArgument);
+  CHECK_THROWS_AS((void)(DistributedTensor() + x), InvalidArgument);
+
+  // The arange above was sent (its creation is valid); nothing else reached the worker.
+  NodeMemoryStats after = memory_stats(0);
+  CHECK(after.live_tensors == before.live_tensors);
+  CHECK_NOTHROW(synchronize());
+  check_same(x, local::zeros({20, 20}));  // the refused in-place calls changed nothing
+  check_same(i, local::zeros({20}, DType::Int64));
+}

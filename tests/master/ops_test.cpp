@@ -1,0 +1,671 @@
+// Every op of the op table run remotely against the local tensor library on the same
+// inputs: same kernels, so the results must match exactly (values, shape, dtype, and for
+// the handle the whole meta). Errors must match too: a call the local library rejects is
+// rejected by the master with the same message, or fails on the worker with it.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "master/cluster.hpp"
+
+namespace {
+
+using namespace dtr;
+using namespace dtr::test;
+using dtr::local::Tensor;
+
+constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+
+struct Case {
+  std::string label;
+  OpId op;
+  std::vector<Tensor> inputs;
+  OpAttrs attrs;
+  bool inplace = false;
+  bool transpose_first = false;  // input 0 is x.t() on both sides: a non-contiguous input
+  bool compare_values = true;    // false for empty(): uninitialized memory
+};
+
+// Seeded inputs shared by the cases (cloned before use).
+struct Inputs {
+  Generator gen{1234};
+  Tensor fa = local::randn({3, 4}, gen);
+  Tensor fb = local::randn({3, 4}, gen);
+  Tensor fr = local::randn({4}, gen);
+  Tensor fr2 = local::randn({4}, gen);
+  Tensor fpos = local::rand({3, 4}, gen) + 0.5;
+  Tensor f45 = local::randn({4, 5}, gen);
+  Tensor f3d = local::randn({2, 3, 4}, gen);
+  Tensor f242 = local::randn({2, 4, 2}, gen);
+  Tensor f14 = local::randn({1, 4}, gen);
+  Tensor f31 = local::randn({3, 1}, gen);
+  Tensor f314 = local::randn({3, 1, 4}, gen);
+  Tensor da = local::randn({3, 4}, gen, DType::Float64);
+  Tensor d45 = local::randn({4, 5}, gen, DType::Float64);
+  Tensor dr = local::randn({4}, gen, DType::Float64);
+  Tensor ia = local::arange(-6, 6).view({3, 4});
+  Tensor inn = local::arange(0, 12).view({3, 4});
+  Tensor ir = local::arange(1, 5);
+  Tensor i42 = local::arange(-4, 4).view({4, 2});
+  Tensor i32 = local::arange(-6, 6).view({3, 4}).to(DType::Int32);
+  Tensor ba = fa.gt(0.0);
+  Tensor bb = fb.gt(0.0);
+};
+
+OpAttrs with_ints(Dims ints) {
+  OpAttrs a;
+  a.ints = ints;
+  return a;
+}
+OpAttrs with_scalars(Scalar s0, Scalar s1 = Scalar(), Scalar s2 = Scalar()) {
+  OpAttrs a;
+  a.scalars = {s0, s1, s2};
+  return a;
+}
+OpAttrs reduce(Dims dims, bool keepdim = false, Scalar s0 = Scalar()) {
+  OpAttrs a = with_ints(dims);
+  a.keepdim = keepdim;
+  a.scalars[0] = s0;
+  return a;
+}
+OpAttrs scalar_operand(Scalar s, bool first = false) {
+  OpAttrs a = with_scalars(s);
+  a.scalar_first = first;
+  return a;
+}
+OpAttrs random_fill(double a, double b, uint64_t seed, uint64_t offset) {
+  OpAttrs r = with_scalars(a, b);
+  r.seed = seed;
+  r.offset = offset;
+  return r;
+}
+OpAttrs to_dtype(DType t) {
+  OpAttrs a;
+  a.dtype = t;
+  return a;
+}
+
+// Representative calls of one op, chosen by its kind (and, where the attributes mean
+// different things per op, by the op). An op for which this gives nothing is reported as
+// not exercised.
+std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
+  std::vector<Case> cs;
+  auto add = [&](std::string label, std::vector<Tensor> inputs, OpAttrs attrs = {},
+                 bool inplace = false, bool transpose_first = false) {
+    cs.push_back(Case{std::string(d.name) + " " + label, d.id, std::move(inputs), attrs, inplace,
+                      transpose_first, true});
+  };
+  switch (d.kind) {
+    case OpKind::Unary:
+      add("f32", {in.fa});
+      add("f32 positive", {in.fpos});
+      add("f64", {in.da});
+      add("i64", {in.ia});
+      add("i32", {in.i32});
+      add("bool", {in.ba});
+      add("f32 transposed", {in.fa}, {}, false, true);
+      add("in place f32", {in.fa}, {}, true);
+      add("in place f64 positive", {in.fpos.to(DType::Float64)}, {}, true);
+      add("in place i64", {in.ia}, {}, true);
+      add("in place f32 transposed", {in.fpos}, {}, true, true);
+      break;
+    case OpKind::Binary:
+      add("f32,f32", {in.fa, in.fb});
+      add("f32,f32[4] broadcast", {in.fa, in.fr});
+      add("f32[3,1],f32[4] broadcast", {in.f31, in.fr});
+      add("f32,i64 promote", {in.fa, in.ir});
+      add("f64,f32 promote", {in.da, in.fa});
+      add("i64,i64", {in.ia, in.ir});
+      add("i32,i64", {in.i32, in.ir});
+      add("bool,bool", {in.ba, in.bb});
+      add("f32 positive,f32", {in.fpos, in.fb});
+      add("f32 transposed,f32[3]", {in.fa, local::arange(1, 4).to(DType::Float32)}, {}, false,
+          true);
+      add("f32 scalar 1.5", {in.fa}, scalar_operand(1.5));
+      add("f32 scalar 2", {in.fa}, scalar_operand(2));
+      add("i64 scalar 3", {in.ia}, scalar_operand(3));
+      add("i64 scalar 0.5", {in.ia}, scalar_operand(0.5));
+      add("bool scalar true", {in.ba}, scalar_operand(true));
+      add("scalar-first 2.0,f32", {in.fpos}, scalar_operand(2.0, true));
+      add("scalar-first 2,i64 nonnegative", {in.inn}, scalar_operand(2, true));
+      add("in place f32,f32", {in.fa, in.fb}, {}, true);
+      add("in place f32,f32[4] broadcast", {in.fa, in.fr}, {}, true);
+      add("in place i64,i64", {in.ia, in.ir}, {}, true);
+      add("in place f32 scalar 0.25", {in.fa}, scalar_operand(0.25), true);
+      add("in place i64 scalar 2", {in.inn}, scalar_operand(2), true);
+      add("in place f32 transposed scalar 3", {in.fa}, scalar_operand(3), true, true);
+      break;
+    case OpKind::Reduce:
+      for (auto [name, t] : {std::pair{"f32", in.fa}, std::pair{"f64", in.da},
+                             std::pair{"i64", in.ia}, std::pair{"bool", in.ba}}) {
+        std::string n = name;
+        add(n + " all", {t});
+        add(n + " dim 1", {t}, reduce({1}));
+        add(n + " dim -1 keepdim", {t}, reduce({-1}, true));
+        add(n + " dims 0,1", {t}, reduce({0, 1}));
+      }
+      add("f32 3-d dim 0 keepdim", {in.f3d}, reduce({0}, true));
+      add("f32 3-d dims 0,2", {in.f3d}, reduce({0, 2}));
+      add("f32 transposed dim 0", {in.fa}, reduce({0}), false, true);
+      break;
+    case OpKind::Clamp:
+      add("f32 [-0.5, 0.5]", {in.fa}, with_scalars(-0.5, 0.5));
+      add("f32 [-0.5, open)", {in.fa}, with_scalars(-0.5));
+      add("f32 (open, 0.5]", {in.fa}, with_scalars(Scalar(), 0.5));
+      add("f32 int bounds", {in.fa}, with_scalars(-1, 1));
+      add("i64 [-2, 3]", {in.ia}, with_scalars(-2, 3));
+      add("f64 [0, 1]", {in.da}, with_scalars(0.0, 1.0));
+      add("f32 transposed", {in.fa}, with_scalars(-0.1, 0.1), false, true);
+      add("no bounds (error)", {in.fa}, with_scalars(Scalar(), Scalar()));
+      add("in place f32", {in.fa}, with_scalars(-0.5, 0.5), true);
+      add("in place i64", {in.ia}, with_scalars(-2, 3), true);
+      add("in place f32 transposed", {in.fa}, with_scalars(Scalar(), 0.2), true, true);
+      break;
+    case OpKind::Norm:
+      add("f32 p=2", {in.fa}, reduce({}, false, 2.0));
+      add("f32 p=1 dim 0", {in.fa}, reduce({0}, false, 1.0));
+      add("f32 p=inf dim 1 keepdim", {in.fa},
+          reduce({1}, true, std::numeric_limits<double>::infinity()));
+      add("f64 p=3", {in.da}, reduce({}, false, 3.0));
+      add("f32 3-d p=2 dims 1,2", {in.f3d}, reduce({1, 2}, false, 2.0));
+      add("f32 transposed p=2 dim 1", {in.fa}, reduce({1}, false, 2.0), false, true);
+      add("i64 (error)", {in.ia}, reduce({}, false, 2.0));
+      break;
+    case OpKind::Moment:
+      add("f32 all", {in.fa}, reduce({}, false, 1));
+      add("f32 dim 1 keepdim correction 0", {in.fa}, reduce({1}, true, 0));
+      add("f64 dim 0", {in.da}, reduce({0}, false, 1));
+      add("f32 3-d dims 0,2", {in.f3d}, reduce({0, 2}, false, 1));
+      add("f32 transposed dim 0", {in.fa}, reduce({0}, false, 1), false, true);
+      add("i64 (error)", {in.ia}, reduce({}, false, 1));
+      break;
+    case OpKind::Linalg:
+      switch (d.id) {
+        case OpId::matmul:
+          add("f32 [3,4]x[4,5]", {in.fa, in.f45});
+          add("f64 [3,4]x[4,5]", {in.da, in.d45});
+          add("f32 [4]x[4,5]", {in.fr, in.f45});
+          add("f32 [3,4]x[4]", {in.fa, in.fr});
+          add("f32 [4]x[4]", {in.fr, in.fr2});
+          add("f32 batched [2,3,4]x[4,5]", {in.f3d, in.f45});
+          add("f32 batched [2,3,4]x[2,4,2]", {in.f3d, in.f242});
+          add("i64 [3,4]x[4,2]", {in.ia, in.i42});
+          add("f32 transposed [4,3]x[3,4]", {in.fa, in.fb}, {}, false, true);
+          add("f32 x f64 (error)", {in.fa, in.d45});
+          add("[3,4]x[3,4] (error)", {in.fa, in.fb});
+          break;
+        case OpId::dot:
+          add("f32", {in.fr, in.fr2});
+          add("f64", {in.dr, in.dr});
+          add("i64", {in.ir, in.ir});
+          add("[4]x[3] (error)", {in.fr, local::arange(0, 3).to(DType::Float32)});
+          break;
+        case OpId::mv:
+          add("f32", {in.fa, in.fr});
+          add("f64", {in.da, in.dr});
+          add("i64", {in.ia, in.ir});
+          add("f32 transposed [4,3]x[3]", {in.fa, local::arange(0, 3).to(DType::Float32)}, {},
+              false, true);
+          break;
+        default:
+          break;
+      }
+      break;
+    case OpKind::View:
+      switch (d.id) {
+        case OpId::view:
+        case OpId::reshape:
+          add("{4,3}", {in.fa}, with_ints({4, 3}));
+          add("{-1}", {in.fa}, with_ints({-1}));
+          add("{2,-1,3}", {in.fa}, with_ints({2, -1, 3}));
+          add("3-d {6,4}", {in.f3d}, with_ints({6, 4}));
+          add("transposed {12} (copy or error)", {in.fa}, with_ints({12}), false, true);
+          add("transposed {4,3}", {in.fa}, with_ints({4, 3}), false, true);
+          add("{5} (error)", {in.fa}, with_ints({5}));
+          break;
+        case OpId::transpose:
+          add("0,1", {in.fa}, with_ints({0, 1}));
+          add("3-d 0,2", {in.f3d}, with_ints({0, 2}));
+          add("3-d -1,-2", {in.f3d}, with_ints({-1, -2}));
+          add("transposed back", {in.fa}, with_ints({1, 0}), false, true);
+          add("dim 2 of 2-d (error)", {in.fa}, with_ints({0, 2}));
+          break;
+        case OpId::permute:
+          add("{1,0}", {in.fa}, with_ints({1, 0}));
+          add("3-d {2,0,1}", {in.f3d}, with_ints({2, 0, 1}));
+          add("{0,0} (error)", {in.fa}, with_ints({0, 0}));
+          break;
+        case OpId::narrow:
+          add("dim 1 from 1 length 2", {in.fa}, with_ints({1, 1, 2}));
+          add("dim 0 from 2 length 1", {in.fa}, with_ints({0, 2, 1}));
+          add("3-d dim 2", {in.f3d}, with_ints({2, 1, 3}));
+          add("transposed dim 0", {in.fa}, with_ints({0, 1, 2}), false, true);
+          add("out of range (error)", {in.fa}, with_ints({1, 3, 2}));
+          break;
+        case OpId::slice:
+          add("dim 1 step 2", {in.fa}, with_ints({1, 0, 4, 2}));
+          add("dim 0 from -2", {in.fa}, with_ints({0, -2, kEnd, 1}));
+          add("3-d dim 2 1:3", {in.f3d}, with_ints({2, 1, 3, 1}));
+          add("transposed dim 1 step 2", {in.fa}, with_ints({1, 1, kEnd, 2}), false, true);
+          add("step 0 (error)", {in.fa}, with_ints({1, 0, 4, 0}));
+          break;
+        case OpId::select:
+          add("dim 0 index 1", {in.fa}, with_ints({0, 1}));
+          add("dim 1 index -1", {in.fa}, with_ints({1, -1}));
+          add("3-d dim 1 index 2", {in.f3d}, with_ints({1, 2}));
+          add("transposed dim 0 index 3", {in.fa}, with_ints({0, 3}), false, true);
+          add("index 3 of 3 (error)", {in.fa}, with_ints({0, 3}));
+          break;
+        case OpId::expand:
+          add("[1,4] to {3,4}", {in.f14}, with_ints({3, 4}));
+          add("[3,1] to {2,3,5}", {in.f31}, with_ints({2, 3, 5}));
+          add("[3,1] to {-1,4}", {in.f31}, with_ints({-1, 4}));
+          add("[3,4] to {2,3,4}", {in.fa}, with_ints({2, 3, 4}));
+          add("[3,4] to {3,5} (error)", {in.fa}, with_ints({3, 5}));
+          break;
+        case OpId::squeeze:
+          add("all", {in.f314});
+          add("dim 1", {in.f314}, with_ints({1}));
+          add("dim 0 (no-op)", {in.f314}, with_ints({0}));
+          add("[1,4] dim -2", {in.f14}, with_ints({-2}));
+          break;
+        case OpId::unsqueeze:
+          add("dim 0", {in.fa}, with_ints({0}));
+          add("dim -1", {in.fa}, with_ints({-1}));
+          add("dim 1", {in.fa}, with_ints({1}));
+          add("transposed dim 1", {in.fa}, with_ints({1}), false, true);
+          break;
+        default:
+          break;
+      }
+      break;
+    case OpKind::Convert:
+      switch (d.id) {
+        case OpId::contiguous:
+          add("contiguous input", {in.fa});
+          add("transposed input", {in.fa}, {}, false, true);
+          add("3-d i64", {local::arange(0, 24).view({2, 3, 4})});
+          break;
+        case OpId::to:
+          add("f32 to f64", {in.fa}, to_dtype(DType::Float64));
+          add("f32 to i32", {in.fa}, to_dtype(DType::Int32));
+          add("f32 to i64", {in.fa}, to_dtype(DType::Int64));
+          add("f32 to bool", {in.fa}, to_dtype(DType::Bool));
+          add("f32 to f32", {in.fa}, to_dtype(DType::Float32));
+          add("i64 to f32", {in.ia}, to_dtype(DType::Float32));
+          add("bool to i32", {in.ba}, to_dtype(DType::Int32));
+          add("f64 transposed to f32", {in.da}, to_dtype(DType::Float32), false, true);
+          break;
+        default:
+          break;
+      }
+      break;
+    case OpKind::Mutate:
+      switch (d.id) {
+        case OpId::copy_:
+          add("f32 <- f32", {in.fa, in.fb}, {}, true);
+          add("f32 <- i64[4] broadcast", {in.fa, in.ir}, {}, true);
+          add("i64 <- f32", {in.ia, in.fb}, {}, true);
+          add("f32 transposed <- f32[3]", {in.fa, local::arange(0, 3).to(DType::Float32)}, {}, true,
+              true);
+          add("f32 <- f32[3,1,4] (error)", {in.fa, in.f314.expand({3, 2, 4})}, {}, true);
+          break;
+        case OpId::fill_:
+          add("f32 2.5", {in.fa}, with_scalars(2.5), true);
+          add("i64 7", {in.ia}, with_scalars(7), true);
+          add("bool true", {in.ba}, with_scalars(true), true);
+          add("f64 -1", {in.da}, with_scalars(-1), true);
+          add("f32 transposed 3", {in.fa}, with_scalars(3), true, true);
+          break;
+        case OpId::uniform_:
+          add("f32 [-1, 2) seed 7 offset 100", {in.fa}, random_fill(-1.0, 2.0, 7, 100), true);
+          add("f64 [0, 1) seed 8 offset 0", {in.da}, random_fill(0.0, 1.0, 8, 0), true);
+          add("f32 transposed seed 9", {in.fa}, random_fill(0.0, 1.0, 9, 5), true, true);
+          add("i64 (error)", {in.ia}, random_fill(0.0, 1.0, 7, 0), true);
+          break;
+        case OpId::normal_:
+          add("f32 mean 1 std 2 seed 7 offset 0", {in.fa}, random_fill(1.0, 2.0, 7, 0), true);
+          add("f64 seed 7 offset 12", {in.da}, random_fill(0.0, 1.0, 7, 12), true);
+          add("f32 transposed seed 3", {in.fa}, random_fill(0.0, 0.5, 3, 1), true, true);
+          add("std -1 (error)", {in.fa}, random_fill(0.0, -1.0, 7, 0), true);
+          break;
+        default:
+          break;
+      }
+      break;
+    case OpKind::Create:
+      switch (d.id) {
+        case OpId::empty:
+          add("{2,3} f32", {}, creation::shape({2, 3}, DType::Float32));
+          add("{0} i64", {}, creation::shape({0}, DType::Int64));
+          add("{} f64 (0-d)", {}, creation::shape({}, DType::Float64));
+          for (Case& c : cs) c.compare_values = false;
+          break;
+        case OpId::full:
+          add("{2,3} 1.5 f32", {}, creation::full({2, 3}, 1.5, DType::Float32));
+          add("{4} 7 i64", {}, creation::full({4}, 7, DType::Int64));
+          add("{2,2} true bool", {}, creation::full({2, 2}, true, DType::Bool));
+          add("{} -2 f64", {}, creation::full({}, -2, DType::Float64));
+          add("{-1} (error)", {}, creation::full({-1}, 0, DType::Float32));
+          break;
+        case OpId::arange: {
+          add("0..10", {}, creation::arange(0, 10, 1));
+          add("0.5..3 step 0.25", {}, creation::arange(0.5, 3.0, 0.25));
+          add("10..0 step -3", {}, creation::arange(10, 0, -3));
+          OpAttrs i32 = creation::arange(-3, 3, 1);
+          i32.dtype = DType::Int32;
+          add("-3..3 i32", {}, i32);
+          OpAttrs f64 = creation::arange(0, 1, 0.1);
+          f64.dtype = DType::Float64;
+          add("0..1 step 0.1 f64", {}, f64);
+          add("step 0 (error)", {}, creation::arange(0, 10, 0));
+          break;
+        }
+        case OpId::linspace:
+          add("0..1 5 f32", {}, creation::linspace(0, 1, 5, DType::Float32));
+          add("-2..2 7 f64", {}, creation::linspace(-2, 2, 7, DType::Float64));
+          add("1..1 1", {}, creation::linspace(1, 1, 1, DType::Float32));
+          add("0 steps", {}, creation::linspace(0, 1, 0, DType::Float32));
+          break;
+        case OpId::rand:
+        case OpId::randn:
+          add("{3,4} f32 seed 42 offset 0", {}, creation::random({3, 4}, DType::Float32, 42, 0));
+          add("{5} f64 seed 42 offset 12", {}, creation::random({5}, DType::Float64, 42, 12));
+          add("{2,3,4} f32 seed 7 offset 1000", {},
+              creation::random({2, 3, 4}, DType::Float32, 7, 1000));
+          add("i64 (error)", {}, creation::random({3}, DType::Int64, 42, 0));
+          break;
+        default:
+          break;
+      }
+      break;
+  }
+  return cs;
+}
+
+// What one side made of a case.
+struct Outcome {
+  std::string call_error;    // thrown at the call (local: by execute; remote: by the master)
+  std::string remote_error;  // remote only: the RemoteError of to_local()
+  Tensor value;
+  TensorMeta meta;
+};
+
+Outcome run_local(const Case& c) {
+  Outcome o;
+  std::vector<Tensor> in;
+  for (const Tensor& t : c.inputs) in.push_back(t.clone());
+  if (c.transpose_first) in[0] = in[0].t();
+  try {
+    Tensor r = local::execute(c.op, in, c.attrs, c.inplace);
+    o.value = c.inplace ? in[0] : r;
+    o.meta = o.value.meta();
+  } catch (const Error& e) {
+    o.call_error = e.what();
+  }
+  return o;
+}
+
+Outcome run_remote(const Case& c, int node) {
+  Outcome o;
+  std::vector<DistributedTensor> in;
+  for (const Tensor& t : c.inputs) in.push_back(dist_send(t, node));
+  if (c.transpose_first) in[0] = in[0].t();
+  DistributedTensor r;
+  try {
+    node_guard on(node);
+    const DistributedTensor* other = in.size() > 1 ? &in[1] : nullptr;
+    if (op_def(c.op).kind == OpKind::Create) {
+      r = DistributedTensor::create(c.op, c.attrs);
+    } else if (c.inplace) {
+      in[0].apply_inplace(c.op, c.attrs, other);
+      r = in[0];
+    } else {
+      r = in[0].apply(c.op, c.attrs, other);
+    }
+  } catch (const Error& e) {
+    o.call_error = e.what();
+    return o;
+  }
+  CHECK(r.get_node() == node);
+  CHECK(r.get_device() == -1);
+  o.meta = r.meta();
+  try {
+    o.value = r.to_local();
+  } catch (const RemoteError& e) {
+    o.remote_error = e.what();
+  }
+  return o;
+}
+
+// Cases that failed on a worker (each leaves one failure for synchronize() to report).
+int g_worker_failures = 0;
+
+// Runs the case on both sides and CHECKs that they agree; true when both succeeded.
+bool check_case(const Case& c, int node) {
+  INFO("case: ", c.label, " on node ", node);
+  Outcome l = run_local(c);
+  Outcome r = run_remote(c, node);
+  if (!l.call_error.empty()) {
+    // The local library rejected the call: the master must reject it at the call with the
+    // same message (the shape rules), or the worker must fail with it (the kernels).
+    INFO("local error: ", l.call_error);
+    if (!r.call_error.empty()) {
+      CHECK(r.call_error == l.call_error);
+    } else {
+      if (!r.remote_error.empty()) ++g_worker_failures;
+      CHECK_MESSAGE(contains(r.remote_error, l.call_error),
+                    "remote gave no matching error: ", r.remote_error);
+    }
+    return false;
+  }
+  if (!r.call_error.empty() || !r.remote_error.empty()) {
+    FAIL_CHECK("the remote call failed where the local one succeeded: ", r.call_error,
+               r.remote_error);
+    return false;
+  }
+  CHECK_MESSAGE(r.meta == l.meta, describe(r.meta), " vs ", describe(l.meta));
+  std::string why;
+  if (c.compare_values) {
+    INFO("remote ", r.value.to_string(), "\nlocal  ", l.value.to_string());
+    CHECK_MESSAGE(same_values(r.value, l.value, &why), why);
+  } else {
+    CHECK(r.value.shape() == l.value.shape());
+    CHECK(r.value.dtype() == l.value.dtype());
+  }
+  return true;
+}
+
+std::string op_names(const std::set<OpId>& ops) {
+  std::string s;
+  for (OpId id : ops) s += std::string(op_def(id).name) + " ";
+  return s;
+}
+
+// Runs a TensorOps program on local tensors and on remote copies of them; both results
+// and both (possibly mutated) first inputs must match.
+template <typename F>
+void check_program(const char* text, F&& fn, const Tensor& x, const Tensor& y) {
+  INFO("program: ", text);
+  Tensor lx = x.clone(), ly = y.clone();
+  DistributedTensor rx = dist_send(x), ry = dist_send(y);
+  Tensor lr = fn(lx, ly);
+  DistributedTensor rr = fn(rx, ry);
+  CHECK(rr.meta() == lr.meta());
+  check_same(rr, lr);
+  check_same(rx, lx);
+}
+
+#define SAME_PROGRAM(x, y, expr) \
+  check_program(                 \
+      #expr, []([[maybe_unused]] auto& a, [[maybe_unused]] auto& b) { return expr; }, x, y)
+
+}  // namespace
+
+TEST_CASE("every op of the table gives the local library's result remotely") {
+  Cluster cluster(2);
+  Inputs in;
+  std::set<OpId> exercised;
+  std::set<OpId> all;
+  int cases = 0;
+  for (const OpDef& d : all_ops()) {
+    all.insert(d.id);
+    for (const Case& c : cases_for(d, in)) {
+      ++cases;
+      if (check_case(c, 0)) exercised.insert(d.id);
+      // Creation and random fills depend on nothing but their attributes: the same values
+      // on any node.
+      if (d.kind == OpKind::Create || d.id == OpId::uniform_ || d.id == OpId::normal_)
+        check_case(c, 1);
+    }
+  }
+  MESSAGE(cases, " cases over ", all.size(), " ops");
+  std::set<OpId> missing;
+  for (OpId id : all)
+    if (!exercised.count(id)) missing.insert(id);
+  CHECK_MESSAGE(missing.empty(), "ops not exercised: ", op_names(missing));
+  CHECK(exercised.size() == all_ops().size());
+  // Failures on the workers were reported to to_local(); synchronize() reports them once.
+  MESSAGE(g_worker_failures, " cases failed on a worker as they did locally");
+  if (g_worker_failures > 0) {
+    CHECK_THROWS_AS(synchronize(), RemoteError);
+  }
+  CHECK_NOTHROW(synchronize());
+}
+
+TEST_CASE("the handle methods and creation functions match the local library") {
+  Cluster cluster(2);
+  Generator gen(99);
+  Tensor x = local::randn({3, 4}, gen);
+  Tensor y = local::randn({3, 4}, gen);
+  Tensor xi = local::arange(-6, 6).view({3, 4});
+  Tensor yi = local::arange(0, 12).view({3, 4});
+
+  SUBCASE("out of place") {
+    SAME_PROGRAM(x, y, a + b);
+    SAME_PROGRAM(x, y, a - b * 2.0);
+    SAME_PROGRAM(x, y, 3.0 * a / (b.abs() + 1));
+    SAME_PROGRAM(x, y, 1.0 - a);
+    SAME_PROGRAM(x, y, 2.0 / a.exp());
+    SAME_PROGRAM(x, y, -a);
+    SAME_PROGRAM(x, y, a == b);
+    SAME_PROGRAM(x, y, a != a);
+    SAME_PROGRAM(x, y, a < b);
+    SAME_PROGRAM(x, y, a <= 0.0);
+    SAME_PROGRAM(x, y, a > 0.5);
+    SAME_PROGRAM(x, y, a >= b);
+    SAME_PROGRAM(x, y, a.maximum(b).minimum(0.5));
+    SAME_PROGRAM(x, y, a.abs().pow(b));
+    SAME_PROGRAM(x, y, a.sigmoid().log().neg().sqrt().rsqrt());
+    SAME_PROGRAM(x, y, a.sin() + a.cos() * a.tanh());
+    SAME_PROGRAM(x, y, a.relu());
+    SAME_PROGRAM(x, y, a.sum());
+    SAME_PROGRAM(x, y, a.sum(1, true));
+    SAME_PROGRAM(x, y, a.prod(0));
+    SAME_PROGRAM(x, y, a.mean(-1));
+    SAME_PROGRAM(x, y, a.max());
+    SAME_PROGRAM(x, y, a.min(1));
+    SAME_PROGRAM(x, y, a.argmax(1));
+    SAME_PROGRAM(x, y, a.argmin());
+    SAME_PROGRAM(x, y, a.norm());
+    SAME_PROGRAM(x, y, a.norm(1.0, 0, true));
+    SAME_PROGRAM(x, y, a.var());
+    SAME_PROGRAM(x, y, a.std(1, true, 0));
+    SAME_PROGRAM(x, y, a.clamp(-0.5, 0.5));
+    SAME_PROGRAM(x, y, a.clamp(Scalar(), 0.25));
+    SAME_PROGRAM(x, y, a.matmul(b.t()));
+    SAME_PROGRAM(x, y, a[1].dot(b[2]));
+    SAME_PROGRAM(x, y, a.mv(b[0]));
+    SAME_PROGRAM(x, y, a.flatten());
+    SAME_PROGRAM(x, y, a.view({2, 6}).reshape({4, 3}).t().contiguous());
+    SAME_PROGRAM(x, y, a.permute({1, 0}).narrow(0, 1, 2).unsqueeze(0).squeeze());
+    SAME_PROGRAM(x, y, a.unsqueeze(1).expand({3, 2, 4}));
+    SAME_PROGRAM(x, y, a.transpose(0, 1).slice(0, 1, 4, 2).select(1, 2));
+    SAME_PROGRAM(x, y, a.to(DType::Int64).to(DType::Float64));
+    SAME_PROGRAM(xi, yi, a * b + 1);
+    SAME_PROGRAM(xi, yi, a.pow(2) - b.pow(a.abs()));
+    SAME_PROGRAM(xi, yi, a / b);
+    SAME_PROGRAM(xi, yi, a.sum() + b.prod(1));
+    SAME_PROGRAM(xi, yi, 5 - a);
+  }
+  SUBCASE("in place") {
+    SAME_PROGRAM(x, y, a += b);
+    SAME_PROGRAM(x, y, a -= 1.5);
+    SAME_PROGRAM(x, y, a *= b);
+    SAME_PROGRAM(x, y, a /= 4);
+    SAME_PROGRAM(x, y, a.pow_(2).sqrt_());
+    SAME_PROGRAM(x, y, a.maximum_(b).minimum_(0.0));
+    SAME_PROGRAM(x, y, a.gt_(b));
+    SAME_PROGRAM(x, y, a.exp_().log_().neg_().abs_().relu_().sin_().cos_().tanh_().sigmoid_());
+    SAME_PROGRAM(x, y, a.rsqrt_());
+    SAME_PROGRAM(x, y, a.clamp_(-0.1, 0.1));
+    SAME_PROGRAM(x, y, a.copy_(b));
+    SAME_PROGRAM(x, y, a.copy_(b[1]));
+    SAME_PROGRAM(x, y, a.fill_(2.5));
+    SAME_PROGRAM(x, y, a.zero_());
+    SAME_PROGRAM(x, y, a.t().add_(b.t()));
+    SAME_PROGRAM(x, y, a.add_(a.t().t()));
+    SAME_PROGRAM(x, y, a[1].mul_(10));
+    SAME_PROGRAM(xi, yi, a += b);
+    SAME_PROGRAM(xi, yi, a.sub_(b).mul_(3));
+    SAME_PROGRAM(xi, yi, a.clamp_(-2, 2));
+  }
+  SUBCASE("random fills with generators of the same seed") {
+    SAME_PROGRAM(x, y, [&] {
+      Generator g(5);
+      g.advance(17);
+      return a.uniform_(-2.0, 3.0, g);
+    }());
+    SAME_PROGRAM(x, y, [&] {
+      Generator g(6);
+      return a.normal_(1.0, 0.5, g).add_(b);
+    }());
+    SAME_PROGRAM(x, y, [&] {
+      Generator g(6);
+      a.normal_(0.0, 1.0, g);
+      return b.uniform_(0.0, 1.0, g);  // continues the stream where the first fill ended
+    }());
+  }
+  SUBCASE("creation functions, on every node") {
+    for (int node = 0; node < node_count(); ++node) {
+      INFO("node ", node);
+      node_guard on(node);
+      check_same(dtr::arange(5), local::arange(5));
+      check_same(dtr::arange(1.0, 2.0, 0.125), local::arange(1.0, 2.0, 0.125));
+      check_same(dtr::arange(10, -10, -3), local::arange(10, -10, -3));
+      check_same(dtr::linspace(-1, 1, 9, DType::Float64),
+                 local::linspace(-1, 1, 9, DType::Float64));
+      check_same(dtr::full({2, 3}, 4.5), local::full({2, 3}, 4.5));
+      check_same(dtr::zeros({3}, DType::Int32), local::zeros({3}, DType::Int32));
+      check_same(dtr::ones({2, 2}, DType::Bool), local::ones({2, 2}, DType::Bool));
+      DistributedTensor e = dtr::empty({4, 2}, DType::Int64);
+      CHECK(e.get_node() == node);
+      CHECK(e.meta() == TensorMeta::contiguous(DType::Int64, {4, 2}));
+      DistributedFloatTensor typed({3, 3});
+      CHECK(typed.get_node() == node);
+      CHECK(typed.shape() == Shape{3, 3});
+      check_same(typed.fill_(4), local::full({3, 3}, 4));
+
+      // The same seed and offset give the same values on any node and on the master.
+      Generator gr(2024), gl(2024);
+      check_same(dtr::rand({4, 5}, gr), local::rand({4, 5}, gl));
+      check_same(dtr::randn({7}, gr, DType::Float64), local::randn({7}, gl, DType::Float64));
+      check_same(dtr::randn({2, 2}, gr), local::randn({2, 2}, gl));
+      CHECK(gr.offset() == gl.offset());
+      CHECK(gr.offset() == 20 + 7 + 4);
+      manual_seed(77);
+      DistributedTensor r1 = dtr::randn({6});
+      DistributedTensor r2 = dtr::rand({6});
+      manual_seed(77);
+      Tensor l1 = local::randn({6});
+      Tensor l2 = local::rand({6});
+      check_same(r1, l1);
+      check_same(r2, l2);
+    }
+  }
+  CHECK_NOTHROW(synchronize());
+}
