@@ -118,58 +118,50 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   return DistributedTensor(make_remote(s, t_node, t_device, c.out, meta));
 }
 
-DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
-                                           const DistributedTensor* other) const {
+namespace {
+// Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
+// and returns the result's metadata and id (0 for in-place calls).
+std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
+                                         const RemoteTensor* other, bool inplace) {
   const OpDef& d = op_def(op);
-  const RemoteTensor& self = remote(d.name);
   TensorMeta metas[2] = {self.meta, {}};
   Command c;
   c.type = CmdType::RunOp;
   c.op = op;
   c.attrs = attrs;
+  c.inplace = inplace;
   c.n_inputs = 1;
   c.inputs[0] = self.id;
   if (other) {
-    const RemoteTensor& o = other->remote(d.name);
-    if (o.node != self.node || o.device != self.device)
+    if (other->node != self.node || other->device != self.device)
       throw InvalidArgument(fmt::format(
-          "{}: tensors live on different nodes or devices (node {} {} and node {} {}); move one "
-          "with .to(node) first",
-          d.name, self.node, device_name(self.device), o.node, device_name(o.device)));
-    metas[1] = o.meta;
-    c.inputs[1] = o.id;
+          "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); move "
+          "one with .to(node) first",
+          d.name, inplace ? "_" : "", self.node, device_name(self.device), other->node,
+          device_name(other->device)));
+    metas[1] = other->meta;
+    c.inputs[1] = other->id;
     c.n_inputs = 2;
   }
-  InferResult r = infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, false);
-  c.out = self.session->new_id();
+  InferResult r = infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, inplace);
+  if (!inplace) c.out = self.session->new_id();
   self.session->enqueue(self.node, c);
-  return DistributedTensor(make_remote(self.session, self.node, self.device, c.out, r.meta));
+  return {r.meta, c.out};
+}
+}  // namespace
+
+DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
+                                           const DistributedTensor* other) const {
+  std::string_view name = op_def(op).name;
+  const RemoteTensor& self = remote(name);
+  auto [meta, id] = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false);
+  return DistributedTensor(make_remote(self.session, self.node, self.device, id, meta));
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
                                       const DistributedTensor* other) {
-  const OpDef& d = op_def(op);
-  const RemoteTensor& self = remote(d.name);
-  TensorMeta metas[2] = {self.meta, {}};
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = op;
-  c.attrs = attrs;
-  c.inplace = true;
-  c.n_inputs = 1;
-  c.inputs[0] = self.id;
-  if (other) {
-    const RemoteTensor& o = other->remote(d.name);
-    if (o.node != self.node || o.device != self.device)
-      throw InvalidArgument(
-          fmt::format("{}_: tensors live on different nodes or devices (node {} {} and node {} {})",
-                      d.name, self.node, device_name(self.device), o.node, device_name(o.device)));
-    metas[1] = o.meta;
-    c.inputs[1] = o.id;
-    c.n_inputs = 2;
-  }
-  infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, true);
-  self.session->enqueue(self.node, c);
+  std::string_view name = op_def(op).name;
+  queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true);
 }
 
 local::Tensor DistributedTensor::to_local() const {
