@@ -135,8 +135,8 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
   if (other) {
     if (other->node != self.node || other->device != self.device)
       throw InvalidArgument(fmt::format(
-          "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); move "
-          "one with .to(node) first",
+          "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); copy "
+          "one across first, e.g. dtr::dist_send(t.to_local(), node)",
           d.name, inplace ? "_" : "", self.node, device_name(self.device), other->node,
           device_name(other->device)));
     metas[1] = other->meta;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds dtr (scripts/setup.sh installs what is missing) and runs the whole test suite.
+#
+# Usage: scripts/test.sh [--sanitize | --tsan] [CTEST_ARG...]
+#   (no flag)    build/       the normal build, then ctest
+#   --sanitize   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest
+#   --tsan       build-tsan/  ThreadSanitizer build, then ctest
+#   CTEST_ARG... passed to ctest, e.g. -L unit or -R tensor/
+#
+# Sanitizer builds are RelWithDebInfo without the benchmarks. Exits non-zero when the
+# build or any test fails.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode=normal
+ctest_args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --sanitize | --asan) mode=address; shift ;;
+    --tsan) mode=thread; shift ;;
+    -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) ctest_args+=("$1"); shift ;;
+  esac
+done
+
+sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+case "${mode}" in
+  normal)
+    build_dir="${repo_root}/build"
+    bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}"
+    ;;
+  address)
+    build_dir="${repo_root}/build-asan"
+    bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" \
+      -DDTR_SANITIZE=address "${sanitizer_args[@]}"
+    # Any report fails the test that triggered it.
+    export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:${ASAN_OPTIONS}}"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:${UBSAN_OPTIONS}}"
+    ;;
+  thread)
+    build_dir="${repo_root}/build-tsan"
+    bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" \
+      -DDTR_SANITIZE=thread "${sanitizer_args[@]}"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
+    ;;
+esac
+
+ctest --test-dir "${build_dir}" --output-on-failure --no-tests=error --timeout 600 -j "$(nproc)" \
+  "${ctest_args[@]}"
