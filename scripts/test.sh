@@ -41,7 +41,8 @@ case "${mode}" in
     build_dir="${repo_root}/build-tsan"
     bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" \
       -DDTR_SANITIZE=thread "${sanitizer_args[@]}"
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
+    # libzmq is not instrumented: see scripts/tsan.supp.
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${repo_root}/scripts/tsan.supp${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
     ;;
 esac
 
