@@ -71,14 +71,6 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       });
 }
 
-// A 0-d tensor holding s as T.
-template <typename T>
-Tensor scalar_tensor(Scalar s) {
-  Tensor t = empty({}, dtype_of_v<T>);
-  *t.data<T>() = s.to<T>();
-  return t;
-}
-
 Tensor as_dtype(const Tensor& t, DType dtype) {
   return t.dtype() == dtype ? t : t.to(dtype);
 }
@@ -201,10 +193,23 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
   }
   dispatch(compute, [&]<typename T>() {
     Tensor x = as_dtype(in[0], compute);
-    Tensor y = in.size() == 2 ? as_dtype(in[1], compute) : scalar_tensor<T>(a.scalars[0]);
-    if (in.size() == 1 && a.scalar_first) std::swap(x, y);
-    auto arith = [&](auto f) { map2<T, T>(out, x, y, f); };
-    auto compare = [&](auto f) { map2<bool, T>(out, x, y, f); };
+    const bool scalar = in.size() == 1;
+    Tensor y = scalar ? Tensor() : as_dtype(in[1], compute);
+    const T s = scalar ? a.scalars[0].to<T>() : T(0);
+    const bool scalar_first = scalar && a.scalar_first;
+    // f elementwise into `out` (element type O): over x and y, or over x and the scalar
+    // (on the side the call put it), without materializing the scalar as a tensor.
+    auto run = [&]<typename O>(auto f) {
+      if (!scalar) {
+        map2<O, T>(out, x, y, f);
+      } else if (scalar_first) {
+        map1<O, T>(out, x, [f, s](T u) { return f(s, u); });
+      } else {
+        map1<O, T>(out, x, [f, s](T u) { return f(u, s); });
+      }
+    };
+    auto arith = [&](auto f) { run.template operator()<T>(f); };
+    auto compare = [&](auto f) { run.template operator()<bool>(f); };
     switch (d.id) {
       case OpId::add:
         arith([](T u, T v) { return wrap_add(u, v); });
@@ -227,7 +232,10 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
         } else {
           // Refuse before writing anything, so an in-place pow_ never half-updates.
           if constexpr (!std::is_same_v<T, bool>) {
-            T lowest = y.numel() == 0 ? T(0) : y.min().template item<T>();
+            T lowest = s;  // the exponent: y, x when the scalar is the base, else the scalar
+            const Tensor& exponent = scalar ? x : y;
+            if (!scalar || scalar_first)
+              lowest = exponent.numel() == 0 ? T(0) : exponent.min().template item<T>();
             if (lowest < 0)
               fail<InvalidArgument>(
                   "pow", "integers to negative integer powers are not allowed (exponent {})",

@@ -476,7 +476,7 @@ InferResult infer_mutate(const OpDef& d, std::span<const TensorMeta> in, const O
     default:
       break;
   }
-  return InferResult{dst, true};
+  return InferResult{dst, true, dst.dtype};
 }
 
 }  // namespace
@@ -626,17 +626,19 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
     case OpKind::Mutate:
       break;  // handled above
   }
+  r.computed_dtype = r.meta.dtype;
   if (!inplace) return r;
 
   const TensorMeta& self = in[0];
-  std::string name = fmt::format("{}_", d.name);
   if (!(r.meta.shape == self.shape))
-    fail<ShapeError>(name, "result shape {} does not match the in-place tensor's shape {}",
-                     r.meta.shape, self.shape);
+    fail<ShapeError>(fmt::format("{}_", d.name),
+                     "result shape {} does not match the in-place tensor's shape {}", r.meta.shape,
+                     self.shape);
   if (!can_cast(r.meta.dtype, self.dtype))
-    fail<DTypeError>(name, "result dtype {} cannot be stored in the in-place {} tensor",
-                     r.meta.dtype, self.dtype);
-  return InferResult{self, true};
+    fail<DTypeError>(fmt::format("{}_", d.name),
+                     "result dtype {} cannot be stored in the in-place {} tensor", r.meta.dtype,
+                     self.dtype);
+  return InferResult{self, true, r.meta.dtype};
 }
 
 }  // namespace dtr

@@ -164,8 +164,7 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
   if (d.kind != OpKind::Mutate) {
     // The kernel computes in the out-of-place result dtype; when self holds another dtype
     // (int32 tensor add_ int64 tensor, eq_), compute aside and convert into self.
-    DType computed = infer(op, meta_span, attrs, false).meta.dtype;
-    if (computed != self.dtype()) {
+    if (r.computed_dtype != self.dtype()) {
       Tensor tmp = execute(op, safe_span, attrs, false);
       detail::copy_into(self, tmp);
       return self;

@@ -191,6 +191,9 @@ struct InferResult {
   // The result is a view of input 0's storage (views, contiguous() of a contiguous
   // tensor, to() of the same dtype, reshape when no copy is needed, every in-place call).
   bool aliases_input = false;
+  // The dtype the op computes; differs from meta.dtype only for an in-place call whose
+  // result is converted into input 0 (an int32 tensor's add_ of an int64 tensor).
+  DType computed_dtype = DType::Float32;
 };
 
 // The shape and dtype rule: the result's metadata for `op` on `inputs` with `attrs`,
