@@ -240,6 +240,13 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
     future = p.promise.get_future();
   }
   enqueue(node, c);
+  // The node may have been marked lost after the check above and before the promise was
+  // registered; fail_node() would then have missed it.
+  if (n.lost.load()) {
+    std::lock_guard lock(pending_mu_);
+    if (pending_.erase(c.request))
+      throw TransportError(fmt::format("node {} ({}) is unreachable", node, n.endpoint));
+  }
   if (future.wait_for(options_.sync_timeout) != std::future_status::ready) {
     std::lock_guard lock(pending_mu_);
     pending_.erase(c.request);
