@@ -17,6 +17,12 @@
 
 #include "repl/repl_support.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kSignalsDeferred = true;
+#else
+constexpr bool kSignalsDeferred = false;
+#endif
+
 namespace {
 
 using namespace dtr::test;
@@ -168,22 +174,28 @@ TEST_CASE(
     CHECK(t.expect("101"));
     REQUIRE(t.expect(">>> "));
 
-    // Ctrl-C at the prompt drops the line and keeps the session.
-    t.type("this line is abandoned\x03");
-    REQUIRE(t.expect(">>> "));
-    t.type("7 * 6 + 1000\r");
-    CHECK(t.expect("1042"));
-    REQUIRE(t.expect(">>> "));
+    // ThreadSanitizer intercepts signals and delivers them late, so under it readline's
+    // read is not interrupted by Ctrl-C and these steps cannot be observed.
+    if (kSignalsDeferred) {
+      MESSAGE("Ctrl-C steps skipped: ThreadSanitizer defers signal delivery");
+    } else {
+      // Ctrl-C at the prompt drops the line and keeps the session.
+      t.type("this line is abandoned\x03");
+      REQUIRE(t.expect(">>> "));
+      t.type("7 * 6 + 1000\r");
+      CHECK(t.expect("1042"));
+      REQUIRE(t.expect(">>> "));
 
-    // Ctrl-C in a block drops the block.
-    t.type("with node(1):\r");
-    CHECK(t.expect("... "));
-    t.type("\x03");
-    REQUIRE(t.expect(">>> "));
-    t.type("5 + 5\r");
-    CHECK(t.expect("10"));
-    REQUIRE(t.expect(">>> "));
-    CHECK_FALSE(has(t.seen(), "SyntaxError"));
+      // Ctrl-C in a block drops the block.
+      t.type("with node(1):\r");
+      CHECK(t.expect("... "));
+      t.type("\x03");
+      REQUIRE(t.expect(">>> "));
+      t.type("5 + 5\r");
+      CHECK(t.expect("10"));
+      REQUIRE(t.expect(">>> "));
+      CHECK_FALSE(has(t.seen(), "SyntaxError"));
+    }
 
     // Ctrl-D ends the session; status 0.
     t.type("\x04");
@@ -198,16 +210,18 @@ TEST_CASE(
   saved << in.rdbuf();
   CHECK(has(saved.str(), "x.reshape(2, 3)"));
   CHECK(has(saved.str(), "my_long_name + 22"));
-  CHECK(has(saved.str(), "7 * 6 + 1000\nwith node(1):\n5 + 5\n"));
+  // The last lines typed were those of the Ctrl-C steps, or "w.get_node() + 100" without.
+  const std::string last_line = kSignalsDeferred ? "w.get_node() + 100" : "5 + 5";
+  if (!kSignalsDeferred) CHECK(has(saved.str(), "7 * 6 + 1000\nwith node(1):\n5 + 5\n"));
   CHECK_FALSE(has(saved.str(), "abandoned"));
   {
     PtySession t(history);
     INFO("terminal output so far:\n", t.seen());
     REQUIRE(t.expect(">>> "));
     t.type("\x1b[A");  // the last line of the previous session
-    CHECK(t.expect("5 + 5"));
+    CHECK(t.expect(last_line));
     t.type("\r");
-    CHECK(t.expect("10"));
+    CHECK(t.expect(kSignalsDeferred ? "NameError" : "10"));  // w is from the last session
     REQUIRE(t.expect(">>> "));
     t.type(":quit\r");
     int status = t.wait_exit(15s);
