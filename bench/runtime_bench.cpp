@@ -18,7 +18,8 @@
 //                 protocol::tune_allocator_for_large_messages() does (it calls it):
 //                 zmq_send  - S bytes DEALER -> ROUTER (zero-copy send), child acks each;
 //                 zmq_fetch - an 8-byte request, the child answers S bytes (zero-copy).
-//                 dist_send is compared with zmq_send, to_local with zmq_fetch.
+//                 dist_send is compared with zmq_send, to_local with zmq_fetch. Also
+//                 reported: the receiving process's minor page faults per message.
 //   4 compute     c = a + b over 16 Mi float32 (64 MiB each) with a, b on the worker:
 //                 `auto c = a + b; dtr::synchronize();` from the call to the sync's return.
 //                 Baseline: `a_local + b_local` in this process (fresh output, as the
@@ -174,6 +175,7 @@ class PeerProcess {
     pid_ = -1;
   }
 
+  pid_t pid() const { return pid_; }
   std::vector<std::string> endpoints;
 
  private:
@@ -693,7 +695,7 @@ void bench_roundtrip(RawClients& raw, bool quick, Report& rep) {
 // ---------------------------------------------------------------------------------------
 // 3. Transfer.
 
-void bench_transfer(RawClients& raw, bool quick, Report& rep) {
+void bench_transfer(RawClients& raw, pid_t worker, pid_t bulk_peer, bool quick, Report& rep) {
   std::printf(
       "\n[3] transfer: dist_send / to_local vs raw ZeroMQ one way (zero-copy send, "
       "tuned-malloc child)\n");
@@ -724,6 +726,11 @@ void bench_transfer(RawClients& raw, bool quick, Report& rep) {
     dtr::DistributedTensor sent;
     Tensor fetched;
     zmq::message_t raw_fetched;
+    // Minor page faults of the receiving process per timed rep: the child for zmq_send,
+    // the worker for dist_send, this process for the fetches.
+    const pid_t receiver[4] = {bulk_peer, worker, getpid(), getpid()};
+    std::vector<double> faults[4];
+    double f0 = 0;
     std::vector<Contestant> cs;
     cs.push_back({"zmq_send",
                   [&] {
@@ -760,23 +767,33 @@ void bench_transfer(RawClients& raw, bool quick, Report& rep) {
                   {}});
     cs.push_back(
         {"to_local", [&] { fetched = resident.to_local(); }, [&] { fetched = Tensor(); }, {}, {}});
+    for (size_t i = 0; i < cs.size(); ++i) {
+      cs[i].prepare = [&, i] { f0 = process_minor_faults(receiver[i]); };
+      cs[i].cleanup = [&, i, then = cs[i].cleanup] {
+        faults[i].push_back(process_minor_faults(receiver[i]) - f0);
+        if (then) then();
+      };
+    }
     run_interleaved(cs, 3, reps);
+    for (auto& f : faults) f.erase(f.begin(), f.begin() + 3);  // the warm-up reps
     rep.check(raw_bad == 0,
               fmt("%lld MiB raw messages arrived whole", static_cast<long long>(mib)));
-    std::printf("  %4lld MiB, %d reps: %-10s %10s %10s %10s %9s\n", static_cast<long long>(mib),
-                reps, "impl", "median_ms", "p10_ms", "p90_ms", "GB/s");
+    std::printf("  %4lld MiB, %d reps: %-10s %10s %10s %10s %9s %16s\n",
+                static_cast<long long>(mib), reps, "impl", "median_ms", "p10_ms", "p90_ms", "GB/s",
+                "recv faults/rep");
     std::vector<double> gbps(cs.size());
     for (size_t i = 0; i < cs.size(); ++i) {
       const Contestant& c = cs[i];
       gbps[i] = static_cast<double>(bytes) / median(c.s) / 1e9;
-      std::printf("  %23s %-10s %10.3f %10.3f %10.3f %9.3f\n", "", c.impl.c_str(),
+      std::printf("  %23s %-10s %10.3f %10.3f %10.3f %9.3f %7.0f [%.0f-%.0f]\n", "", c.impl.c_str(),
                   median(c.s) * 1e3, percentile(c.s, 0.1) * 1e3, percentile(c.s, 0.9) * 1e3,
-                  gbps[i]);
+                  gbps[i], median(faults[i]), *std::min_element(faults[i].begin(), faults[i].end()),
+                  *std::max_element(faults[i].begin(), faults[i].end()));
       rep.results.push_back(fmt(
           "RESULT {\"bench\":\"transfer_%lldMiB\",\"impl\":\"%s\",\"reps\":%d,\"median_ms\":%.3f,"
-          "\"p10_ms\":%.3f,\"p90_ms\":%.3f,\"gbps\":%.3f}",
+          "\"p10_ms\":%.3f,\"p90_ms\":%.3f,\"gbps\":%.3f,\"median_receiver_minor_faults\":%.0f}",
           static_cast<long long>(mib), c.impl.c_str(), reps, median(c.s) * 1e3,
-          percentile(c.s, 0.1) * 1e3, percentile(c.s, 0.9) * 1e3, gbps[i]));
+          percentile(c.s, 0.1) * 1e3, percentile(c.s, 0.9) * 1e3, gbps[i], median(faults[i])));
     }
     double send_ratio = gbps[1] / gbps[0], get_ratio = gbps[3] / gbps[2];
     // Median of the per-rep ratios (rep r of the baseline against rep r of dtr).
@@ -1039,7 +1056,7 @@ int main(int argc, char** argv) {
       RawClients raw(rate, echo, bulk);
       if (want(1)) bench_dispatch(raw, worker.pid(), quick, rep);
       if (want(2)) bench_roundtrip(raw, quick, rep);
-      if (want(3)) bench_transfer(raw, quick, rep);
+      if (want(3)) bench_transfer(raw, worker.pid(), bulk.pid(), quick, rep);
       if (want(4)) bench_compute(worker.pid(), quick, rep);
     }
 
