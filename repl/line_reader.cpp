@@ -36,27 +36,17 @@ char** attempted_completion(const char* text, int /*start*/, int /*end*/) {
   return rl_completion_matches(text, match_generator);
 }
 
-volatile sig_atomic_t g_sigint_pending = 0;
-
-// The handler only records the signal: readline functions are not async-signal-safe.
-// Without SA_RESTART the signal interrupts readline's read, and readline then calls
-// rl_signal_event_hook from ordinary context, where the line is reset.
 void on_sigint(int) {
-  g_sigint_pending = 1;
-  g_interrupted = 1;
-}
-
-int on_signal_event() {
-  if (!g_sigint_pending) return 0;
-  g_sigint_pending = 0;
   // At the prompt: abandon the line, show a fresh prompt (readline's documented recipe).
-  rl_crlf();
+  const char nl = '\n';
+  ssize_t ignored = write(STDOUT_FILENO, &nl, 1);
+  (void)ignored;
+  g_interrupted = 1;
   rl_free_line_state();
   rl_set_prompt(g_primary_prompt);
   rl_on_new_line();
   rl_replace_line("", 0);
   rl_redisplay();
-  return 0;
 }
 
 constexpr int kHistoryLines = 1000;
@@ -78,7 +68,6 @@ LineReader::LineReader(std::string history_file, Completer completer, std::strin
   rl_attempted_completion_function = attempted_completion;
   rl_completer_word_break_characters = const_cast<char*>(kCompletionWordBreaks);
   rl_catch_signals = 0;
-  rl_signal_event_hook = on_signal_event;
   using_history();
   stifle_history(kHistoryLines);
   if (!history_file_.empty()) {
@@ -98,9 +87,8 @@ std::optional<std::string> LineReader::read(const std::string& prompt) {
   }, old{};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: the read must return EINTR for the event hook
+  sa.sa_flags = SA_RESTART;
   g_interrupted = 0;
-  g_sigint_pending = 0;
   sigaction(SIGINT, &sa, &old);
   char* line = readline(prompt.c_str());
   sigaction(SIGINT, &old, nullptr);
