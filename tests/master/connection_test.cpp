@@ -27,22 +27,6 @@ std::string local_endpoint(int port) {
   return "tcp://127.0.0.1:" + std::to_string(port);
 }
 
-// Waits (bounded) for a forked child; kills it at the deadline. Returns the wait status,
-// or -1 when it had to be killed.
-int wait_child(pid_t pid, std::chrono::milliseconds limit) {
-  auto deadline = Clock::now() + limit;
-  int status = 0;
-  while (Clock::now() < deadline) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    std::this_thread::sleep_for(5ms);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
-
 // Waits (bounded) for a worker process to exit by itself, without reaping it (the
 // WorkerProcess still owns it). Returns its exit code, or nullopt while it runs.
 std::optional<int> wait_exit(const WorkerProcess& w, std::chrono::milliseconds limit) {
@@ -140,7 +124,7 @@ TEST_CASE("a master gone without cleanup leaves the worker ready for the next on
     }
   }
   report.close_write();
-  int status = wait_child(child, 20s);
+  int status = dtr::test::wait_or_kill(child, 20s);
   std::string said = read_all(report.fd[0]);
   INFO("first master: ", said);
   REQUIRE(status != -1);
@@ -196,7 +180,7 @@ TEST_CASE("a second live master is refused as busy") {
   synchronize();
   REQUIRE(write(go.fd[1], "g", 1) == 1);
   go.close_write();
-  int status = wait_child(child, 20s);
+  int status = dtr::test::wait_or_kill(child, 20s);
   std::string said = read_all(report.fd[0]);
   INFO("second master: ", said);
   REQUIRE(status != -1);

@@ -42,7 +42,7 @@ class PtySession {
     }
   }
   ~PtySession() {
-    if (pid_ > 0) wait_or_kill(pid_, 0ms);  // kills it if still running
+    if (pid_ > 0) dtr::test::wait_or_kill(pid_, 0ms);  // kills it if still running
     if (master_ >= 0) close(master_);
   }
 
@@ -95,7 +95,7 @@ class PtySession {
         if (n > 0) seen_.append(buf, static_cast<size_t>(n));
       }
     }
-    int status = wait_or_kill(pid_, 0ms);
+    int status = dtr::test::wait_or_kill(pid_, 0ms);
     pid_ = -1;
     return status;
   }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "repl/interpreter.hpp"
+#include "support/worker_process.hpp"
 
 namespace dtr::test {
 
@@ -74,22 +75,6 @@ inline size_t count_of(std::string_view text, std::string_view part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) ++n;
   return n;
-}
-
-// Waits up to `limit` for `pid`; kills it (SIGKILL) at the deadline. Returns the wait
-// status, or -1 when it had to be killed.
-inline int wait_or_kill(pid_t pid, std::chrono::milliseconds limit) {
-  auto deadline = Clock::now() + limit;
-  int status = 0;
-  while (Clock::now() < deadline) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    std::this_thread::sleep_for(5ms);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
 }
 
 struct ProcessResult {
@@ -163,8 +148,9 @@ inline ProcessResult run_repl(const std::vector<std::string>& args, const std::s
   if (in_fd >= 0) close(in_fd);
   close(out[0]);
   close(err[0]);
-  r.status = wait_or_kill(pid, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::max(deadline - Clock::now(), Clock::duration(1s))));
+  r.status =
+      dtr::test::wait_or_kill(pid, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::max(deadline - Clock::now(), Clock::duration(1s))));
   return r;
 }
 

@@ -48,4 +48,8 @@ class WorkerProcess {
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 
+// Waits up to `limit` for the child `pid`; kills it (SIGKILL) at the deadline. Returns the
+// wait status, or -1 when it had to be killed or could not be waited for.
+int wait_or_kill(pid_t pid, std::chrono::milliseconds limit);
+
 }  // namespace dtr::test
