@@ -1,0 +1,66 @@
+// The two jobs dtr-exec runs, each to completion, returning dtr-exec's exit status.
+//
+// run_ranks (dtr-exec -n N): N copies of a program as the ranks of an SPMD job, each with
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (and the
+// cluster launchers' rank variables removed, so that dtr-exec's are the only ones a rank
+// sees). Output lines get a "[RANK] " prefix. The first rank to fail (non-zero exit or a
+// signal) is named on stderr and the others are stopped: SIGTERM to each rank's process
+// group, SIGKILL after the grace period. Signals dtr-exec receives are forwarded to every
+// rank, which then get the grace period to exit. Exit status: 0 when every rank exited 0;
+// else the first failing rank's status (128 + signal for a signal), 128 + signal when
+// dtr-exec was signalled, 124 when --timeout expired.
+//
+// run_with_workers (dtr-exec --workers N): N local dtr-worker daemons (listen mode on
+// ephemeral loopback ports, log lines prefixed "[wI] "), then the program once with
+// DTR_WORKERS set to their endpoints; the program keeps dtr-exec's terminal (stdin,
+// stdout, stderr, process group). Afterwards the workers are stopped (SIGTERM, SIGKILL
+// after the grace period). Exit status: the program's (as above), 1 when the workers could
+// not be started, 124 on --timeout.
+//
+// Every wait is bounded: by --timeout, the grace period, the worker start timeout, and a
+// final 5 s after SIGKILL.
+//
+// Thread safety: call from the main thread of a process with no other threads.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtr::launcher {
+
+struct CommonOptions {
+  std::vector<std::string> command;  // PROGRAM ARGS...
+  std::chrono::milliseconds grace{5000};
+  std::optional<std::chrono::milliseconds> timeout;  // the whole job
+  bool prefix = true;
+};
+
+struct RankJobOptions {
+  CommonOptions common;
+  int nproc = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free one
+};
+
+struct WorkerJobOptions {
+  CommonOptions common;
+  int workers = 1;
+  std::string worker_bin;  // empty: next to dtr-exec, $DTR_WORKER_BIN, PATH
+  std::string worker_log_level = "warn";
+  std::chrono::milliseconds worker_start_timeout{30000};
+};
+
+int run_ranks(const RankJobOptions& options);
+int run_with_workers(const WorkerJobOptions& options);
+
+// A TCP port that was free on `addr` (or on any address when `addr` cannot be bound) a
+// moment ago. Throws dtr::TransportError when none can be had.
+int pick_free_port(const std::string& addr);
+
+// The dtr-worker binary: `explicit_path` when set, else the one next to this executable,
+// else $DTR_WORKER_BIN, else the first on PATH. Throws dtr::InvalidArgument when none.
+std::string find_worker_binary(const std::string& explicit_path);
+
+}  // namespace dtr::launcher

@@ -1,0 +1,342 @@
+// Supervisor: fork/exec with an exec-status pipe, output pipes, a signalfd, reaping.
+#include "launcher/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dtr/error.hpp"
+
+namespace dtr::launcher {
+
+namespace {
+
+constexpr std::array<int, 4> kHandledSignals = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Reads per pipe per poll() round, so that one chatty child cannot starve the others.
+constexpr int kReadsPerRound = 16;
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+struct Supervisor::Child {
+  ChildSpec spec;
+  pid_t pid = -1;
+  bool running = true;
+  int status = 0;
+  int out_fd = -1;
+  int err_fd = -1;
+  LineRelay out{STDOUT_FILENO, ""};
+  LineRelay err{STDERR_FILENO, ""};
+};
+
+struct Supervisor::SavedSignals {
+  sigset_t mask;
+  struct sigaction pipe_action;
+};
+
+Supervisor::Supervisor() : saved_(std::make_unique<SavedSignals>()) {
+  // A signal ignored by whoever started dtr-exec (a shell's `&` ignores SIGINT) must still
+  // reach the signalfd: give the handled ones their default disposition, then block them.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kHandledSignals) {
+    if (s != SIGCHLD) ::signal(s, SIG_DFL);
+    sigaddset(&set, s);
+  }
+  if (sigprocmask(SIG_BLOCK, &set, &saved_->mask) != 0)
+    throw Error(fmt::format("dtr-exec: sigprocmask: {}", errno_text(errno)));
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &saved_->pipe_action);
+  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd_ < 0) {
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &saved_->mask, nullptr);
+    throw Error(fmt::format("dtr-exec: signalfd: {}", errno_text(err)));
+  }
+}
+
+Supervisor::~Supervisor() {
+  for (auto& c : children_)
+    if (c->running) {
+      if (c->spec.own_process_group) ::kill(-c->pid, SIGKILL);
+      ::kill(c->pid, SIGKILL);
+    }
+  // SIGKILL cannot be caught; a process in uninterruptible sleep is the only thing that can
+  // delay the exit, so the wait is bounded and then abandoned.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (auto& c : children_) {
+    while (c->running && std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      pid_t r = ::waitpid(c->pid, &status, WNOHANG);
+      if (r == c->pid || r < 0) {
+        c->running = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    close_fd(c->out_fd);
+    close_fd(c->err_fd);
+  }
+  close_fd(signal_fd_);
+  sigaction(SIGPIPE, &saved_->pipe_action, nullptr);
+  sigprocmask(SIG_SETMASK, &saved_->mask, nullptr);
+}
+
+std::size_t Supervisor::start(ChildSpec spec) {
+  if (spec.argv.empty()) throw InvalidArgument("dtr-exec: no program to run");
+  auto child = std::make_unique<Child>();
+  child->spec = std::move(spec);
+  const ChildSpec& s = child->spec;
+
+  // Everything the forked child needs is prepared before fork().
+  std::vector<char*> argv, envp;
+  for (const std::string& a : s.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : s.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  sigset_t child_mask = saved_->mask;
+  for (int sig : kHandledSignals) sigdelset(&child_mask, sig);
+
+  int exec_pipe[2], out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0)
+    throw Error(fmt::format("dtr-exec: pipe: {}", errno_text(errno)));
+  if (s.capture_output &&
+      (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
+    int err = errno;
+    for (int fd : {exec_pipe[0], exec_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      if (fd >= 0) ::close(fd);
+    throw Error(fmt::format("dtr-exec: pipe: {}", errno_text(err)));
+  }
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    for (int fd : {exec_pipe[0], exec_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      if (fd >= 0) ::close(fd);
+    throw Error(fmt::format("dtr-exec: fork: {}", errno_text(err)));
+  }
+  if (pid == 0) {
+    // The child: dtr-exec is single-threaded, but only simple calls are made here anyway.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) _exit(126);  // dtr-exec died before prctl took effect
+    if (s.own_process_group) {
+      ::setpgid(0, 0);
+      int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) {
+        ::dup2(null_fd, STDIN_FILENO);
+        if (null_fd != STDIN_FILENO) ::close(null_fd);
+      }
+    }
+    if (s.capture_output) {
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+    }
+    ::execvpe(argv[0], argv.data(), envp.data());
+    int err = errno;
+    ssize_t ignored = ::write(exec_pipe[1], &err, sizeof err);
+    (void)ignored;
+    _exit(127);
+  }
+
+  ::close(exec_pipe[1]);
+  if (s.capture_output) {
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    child->out_fd = out_pipe[0];
+    child->err_fd = err_pipe[0];
+    ::fcntl(child->out_fd, F_SETFL, O_NONBLOCK);
+    ::fcntl(child->err_fd, F_SETFL, O_NONBLOCK);
+    child->out = LineRelay(STDOUT_FILENO, s.prefix);
+    child->err = LineRelay(STDERR_FILENO, s.prefix);
+  }
+  // EOF on the exec pipe means execvpe succeeded (the pipe is close-on-exec); an errno
+  // means it failed. The child either execs or exits right away, so this read is short.
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  } while (n < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  child->pid = pid;
+  if (n > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    close_fd(child->out_fd);
+    close_fd(child->err_fd);
+    throw InvalidArgument(fmt::format("dtr-exec: cannot run '{}' ({}): {}", s.argv[0], s.name,
+                                      errno_text(exec_errno)));
+  }
+  children_.push_back(std::move(child));
+  return children_.size() - 1;
+}
+
+void Supervisor::read_pipe(int& fd, LineRelay& relay) {
+  char buf[kReadChunk];
+  for (int round = 0; round < kReadsPerRound && fd >= 0; ++round) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      relay.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    relay.finish();  // EOF (or a read error): the stream is over
+    close_fd(fd);
+  }
+}
+
+void Supervisor::reap(PollEvents& ev) {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (pid < 0 && errno == EINTR) continue;
+      return;
+    }
+    for (std::size_t i = 0; i < children_.size(); ++i) {
+      Child& c = *children_[i];
+      if (c.pid == pid && c.running) {
+        c.running = false;
+        c.status = status;
+        ev.exited.push_back(i);
+        break;
+      }
+    }
+  }
+}
+
+PollEvents Supervisor::poll(std::chrono::milliseconds max_wait) {
+  PollEvents ev;
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::size_t, bool>> owners;  // child index, is stderr
+  fds.push_back({signal_fd_, POLLIN, 0});
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i]->out_fd >= 0) {
+      fds.push_back({children_[i]->out_fd, POLLIN, 0});
+      owners.emplace_back(i, false);
+    }
+    if (children_[i]->err_fd >= 0) {
+      fds.push_back({children_[i]->err_fd, POLLIN, 0});
+      owners.emplace_back(i, true);
+    }
+  }
+  int timeout = static_cast<int>(std::clamp<int64_t>(max_wait.count(), 0, 60'000));
+  int n = ::poll(fds.data(), fds.size(), timeout);
+  if (n < 0 && errno != EINTR) throw Error(fmt::format("dtr-exec: poll: {}", errno_text(errno)));
+  if (n > 0) {
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        if (static_cast<int>(info.ssi_signo) == SIGCHLD) continue;  // reaped below
+        ev.signals.push_back({static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL});
+      }
+    }
+    for (std::size_t k = 1; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [i, is_err] = owners[k - 1];
+      Child& c = *children_[i];
+      if (is_err)
+        read_pipe(c.err_fd, c.err);
+      else
+        read_pipe(c.out_fd, c.out);
+    }
+  }
+  reap(ev);
+  return ev;
+}
+
+void Supervisor::signal(std::size_t i, int sig) {
+  Child& c = *children_.at(i);
+  if (!c.running) return;
+  if (c.spec.own_process_group && ::kill(-c.pid, sig) == 0) return;
+  ::kill(c.pid, sig);
+}
+
+void Supervisor::signal_all(int sig) {
+  for (std::size_t i = 0; i < children_.size(); ++i) signal(i, sig);
+}
+
+void Supervisor::kill_group(std::size_t i) {
+  Child& c = *children_.at(i);
+  if (c.running || !c.spec.own_process_group) return;
+  if (c.out_fd >= 0 || c.err_fd >= 0) ::kill(-c.pid, SIGKILL);
+}
+
+const ChildSpec& Supervisor::spec(std::size_t i) const {
+  return children_.at(i)->spec;
+}
+pid_t Supervisor::pid(std::size_t i) const {
+  return children_.at(i)->pid;
+}
+bool Supervisor::running(std::size_t i) const {
+  return children_.at(i)->running;
+}
+int Supervisor::wait_status(std::size_t i) const {
+  return children_.at(i)->status;
+}
+
+bool Supervisor::all_exited() const {
+  return std::none_of(children_.begin(), children_.end(), [](const auto& c) { return c->running; });
+}
+
+bool Supervisor::output_open() const {
+  return std::any_of(children_.begin(), children_.end(),
+                     [](const auto& c) { return c->out_fd >= 0 || c->err_fd >= 0; });
+}
+
+void Supervisor::close_output() {
+  for (auto& c : children_) {
+    if (c->out_fd >= 0) c->out.finish();
+    if (c->err_fd >= 0) c->err.finish();
+    close_fd(c->out_fd);
+    close_fd(c->err_fd);
+  }
+}
+
+std::string describe_wait_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return fmt::format("exit status {}", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    const char* abbrev = sigabbrev_np(sig);
+    return fmt::format("signal {} (SIG{}){}", sig, abbrev ? abbrev : "?",
+                       WCOREDUMP(wait_status) ? ", core dumped" : "");
+  }
+  return fmt::format("wait status {:#x}", wait_status);
+}
+
+int exit_code_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+bool succeeded(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+}
+
+}  // namespace dtr::launcher
