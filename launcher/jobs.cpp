@@ -113,17 +113,17 @@ class Loop {
       for (std::size_t i : who)
         if (sup_.running(i))
           say("{} (pid {}) did not exit after SIGKILL; leaving it", sup_.spec(i).name, sup_.pid(i));
-      sup_.close_output();
+      sup_.close_output(who);
       return true;
     }
     for (std::size_t i : who)
       if (sup_.running(i)) return false;
-    if (!sup_.output_open()) return true;
+    if (!sup_.output_open(who)) return true;
     if (!drain_at_) drain_at_ = Clock::now() + kDrainWait;
     if (Clock::now() < *drain_at_) return false;
     // Descendants of exited children still hold the pipes: they do not outlive the job.
     for (std::size_t i : who) sup_.kill_group(i);
-    sup_.close_output();
+    sup_.close_output(who);
     return true;
   }
 
@@ -296,6 +296,7 @@ int run_with_workers(const WorkerJobOptions& o) {
   Loop loop(sup, o.common);
   std::vector<std::size_t> workers;
   std::vector<std::string> files;
+  std::set<std::size_t> reported;  // workers whose exit was already reported
 
   // Stops the workers (SIGTERM, SIGKILL after the grace period or at a signal to dtr-exec;
   // bounded) and returns `code`.
@@ -306,6 +307,10 @@ int run_with_workers(const WorkerJobOptions& o) {
       PollEvents ev = stopper.step();
       if (!ev.signals.empty()) stopper.kill_now();
     }
+    for (std::size_t i : workers)
+      if (!sup.running(i) && !succeeded(sup.wait_status(i)) && reported.insert(i).second)
+        say("{} (pid {}) exited with {}", sup.spec(i).name, sup.pid(i),
+            describe_wait_status(sup.wait_status(i)));
     return code;
   };
 
@@ -370,7 +375,6 @@ int run_with_workers(const WorkerJobOptions& o) {
   }
 
   std::optional<int> result;
-  std::set<std::size_t> reported;
   while (!loop.finished({program})) {
     PollEvents ev = loop.step();
     for (const ReceivedSignal& s : ev.signals) {

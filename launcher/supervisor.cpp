@@ -304,17 +304,19 @@ bool Supervisor::all_exited() const {
   return std::none_of(children_.begin(), children_.end(), [](const auto& c) { return c->running; });
 }
 
-bool Supervisor::output_open() const {
-  return std::any_of(children_.begin(), children_.end(),
-                     [](const auto& c) { return c->out_fd >= 0 || c->err_fd >= 0; });
+bool Supervisor::output_open(const std::vector<std::size_t>& who) const {
+  return std::any_of(who.begin(), who.end(), [&](std::size_t i) {
+    return children_.at(i)->out_fd >= 0 || children_.at(i)->err_fd >= 0;
+  });
 }
 
-void Supervisor::close_output() {
-  for (auto& c : children_) {
-    if (c->out_fd >= 0) c->out.finish();
-    if (c->err_fd >= 0) c->err.finish();
-    close_fd(c->out_fd);
-    close_fd(c->err_fd);
+void Supervisor::close_output(const std::vector<std::size_t>& who) {
+  for (std::size_t i : who) {
+    Child& c = *children_.at(i);
+    if (c.out_fd >= 0) c.out.finish();
+    if (c.err_fd >= 0) c.err.finish();
+    close_fd(c.out_fd);
+    close_fd(c.err_fd);
   }
 }
 

@@ -80,11 +80,12 @@ class Supervisor {
   bool running(std::size_t i) const;
   int wait_status(std::size_t i) const;  // valid once !running(i)
   bool all_exited() const;
-  // True while some child's output pipe is still open (a child or its descendants may
-  // still write to it after the child itself has exited).
-  bool output_open() const;
-  // Flushes partial lines and closes every output pipe (the end of a bounded drain).
-  void close_output();
+  // True while an output pipe of a child in `who` is still open (a child or its
+  // descendants may still write to it after the child itself has exited).
+  bool output_open(const std::vector<std::size_t>& who) const;
+  // Flushes partial lines and closes the output pipes of `who` (the end of a bounded
+  // drain).
+  void close_output(const std::vector<std::size_t>& who);
 
  private:
   struct Child;

@@ -155,6 +155,8 @@ workers_env)
   # Found through $DTR_WORKER_BIN too; a worker's log lines carry its prefix.
   DTR_WORKER_BIN="${worker_bin}" run 0 --workers 1 --worker-log-level info bash -c 'true'
   has_err "[w0] [dtr-worker"
+  # The workers stopped cleanly: dtr-exec had nothing to report.
+  grep -q "^dtr-exec:" "${work}/err" && fail "dtr-exec reported a problem"
   ;;
 workers_forward)
   # SIGTERM to dtr-exec reaches the program; the workers are stopped afterwards.
