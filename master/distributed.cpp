@@ -21,33 +21,12 @@ std::shared_ptr<MasterSession> g_session;
 thread_local int t_node = 0;
 thread_local int t_device = -1;
 
+using detail::check_node;
+using detail::device_name;
+using detail::remote_error;
+
 std::shared_ptr<MasterSession> session(std::string_view what) {
-  std::lock_guard lock(g_session_mu);
-  if (!g_session || g_session->closed())
-    throw InvalidArgument(
-        fmt::format("{}: no master-worker session; call dtr::init_master_worker() first", what));
-  return g_session;
-}
-
-void check_node(std::string_view what, const MasterSession& s, int node) {
-  if (node < 0 || node >= s.node_count())
-    throw IndexError(
-        fmt::format("{}: node {} does not exist (there are {} nodes)", what, node, s.node_count()));
-}
-
-std::string device_name(int device) {
-  return device < 0 ? std::string("cpu") : fmt::format("cuda:{}", device);
-}
-
-// The RemoteError for a failure reported by `node`.
-RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
-  std::string where = fmt::format("node {} ({})", node, device_name(f.device));
-  if (f.cause_tensor == f.tensor && f.cause_op == f.op)
-    return RemoteError(
-        fmt::format("{} failed on {} producing tensor %{}: {}", f.op, where, f.tensor, f.message));
-  return RemoteError(fmt::format(
-      "{} failed on {} producing tensor %{}: {}; first cause: {} producing tensor %{}: {}", f.op,
-      where, f.tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message));
+  return detail::current_session(what);
 }
 
 std::shared_ptr<RemoteTensor> make_remote(std::shared_ptr<MasterSession> s, int node, int device,
@@ -71,6 +50,37 @@ void check_device(std::string_view what, const MasterSession& s, int node, int d
 }  // namespace
 
 namespace detail {
+
+std::shared_ptr<MasterSession> current_session(std::string_view what) {
+  std::lock_guard lock(g_session_mu);
+  if (!g_session || g_session->closed())
+    throw InvalidArgument(
+        fmt::format("{}: no master-worker session; call dtr::init_master_worker() first", what));
+  return g_session;
+}
+
+void check_node(std::string_view what, const MasterSession& s, int node) {
+  if (node < 0 || node >= s.node_count())
+    throw IndexError(
+        fmt::format("{}: node {} does not exist (there are {} nodes)", what, node, s.node_count()));
+}
+
+std::string device_name(int device) {
+  return device < 0 ? std::string("cpu") : fmt::format("cuda:{}", device);
+}
+
+RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
+  std::string where = fmt::format("node {} ({})", node, device_name(f.device));
+  std::string tensor = f.tensor == protocol::kNoTensor ? std::string("nothing")
+                                                       : fmt::format("tensor %{}", f.tensor);
+  if (f.cause_tensor == f.tensor && f.cause_op == f.op)
+    return RemoteError(
+        fmt::format("{} failed on {} producing {}: {}", f.op, where, tensor, f.message));
+  return RemoteError(
+      fmt::format("{} failed on {} producing {}: {}; first cause: {} producing tensor %{}: {}",
+                  f.op, where, tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message));
+}
+
 RemoteTensor::~RemoteTensor() {
   if (!session || session->closed()) return;
   Command c;
@@ -114,6 +124,7 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   c.op = op;
   c.attrs = attrs;
   c.out = s->new_id();
+  c.stream = detail::current_stream_id(*s, t_node);
   s->enqueue(t_node, c);
   return DistributedTensor(make_remote(s, t_node, t_device, c.out, meta));
 }
@@ -145,6 +156,7 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
   }
   InferResult r = infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, inplace);
   if (!inplace) c.out = self.session->new_id();
+  c.stream = detail::current_stream_id(*self.session, self.node);
   self.session->enqueue(self.node, c);
   return {r.meta, c.out};
 }
@@ -170,6 +182,7 @@ local::Tensor DistributedTensor::to_local() const {
   c.type = CmdType::Get;
   c.inputs[0] = self.id;
   c.n_inputs = 1;
+  c.stream = detail::current_stream_id(*self.session, self.node);
   detail::ReplyMessage m = self.session->request(self.node, c);
   if (!m.reply.failures.empty()) throw remote_error(self.node, m.reply.failures[0]);
   if (!(m.reply.meta.shape == self.meta.shape) || m.reply.meta.dtype != self.meta.dtype)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 
 #include "protocol/transport.hpp"
 
@@ -78,6 +79,7 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   } else {
     s->accept_workers();
   }
+  s->send_setup();
   s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd_ < 0)
     throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
@@ -170,6 +172,32 @@ void MasterSession::accept_workers() {
       node_of_identity_[identity] = static_cast<int>(nodes_.size());
       nodes_.push_back(std::move(node));
     }
+  }
+}
+
+void MasterSession::send_setup() {
+  std::random_device rd;
+  session_id_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  protocol::Setup setup;
+  setup.session = session_id_;
+  for (auto& node : nodes_) {
+    const std::string& own = node->hello.peer_endpoint;
+    if (!own.empty()) {
+      setup.peers.push_back(own);
+    } else if (node->dealer) {
+      setup.peers.push_back(node->endpoint);  // listen mode: the endpoint we dialed
+    } else {
+      throw ProtocolError(
+          fmt::format("worker {} did not say where its peers reach it", node->endpoint));
+    }
+  }
+  for (auto& node : nodes_) {
+    setup.node = static_cast<uint32_t>(node->index);
+    std::string header = protocol::encode(setup);
+    zmq::socket_t& socket = node->dealer ? *node->dealer : *router_;
+    const std::string* identity = node->dealer ? nullptr : &node->identity;
+    if (!protocol::send_message(socket, identity, std::move(header), {}))
+      throw TransportError(fmt::format("worker {} went away during the handshake", node->endpoint));
   }
 }
 

@@ -32,6 +32,18 @@ struct ReplyMessage {
   local::Tensor payload;  // Get replies: the tensor's values
 };
 
+class MasterSession;
+
+// The running session; throws InvalidArgument naming `what` when there is none.
+std::shared_ptr<MasterSession> current_session(std::string_view what);
+// Throws IndexError unless `node` is one of the session's nodes.
+void check_node(std::string_view what, const MasterSession& s, int node);
+std::string device_name(int device);
+// The RemoteError for a failure reported by `node`.
+RemoteError remote_error(int node, const protocol::RemoteFailure& f);
+// The id of this thread's current stream on `node` (master/stream.cpp).
+uint32_t current_stream_id(const MasterSession& s, int node);
+
 class MasterSession : public std::enable_shared_from_this<MasterSession> {
  public:
   // Connects (or waits for workers), says hello to each and starts the I/O thread.
@@ -49,6 +61,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   const std::string& endpoint(int node) const { return nodes_[node]->endpoint; }
 
   uint64_t new_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  uint32_t new_stream_id() { return next_stream_.fetch_add(1, std::memory_order_relaxed); }
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr);
@@ -73,6 +86,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   explicit MasterSession(const MasterOptions& options);
   void connect_workers();
   void accept_workers();
+  // Tells each worker its node index and where the other workers listen for peers.
+  void send_setup();
   void io_loop();
   void flush_all();
   void send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
@@ -89,6 +104,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::unordered_map<std::string, int> node_of_identity_;
 
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint32_t> next_stream_{1};
+  uint64_t session_id_ = 0;
   std::atomic<uint64_t> next_request_{1};
   std::mutex pending_mu_;
   struct Pending {

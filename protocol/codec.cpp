@@ -152,6 +152,31 @@ void Writer::command(const Command& c) {
     case CmdType::Stats:
       put(c.request);
       break;
+    case CmdType::CreateStream:
+    case CmdType::DestroyStream:
+      break;
+    case CmdType::Record:
+      put(c.event);
+      put(static_cast<uint8_t>(c.timing));
+      break;
+    case CmdType::WaitEvent:
+    case CmdType::DestroyEvent:
+      put(c.event);
+      break;
+    case CmdType::NotifyPeer:
+      put(c.event);
+      put(c.peer);
+      put(c.token);
+      break;
+    case CmdType::WaitRemote:
+      put(c.peer);
+      put(c.token);
+      break;
+    case CmdType::EventQuery:
+    case CmdType::EventSync:
+      put(c.event);
+      put(c.request);
+      break;
   }
 }
 
@@ -236,7 +261,8 @@ class Reader {
 void Reader::command(Command& c, size_t index, size_t payload_frames,
                      std::vector<bool>& payload_used) {
   auto type = get<uint8_t>();
-  if (type < static_cast<uint8_t>(CmdType::RunOp) || type > static_cast<uint8_t>(CmdType::Stats))
+  if (type < static_cast<uint8_t>(CmdType::RunOp) ||
+      type > static_cast<uint8_t>(CmdType::DestroyEvent))
     fail("command {} has unknown type {}", index, type);
   c.type = static_cast<CmdType>(type);
   c.stream = get<uint32_t>();
@@ -303,6 +329,35 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
     case CmdType::Stats:
       c.request = get<uint64_t>();
       break;
+    case CmdType::CreateStream:
+    case CmdType::DestroyStream:
+      break;
+    case CmdType::Record: {
+      c.event = get<uint64_t>();
+      auto timing = get<uint8_t>();
+      if (timing > 1)
+        fail("command {} (record) has timing flag {}, expected 0 or 1", index, timing);
+      c.timing = timing != 0;
+      break;
+    }
+    case CmdType::WaitEvent:
+    case CmdType::DestroyEvent:
+      c.event = get<uint64_t>();
+      break;
+    case CmdType::NotifyPeer:
+      c.event = get<uint64_t>();
+      c.peer = get<uint32_t>();
+      c.token = get<uint64_t>();
+      break;
+    case CmdType::WaitRemote:
+      c.peer = get<uint32_t>();
+      c.token = get<uint64_t>();
+      break;
+    case CmdType::EventQuery:
+    case CmdType::EventSync:
+      c.event = get<uint64_t>();
+      c.request = get<uint64_t>();
+      break;
   }
 }
 
@@ -348,8 +403,7 @@ MsgType peek_type(std::string_view frame) {
         fmt::format("bad magic {:#010x} (expected {:#010x}): not a dtr message", magic, kMagic));
   uint16_t version = static_cast<uint16_t>(byte(4) | byte(5) << 8);
   uint8_t type = static_cast<uint8_t>(byte(6));
-  if (type < static_cast<uint8_t>(MsgType::Hello) ||
-      type > static_cast<uint8_t>(MsgType::Heartbeat))
+  if (type < static_cast<uint8_t>(MsgType::Hello) || type > static_cast<uint8_t>(MsgType::Peer))
     throw ProtocolError(fmt::format("unknown message type {}", type));
   if (version != kVersion && static_cast<MsgType>(type) != MsgType::Hello)
     throw ProtocolError(fmt::format("protocol version {} is not supported (this side speaks {})",
@@ -381,6 +435,24 @@ std::string encode(const HelloReply& m) {
       w.put(d.compute_major);
       w.put(d.compute_minor);
     }
+    w.str(m.peer_endpoint);
+  });
+}
+
+std::string encode(const Setup& m) {
+  return encode_with(MsgType::Setup, [&](Writer& w) {
+    w.put(m.node);
+    w.put(m.session);
+    w.put(static_cast<uint32_t>(std::min(m.peers.size(), kMaxNodes)));
+    for (size_t i = 0; i < m.peers.size() && i < kMaxNodes; ++i) w.str(m.peers[i]);
+  });
+}
+
+std::string encode(const PeerNotify& m) {
+  return encode_with(MsgType::Peer, [&](Writer& w) {
+    w.put(m.session);
+    w.put(m.from_node);
+    w.put(m.token);
   });
 }
 
@@ -414,6 +486,12 @@ std::string encode(const Reply& m) {
         break;
       case ReplyType::ProtocolError:
         w.str(m.message);
+        break;
+      case ReplyType::Event:
+        w.put(static_cast<uint8_t>(m.done));
+        w.put(m.time_ns);
+        w.put(static_cast<uint8_t>(!m.failures.empty()));
+        if (!m.failures.empty()) w.failure(m.failures[0]);
         break;
     }
   });
@@ -459,6 +537,35 @@ HelloReply decode_hello_reply(std::string_view frame) {
       d.compute_minor = r.get<int32_t>();
       m.devices.push_back(std::move(d));
     }
+    m.peer_endpoint = r.str("peer endpoint");
+    r.finish();
+    return m;
+  });
+}
+
+Setup decode_setup(std::string_view frame) {
+  expect_type(frame, MsgType::Setup, "setup");
+  return guarded("setup", [&] {
+    Reader r(frame, "setup");
+    Setup m;
+    m.node = r.get<uint32_t>();
+    m.session = r.get<uint64_t>();
+    size_t n = r.count("peers", kMaxNodes, 4, r.get<uint32_t>());
+    for (size_t i = 0; i < n; ++i) m.peers.push_back(r.str("peer endpoint"));
+    if (m.node >= n) r.fail("node index {} is not below the node count {}", m.node, n);
+    r.finish();
+    return m;
+  });
+}
+
+PeerNotify decode_peer_notify(std::string_view frame) {
+  expect_type(frame, MsgType::Peer, "peer message");
+  return guarded("peer message", [&] {
+    Reader r(frame, "peer message");
+    PeerNotify m;
+    m.session = r.get<uint64_t>();
+    m.from_node = r.get<uint32_t>();
+    m.token = r.get<uint64_t>();
     r.finish();
     return m;
   });
@@ -491,7 +598,7 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
     Reply m;
     auto type = r.get<uint8_t>();
     if (type < static_cast<uint8_t>(ReplyType::Get) ||
-        type > static_cast<uint8_t>(ReplyType::ProtocolError))
+        type > static_cast<uint8_t>(ReplyType::Event))
       r.fail("unknown reply type {}", type);
     m.type = static_cast<ReplyType>(type);
     m.request = r.get<uint64_t>();
@@ -518,6 +625,16 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
       case ReplyType::ProtocolError:
         m.message = r.str("message");
         break;
+      case ReplyType::Event: {
+        auto done = r.get<uint8_t>();
+        if (done > 1) r.fail("event reply has done flag {}, expected 0 or 1", done);
+        m.done = done != 0;
+        m.time_ns = r.get<int64_t>();
+        auto failed = r.get<uint8_t>();
+        if (failed > 1) r.fail("event reply has failure flag {}, expected 0 or 1", failed);
+        if (failed) m.failures.push_back(r.failure());
+        break;
+      }
     }
     r.finish();
     if (payload_frames != want_frames)

@@ -21,6 +21,8 @@ std::string encode(const Hello& m);
 std::string encode(const HelloReply& m);
 std::string encode(const Batch& m);
 std::string encode(const Reply& m);
+std::string encode(const Setup& m);
+std::string encode(const PeerNotify& m);
 std::string encode_goodbye();
 std::string encode_heartbeat();
 
@@ -30,6 +32,8 @@ MsgType peek_type(std::string_view frame);
 
 Hello decode_hello(std::string_view frame);
 HelloReply decode_hello_reply(std::string_view frame);
+Setup decode_setup(std::string_view frame);
+PeerNotify decode_peer_notify(std::string_view frame);
 // `payload_frames` is the number of frames after the header; Put commands must reference
 // one of them.
 Batch decode_batch(std::string_view frame, size_t payload_frames);

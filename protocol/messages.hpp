@@ -2,9 +2,11 @@
 // frame 0 is the header (a fixed 8-byte prefix, then a Cereal portable-binary body, see
 // codec.hpp), frames 1.. are raw tensor payloads referenced by index from the header.
 //
-//   master -> worker   Hello, Batch (coalesced commands), Goodbye, Heartbeat
-//   worker -> master   HelloReply, Reply (answers to Get / Sync / Stats commands, and
-//                      protocol errors naming what was rejected), Heartbeat
+//   master -> worker   Hello, Setup (node index and the session's peer table), Batch
+//                      (coalesced commands), Goodbye, Heartbeat
+//   worker -> master   HelloReply, Reply (answers to requests, and protocol errors naming
+//                      what was rejected), Heartbeat
+//   worker -> worker   Peer (event notifications for cross-node stream waits)
 //
 // Thread safety: plain value types.
 #pragma once
@@ -20,7 +22,7 @@ namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 
 // Limits every decoder enforces before it allocates.
 inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
@@ -28,6 +30,11 @@ inline constexpr size_t kMaxPayloadFrames = size_t{1} << 16;
 inline constexpr size_t kMaxErrorsPerReply = 4096;
 inline constexpr size_t kMaxStringBytes = size_t{64} << 10;
 inline constexpr size_t kMaxDevices = 256;
+inline constexpr size_t kMaxNodes = 4096;
+// Per session on one worker: user streams, live events, pending cross-node waits.
+inline constexpr size_t kMaxStreams = 1024;
+inline constexpr size_t kMaxEvents = size_t{1} << 20;
+inline constexpr size_t kMaxPendingWaits = size_t{1} << 20;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -37,7 +44,9 @@ enum class MsgType : uint8_t {
   Batch = 3,
   Reply = 4,
   Goodbye = 5,
-  Heartbeat = 6
+  Heartbeat = 6,
+  Setup = 7,
+  Peer = 8
 };
 
 // Ids name tensors within one session; the master assigns them, 0 is never a tensor.
@@ -65,15 +74,58 @@ struct HelloReply {
   std::string worker;  // "host:pid"
   uint32_t threads = 0;
   std::vector<DeviceInfo> devices;  // devices[0] is the CPU
+  // Where the other workers of a session reach this one; empty: the endpoint the master
+  // dialed (listen mode).
+  std::string peer_endpoint;
 };
 
-enum class CmdType : uint8_t { RunOp = 1, Put = 2, Get = 3, Free = 4, Sync = 5, Stats = 6 };
+// Sent once after every worker accepted: this worker's node index and where each node of
+// the session listens for its peers. `session` is a random id that peer messages carry.
+struct Setup {
+  uint32_t node = 0;
+  uint64_t session = 0;
+  std::vector<std::string> peers;  // peers[k]: node k's peer endpoint
+};
 
-// One command. Which fields are used depends on `type`:
-//   RunOp  op, inplace, inputs[0..n_inputs), out (kNoTensor when inplace), attrs
-//   Put    out, meta.dtype, meta.shape, payload (frame index, from 1)
-//   Get    inputs[0], request         Free  inputs[0]
-//   Sync   request                    Stats request
+// Worker to worker: event `token` (a cross-node wait, see Command) has completed.
+struct PeerNotify {
+  uint64_t session = 0;
+  uint32_t from_node = 0;
+  uint64_t token = 0;
+};
+
+enum class CmdType : uint8_t {
+  RunOp = 1,
+  Put = 2,
+  Get = 3,
+  Free = 4,
+  Sync = 5,
+  Stats = 6,
+  CreateStream = 7,
+  DestroyStream = 8,
+  Record = 9,
+  WaitEvent = 10,
+  NotifyPeer = 11,
+  WaitRemote = 12,
+  EventQuery = 13,
+  EventSync = 14,
+  DestroyEvent = 15
+};
+
+// One command. Every command names a stream (0: the default stream); which other fields
+// are used depends on `type`:
+//   RunOp          op, inplace, inputs[0..n_inputs), out (kNoTensor when inplace), attrs
+//   Put            out, meta.dtype, meta.shape, payload (frame index, from 1)
+//   Get            inputs[0], request            Free  inputs[0]
+//   Sync, Stats    request (all streams: a barrier)
+//   CreateStream, DestroyStream   stream (the one made or dropped)
+//   Record         event, timing: the event's next record, at this point of `stream`
+//   WaitEvent      event: `stream` waits for the event's latest record (this node)
+//   NotifyPeer     event, peer, token: when the event's latest record completes, tell
+//                  node `peer` that `token` is done (worker to worker)
+//   WaitRemote     peer, token: `stream` waits for node `peer`'s notification of `token`
+//   EventQuery, EventSync   event, request: whether (or once) its latest record is done
+//   DestroyEvent   event
 struct Command {
   CmdType type = CmdType::RunOp;
   OpId op = OpId::add;
@@ -86,6 +138,10 @@ struct Command {
   TensorMeta meta;
   uint32_t payload = 0;
   uint64_t request = 0;
+  uint64_t event = 0;
+  uint64_t token = 0;
+  uint32_t peer = 0;
+  bool timing = false;
 };
 
 struct Batch {
@@ -110,12 +166,14 @@ struct MemoryStatsWire {
   int64_t live_tensors = 0;
 };
 
-enum class ReplyType : uint8_t { Get = 1, Sync = 2, Stats = 3, ProtocolError = 4 };
+enum class ReplyType : uint8_t { Get = 1, Sync = 2, Stats = 3, ProtocolError = 4, Event = 5 };
 
 //   Get            request, meta (of the payload in frame 1) or failures[0]
 //   Sync           request, failures not reported before (in order)
 //   Stats          request, stats
 //   ProtocolError  request (0 when the message had none), message
+//   Event          request, done, time_ns (steady clock of the worker, when recorded with
+//                  timing), failures[0] when the stream had failed before the record
 struct Reply {
   ReplyType type = ReplyType::Sync;
   uint64_t request = 0;
@@ -123,6 +181,8 @@ struct Reply {
   std::vector<RemoteFailure> failures;
   MemoryStatsWire stats;
   std::string message;
+  bool done = false;
+  int64_t time_ns = 0;
 };
 
 }  // namespace dtr::protocol

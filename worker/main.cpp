@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   int64_t max_message_bytes = dtr::worker::ServerOptions{}.max_message_bytes;
   int64_t heartbeat_ms = dtr::worker::ServerOptions{}.heartbeat.count();
   int64_t connect_timeout_ms = dtr::worker::ServerOptions{}.connect_timeout.count();
+  unsigned threads = 0;
+  std::string peer_host;
 
   auto* listen_opt = app.add_option("--listen", listen,
                                     "Listen mode: bind this ZeroMQ endpoint and serve masters "
@@ -127,6 +129,14 @@ int main(int argc, char** argv) {
                  "Connect mode: give up when no HELLO arrived within this time")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+
+  app.add_option("--threads", threads,
+                 "Threads that run a session's streams (its CPU budget); 0: one per core")
+      ->capture_default_str();
+  app.add_option("--peer-host", peer_host,
+                 "Connect mode: the address other workers use to reach this one (default: "
+                 "the local address facing the master)")
+      ->type_name("HOST");
 
   try {
     app.parse(argc, argv);
@@ -161,6 +171,8 @@ int main(int argc, char** argv) {
   options.max_message_bytes = max_message_bytes;
   options.heartbeat = std::chrono::milliseconds(heartbeat_ms);
   options.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
+  options.threads = threads;
+  options.peer_host = peer_host;
 
   std::unique_ptr<dtr::worker::Server> server;
   try {

@@ -3,8 +3,13 @@
 // frame and the single peer is implicit.
 #include "worker/server.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -14,7 +19,9 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <random>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -83,6 +90,36 @@ std::string_view view_of(const zmq::message_t& frame) {
   return {frame.data<char>(), frame.size()};
 }
 
+// The address this host uses to reach `endpoint`'s host (a UDP socket "connected" there
+// sends nothing but learns its local address); empty when it cannot be found.
+std::string local_address_towards(const std::string& endpoint) {
+  constexpr std::string_view tcp = "tcp://";
+  if (endpoint.rfind(tcp, 0) != 0) return {};
+  std::string rest = endpoint.substr(tcp.size());
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return {};
+  std::string host = rest.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return {};
+  std::string out;
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+      out = text;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(res);
+  return out;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -92,12 +129,19 @@ struct Server::Impl {
   void loop();
   void drain_socket();
   void drain_monitor();
+  void drain_peer_socket();
   void handle(proto::Received& msg);
   void on_hello(const std::string* identity, std::string_view header);
   void on_batch(const std::string* identity, std::string_view header,
                 std::vector<zmq::message_t>& frames, size_t first_payload);
   void on_goodbye(const std::string* identity);
+  void on_setup(const std::string* identity, std::string_view header);
+  void on_peer(const std::string* identity, std::string_view header);
   void heartbeat_tick();
+  // Called from any thread: queues a message for the loop to send and wakes it.
+  void post(Outgoing&& out);
+  void drain_outbox();
+  zmq::socket_t* peer_dealer(int32_t node);
 
   bool is_peer(const std::string* identity) const {
     return session && (!identity || *identity == peer);
@@ -122,8 +166,15 @@ struct Server::Impl {
   bool listen_mode;
   zmq::context_t context{1};
   zmq::socket_t socket;
-  zmq::socket_t monitor;  // connect mode: events of `socket`
+  zmq::socket_t monitor;      // connect mode: events of `socket`
+  zmq::socket_t peer_socket;  // connect mode: where the session's other workers reach us
   std::string endpoint;
+  std::string peer_endpoint;  // connect mode: advertised in HELLO's reply
+  int wake_fd = -1;
+  std::mutex outbox_mu;
+  std::vector<Outgoing> outbox;
+  std::vector<std::string> peers;  // the session's peer table (from Setup)
+  std::vector<std::unique_ptr<zmq::socket_t>> peer_dealers;
   std::atomic<bool> stopping{false};
   std::atomic<bool> running{false};
 
@@ -181,6 +232,25 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
         fmt::format("cannot {} {}: {}", listen_mode ? "listen on" : "connect to", where, e.what()));
   }
   if (endpoint.empty()) endpoint = where;
+  if (!listen_mode) {
+    // Other workers of a session send event notifications here.
+    std::string host = opt.peer_host;
+    if (host.empty()) host = local_address_towards(where);
+    if (host.empty()) host = "127.0.0.1";
+    std::string bind_at = where.rfind("ipc://", 0) == 0
+                              ? fmt::format("ipc:///tmp/dtr-peer-{}", getpid())
+                              : fmt::format("tcp://{}:*", host);
+    try {
+      peer_socket = zmq::socket_t(context, zmq::socket_type::router);
+      proto::configure_socket(peer_socket, opt.max_message_bytes);
+      peer_socket.bind(bind_at);
+      peer_endpoint = peer_socket.get(zmq::sockopt::last_endpoint);
+    } catch (const zmq::error_t& e) {
+      throw TransportError(fmt::format("cannot listen for peers on {}: {}", bind_at, e.what()));
+    }
+  }
+  wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
   std::string as = opt.name.empty() ? std::string() : fmt::format(" as {}", opt.name);
   if (listen_mode) {
     spdlog::info("listening on {}{}", endpoint, as);
@@ -193,6 +263,9 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
 
 Server::Impl::~Impl() {
   session.reset();
+  peer_dealers.clear();
+  if (peer_socket) peer_socket.close();
+  if (wake_fd >= 0) close(wake_fd);
   if (monitor) {
     zmq_socket_monitor(socket.handle(), nullptr, 0);
     monitor.close();
@@ -212,7 +285,13 @@ void Server::Impl::protocol_error(const std::string* identity, std::string messa
 void Server::Impl::end_session(std::string_view what) {
   if (!session) return;
   size_t n = session->live_tensors();
-  session.reset();
+  session.reset();  // joins its executor threads: nothing posts after this
+  {
+    std::lock_guard lock(outbox_mu);
+    outbox.clear();
+  }
+  peer_dealers.clear();
+  peers.clear();
   spdlog::info("{} (master {}); freed {} tensors", what, peer_client, n);
   peer.clear();
   peer_client.clear();
@@ -256,6 +335,12 @@ void Server::Impl::handle(proto::Received& msg) {
       break;
     case proto::MsgType::Heartbeat:
       break;
+    case proto::MsgType::Setup:
+      on_setup(identity, header);
+      break;
+    case proto::MsgType::Peer:
+      on_peer(identity, header);
+      break;
     case proto::MsgType::HelloReply:
     case proto::MsgType::Reply:
       protocol_error(identity, fmt::format("unexpected message type {}", static_cast<int>(type)));
@@ -294,7 +379,9 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
       return;
     }
   }
-  session = std::make_unique<Session>();
+  SessionOptions so;
+  so.threads = opt.threads;
+  session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
   peer = identity ? *identity : std::string();
   peer_client = hello.client;
   peer_since = iso_time_now();
@@ -302,7 +389,8 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   spdlog::info("session started with master {}", peer_client);
 
   reply.accepted = true;
-  reply.threads = std::thread::hardware_concurrency();
+  reply.threads = session->threads();
+  reply.peer_endpoint = peer_endpoint;
   proto::DeviceInfo cpu;
   cpu.index = -1;
   cpu.name = "cpu";
@@ -320,9 +408,9 @@ void Server::Impl::on_batch(const std::string* identity, std::string_view header
     return;
   }
   size_t n_payloads = frames.size() - first_payload;
-  proto::Batch batch;
+  auto batch = std::make_shared<proto::Batch>();
   try {
-    batch = proto::decode_batch(header, n_payloads);
+    *batch = proto::decode_batch(header, n_payloads);
   } catch (const ProtocolError& e) {
     protocol_error(identity, e.what());
     return;
@@ -334,21 +422,100 @@ void Server::Impl::on_batch(const std::string* identity, std::string_view header
     // data() after the move: a small message keeps its bytes inside the object.
     payloads.push_back(PayloadFrame{owner->data(), owner->size(), owner});
   }
-  std::vector<Outgoing> replies;
-  std::optional<std::string> failed;
   try {
-    session->run(batch, payloads, replies);
+    session->run(std::move(batch), payloads);
   } catch (const std::exception& e) {
     spdlog::error("batch from master {} failed: {}", peer_client, e.what());
-    failed = fmt::format("worker failed running the batch: {}", e.what());
+    protocol_error(identity, fmt::format("worker failed running the batch: {}", e.what()));
   }
-  for (Outgoing& out : replies) {
-    if (!proto::send_message(socket, identity, std::move(out.header), out.payloads)) {
+  drain_outbox();
+}
+
+void Server::Impl::on_setup(const std::string* identity, std::string_view header) {
+  if (!is_peer(identity)) {
+    protocol_error(identity,
+                   session ? busy_reason() : "no session with this master: send HELLO first");
+    return;
+  }
+  proto::Setup setup;
+  try {
+    setup = proto::decode_setup(header);
+  } catch (const ProtocolError& e) {
+    protocol_error(identity, e.what());
+    return;
+  }
+  peers = std::move(setup.peers);
+  peer_dealers.clear();
+  peer_dealers.resize(peers.size());
+  session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session);
+  spdlog::info("session with master {}: this worker is node {} of {}", peer_client, setup.node,
+               peers.size());
+}
+
+void Server::Impl::on_peer(const std::string* identity, std::string_view header) {
+  proto::PeerNotify n;
+  try {
+    n = proto::decode_peer_notify(header);
+  } catch (const ProtocolError& e) {
+    // No reply: peers do not read them, and a stranger gets nothing to work with.
+    spdlog::warn("bad peer message from {}: {}", who(identity), e.what());
+    return;
+  }
+  if (!session || !session->notify(n))
+    spdlog::warn("peer notification from node {} (session {:#x}) is not for this session; dropped",
+                 n.from_node, n.session);
+}
+
+void Server::Impl::post(Outgoing&& out) {
+  {
+    std::lock_guard lock(outbox_mu);
+    outbox.push_back(std::move(out));
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd, &one, sizeof one);
+}
+
+zmq::socket_t* Server::Impl::peer_dealer(int32_t node) {
+  if (node < 0 || static_cast<size_t>(node) >= peers.size()) return nullptr;
+  std::unique_ptr<zmq::socket_t>& d = peer_dealers[static_cast<size_t>(node)];
+  if (!d) {
+    try {
+      d = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
+      proto::configure_socket(*d, opt.max_message_bytes);
+      // Notifications queue until the connection is up; keep them when closing too.
+      d->set(zmq::sockopt::linger, 1000);
+      d->connect(peers[static_cast<size_t>(node)]);
+    } catch (const zmq::error_t& e) {
+      spdlog::error("cannot connect to node {} at {}: {}", node, peers[static_cast<size_t>(node)],
+                    e.what());
+      d.reset();
+      return nullptr;
+    }
+  }
+  return d.get();
+}
+
+void Server::Impl::drain_outbox() {
+  uint64_t count;
+  [[maybe_unused]] ssize_t n = read(wake_fd, &count, sizeof count);
+  std::vector<Outgoing> out;
+  {
+    std::lock_guard lock(outbox_mu);
+    out.swap(outbox);
+  }
+  for (Outgoing& o : out) {
+    if (o.peer >= 0) {
+      zmq::socket_t* d = peer_dealer(o.peer);
+      if (!d || !proto::send_message(*d, nullptr, std::move(o.header), {}))
+        spdlog::error("could not notify node {}", o.peer);
+      continue;
+    }
+    if (!session) continue;
+    if (!proto::send_message(socket, peer_identity(), std::move(o.header), o.payloads)) {
       end_session("master went away");
       return;
     }
   }
-  if (failed) protocol_error(identity, std::move(*failed));
 }
 
 void Server::Impl::on_goodbye(const std::string* identity) {
@@ -377,6 +544,26 @@ void Server::Impl::drain_socket() {
   }
 }
 
+void Server::Impl::drain_peer_socket() {
+  for (int i = 0; i < kMaxMessagesPerWakeup; ++i) {
+    std::optional<proto::Received> msg = proto::try_recv(peer_socket, 2);
+    if (!msg) return;
+    if (msg->frames.size() != 2 || msg->truncated) continue;
+    std::string id = msg->frames[0].to_string();
+    std::string_view header = view_of(msg->frames[1]);
+    try {
+      if (proto::peek_type(header) == proto::MsgType::Peer) {
+        on_peer(&id, header);
+        continue;
+      }
+    } catch (const ProtocolError& e) {
+      spdlog::warn("bad message on the peer socket: {}", e.what());
+      continue;
+    }
+    spdlog::warn("unexpected message on the peer socket; dropped");
+  }
+}
+
 void Server::Impl::drain_monitor() {
   while (std::optional<proto::Received> ev = proto::try_recv(monitor, 2)) {
     if (ev->frames.empty() || ev->frames[0].size() < sizeof(uint16_t)) continue;
@@ -393,8 +580,12 @@ void Server::Impl::drain_monitor() {
 
 void Server::Impl::loop() {
   Clock::time_point hello_deadline = Clock::now() + opt.connect_timeout;
-  std::vector<zmq::pollitem_t> items{{socket.handle(), 0, ZMQ_POLLIN, 0}};
-  if (!listen_mode) items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
+  std::vector<zmq::pollitem_t> items{{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                     {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+  if (!listen_mode) {
+    items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({peer_socket.handle(), 0, ZMQ_POLLIN, 0});
+  }
 
   while (!stopping.load() && !finished) {
     milliseconds wait = kMaxPollWait;
@@ -409,7 +600,9 @@ void Server::Impl::loop() {
       throw;
     }
     drain_socket();
+    drain_outbox();
     if (!listen_mode) {
+      drain_peer_socket();
       drain_monitor();
       if (master_gone && !finished) {
         drain_socket();  // what the master sent before it went

@@ -9,6 +9,12 @@
 //       goes out first so that the master learns this worker's address, run() returns
 //       after GOODBYE or when the master's connection goes away.
 //
+// Peers: the workers of one session notify each other of events (cross-node stream waits)
+// directly. In listen mode they dial the listen endpoint; in connect mode the worker binds
+// a second ROUTER (on the address it uses towards the master, or `peer_host`) and says
+// where in its HELLO reply. Commands run on the session's executor threads; their replies
+// come back to the socket loop through an outbox and an eventfd.
+//
 // Malformed messages are answered with a ProtocolError reply and change nothing; the
 // server keeps serving. While a session is open a HEARTBEAT goes to its master every
 // `heartbeat`; a master that can no longer be reached loses its session (and tensors).
@@ -32,6 +38,8 @@ struct ServerOptions {
   int64_t max_message_bytes = int64_t{16} << 30;
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds connect_timeout{60000};  // connect mode: wait for HELLO
+  unsigned threads = 0;   // executor threads per session (the stream budget); 0: all cores
+  std::string peer_host;  // connect mode: address peers use; default: the one facing the master
 };
 
 class Server {

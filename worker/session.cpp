@@ -1,14 +1,19 @@
-// Command execution for one master session.
+// Command dispatch and stream execution for one master session.
 #include "worker/session.hpp"
-
-#include "protocol/codec.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+
+#include "protocol/codec.hpp"
+#include "worker/executor.hpp"
 
 namespace dtr::worker {
 
@@ -16,8 +21,12 @@ using protocol::CmdType;
 using protocol::Command;
 using protocol::RemoteFailure;
 using protocol::TensorId;
+using Failure = std::shared_ptr<const RemoteFailure>;
 
 namespace {
+
+constexpr int kTasksPerSlice = 256;  // a stream yields its thread after this many tasks
+constexpr size_t kStageFlush = 256;  // dispatched tasks handed to the streams at once
 
 std::string_view command_name(const Command& c) {
   switch (c.type) {
@@ -33,6 +42,23 @@ std::string_view command_name(const Command& c) {
       return "sync";
     case CmdType::Stats:
       return "stats";
+    case CmdType::CreateStream:
+      return "create_stream";
+    case CmdType::DestroyStream:
+      return "destroy_stream";
+    case CmdType::Record:
+      return "record_event";
+    case CmdType::WaitEvent:
+    case CmdType::WaitRemote:
+      return "wait_event";
+    case CmdType::NotifyPeer:
+      return "notify_peer";
+    case CmdType::EventQuery:
+      return "query_event";
+    case CmdType::EventSync:
+      return "synchronize_event";
+    case CmdType::DestroyEvent:
+      return "destroy_event";
   }
   return "?";
 }
@@ -48,20 +74,8 @@ RemoteFailure make_failure(TensorId tensor, std::string_view op, std::string mes
   return f;
 }
 
-}  // namespace
-
-Session::Failure Session::root_failure(TensorId tensor, std::string_view op, std::string message) {
-  auto f = std::make_shared<RemoteFailure>(make_failure(tensor, op, std::move(message)));
-  if (unreported_.size() < protocol::kMaxErrorsPerReply) {
-    unreported_.push_back(*f);
-  } else {
-    ++dropped_failures_;
-  }
-  return f;
-}
-
-Session::Failure Session::dependent_failure(TensorId tensor, std::string_view op, TensorId input,
-                                            const RemoteFailure& cause) {
+Failure dependent_failure(TensorId tensor, std::string_view op, TensorId input,
+                          const RemoteFailure& cause) {
   auto f = std::make_shared<RemoteFailure>();
   f->tensor = tensor;
   f->op = std::string(op);
@@ -72,81 +86,467 @@ Session::Failure Session::dependent_failure(TensorId tensor, std::string_view op
   return f;
 }
 
-bool Session::check_new_id(TensorId id, std::string_view op) {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Stream;
+using StreamPtr = std::shared_ptr<Stream>;
+
+// Something a parked stream waits for. wake() is called once per successful park.
+void wake(const StreamPtr& s);
+
+// One tensor of the table. `tensor` is written once by its producer before `ready`;
+// `failure` may be set later (an in-place op failing), under `mu`.
+struct Slot {
+  local::Tensor tensor;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Failure failure;
+  std::vector<StreamPtr> waiters;
+
+  static std::shared_ptr<Slot> of(local::Tensor t) {
+    auto s = std::make_shared<Slot>();
+    s->tensor = std::move(t);
+    s->ready.store(true, std::memory_order_relaxed);
+    return s;
+  }
+  static std::shared_ptr<Slot> failed_with(Failure f) {
+    auto s = std::make_shared<Slot>();
+    s->failure = std::move(f);
+    s->failed.store(true, std::memory_order_relaxed);
+    s->ready.store(true, std::memory_order_relaxed);
+    return s;
+  }
+  Failure get_failure() {
+    if (!failed.load(std::memory_order_acquire)) return nullptr;
+    std::lock_guard lock(mu);
+    return failure;
+  }
+  // True when ready; otherwise `s` is woken once it is.
+  bool ready_or_park(const StreamPtr& s) {
+    if (ready.load(std::memory_order_acquire)) return true;
+    std::lock_guard lock(mu);
+    if (ready.load(std::memory_order_relaxed)) return true;
+    waiters.push_back(s);
+    return false;
+  }
+  void publish(local::Tensor t) {
+    tensor = std::move(t);
+    finish(nullptr);
+  }
+  void fail(Failure f) { finish(std::move(f)); }
+
+ private:
+  void finish(Failure f) {
+    std::vector<StreamPtr> woken;
+    {
+      std::lock_guard lock(mu);
+      if (f) {
+        failure = std::move(f);
+        failed.store(true, std::memory_order_release);
+      }
+      ready.store(true, std::memory_order_release);
+      woken.swap(waiters);
+    }
+    for (const StreamPtr& s : woken) wake(s);
+  }
+};
+using SlotPtr = std::shared_ptr<Slot>;
+
+// An event on this node. `issued` is the dispatcher's count of records; `completed` the
+// highest record that has run.
+struct EventState {
+  uint64_t id = 0;
+  uint64_t issued = 0;  // dispatch thread only
+  std::mutex mu;
+  uint64_t completed = 0;
+  Failure failure;  // carried by the latest completed record
+  int64_t time_ns = 0;
+  bool timing = false;
+  struct Waiter {
+    uint64_t target = 0;
+    StreamPtr stream;      // a stream parked on a wait
+    uint64_t request = 0;  // or an EventSync request to answer
+    int32_t peer = -1;     // or a peer to notify of `token`
+    uint64_t token = 0;
+  };
+  std::vector<Waiter> waiters;
+};
+using EventPtr = std::shared_ptr<EventState>;
+
+// A cross-node wait: the notification for one token.
+struct RemoteWait {
+  std::mutex mu;
+  bool arrived = false;
+  StreamPtr waiter;
+  uint32_t from = 0;
+};
+using RemoteWaitPtr = std::shared_ptr<RemoteWait>;
+
+struct Barrier {
+  std::atomic<size_t> remaining{0};
+  CmdType type = CmdType::Sync;
+  uint64_t request = 0;
+  int64_t live_tensors = 0;
+};
+
+struct Task {
+  enum class Kind : uint8_t { Op, Get, Record, WaitEvent, WaitRemote, Barrier };
+  Kind kind = Kind::Op;
+  const Command* cmd = nullptr;  // lives in `batch`
+  std::shared_ptr<const protocol::Batch> batch;
+  SlotPtr in[2];
+  SlotPtr out;  // a new output, or the target of an in-place op (in[0])
+  EventPtr event;
+  uint64_t target = 0;
+  RemoteWaitPtr remote;
+  std::shared_ptr<Barrier> barrier;
+};
+
+}  // namespace
+
+struct Session::Impl {
+  Impl(Emit emit, SessionOptions options) : emit(std::move(emit)), executor(options.threads) {}
+  ~Impl();
+
+  // ---- dispatch (one thread) ----
+  void dispatch(const std::shared_ptr<const protocol::Batch>& batch, const Command& c,
+                std::span<const PayloadFrame> payloads);
+  void dispatch_op(const std::shared_ptr<const protocol::Batch>& batch, const Command& c,
+                   const StreamPtr& stream);
+  void put(const Command& c, std::span<const PayloadFrame> payloads);
+  bool check_new_id(TensorId id, std::string_view op);
+  void barrier(const Command& c);
+  void stage(const StreamPtr& s, Task&& t);
+  void flush_staged();
+  StreamPtr stream_of(const Command& c);
+  EventPtr event_of(const Command& c);
+  // Answers an EventQuery / EventSync; call without the event's lock.
+  void reply_event(uint64_t request, bool done, int64_t time_ns, const Failure& failure);
+  void reply_failure(const Command& c, RemoteFailure f);
+  void prune_retired();
+
+  // ---- execution (any executor thread) ----
+  bool execute(Stream& s, const StreamPtr& self, Task& t);
+  bool run_op(Stream& s, const StreamPtr& self, Task& t);
+  bool run_get(const StreamPtr& self, Task& t);
+  void run_record(Stream& s, Task& t);
+  void finish_barrier(Barrier& b);
+
+  // ---- shared ----
+  Failure root_failure(TensorId tensor, std::string_view op, std::string message);
+  void mark_reported(const RemoteFailure& f);
+  void send_notify(int32_t peer, uint64_t token);
+
+  Emit emit;
+  Executor executor;
+
+  // dispatch thread only
+  std::unordered_map<TensorId, SlotPtr> table;
+  std::unordered_map<uint32_t, StreamPtr> streams;
+  std::vector<StreamPtr> retired;  // destroyed streams still running their queue
+  std::unordered_map<uint64_t, EventPtr> events;
+  std::unordered_map<uint64_t, RemoteWaitPtr> tokens;
+  std::vector<std::pair<StreamPtr, std::vector<Task>>> staged;
+  size_t staged_count = 0;
+  bool has_setup = false;
+  uint32_t node = 0;
+  uint32_t nodes = 1;
+  uint64_t session_id = 0;
+
+  mutable std::mutex failures_mu;  // guards unreported and dropped_failures
+  std::vector<RemoteFailure> unreported;
+  size_t dropped_failures = 0;
+};
+
+namespace {
+
+struct Stream : Runnable, std::enable_shared_from_this<Stream> {
+  Stream(Session::Impl& impl, uint32_t id) : impl(impl), id(id) {}
+
+  void run() override;
+  bool idle() {
+    std::lock_guard lock(mu);
+    return queue.empty();
+  }
+
+  Session::Impl& impl;
+  const uint32_t id;
+  std::mutex mu;  // guards queue, state, wake_pending
+  std::deque<Task> queue;
+  enum class State : uint8_t { Idle, Scheduled, Parked } state = State::Idle;
+  bool wake_pending = false;
+  // Only the thread running the stream touches these.
+  Failure pending_failure;  // first failure since the stream's last record
+};
+
+void wake(const StreamPtr& s) {
+  std::lock_guard lock(s->mu);
+  if (s->state == Stream::State::Parked) {
+    s->state = Stream::State::Scheduled;
+    s->impl.executor.schedule(s);
+  } else {
+    s->wake_pending = true;
+  }
+}
+
+void Stream::run() {
+  StreamPtr self = shared_from_this();
+  for (int n = 0; n < kTasksPerSlice; ++n) {
+    Task* t;
+    {
+      std::lock_guard lock(mu);
+      if (queue.empty()) {
+        state = State::Idle;
+        return;
+      }
+      t = &queue.front();  // stays valid: only this thread pops, push_back keeps references
+    }
+    if (!impl.execute(*this, self, *t)) {
+      std::lock_guard lock(mu);
+      if (wake_pending) {
+        wake_pending = false;
+        --n;
+        continue;  // woken already: run the task again
+      }
+      state = State::Parked;
+      return;
+    }
+    Task done;
+    {
+      std::lock_guard lock(mu);
+      done = std::move(queue.front());
+      queue.pop_front();
+    }
+  }
+  impl.executor.schedule(self);  // let other streams have the thread
+}
+
+}  // namespace
+
+// ---- shared ----
+
+Failure Session::Impl::root_failure(TensorId tensor, std::string_view op, std::string message) {
+  auto f = std::make_shared<RemoteFailure>(make_failure(tensor, op, std::move(message)));
+  std::lock_guard lock(failures_mu);
+  if (unreported.size() < protocol::kMaxErrorsPerReply) {
+    unreported.push_back(*f);
+  } else {
+    ++dropped_failures;
+  }
+  return f;
+}
+
+void Session::Impl::mark_reported(const RemoteFailure& f) {
+  std::lock_guard lock(failures_mu);
+  for (auto it = unreported.begin(); it != unreported.end(); ++it) {
+    if (it->tensor == f.cause_tensor && it->op == f.cause_op && it->message == f.cause_message) {
+      unreported.erase(it);
+      return;
+    }
+  }
+}
+
+void Session::Impl::send_notify(int32_t peer, uint64_t token) {
+  protocol::PeerNotify n;
+  n.session = session_id;
+  n.from_node = node;
+  n.token = token;
+  emit(Outgoing{protocol::encode(n), {}, peer});
+}
+
+// ---- dispatch ----
+
+Session::Impl::~Impl() {
+  // Queued tasks go first (they hold slots, events and streams in cycles); the executor's
+  // destructor then waits for whatever is running.
+  auto drop = [](const StreamPtr& s) {
+    std::deque<Task> queued;
+    std::lock_guard lock(s->mu);
+    if (s->state == Stream::State::Scheduled && !s->queue.empty()) {
+      // The task at the front may be running: keep it where it is (erasing at the end of
+      // a deque leaves references to the other elements valid).
+      s->queue.erase(s->queue.begin() + 1, s->queue.end());
+    } else {
+      queued.swap(s->queue);
+    }
+  };
+  for (auto& [id, s] : streams) drop(s);
+  for (auto& s : retired) drop(s);
+  executor.wait_idle(std::chrono::hours(24));
+  for (auto& [id, s] : streams) {
+    std::lock_guard lock(s->mu);
+    s->queue.clear();
+  }
+  for (auto& s : retired) {
+    std::lock_guard lock(s->mu);
+    s->queue.clear();
+  }
+  for (auto& [id, e] : events) {
+    std::lock_guard lock(e->mu);
+    e->waiters.clear();
+  }
+  for (auto& [id, slot] : table) {
+    std::lock_guard lock(slot->mu);
+    slot->waiters.clear();
+  }
+  for (auto& [id, w] : tokens) {
+    std::lock_guard lock(w->mu);
+    w->waiter.reset();
+  }
+}
+
+bool Session::Impl::check_new_id(TensorId id, std::string_view op) {
   if (id == protocol::kNoTensor) {
     root_failure(id, op, "output tensor id 0 is not a valid id");
     return false;
   }
-  if (table_.count(id)) {
+  if (table.count(id)) {
     root_failure(id, op, fmt::format("output tensor id %{} is already in use", id));
     return false;
   }
   return true;
 }
 
-void Session::run(const protocol::Batch& batch, std::span<const PayloadFrame> payloads,
-                  std::vector<Outgoing>& replies) {
-  for (const Command& c : batch.commands) {
-    if (c.stream != 0) {
-      bool makes = (c.type == CmdType::RunOp && !c.inplace) || c.type == CmdType::Put;
-      Failure f = root_failure(makes ? c.out : c.inputs[0], command_name(c),
-                               fmt::format("stream {} does not exist on this worker", c.stream));
-      // The output exists, failed, so that its users learn why; a request is still
-      // answered, or the master would wait for it forever.
-      if (makes && c.out != protocol::kNoTensor && !table_.count(c.out))
-        table_[c.out] = Entry{{}, f};
-      if (c.type == CmdType::Get) {
-        protocol::Reply r;
-        r.type = protocol::ReplyType::Get;
-        r.request = c.request;
-        r.failures.push_back(*f);
-        replies.push_back(Outgoing{protocol::encode(r), {}});
-      }
-      if (c.type != CmdType::Sync && c.type != CmdType::Stats) continue;
+void Session::Impl::stage(const StreamPtr& s, Task&& t) {
+  for (auto& [stream, tasks] : staged) {
+    if (stream == s) {
+      tasks.push_back(std::move(t));
+      ++staged_count;
+      return;
     }
-    switch (c.type) {
-      case CmdType::RunOp:
-        run_op(c);
-        break;
-      case CmdType::Put:
-        put(c, payloads);
-        break;
-      case CmdType::Get:
-        get(c, replies);
-        break;
-      case CmdType::Free:
-        free(c);
-        break;
-      case CmdType::Sync: {
-        protocol::Reply r;
-        r.type = protocol::ReplyType::Sync;
-        r.request = c.request;
-        r.failures = std::move(unreported_);
-        if (dropped_failures_ > 0) {
-          RemoteFailure more =
-              make_failure(protocol::kNoTensor, "sync",
-                           fmt::format("{} more failures were not recorded", dropped_failures_));
-          if (r.failures.size() >= protocol::kMaxErrorsPerReply) r.failures.pop_back();
-          r.failures.push_back(more);
-        }
-        unreported_.clear();
-        dropped_failures_ = 0;
-        replies.push_back(Outgoing{protocol::encode(r), {}});
-        break;
-      }
-      case CmdType::Stats: {
-        protocol::Reply r;
-        r.type = protocol::ReplyType::Stats;
-        r.request = c.request;
-        r.stats = stats();
-        replies.push_back(Outgoing{protocol::encode(r), {}});
-        break;
-      }
+  }
+  staged.emplace_back(s, std::vector<Task>{});
+  staged.back().second.push_back(std::move(t));
+  ++staged_count;
+}
+
+void Session::Impl::flush_staged() {
+  for (auto& [s, tasks] : staged) {
+    std::lock_guard lock(s->mu);
+    for (Task& t : tasks) s->queue.push_back(std::move(t));
+    if (s->state == Stream::State::Idle) {
+      s->state = Stream::State::Scheduled;
+      executor.schedule(s);
     }
+  }
+  staged.clear();
+  staged_count = 0;
+}
+
+void Session::Impl::reply_failure(const Command& c, RemoteFailure f) {
+  protocol::Reply r;
+  r.type = c.type == CmdType::Get ? protocol::ReplyType::Get : protocol::ReplyType::Event;
+  r.request = c.request;
+  r.failures.push_back(std::move(f));
+  emit(Outgoing{protocol::encode(r), {}, -1});
+}
+
+StreamPtr Session::Impl::stream_of(const Command& c) {
+  auto it = streams.find(c.stream);
+  if (it != streams.end()) return it->second;
+  bool makes = (c.type == CmdType::RunOp && !c.inplace) || c.type == CmdType::Put;
+  TensorId tensor = makes ? c.out : c.inputs[0];
+  RemoteFailure f = make_failure(tensor, command_name(c),
+                                 fmt::format("stream {} does not exist on this worker", c.stream));
+  Failure shared = root_failure(f.tensor, f.op, f.message);
+  // The output exists, failed, so that its users learn why; a request is still answered,
+  // or the master would wait for it forever.
+  if (makes && c.out != protocol::kNoTensor && !table.count(c.out))
+    table[c.out] = Slot::failed_with(shared);
+  if (c.type == CmdType::Get || c.type == CmdType::EventSync || c.type == CmdType::EventQuery)
+    reply_failure(c, f);
+  return nullptr;
+}
+
+EventPtr Session::Impl::event_of(const Command& c) {
+  auto it = events.find(c.event);
+  if (it != events.end()) return it->second;
+  RemoteFailure f =
+      make_failure(protocol::kNoTensor, command_name(c),
+                   fmt::format("event {} was never recorded on this worker", c.event));
+  if (c.type == CmdType::EventQuery || c.type == CmdType::EventSync)
+    reply_failure(c, f);
+  else
+    root_failure(f.tensor, f.op, f.message);
+  return nullptr;
+}
+
+void Session::Impl::reply_event(uint64_t request, bool done, int64_t time_ns,
+                                const Failure& failure) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Event;
+  r.request = request;
+  r.done = done;
+  r.time_ns = time_ns;
+  if (done && failure) {
+    r.failures.push_back(*failure);
+    mark_reported(*failure);
+  }
+  emit(Outgoing{protocol::encode(r), {}, -1});
+}
+
+void Session::Impl::prune_retired() {
+  std::erase_if(retired, [](const StreamPtr& s) { return s->idle(); });
+}
+
+void Session::Impl::barrier(const Command& c) {
+  prune_retired();
+  auto b = std::make_shared<Barrier>();
+  b->type = c.type;
+  b->request = c.request;
+  b->live_tensors = static_cast<int64_t>(table.size());
+  b->remaining.store(streams.size() + retired.size());
+  auto add = [&](const StreamPtr& s) {
+    Task t;
+    t.kind = Task::Kind::Barrier;
+    t.barrier = b;
+    stage(s, std::move(t));
+  };
+  for (auto& [id, s] : streams) add(s);
+  for (auto& s : retired) add(s);
+}
+
+void Session::Impl::put(const Command& c, std::span<const PayloadFrame> payloads) {
+  if (!check_new_id(c.out, "put")) return;
+  auto fail = [&](std::string message) {
+    table[c.out] = Slot::failed_with(root_failure(c.out, "put", std::move(message)));
+  };
+  if (c.payload < 1 || c.payload > payloads.size())  // the decoder checks it too
+    return fail(
+        fmt::format("payload frame {} does not exist (1 to {})", c.payload, payloads.size()));
+  const PayloadFrame& frame = payloads[c.payload - 1];
+  const TensorMeta& m = c.meta;
+  // numel * element size must not wrap around (2^61 float64 elements would need 0 bytes).
+  if (static_cast<uint64_t>(m.numel()) >
+      std::numeric_limits<int64_t>::max() / element_size(m.dtype))
+    return fail(fmt::format("{} needs more bytes than int64 can count", describe(m)));
+  size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+  if (frame.size != expected)
+    return fail(
+        fmt::format("payload has {} bytes, {} needs {}", frame.size, describe(m), expected));
+  try {
+    std::shared_ptr<Storage> storage;
+    bool aligned = reinterpret_cast<uintptr_t>(frame.data) % element_size(m.dtype) == 0;
+    if (aligned && frame.owner) {
+      storage = Storage::wrap(frame.data, frame.size, frame.owner);
+    } else {
+      storage = Storage::allocate(frame.size);
+      if (frame.size) std::memcpy(storage->data(), frame.data, frame.size);
+    }
+    table[c.out] =
+        Slot::of(local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)));
+  } catch (const std::exception& e) {
+    fail(e.what());
   }
 }
 
-void Session::run_op(const Command& c) {
+void Session::Impl::dispatch_op(const std::shared_ptr<const protocol::Batch>& batch,
+                                const Command& c, const StreamPtr& stream) {
   const OpDef& d = op_def(c.op);
   TensorId target = c.inplace ? c.inputs[0] : c.out;
   if (c.inplace) {
@@ -161,93 +561,277 @@ void Session::run_op(const Command& c) {
   } else if (!check_new_id(c.out, d.name)) {
     return;
   }
-
-  std::array<local::Tensor, 2> inputs;
+  Task t;
+  t.kind = Task::Kind::Op;
+  t.cmd = &c;
+  t.batch = batch;
   for (uint8_t i = 0; i < c.n_inputs; ++i) {
-    auto it = table_.find(c.inputs[i]);
-    if (it == table_.end()) {
+    auto it = table.find(c.inputs[i]);
+    if (it == table.end()) {
       Failure f =
           root_failure(target, d.name, fmt::format("input tensor %{} does not exist", c.inputs[i]));
-      if (!c.inplace) table_[c.out] = Entry{{}, f};
+      if (!c.inplace) table[c.out] = Slot::failed_with(f);
       return;
     }
-    if (it->second.failure) {
-      Failure f = dependent_failure(target, d.name, c.inputs[i], *it->second.failure);
-      table_[target] = Entry{{}, f};
+    t.in[i] = it->second;
+  }
+  if (c.inplace) {
+    t.out = t.in[0];
+  } else {
+    t.out = std::make_shared<Slot>();
+    table[c.out] = t.out;
+  }
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::dispatch(const std::shared_ptr<const protocol::Batch>& batch, const Command& c,
+                             std::span<const PayloadFrame> payloads) {
+  switch (c.type) {
+    case CmdType::Put:
+      if (stream_of(c)) put(c, payloads);
+      return;
+    case CmdType::Free:
+      if (table.erase(c.inputs[0]) == 0)
+        root_failure(c.inputs[0], "free", fmt::format("tensor %{} does not exist", c.inputs[0]));
+      return;
+    case CmdType::Sync:
+    case CmdType::Stats:
+      barrier(c);
+      return;
+    case CmdType::CreateStream: {
+      if (c.stream == 0 || streams.count(c.stream)) {
+        root_failure(protocol::kNoTensor, "create_stream",
+                     fmt::format("stream {} already exists", c.stream));
+        return;
+      }
+      prune_retired();
+      if (streams.size() + retired.size() > protocol::kMaxStreams) {
+        root_failure(protocol::kNoTensor, "create_stream",
+                     fmt::format("stream {}: this worker allows at most {} streams per session",
+                                 c.stream, protocol::kMaxStreams));
+        return;
+      }
+      streams[c.stream] = std::make_shared<Stream>(*this, c.stream);
       return;
     }
-    inputs[i] = it->second.tensor;
+    case CmdType::DestroyStream: {
+      if (c.stream == 0) {
+        root_failure(protocol::kNoTensor, "destroy_stream",
+                     "the default stream (0) cannot be destroyed");
+        return;
+      }
+      auto it = streams.find(c.stream);
+      if (it == streams.end()) {
+        root_failure(protocol::kNoTensor, "destroy_stream",
+                     fmt::format("stream {} does not exist on this worker", c.stream));
+        return;
+      }
+      retired.push_back(std::move(it->second));
+      streams.erase(it);
+      return;
+    }
+    case CmdType::NotifyPeer: {
+      if (!has_setup || c.peer >= nodes || c.peer == node) {
+        root_failure(protocol::kNoTensor, "notify_peer",
+                     has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer,
+                                             node, nodes)
+                               : std::string("the session has no peer table (no Setup)"));
+        return;
+      }
+      EventPtr e = event_of(c);
+      if (!e) return;
+      std::unique_lock lock(e->mu);
+      if (e->completed >= e->issued) {
+        lock.unlock();
+        send_notify(static_cast<int32_t>(c.peer), c.token);
+      } else {
+        e->waiters.push_back({e->issued, nullptr, 0, static_cast<int32_t>(c.peer), c.token});
+      }
+      return;
+    }
+    case CmdType::EventQuery:
+    case CmdType::EventSync: {
+      EventPtr e = event_of(c);
+      if (!e) return;
+      std::unique_lock lock(e->mu);
+      bool done = e->completed >= e->issued;
+      if (!done && c.type == CmdType::EventSync) {
+        e->waiters.push_back({e->issued, nullptr, c.request, -1, 0});
+        return;
+      }
+      int64_t time_ns = e->time_ns;
+      // A query only says whether; the failure is for whoever synchronizes.
+      Failure failure = c.type == CmdType::EventSync ? e->failure : nullptr;
+      lock.unlock();
+      reply_event(c.request, done, time_ns, failure);
+      return;
+    }
+    case CmdType::DestroyEvent:
+      if (events.erase(c.event) == 0)
+        root_failure(protocol::kNoTensor, "destroy_event",
+                     fmt::format("event {} was never recorded on this worker", c.event));
+      return;
+    case CmdType::RunOp:
+    case CmdType::Get:
+    case CmdType::Record:
+    case CmdType::WaitEvent:
+    case CmdType::WaitRemote:
+      break;
   }
 
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  if (c.type == CmdType::RunOp) return dispatch_op(batch, c, stream);
+  Task t;
+  t.cmd = &c;
+  switch (c.type) {
+    case CmdType::Get: {
+      auto it = table.find(c.inputs[0]);
+      if (it == table.end()) {
+        reply_failure(c, make_failure(c.inputs[0], "get",
+                                      fmt::format("tensor %{} does not exist", c.inputs[0])));
+        return;
+      }
+      t.kind = Task::Kind::Get;
+      t.in[0] = it->second;
+      break;
+    }
+    case CmdType::Record: {
+      if (c.event == 0) {
+        root_failure(protocol::kNoTensor, "record_event", "event id 0 is not a valid id");
+        return;
+      }
+      auto it = events.find(c.event);
+      if (it == events.end()) {
+        if (events.size() >= protocol::kMaxEvents) {
+          root_failure(protocol::kNoTensor, "record_event",
+                       fmt::format("event {}: this worker allows at most {} live events", c.event,
+                                   protocol::kMaxEvents));
+          return;
+        }
+        auto e = std::make_shared<EventState>();
+        e->id = c.event;
+        it = events.emplace(c.event, std::move(e)).first;
+      }
+      t.kind = Task::Kind::Record;
+      t.event = it->second;
+      t.target = ++t.event->issued;
+      break;
+    }
+    case CmdType::WaitEvent: {
+      t.event = event_of(c);
+      if (!t.event) return;
+      t.kind = Task::Kind::WaitEvent;
+      t.target = t.event->issued;
+      break;
+    }
+    case CmdType::WaitRemote: {
+      if (!has_setup || c.peer >= nodes || c.peer == node) {
+        root_failure(protocol::kNoTensor, "wait_event",
+                     has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer,
+                                             node, nodes)
+                               : std::string("the session has no peer table (no Setup)"));
+        return;
+      }
+      auto it = tokens.find(c.token);
+      if (it != tokens.end()) {  // the notification came first
+        t.remote = std::move(it->second);
+        tokens.erase(it);
+      } else {
+        if (tokens.size() >= protocol::kMaxPendingWaits) {
+          root_failure(
+              protocol::kNoTensor, "wait_event",
+              fmt::format("more than {} cross-node waits pending", protocol::kMaxPendingWaits));
+          return;
+        }
+        t.remote = std::make_shared<RemoteWait>();
+        t.remote->from = c.peer;
+        tokens.emplace(c.token, t.remote);
+      }
+      t.kind = Task::Kind::WaitRemote;
+      break;
+    }
+    default:
+      return;
+  }
+  stage(stream, std::move(t));
+}
+
+// ---- execution ----
+
+bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
+  switch (t.kind) {
+    case Task::Kind::Op:
+      return run_op(s, self, t);
+    case Task::Kind::Get:
+      return run_get(self, t);
+    case Task::Kind::Record:
+      run_record(s, t);
+      return true;
+    case Task::Kind::WaitEvent: {
+      std::lock_guard lock(t.event->mu);
+      if (t.event->completed >= t.target) return true;
+      t.event->waiters.push_back({t.target, self, 0, -1, 0});
+      return false;
+    }
+    case Task::Kind::WaitRemote: {
+      std::lock_guard lock(t.remote->mu);
+      if (t.remote->arrived) return true;
+      t.remote->waiter = self;
+      return false;
+    }
+    case Task::Kind::Barrier:
+      if (t.barrier->remaining.fetch_sub(1) == 1) finish_barrier(*t.barrier);
+      return true;
+  }
+  return true;
+}
+
+bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
+  const Command& c = *t.cmd;
+  const OpDef& d = op_def(c.op);
+  TensorId target = c.inplace ? c.inputs[0] : c.out;
+  std::array<local::Tensor, 2> inputs;
+  for (uint8_t i = 0; i < c.n_inputs; ++i) {
+    if (!t.in[i]->ready_or_park(self)) return false;
+  }
+  for (uint8_t i = 0; i < c.n_inputs; ++i) {
+    if (Failure cause = t.in[i]->get_failure()) {
+      Failure f = dependent_failure(target, d.name, c.inputs[i], *cause);
+      if (!s.pending_failure) s.pending_failure = f;
+      t.out->fail(std::move(f));
+      return true;
+    }
+    inputs[i] = t.in[i]->tensor;
+  }
   try {
     local::Tensor result = local::execute(
         c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs, c.inplace);
-    if (!c.inplace) table_[c.out] = Entry{std::move(result), nullptr};
+    if (!c.inplace) t.out->publish(std::move(result));
   } catch (const std::bad_alloc&) {
-    table_[target] = Entry{{}, root_failure(target, d.name, "out of host memory")};
+    Failure f = root_failure(target, d.name, "out of host memory");
+    if (!s.pending_failure) s.pending_failure = f;
+    t.out->fail(std::move(f));
   } catch (const std::exception& e) {
-    table_[target] = Entry{{}, root_failure(target, d.name, e.what())};
+    Failure f = root_failure(target, d.name, e.what());
+    if (!s.pending_failure) s.pending_failure = f;
+    t.out->fail(std::move(f));
   }
+  return true;
 }
 
-void Session::put(const Command& c, std::span<const PayloadFrame> payloads) {
-  if (!check_new_id(c.out, "put")) return;
-  if (c.payload < 1 || c.payload > payloads.size()) {  // the decoder checks it too
-    table_[c.out] = Entry{{},
-                          root_failure(c.out, "put",
-                                       fmt::format("payload frame {} does not exist (1 to {})",
-                                                   c.payload, payloads.size()))};
-    return;
-  }
-  const PayloadFrame& frame = payloads[c.payload - 1];
-  const TensorMeta& m = c.meta;
-  // numel * element size must not wrap around (2^61 float64 elements would need 0 bytes).
-  if (static_cast<uint64_t>(m.numel()) >
-      std::numeric_limits<int64_t>::max() / element_size(m.dtype)) {
-    table_[c.out] =
-        Entry{{},
-              root_failure(c.out, "put",
-                           fmt::format("{} needs more bytes than int64 can count", describe(m)))};
-    return;
-  }
-  size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
-  if (frame.size != expected) {
-    table_[c.out] = Entry{{},
-                          root_failure(c.out, "put",
-                                       fmt::format("payload has {} bytes, {} needs {}", frame.size,
-                                                   describe(m), expected))};
-    return;
-  }
-  try {
-    std::shared_ptr<Storage> storage;
-    bool aligned = reinterpret_cast<uintptr_t>(frame.data) % element_size(m.dtype) == 0;
-    if (aligned && frame.owner) {
-      storage = Storage::wrap(frame.data, frame.size, frame.owner);
-    } else {
-      storage = Storage::allocate(frame.size);
-      if (frame.size) std::memcpy(storage->data(), frame.data, frame.size);
-    }
-    table_[c.out] =
-        Entry{local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)), nullptr};
-  } catch (const std::exception& e) {
-    table_[c.out] = Entry{{}, root_failure(c.out, "put", e.what())};
-  }
-}
-
-void Session::get(const Command& c, std::vector<Outgoing>& replies) {
+bool Session::Impl::run_get(const StreamPtr& self, Task& t) {
+  if (!t.in[0]->ready_or_park(self)) return false;
+  const Command& c = *t.cmd;
   protocol::Reply r;
   r.type = protocol::ReplyType::Get;
   r.request = c.request;
   Outgoing out;
-  auto it = table_.find(c.inputs[0]);
-  if (it == table_.end()) {
-    r.failures.push_back(
-        make_failure(c.inputs[0], "get", fmt::format("tensor %{} does not exist", c.inputs[0])));
-  } else if (it->second.failure) {
-    r.failures.push_back(*it->second.failure);
+  if (Failure f = t.in[0]->get_failure()) {
+    r.failures.push_back(*f);
   } else {
     try {
-      local::Tensor packed = it->second.tensor.contiguous();
+      local::Tensor packed = t.in[0]->tensor.contiguous();
       r.meta = packed.meta();
       out.payloads.push_back(std::move(packed));
     } catch (const std::exception& e) {
@@ -255,18 +839,131 @@ void Session::get(const Command& c, std::vector<Outgoing>& replies) {
     }
   }
   out.header = protocol::encode(r);
-  replies.push_back(std::move(out));
+  emit(std::move(out));
+  return true;
 }
 
-void Session::free(const Command& c) {
-  if (table_.erase(c.inputs[0]) == 0)
-    root_failure(c.inputs[0], "free", fmt::format("tensor %{} does not exist", c.inputs[0]));
+void Session::Impl::run_record(Stream& s, Task& t) {
+  EventState& e = *t.event;
+  std::vector<EventState::Waiter> done;
+  int64_t time_ns;
+  Failure failure;
+  {
+    std::lock_guard lock(e.mu);
+    if (t.target >= e.completed) {
+      e.completed = t.target;
+      e.failure = std::move(s.pending_failure);
+      e.time_ns = now_ns();
+    }
+    s.pending_failure.reset();
+    std::erase_if(e.waiters, [&](EventState::Waiter& w) {
+      if (w.target > e.completed) return false;
+      done.push_back(std::move(w));
+      return true;
+    });
+    time_ns = e.time_ns;
+    failure = e.failure;
+  }
+  for (const EventState::Waiter& w : done) {
+    if (w.stream) wake(w.stream);
+    if (w.request) reply_event(w.request, true, time_ns, failure);
+    if (w.peer >= 0) send_notify(w.peer, w.token);
+  }
+}
+
+void Session::Impl::finish_barrier(Barrier& b) {
+  protocol::Reply r;
+  r.request = b.request;
+  if (b.type == CmdType::Sync) {
+    r.type = protocol::ReplyType::Sync;
+    std::lock_guard lock(failures_mu);
+    r.failures = std::move(unreported);
+    unreported.clear();
+    if (dropped_failures > 0) {
+      RemoteFailure more =
+          make_failure(protocol::kNoTensor, "sync",
+                       fmt::format("{} more failures were not recorded", dropped_failures));
+      if (r.failures.size() >= protocol::kMaxErrorsPerReply) r.failures.pop_back();
+      r.failures.push_back(more);
+    }
+    dropped_failures = 0;
+  } else {
+    r.type = protocol::ReplyType::Stats;
+    MemoryStats s = cpu_memory_stats();
+    r.stats = protocol::MemoryStatsWire{s.bytes_in_use, s.peak_bytes, b.live_tensors};
+  }
+  emit(Outgoing{protocol::encode(r), {}, -1});
+}
+
+// ---- Session ----
+
+Session::Session(Emit emit, SessionOptions options)
+    : impl_(std::make_unique<Impl>(std::move(emit), options)) {
+  impl_->streams[0] = std::make_shared<Stream>(*impl_, 0);
+}
+
+Session::~Session() = default;
+
+void Session::run(std::shared_ptr<const protocol::Batch> batch,
+                  std::span<const PayloadFrame> payloads) {
+  for (const Command& c : batch->commands) {
+    impl_->dispatch(batch, c, payloads);
+    if (impl_->staged_count >= kStageFlush) impl_->flush_staged();
+  }
+  impl_->flush_staged();
+}
+
+void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id) {
+  impl_->has_setup = true;
+  impl_->node = node;
+  impl_->nodes = nodes;
+  impl_->session_id = session_id;
+}
+
+bool Session::notify(const protocol::PeerNotify& n) {
+  Impl& s = *impl_;
+  if (!s.has_setup || n.session != s.session_id || n.from_node >= s.nodes) return false;
+  auto it = s.tokens.find(n.token);
+  if (it == s.tokens.end()) {  // the wait has not been dispatched yet
+    if (s.tokens.size() >= protocol::kMaxPendingWaits) return false;
+    auto w = std::make_shared<RemoteWait>();
+    w->arrived = true;
+    w->from = n.from_node;
+    s.tokens.emplace(n.token, std::move(w));
+    return true;
+  }
+  RemoteWaitPtr w = std::move(it->second);
+  s.tokens.erase(it);
+  StreamPtr waiter;
+  {
+    std::lock_guard lock(w->mu);
+    w->arrived = true;
+    waiter = std::move(w->waiter);
+  }
+  if (waiter) wake(waiter);
+  return true;
+}
+
+bool Session::wait_idle(std::chrono::milliseconds timeout) {
+  return impl_->executor.wait_idle(timeout);
+}
+
+size_t Session::live_tensors() const {
+  return impl_->table.size();
+}
+
+size_t Session::streams() const {
+  return impl_->streams.size();
+}
+
+unsigned Session::threads() const {
+  return impl_->executor.threads();
 }
 
 protocol::MemoryStatsWire Session::stats() const {
   MemoryStats s = cpu_memory_stats();
   return protocol::MemoryStatsWire{s.bytes_in_use, s.peak_bytes,
-                                   static_cast<int64_t>(table_.size())};
+                                   static_cast<int64_t>(impl_->table.size())};
 }
 
 }  // namespace dtr::worker

@@ -1,19 +1,43 @@
-// Session: one master's tensors on this worker and the execution of its commands. Knows
-// nothing of sockets: the server hands it decoded batches and payload frames and sends
-// the replies it produces, so tests and fuzzers drive it directly.
+// Session: one master's tensors, streams and events on this worker, and the execution of
+// its commands. Knows nothing of sockets: the server hands it decoded batches, payload
+// frames and peer notifications, and sends what it emits, so tests and fuzzers drive it
+// directly.
 //
-// Every command is checked before it runs (ids unknown, reused or zero; payload sizes;
-// streams); a failing op marks its output failed, dependents fail with a pointer to the
-// first cause, and the session goes on.
+// Dispatch and execution. run() checks and resolves each command on the calling (the
+// dispatch) thread: ids become references to tensor slots, stream ids become streams.
+// What needs no data (put, free, stream and event bookkeeping, queries) is done there;
+// the rest becomes a task on the command's stream. Streams are serial queues on a thread
+// pool (worker/executor.hpp): one stream runs in order, different streams concurrently.
 //
-// Thread safety: not synchronized; one thread runs a session.
+// Ordering rules, the same for CPU streams as CUDA's:
+//  - commands of one stream run in the order sent;
+//  - a stream that waits on an event runs nothing after the wait until the event's latest
+//    record (as of the wait) has run; the event may live on another node, whose worker
+//    notifies this one directly (NotifyPeer / WaitRemote, see protocol/messages.hpp);
+//  - Sync and Stats are barriers over every stream.
+// Unlike CUDA, reading a tensor that another stream has not finished producing waits for
+// it instead of reading unwritten memory; writes in place to a tensor another stream
+// reads are not ordered unless events order them (the user's job, as in CUDA).
+//
+// Memory safety: a queued command holds its tensors, so a tensor freed by the master
+// while another stream still uses it lives until that use has run.
+//
+// Errors: every command is checked before it is queued (ids unknown, reused or zero;
+// payload sizes; streams; events); a failing op marks its output failed, dependents fail
+// with a pointer to the first cause, other streams go on. An event recorded on a stream
+// after a failure carries the first failure since the stream's previous record.
+//
+// Thread safety: run(), setup(), notify(), live_tensors() and the destructor are called
+// from one dispatch thread. `emit` is called from any thread (executor threads too),
+// never with a session lock held. wait_idle() and stats() from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "dtr/tensor.hpp"
@@ -28,48 +52,47 @@ struct PayloadFrame {
   std::shared_ptr<void> owner;
 };
 
-// A reply to send: the header frame, then one frame per payload tensor's bytes.
+// A message to send: the header frame, then one frame per payload tensor's bytes.
+// peer < 0: a reply to the master; otherwise a peer message for node `peer`.
 struct Outgoing {
   std::string header;
   std::vector<local::Tensor> payloads;  // each contiguous
+  int32_t peer = -1;
+};
+
+using Emit = std::function<void(Outgoing&&)>;
+
+struct SessionOptions {
+  unsigned threads = 0;  // executor threads; 0: one per hardware thread
 };
 
 class Session {
  public:
-  Session() = default;
+  explicit Session(Emit emit, SessionOptions options = {});
+  // Drops queued commands, waits for running ones, frees everything.
+  ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Runs the commands in order. payloads[i] is frame i+1 of the message.
-  void run(const protocol::Batch& batch, std::span<const PayloadFrame> payloads,
-           std::vector<Outgoing>& replies);
+  // Checks, resolves and queues the commands in order. payloads[i] is frame i+1 of the
+  // message. Replies are emitted when their commands run.
+  void run(std::shared_ptr<const protocol::Batch> batch, std::span<const PayloadFrame> payloads);
+  // This worker's node index and the session's id (from the master's Setup).
+  void setup(uint32_t node, uint32_t nodes, uint64_t session_id);
+  // A peer's notification; false (and nothing changed) when it is not for this session.
+  bool notify(const protocol::PeerNotify& n);
 
-  size_t live_tensors() const { return table_.size(); }
+  // Waits until every stream has run what it was given or is waiting on an event.
+  bool wait_idle(std::chrono::milliseconds timeout);
+  size_t live_tensors() const;
+  size_t streams() const;
+  unsigned threads() const;
   protocol::MemoryStatsWire stats() const;
 
+  struct Impl;  // implementation (worker/session.cpp)
+
  private:
-  struct Entry {
-    local::Tensor tensor;
-    std::shared_ptr<const protocol::RemoteFailure> failure;  // set: the tensor is failed
-  };
-  using Failure = std::shared_ptr<const protocol::RemoteFailure>;
-
-  void run_op(const protocol::Command& c);
-  void put(const protocol::Command& c, std::span<const PayloadFrame> payloads);
-  void get(const protocol::Command& c, std::vector<Outgoing>& replies);
-  void free(const protocol::Command& c);
-
-  // Records a first-cause failure of `tensor` (reported at the next Sync) and returns it.
-  Failure root_failure(protocol::TensorId tensor, std::string_view op, std::string message);
-  // A failure of `tensor` caused by the failed input `input`.
-  static Failure dependent_failure(protocol::TensorId tensor, std::string_view op,
-                                   protocol::TensorId input, const protocol::RemoteFailure& cause);
-  // Checks that `id` may name a new tensor; records a failure and returns false if not.
-  bool check_new_id(protocol::TensorId id, std::string_view op);
-
-  std::unordered_map<protocol::TensorId, Entry> table_;
-  std::vector<protocol::RemoteFailure> unreported_;
-  size_t dropped_failures_ = 0;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace dtr::worker

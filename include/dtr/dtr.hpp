@@ -10,4 +10,5 @@
 #include "dtr/error.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/op_table.hpp"
+#include "dtr/stream.hpp"
 #include "dtr/tensor.hpp"

@@ -2,6 +2,7 @@
 // header (built by encoding a valid one and patching bytes) is rejected with a
 // ProtocolError whose message names the problem; no prefix of a valid batch decodes.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
@@ -127,6 +128,31 @@ void check_same_command(const Command& got, const Command& want) {
     case CmdType::Stats:
       CHECK(got.request == want.request);
       break;
+    case CmdType::CreateStream:
+    case CmdType::DestroyStream:
+      break;
+    case CmdType::Record:
+      CHECK(got.event == want.event);
+      CHECK(got.timing == want.timing);
+      break;
+    case CmdType::WaitEvent:
+    case CmdType::DestroyEvent:
+      CHECK(got.event == want.event);
+      break;
+    case CmdType::NotifyPeer:
+      CHECK(got.event == want.event);
+      CHECK(got.peer == want.peer);
+      CHECK(got.token == want.token);
+      break;
+    case CmdType::WaitRemote:
+      CHECK(got.peer == want.peer);
+      CHECK(got.token == want.token);
+      break;
+    case CmdType::EventQuery:
+    case CmdType::EventSync:
+      CHECK(got.event == want.event);
+      CHECK(got.request == want.request);
+      break;
   }
 }
 
@@ -187,6 +213,37 @@ Batch every_command() {
   cmds.push_back(simple(CmdType::Free, 21, 0));
   cmds.push_back(simple(CmdType::Sync, 0, 1002));
   cmds.push_back(simple(CmdType::Stats, 0, std::numeric_limits<uint64_t>::max()));
+
+  Command stream;
+  stream.type = CmdType::CreateStream;
+  stream.stream = 3;
+  cmds.push_back(stream);
+  stream.type = CmdType::DestroyStream;
+  cmds.push_back(stream);
+  Command ev;
+  ev.type = CmdType::Record;
+  ev.stream = 3;
+  ev.event = 0xFFFFFFFFFFull;
+  ev.timing = true;
+  cmds.push_back(ev);
+  ev.timing = false;
+  cmds.push_back(ev);
+  ev.type = CmdType::WaitEvent;
+  cmds.push_back(ev);
+  ev.type = CmdType::DestroyEvent;
+  cmds.push_back(ev);
+  ev.type = CmdType::NotifyPeer;
+  ev.peer = 4095;
+  ev.token = 77;
+  cmds.push_back(ev);
+  ev.type = CmdType::WaitRemote;
+  ev.peer = 2;
+  cmds.push_back(ev);
+  ev.type = CmdType::EventQuery;
+  ev.request = 1003;
+  cmds.push_back(ev);
+  ev.type = CmdType::EventSync;
+  cmds.push_back(ev);
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -262,6 +319,9 @@ TEST_SUITE("protocol/codec") {
     CHECK(got.devices[1].name == "NVIDIA H100");
     CHECK(got.devices[1].compute_major == 9);
     CHECK(got.devices[1].compute_minor == 0);
+    CHECK(got.peer_endpoint.empty());
+    r.peer_endpoint = "tcp://10.0.0.7:41000";
+    CHECK(decode_hello_reply(encode(r)).peer_endpoint == r.peer_endpoint);
 
     HelloReply no;
     no.reason = "busy: serving master x since y";
@@ -374,6 +434,35 @@ TEST_SUITE("protocol/codec") {
       CHECK(got.stats.peak_bytes == r.stats.peak_bytes);
       CHECK(got.stats.live_tensors == 12345);
     }
+    SUBCASE("event") {
+      Reply r;
+      r.type = ReplyType::Event;
+      r.request = 81;
+      r.done = true;
+      r.time_ns = -5;
+      Reply got = decode_reply(encode(r), 0);
+      CHECK(got.type == ReplyType::Event);
+      CHECK(got.done);
+      CHECK(got.time_ns == -5);
+      CHECK(got.failures.empty());
+      RemoteFailure f;
+      f.op = "div";
+      f.message = "bad";
+      r.failures = {f};
+      r.done = false;
+      got = decode_reply(encode(r), 0);
+      CHECK_FALSE(got.done);
+      REQUIRE(got.failures.size() == 1);
+      check_same_failure(got.failures[0], f);
+      std::string frame = encode(r);
+      for (size_t len = 0; len < frame.size(); ++len) {
+        CAPTURE(len);
+        CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
+      }
+      // done flag (after prefix, endianness tag, type and request)
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, kPrefixBytes + 1 + 1 + 8, 0, 2), 0),
+                    "done flag 2");
+    }
     SUBCASE("protocol error") {
       Reply r;
       r.type = ReplyType::ProtocolError;
@@ -383,6 +472,41 @@ TEST_SUITE("protocol/codec") {
       CHECK(got.request == 0);
       CHECK(got.message == r.message);
     }
+  }
+
+  TEST_CASE("setup and peer notifications") {
+    Setup s;
+    s.node = 2;
+    s.session = 0x1234567890ABCDEFull;
+    s.peers = {"tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "ipc:///tmp/x"};
+    std::string frame = encode(s);
+    CHECK(peek_type(frame) == MsgType::Setup);
+    Setup got = decode_setup(frame);
+    CHECK(got.node == 2);
+    CHECK(got.session == s.session);
+    CHECK(got.peers == s.peers);
+    for (size_t len = 0; len < frame.size(); ++len) {
+      CAPTURE(len);
+      CHECK_THROWS_AS(decode_setup(frame.substr(0, len)), ProtocolError);
+    }
+    s.node = 3;
+    CHECK_REJECTS(decode_setup(encode(s)), "node index 3 is not below the node count 3");
+    // A count that the bytes cannot hold allocates nothing.
+    std::string huge =
+        patched<uint32_t>(encode(Setup{0, 1, {"a"}}), kPrefixBytes + 1 + 4 + 8, 1, 0xFFFFFFFF);
+    CHECK_REJECTS(decode_setup(huge), "exceeds the limit");
+
+    PeerNotify n{s.session, 1, 99};
+    std::string pn = encode(n);
+    CHECK(peek_type(pn) == MsgType::Peer);
+    PeerNotify gn = decode_peer_notify(pn);
+    CHECK(gn.session == n.session);
+    CHECK(gn.from_node == 1);
+    CHECK(gn.token == 99);
+    for (size_t len = 0; len < pn.size(); ++len)
+      CHECK_THROWS_AS(decode_peer_notify(pn.substr(0, len)), ProtocolError);
+    CHECK_REJECTS(decode_peer_notify(pn + "x"), "left over");
+    CHECK_THROWS_AS(decode_setup(pn), ProtocolError);
   }
 
   TEST_CASE("goodbye and heartbeat") {
@@ -412,8 +536,9 @@ TEST_SUITE("protocol/codec") {
     CHECK_REJECTS(decode_batch("DTR", 0), "shorter than");
     CHECK_REJECTS(decode_batch(good.substr(0, kPrefixBytes), 0), "shorter than");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, 0, 0x44, 0x45), 0), "bad magic");
-    CHECK_REJECTS(decode_batch(patched<uint16_t>(good, 4, kVersion, 2), 0), "version 2");
-    CHECK_REJECTS(peek_type(patched<uint16_t>(good, 4, kVersion, 2)), "version 2");
+    CHECK_REJECTS(decode_batch(patched<uint16_t>(good, 4, kVersion, kVersion + 1), 0),
+                  fmt::format("version {}", kVersion + 1));
+    CHECK_REJECTS(peek_type(patched<uint16_t>(good, 4, kVersion, 1)), "version 1");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, 6, 3, 9), 0), "unknown message type 9");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, 6, 3, 0), 0), "unknown message type 0");
     CHECK_REJECTS(decode_hello(good), "expected message type 1, got 3");
@@ -423,8 +548,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 9), 0),
-                  "command 0 has unknown type 9");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 16), 0),
+                  "command 0 has unknown type 16");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),

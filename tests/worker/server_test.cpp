@@ -2,6 +2,7 @@
 // play the master (DEALERs dialing a listening worker, a ROUTER for connect mode). Every
 // wait is bounded; each test stops and joins its server and closes its sockets.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <chrono>
@@ -330,8 +331,9 @@ TEST_SUITE("worker/server") {
     CHECK(contains(c.protocol_error_for(good.substr(0, good.size() - 3)), "truncated"));
 
     std::string wrong_version = good;
-    wrong_version[4] = 2;
-    CHECK(contains(c.protocol_error_for(wrong_version), "version 2"));
+    wrong_version[4] = static_cast<char>(protocol::kVersion + 1);
+    CHECK(contains(c.protocol_error_for(wrong_version),
+                   fmt::format("version {}", protocol::kVersion + 1)));
 
     std::string unknown_type = good;
     unknown_type[6] = 42;

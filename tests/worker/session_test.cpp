@@ -2,8 +2,10 @@
 // codec, results compared with the local tensor library.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,29 @@ OpAttrs scalar(Scalar s) {
 // ---- a session with helpers that decode what it replies ----
 
 struct Harness {
+  explicit Harness(unsigned threads = 2)
+      : session([this](Outgoing&& o) { collect(std::move(o)); }, worker::SessionOptions{threads}) {}
+
+  void collect(Outgoing&& o) {
+    std::lock_guard lock(mu);
+    (o.peer < 0 ? emitted : to_peers).push_back(std::move(o));
+  }
+  std::vector<Outgoing> take() {
+    std::lock_guard lock(mu);
+    std::vector<Outgoing> out;
+    out.swap(emitted);
+    return out;
+  }
+  std::vector<Outgoing> take_peer_messages() {
+    std::lock_guard lock(mu);
+    std::vector<Outgoing> out;
+    out.swap(to_peers);
+    return out;
+  }
+
+  std::mutex mu;
+  std::vector<Outgoing> emitted;
+  std::vector<Outgoing> to_peers;
   Session session;
   // Payload frames as a receiving server has them: bytes owned by something else.
   std::vector<PayloadFrame> frames;
@@ -113,13 +138,15 @@ struct Harness {
     return static_cast<uint32_t>(frames.size());
   }
 
+  // Dispatches the commands, waits (bounded) until every stream has run what it could,
+  // and returns the replies emitted meanwhile.
   std::vector<Outgoing> run(std::vector<Command> commands) {
-    Batch b;
-    b.commands = std::move(commands);
-    std::vector<Outgoing> replies;
-    session.run(b, frames, replies);
+    auto b = std::make_shared<Batch>();
+    b->commands = std::move(commands);
+    session.run(b, frames);
     frames.clear();
-    return replies;
+    REQUIRE(session.wait_idle(std::chrono::seconds(30)));
+    return take();
   }
 
   void put_tensor(TensorId id, const Tensor& t) {

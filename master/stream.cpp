@@ -1,0 +1,303 @@
+// Streams, events and the per-thread current stream of each node.
+#include "dtr/stream.hpp"
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "master/session.hpp"
+
+namespace dtr {
+
+using detail::MasterSession;
+using protocol::CmdType;
+using protocol::Command;
+
+namespace detail {
+
+struct StreamHandle {
+  std::shared_ptr<MasterSession> session;
+  int node = 0;
+  int device = -1;
+  uint32_t id = 0;  // 0: the node's default stream
+  ~StreamHandle() {
+    if (id == 0 || !session || session->closed()) return;
+    Command c;
+    c.type = CmdType::DestroyStream;
+    c.stream = id;
+    session->enqueue(node, c);
+  }
+};
+
+struct EventHandle {
+  bool timing = false;
+  std::mutex mu;  // guards the fields below (set by the first record)
+  std::shared_ptr<MasterSession> session;
+  uint64_t id = 0;
+  int node = -1;
+  ~EventHandle() {
+    if (!session || session->closed()) return;
+    Command c;
+    c.type = CmdType::DestroyEvent;
+    c.event = id;
+    session->enqueue(node, c);
+  }
+};
+
+namespace {
+// This thread's current streams, by node, for one session (a handle keeps it alive, so
+// the pointer cannot be reused by a later session while it is compared against).
+struct CurrentStreams {
+  const MasterSession* session = nullptr;
+  std::vector<std::shared_ptr<StreamHandle>> by_node;
+};
+thread_local CurrentStreams t_current;
+}  // namespace
+
+uint32_t current_stream_id(const MasterSession& s, int node) {
+  if (t_current.session != &s) return 0;
+  auto n = static_cast<size_t>(node);
+  if (n >= t_current.by_node.size() || !t_current.by_node[n]) return 0;
+  return t_current.by_node[n]->id;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::shared_ptr<detail::StreamHandle> default_handle(std::shared_ptr<MasterSession> s, int node) {
+  auto h = std::make_shared<detail::StreamHandle>();
+  h->session = std::move(s);
+  h->node = node;
+  h->device = current_device();
+  return h;
+}
+
+int resolve_node(std::string_view what, const MasterSession& s, int node) {
+  int n = node < 0 ? current_node() : node;
+  detail::check_node(what, s, n);
+  return n;
+}
+
+// The event's node and id, or nullopt when it was never recorded.
+struct Recorded {
+  std::shared_ptr<MasterSession> session;
+  int node;
+  uint64_t id;
+};
+std::optional<Recorded> recorded_state(detail::EventHandle& e) {
+  std::lock_guard lock(e.mu);
+  if (!e.session) return std::nullopt;
+  return Recorded{e.session, e.node, e.id};
+}
+
+protocol::Reply event_request(const Recorded& r, CmdType type) {
+  Command c;
+  c.type = type;
+  c.event = r.id;
+  detail::ReplyMessage m = r.session->request(r.node, c);
+  if (m.reply.type != protocol::ReplyType::Event)
+    throw ProtocolError(fmt::format("node {} answered an event request with reply type {}", r.node,
+                                    static_cast<int>(m.reply.type)));
+  return std::move(m.reply);
+}
+
+}  // namespace
+
+// ---- Stream ----
+
+Stream Stream::create(int node) {
+  auto s = detail::current_session("Stream::create");
+  int n = resolve_node("Stream::create", *s, node);
+  auto h = std::make_shared<detail::StreamHandle>();
+  h->session = s;
+  h->node = n;
+  h->device = current_device();
+  h->id = s->new_stream_id();
+  Command c;
+  c.type = CmdType::CreateStream;
+  c.stream = h->id;
+  s->enqueue(n, c);
+  return Stream(std::move(h));
+}
+
+const detail::StreamHandle& Stream::handle(std::string_view what) const {
+  if (!handle_) throw InvalidArgument(fmt::format("{}: called on an undefined stream", what));
+  return *handle_;
+}
+
+int Stream::node() const {
+  return handle("Stream::node").node;
+}
+int Stream::device() const {
+  return handle("Stream::device").device;
+}
+uint32_t Stream::id() const {
+  return handle("Stream::id").id;
+}
+
+bool Stream::operator==(const Stream& other) const {
+  if (!handle_ || !other.handle_) return handle_ == other.handle_;
+  return handle_->session == other.handle_->session && handle_->node == other.handle_->node &&
+         handle_->id == other.handle_->id;
+}
+
+void Stream::wait(const Event& e) const {
+  const detail::StreamHandle& h = handle("Stream::wait");
+  std::optional<Recorded> r = recorded_state(*e.handle_);
+  if (!r) return;  // never recorded: nothing to wait for
+  if (r->session != h.session)
+    throw InvalidArgument("Stream::wait: the event was recorded in another master-worker session");
+  if (r->node == h.node) {
+    Command c;
+    c.type = CmdType::WaitEvent;
+    c.stream = h.id;
+    c.event = r->id;
+    h.session->enqueue(h.node, c);
+    return;
+  }
+  // Across nodes: the event's node tells this stream's node directly.
+  uint64_t token = h.session->new_id();
+  Command notify;
+  notify.type = CmdType::NotifyPeer;
+  notify.event = r->id;
+  notify.peer = static_cast<uint32_t>(h.node);
+  notify.token = token;
+  h.session->enqueue(r->node, notify);
+  Command wait;
+  wait.type = CmdType::WaitRemote;
+  wait.stream = h.id;
+  wait.peer = static_cast<uint32_t>(r->node);
+  wait.token = token;
+  h.session->enqueue(h.node, wait);
+}
+
+Event Stream::record_event(bool enable_timing) const {
+  Event e(enable_timing);
+  e.record(*this);
+  return e;
+}
+
+bool Stream::query() const {
+  return record_event().query();
+}
+
+void Stream::synchronize() const {
+  record_event().synchronize();
+}
+
+// ---- Event ----
+
+Event::Event(bool enable_timing) : handle_(std::make_shared<detail::EventHandle>()) {
+  handle_->timing = enable_timing;
+}
+
+void Event::record() {
+  record(current_stream());
+}
+
+void Event::record(const Stream& s) {
+  const detail::StreamHandle& h = s.handle("Event::record");
+  detail::EventHandle& e = *handle_;
+  std::lock_guard lock(e.mu);
+  if (!e.session) {
+    e.session = h.session;
+    e.node = h.node;
+    e.id = h.session->new_id();
+  } else if (e.session != h.session) {
+    throw InvalidArgument("Event::record: the event belongs to another master-worker session");
+  } else if (e.node != h.node) {
+    throw InvalidArgument(
+        fmt::format("Event::record: the event belongs to node {} (its first record) and cannot be "
+                    "recorded on node {}; use one event per node",
+                    e.node, h.node));
+  }
+  Command c;
+  c.type = CmdType::Record;
+  c.stream = h.id;
+  c.event = e.id;
+  c.timing = e.timing;
+  h.session->enqueue(h.node, c);
+}
+
+bool Event::recorded() const {
+  return recorded_state(*handle_).has_value();
+}
+
+int Event::node() const {
+  std::optional<Recorded> r = recorded_state(*handle_);
+  return r ? r->node : -1;
+}
+
+bool Event::query() const {
+  std::optional<Recorded> r = recorded_state(*handle_);
+  if (!r) return true;
+  protocol::Reply reply = event_request(*r, CmdType::EventQuery);
+  if (!reply.failures.empty()) throw detail::remote_error(r->node, reply.failures[0]);
+  return reply.done;
+}
+
+void Event::synchronize() const {
+  std::optional<Recorded> r = recorded_state(*handle_);
+  if (!r) return;
+  protocol::Reply reply = event_request(*r, CmdType::EventSync);
+  if (!reply.failures.empty()) throw detail::remote_error(r->node, reply.failures[0]);
+}
+
+double Event::elapsed_time(const Event& end) const {
+  if (!handle_->timing || !end.handle_->timing)
+    throw InvalidArgument("Event::elapsed_time: both events must be created with enable_timing");
+  std::optional<Recorded> a = recorded_state(*handle_);
+  std::optional<Recorded> b = recorded_state(*end.handle_);
+  if (!a || !b)
+    throw InvalidArgument(
+        fmt::format("Event::elapsed_time: the {} event was never recorded", a ? "end" : "start"));
+  if (a->node != b->node)
+    throw InvalidArgument(
+        fmt::format("Event::elapsed_time: the events live on nodes {} and {}; node clocks are "
+                    "not comparable",
+                    a->node, b->node));
+  // Failures are for synchronize(); a failed stream still has record times.
+  protocol::Reply ra = event_request(*a, CmdType::EventSync);
+  protocol::Reply rb = event_request(*b, CmdType::EventSync);
+  return static_cast<double>(rb.time_ns - ra.time_ns) / 1e6;
+}
+
+// ---- current streams ----
+
+Stream current_stream(int node) {
+  auto s = detail::current_session("current_stream");
+  int n = resolve_node("current_stream", *s, node);
+  detail::CurrentStreams& cur = detail::t_current;
+  if (cur.session == s.get() && static_cast<size_t>(n) < cur.by_node.size() && cur.by_node[n])
+    return Stream(cur.by_node[n]);
+  return Stream(default_handle(std::move(s), n));
+}
+
+Stream default_stream(int node) {
+  auto s = detail::current_session("default_stream");
+  int n = resolve_node("default_stream", *s, node);
+  return Stream(default_handle(std::move(s), n));
+}
+
+void set_stream(const Stream& s) {
+  const detail::StreamHandle& h = s.handle("set_stream");
+  detail::CurrentStreams& cur = detail::t_current;
+  if (cur.session != h.session.get()) {
+    cur.by_node.clear();
+    cur.session = h.session.get();
+  }
+  if (static_cast<size_t>(h.node) >= cur.by_node.size()) cur.by_node.resize(h.node + 1);
+  cur.by_node[h.node] = s.handle_;
+}
+
+stream_guard::stream_guard(const Stream& s)
+    : previous_stream_(current_stream(s.node())), node_(s.node()), device_(s.device()) {
+  set_stream(s);
+}
+
+stream_guard::~stream_guard() {
+  set_stream(previous_stream_);
+}
+
+}  // namespace dtr
