@@ -1,0 +1,260 @@
+// pg_sgd: distributed synchronous SGD, as in the torch.distributed tutorial, on dtr's local
+// tensors with a hand-written backward pass.
+//
+//   dtr-exec -n 4 ./pg_sgd [--epochs N] [--fractions 0.4,0.3,0.2,0.1]
+//
+// The data: a regression problem made in the program. Every rank draws the same 4096
+// samples from a seeded generator: x ~ N(0, 1)^8 and y = tanh(x A) B + noise, with a fixed
+// random "teacher" (A, B).
+//
+// The partition (the tutorial's DataPartitioner): the sample indices are shuffled with a
+// seeded Fisher-Yates shuffle (the same permutation on every rank) and cut into pieces of
+// the given fractions of the data set (default: 1/world size each); rank r trains on
+// piece r only.
+//
+// The model: a two-layer MLP, 8 -> 32 (tanh) -> 1, trained on the mean squared error.
+// Each rank starts from its own random parameters; a broadcast from rank 0 makes them equal
+// before training. Each step every rank takes its next local batch (its fraction of the
+// global batch of 64), computes the loss and the gradients by hand, packs the gradients
+// into one flat buffer (a "bucket"), weights them by its share of the global batch and
+// all_reduces the bucket (SUM): every rank gets the same global-batch gradient, bit for
+// bit, applies the same update, and so the ranks' parameters never diverge.
+//
+// Printed: each rank's mean loss per epoch (it falls), and at the end an FNV-1a hash of the
+// parameters' bytes, which is the same on every rank.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <dtr/generator.hpp>
+#include <dtr/process_group.hpp>
+#include <dtr/tensor.hpp>
+
+namespace {
+
+using dtr::local::Tensor;
+
+constexpr int64_t kSamples = 4096;
+constexpr int64_t kInputs = 8;
+constexpr int64_t kHidden = 32;
+constexpr int64_t kTeacherHidden = 16;
+constexpr int64_t kGlobalBatch = 64;
+constexpr float kLearningRate = 0.1f;
+constexpr uint64_t kDataSeed = 1234;
+constexpr uint64_t kShuffleSeed = 1234;
+
+struct Dataset {
+  Tensor x;  // (n, kInputs)
+  Tensor y;  // (n, 1)
+};
+
+// The full data set, identical on every rank.
+Dataset make_dataset() {
+  dtr::Generator gen(kDataSeed);
+  Tensor a = dtr::local::randn({kInputs, kTeacherHidden}, gen) * 0.5f;
+  Tensor b = dtr::local::randn({kTeacherHidden, 1}, gen);
+  Tensor x = dtr::local::randn({kSamples, kInputs}, gen);
+  Tensor noise = dtr::local::randn({kSamples, 1}, gen) * 0.05f;
+  Tensor y = x.matmul(a).tanh().matmul(b) + noise;
+  return {x, y.contiguous()};
+}
+
+// The tutorial's DataPartitioner: a seeded shuffle of the indices, cut into pieces of the
+// given fractions of the data.
+class DataPartitioner {
+ public:
+  DataPartitioner(int64_t n, const std::vector<double>& fractions, uint64_t seed) {
+    std::vector<int64_t> indices(static_cast<std::size_t>(n));
+    std::iota(indices.begin(), indices.end(), 0);
+    // Fisher-Yates with std::mt19937_64, whose output the standard fixes (unlike
+    // std::shuffle's), so every rank and every platform gets the same permutation.
+    std::mt19937_64 rng(seed);
+    for (int64_t i = n - 1; i > 0; --i)
+      std::swap(indices[static_cast<std::size_t>(i)],
+                indices[static_cast<std::size_t>(rng() % static_cast<uint64_t>(i + 1))]);
+    std::size_t start = 0;
+    for (double f : fractions) {
+      auto len = static_cast<std::size_t>(f * static_cast<double>(n));
+      len = std::min(len, indices.size() - start);
+      partitions_.emplace_back(indices.begin() + static_cast<std::ptrdiff_t>(start),
+                               indices.begin() + static_cast<std::ptrdiff_t>(start + len));
+      start += len;
+    }
+  }
+  // The rows of `data` in partition `i`, copied into new tensors.
+  Dataset use(std::size_t i, const Dataset& data) const {
+    const auto& idx = partitions_.at(i);
+    auto rows = static_cast<int64_t>(idx.size());
+    Tensor x = dtr::local::empty({rows, kInputs});
+    Tensor y = dtr::local::empty({rows, 1});
+    const float* sx = data.x.data<float>();
+    const float* sy = data.y.data<float>();
+    float* dx = x.data<float>();
+    float* dy = y.data<float>();
+    for (std::size_t r = 0; r < idx.size(); ++r) {
+      std::memcpy(dx + r * kInputs, sx + idx[r] * kInputs, kInputs * sizeof(float));
+      dy[r] = sy[idx[r]];
+    }
+    return {x, y};
+  }
+
+ private:
+  std::vector<std::vector<int64_t>> partitions_;
+};
+
+struct Model {
+  Tensor w1, b1, w2, b2;
+  std::vector<Tensor*> params() { return {&w1, &b1, &w2, &b2}; }
+};
+
+// Parameters drawn from `seed` (scaled like torch's default init, 1/sqrt(fan_in)).
+Model init_model(uint64_t seed) {
+  dtr::Generator gen(seed);
+  Model m;
+  float s1 = 1.0f / std::sqrt(static_cast<float>(kInputs));
+  float s2 = 1.0f / std::sqrt(static_cast<float>(kHidden));
+  m.w1 = dtr::local::rand({kInputs, kHidden}, gen) * (2 * s1) - s1;
+  m.b1 = dtr::local::rand({kHidden}, gen) * (2 * s1) - s1;
+  m.w2 = dtr::local::rand({kHidden, 1}, gen) * (2 * s2) - s2;
+  m.b2 = dtr::local::rand({1}, gen) * (2 * s2) - s2;
+  return m;
+}
+
+struct Gradients {
+  Tensor w1, b1, w2, b2;
+  float loss = 0;
+};
+
+// Forward and backward of the MSE loss on one batch.
+Gradients forward_backward(const Model& m, const Tensor& x, const Tensor& y) {
+  const auto batch = static_cast<float>(x.shape()[0]);
+  Tensor h = (x.matmul(m.w1) + m.b1).tanh();  // (B, hidden)
+  Tensor p = h.matmul(m.w2) + m.b2;           // (B, 1)
+  Tensor err = p - y;
+  Gradients g;
+  g.loss = (err * err).mean().item<float>();
+  Tensor dp = err * (2.0f / batch);                  // dL/dp
+  g.w2 = h.t().matmul(dp);                           // (hidden, 1)
+  g.b2 = dp.sum(0);                                  // (1)
+  Tensor dz = dp.matmul(m.w2.t()) * (1.0f - h * h);  // through tanh
+  g.w1 = x.t().matmul(dz);                           // (in, hidden)
+  g.b1 = dz.sum(0);                                  // (hidden)
+  return g;
+}
+
+uint64_t fnv1a(const std::vector<Tensor*>& tensors) {
+  uint64_t h = 1469598103934665603ull;
+  for (const Tensor* t : tensors) {
+    Tensor c = t->contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(c.raw_data());
+    std::size_t n = static_cast<std::size_t>(c.numel()) * sizeof(float);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+std::vector<double> parse_fractions(const std::string& s) {
+  std::vector<double> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stod(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int epochs = 10;
+  std::string fractions_arg;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--epochs" && i + 1 < argc) {
+      epochs = std::stoi(argv[++i]);
+    } else if (a == "--fractions" && i + 1 < argc) {
+      fractions_arg = argv[++i];
+    } else {
+      std::cerr << "usage: pg_sgd [--epochs N] [--fractions F0,F1,...]\n";
+      return 2;
+    }
+  }
+
+  try {
+    dtr::init_process_group();  // env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    const int rank = dtr::get_rank();
+    const int size = dtr::get_world_size();
+    std::vector<double> fractions =
+        fractions_arg.empty() ? std::vector<double>(static_cast<std::size_t>(size), 1.0 / size)
+                              : parse_fractions(fractions_arg);
+    if (static_cast<int>(fractions.size()) != size)
+      throw dtr::InvalidArgument("--fractions needs one fraction per rank");
+
+    // Local batch sizes follow the fractions; all ranks take the same number of steps.
+    std::vector<int64_t> batch(fractions.size());
+    int64_t steps = INT64_MAX, batch_total = 0;
+    for (std::size_t r = 0; r < fractions.size(); ++r) {
+      batch[r] = std::max<int64_t>(1, std::llround(fractions[r] * kGlobalBatch));
+      auto rows = static_cast<int64_t>(fractions[r] * kSamples);
+      steps = std::min(steps, rows / batch[r]);
+      batch_total += batch[r];
+    }
+    const int64_t my_batch = batch[static_cast<std::size_t>(rank)];
+    const float weight = static_cast<float>(my_batch) / static_cast<float>(batch_total);
+
+    Dataset all = make_dataset();
+    Dataset mine =
+        DataPartitioner(kSamples, fractions, kShuffleSeed).use(static_cast<std::size_t>(rank), all);
+    std::cout << "rank " << rank << ": " << mine.x.shape()[0] << " samples, batch " << my_batch
+              << ", " << steps << " steps per epoch\n";
+
+    // Different starting points on purpose; rank 0's parameters win.
+    Model model = init_model(100 + static_cast<uint64_t>(rank));
+    for (Tensor* p : model.params()) dtr::broadcast(*p, 0);
+
+    // The bucket: every gradient in one flat buffer, reduced with one all_reduce.
+    int64_t bucket_size = 0;
+    for (Tensor* p : model.params()) bucket_size += p->numel();
+    Tensor bucket = dtr::local::empty({bucket_size});
+
+    for (int epoch = 0; epoch < epochs; ++epoch) {
+      double epoch_loss = 0;
+      for (int64_t step = 0; step < steps; ++step) {
+        Tensor x = mine.x.slice(0, step * my_batch, (step + 1) * my_batch);
+        Tensor y = mine.y.slice(0, step * my_batch, (step + 1) * my_batch);
+        Gradients g = forward_backward(model, x, y);
+        epoch_loss += g.loss;
+
+        std::vector<Tensor*> grads = {&g.w1, &g.b1, &g.w2, &g.b2};
+        int64_t off = 0;
+        for (Tensor* gr : grads) {
+          bucket.slice(0, off, off + gr->numel()).view(gr->shape()).copy_(*gr * weight);
+          off += gr->numel();
+        }
+        dtr::all_reduce(bucket, dtr::ReduceOp::Sum);
+        off = 0;
+        auto params = model.params();
+        for (std::size_t k = 0; k < params.size(); ++k) {
+          Tensor avg = bucket.slice(0, off, off + params[k]->numel()).view(params[k]->shape());
+          params[k]->sub_(avg * kLearningRate);
+          off += params[k]->numel();
+        }
+      }
+      std::cout << "rank " << rank << " epoch " << epoch << " loss " << std::fixed
+                << std::setprecision(6) << epoch_loss / static_cast<double>(steps) << "\n";
+    }
+
+    std::ostringstream hash;
+    hash << std::hex << std::setw(16) << std::setfill('0') << fnv1a(model.params());
+    std::cout << "rank " << rank << " parameters fnv1a64 " << hash.str() << "\n";
+    dtr::destroy_process_group();
+  } catch (const std::exception& e) {
+    std::cerr << "pg_sgd: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
