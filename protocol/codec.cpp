@@ -578,7 +578,7 @@ Batch decode_batch(std::string_view frame, size_t payload_frames) {
     if (payload_frames > kMaxPayloadFrames)
       r.fail("{} payload frames exceed the limit {}", payload_frames, kMaxPayloadFrames);
     Batch b;
-    size_t n = r.count("commands", kMaxCommandsPerBatch, 6, r.get<uint32_t>());
+    size_t n = r.count("commands", kMaxCommandsPerBatch, 5, r.get<uint32_t>());
     // A decoded command is tens of times bigger than its bytes: reserve for a small batch
     // up front and let a big one grow as its commands actually decode.
     b.commands.reserve(std::min<size_t>(n, 1024));

@@ -229,6 +229,8 @@ struct Session::Impl {
   void reply_event(uint64_t request, bool done, int64_t time_ns, const Failure& failure);
   void reply_failure(const Command& c, RemoteFailure f);
   void prune_retired();
+  // Nothing queued, staged or running on `s` (dispatch thread).
+  bool idle_now(const StreamPtr& s);
 
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t);
@@ -490,6 +492,13 @@ void Session::Impl::reply_event(uint64_t request, bool done, int64_t time_ns,
   emit(Outgoing{protocol::encode(r), {}, -1});
 }
 
+bool Session::Impl::idle_now(const StreamPtr& s) {
+  for (auto& [stream, tasks] : staged)
+    if (stream == s) return false;
+  std::lock_guard lock(s->mu);
+  return s->state == Stream::State::Idle && s->queue.empty();
+}
+
 void Session::Impl::prune_retired() {
   std::erase_if(retired, [](const StreamPtr& s) { return s->idle(); });
 }
@@ -716,6 +725,12 @@ void Session::Impl::dispatch(const std::shared_ptr<const protocol::Batch>& batch
       t.kind = Task::Kind::Record;
       t.event = it->second;
       t.target = ++t.event->issued;
+      // On an idle stream the record is done at once (so that a query right after it sees
+      // an idle stream as done). Only this thread makes an idle stream run.
+      if (idle_now(stream)) {
+        run_record(*stream, t);
+        return;
+      }
       break;
     }
     case CmdType::WaitEvent: {

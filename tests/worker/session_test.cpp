@@ -473,4 +473,180 @@ TEST_SUITE("worker/session") {
     CHECK(h.stats().live_tensors == 1);
     check_equal<float>(h.value(1), iota({2}));
   }
+
+  // ---- streams and events ----
+
+  TEST_CASE("stream and event bookkeeping errors are failures naming the stream or event") {
+    Harness h;
+    auto on = [](Command c, uint32_t stream) {
+      c.stream = stream;
+      return c;
+    };
+    Command create;
+    create.type = CmdType::CreateStream;
+    Command destroy;
+    destroy.type = CmdType::DestroyStream;
+    Command wait;
+    wait.type = CmdType::WaitEvent;
+    wait.event = 12;
+    Command notify;
+    notify.type = CmdType::NotifyPeer;
+    notify.event = 1;
+    notify.peer = 1;
+    Command record;
+    record.type = CmdType::Record;
+    record.event = 0;
+    h.run({on(create, 0), on(create, 4), on(create, 4), on(destroy, 0), on(destroy, 9), wait,
+           notify, record});
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 7);
+    CHECK(contains(f[0].message, "stream 0 already exists"));
+    CHECK(contains(f[1].message, "stream 4 already exists"));
+    CHECK(contains(f[2].message, "default stream (0) cannot be destroyed"));
+    CHECK(contains(f[3].message, "stream 9 does not exist"));
+    CHECK(contains(f[4].message, "event 12 was never recorded"));
+    CHECK(contains(f[5].message, "no peer table"));
+    CHECK(contains(f[6].message, "event id 0 is not a valid id"));
+    // A query of an unknown event is answered with the failure.
+    Command query;
+    query.type = CmdType::EventQuery;
+    query.event = 77;
+    query.request = 5;
+    std::vector<Outgoing> out = h.run({query});
+    REQUIRE(out.size() == 1);
+    Reply r = protocol::decode_reply(out[0].header, 0);
+    CHECK(r.type == ReplyType::Event);
+    CHECK(r.request == 5);
+    REQUIRE(r.failures.size() == 1);
+    CHECK(contains(r.failures[0].message, "event 77 was never recorded"));
+    CHECK(h.session.streams() == 2);
+  }
+
+  TEST_CASE("a wait orders a stream after another stream's record") {
+    Harness h(2);
+    h.put_tensor(1, iota({64, 64}));
+    Command create;
+    create.type = CmdType::CreateStream;
+    create.stream = 1;
+    Command create2 = create;
+    create2.stream = 2;
+    h.run({create, create2, op(OpId::full, 2, {}, scalar(0.0))});
+    for (int rep = 0; rep < 20; ++rep) {
+      // stream 1: slow matmuls, then 2 += sum; record event 5. stream 2: wait, 3 = 2 * 1.
+      std::vector<Command> cmds;
+      TensorId id = 100;
+      for (int i = 0; i < 4; ++i) {
+        Command m = op(OpId::matmul, id, {1, 1});
+        m.stream = 1;
+        cmds.push_back(m);
+        ++id;
+      }
+      Command s = op(OpId::sum, 50, {id - 1}, ints({}));
+      s.stream = 1;
+      Command add = inplace(OpId::add, 2, {50});
+      add.stream = 1;
+      Command rec;
+      rec.type = CmdType::Record;
+      rec.stream = 1;
+      rec.event = 5;
+      Command w;
+      w.type = CmdType::WaitEvent;
+      w.stream = 2;
+      w.event = 5;
+      Command copy = op(OpId::mul, 60, {2}, scalar(1.0));
+      copy.stream = 2;
+      cmds.insert(cmds.end(), {s, add, rec, w, copy});
+      for (TensorId t = 100; t < id; ++t) cmds.push_back(free_cmd(t));
+      h.run(cmds);
+      Tensor got = h.value(60);
+      h.run({free_cmd(50), free_cmd(60)});
+      Tensor a = iota({64, 64});
+      double one = a.matmul(a).sum().item().to<double>();
+      CHECK(got.item().to<double>() == doctest::Approx(one * (rep + 1)).epsilon(1e-5));
+    }
+    CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("cross-node waits: the notification may come before or after the wait") {
+    Harness h;
+    h.session.setup(1, 3, 0xABC);
+    h.put_tensor(1, iota({4}));
+    // Notification first (a fast peer), then the wait: the stream does not block.
+    CHECK(h.session.notify(protocol::PeerNotify{0xABC, 0, 41}));
+    Command w;
+    w.type = CmdType::WaitRemote;
+    w.peer = 0;
+    w.token = 41;
+    h.run({w, op(OpId::neg, 2, {1})});
+    check_equal<float>(h.value(2), iota({4}).neg());
+    // Wait first: the stream parks, later commands wait, then the notification frees it.
+    w.token = 42;
+    h.run({w, op(OpId::neg, 3, {2})});
+    Command g = get(3, 9);
+    CHECK(h.run({g}).empty());  // behind the wait on the same stream
+    CHECK(h.session.notify(protocol::PeerNotify{0xABC, 2, 42}));
+    REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
+    std::vector<Outgoing> out = h.take();
+    REQUIRE(out.size() == 1);
+    CHECK(protocol::decode_reply(out[0].header, 1).request == 9);
+    // Strangers are turned away: another session, an unknown node.
+    CHECK_FALSE(h.session.notify(protocol::PeerNotify{0xABD, 0, 43}));
+    CHECK_FALSE(h.session.notify(protocol::PeerNotify{0xABC, 3, 43}));
+    // Waits naming a node that is not a peer fail.
+    w.peer = 1;  // this node
+    w.token = 44;
+    w.stream = 0;
+    h.run({w});
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 1);
+    CHECK(contains(f[0].message, "node 1 is not a peer of node 1"));
+  }
+
+  TEST_CASE("NotifyPeer sends the notification when the record has run, not before") {
+    Harness h;
+    h.session.setup(0, 2, 7);
+    Command rec;
+    rec.type = CmdType::Record;
+    rec.event = 3;
+    Command notify;
+    notify.type = CmdType::NotifyPeer;
+    notify.event = 3;
+    notify.peer = 1;
+    notify.token = 99;
+    // The record is behind a cross-node wait of its own, so it cannot have run.
+    Command w;
+    w.type = CmdType::WaitRemote;
+    w.peer = 1;
+    w.token = 5;
+    h.run({w, rec, notify});
+    CHECK(h.take_peer_messages().empty());
+    CHECK(h.session.notify(protocol::PeerNotify{7, 1, 5}));
+    REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
+    std::vector<Outgoing> sent = h.take_peer_messages();
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].peer == 1);
+    protocol::PeerNotify n = protocol::decode_peer_notify(sent[0].header);
+    CHECK(n.session == 7);
+    CHECK(n.from_node == 0);
+    CHECK(n.token == 99);
+    // Once recorded, a new NotifyPeer is answered at once.
+    notify.token = 100;
+    h.run({notify});
+    sent = h.take_peer_messages();
+    REQUIRE(sent.size() == 1);
+    CHECK(protocol::decode_peer_notify(sent[0].header).token == 100);
+  }
+
+  TEST_CASE("a session with parked streams and queued work ends cleanly") {
+    Harness h;
+    h.session.setup(0, 2, 1);
+    Command w;
+    w.type = CmdType::WaitRemote;
+    w.peer = 1;
+    w.token = 1;
+    h.put_tensor(1, iota({8}));
+    h.run({w, op(OpId::neg, 2, {1}), get(2, 3)});
+    CHECK(h.take().empty());
+    // ~Harness destroys the session with the stream parked forever: no hang, no leak.
+  }
 }
