@@ -74,6 +74,7 @@
 #include <zmq.hpp>
 
 #include "dtr/distributed.hpp"
+#include "dtr/stream.hpp"
 #include "dtr/tensor.hpp"
 #include "protocol/transport.hpp"
 
@@ -913,6 +914,69 @@ void bench_compute(pid_t worker, bool quick, Report& rep) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 6. Streams: two independent chains of matmuls on one stream, then on two streams of the
+// same node. With two cores the two streams should take about half the time.
+
+void bench_streams(bool quick, Report& rep) {
+  const int64_t n = 384;
+  const int chain = quick ? 4 : 8;
+  const int reps = quick ? 3 : 10;
+  std::printf(
+      "\n[6] streams: two independent chains of %d matmuls %lldx%lld float32, on one stream vs "
+      "on two streams of one node (until both are done); %d reps interleaved\n",
+      chain, static_cast<long long>(n), static_cast<long long>(n), reps);
+  dtr::Generator g(3);
+  dtr::DistributedTensor a = dtr::rand({n, n}, g), b = dtr::rand({n, n}, g);
+  dtr::Stream s1 = dtr::Stream::create(), s2 = dtr::Stream::create();
+  dtr::synchronize();
+  dtr::DistributedTensor ra, rb;
+  auto work = [&](const dtr::Stream& sa, const dtr::Stream& sb) {
+    {
+      dtr::stream_guard on(sa);
+      for (int i = 0; i < chain; ++i) ra = a.matmul(a);
+    }
+    {
+      dtr::stream_guard on(sb);
+      for (int i = 0; i < chain; ++i) rb = b.matmul(b);
+    }
+    sa.synchronize();
+    sb.synchronize();
+  };
+  std::vector<Contestant> cs;
+  cs.push_back({"one_stream", [&] { work(s1, s1); }, {}, {}, {}});
+  cs.push_back({"two_streams", [&] { work(s1, s2); }, {}, {}, {}});
+  run_interleaved(cs, 1, reps);
+  {
+    Tensor al = a.to_local(), bl = b.to_local();
+    rep.check(std::memcmp(ra.to_local().raw_data(), al.matmul(al).raw_data(), n * n * 4) == 0 &&
+                  std::memcmp(rb.to_local().raw_data(), bl.matmul(bl).raw_data(), n * n * 4) == 0,
+              "both chains' results equal the local matmuls");
+  }
+  std::printf("  %-12s %10s %10s %10s\n", "impl", "median_ms", "p10_ms", "p90_ms");
+  for (const Contestant& x : cs) {
+    std::printf("  %-12s %10.3f %10.3f %10.3f\n", x.impl.c_str(), median(x.s) * 1e3,
+                percentile(x.s, 0.1) * 1e3, percentile(x.s, 0.9) * 1e3);
+    rep.results.push_back(
+        fmt("RESULT {\"bench\":\"streams_2x%d_matmul_%lld\",\"impl\":\"%s\",\"reps\":%d,"
+            "\"median_ms\":%.3f,\"p10_ms\":%.3f,\"p90_ms\":%.3f}",
+            chain, static_cast<long long>(n), x.impl.c_str(), reps, median(x.s) * 1e3,
+            percentile(x.s, 0.1) * 1e3, percentile(x.s, 0.9) * 1e3));
+  }
+  double ratio = median(cs[1].s) / median(cs[0].s);
+  std::vector<double> paired;
+  for (size_t i = 0; i < cs[0].s.size(); ++i) paired.push_back(cs[1].s[i] / cs[0].s[i]);
+  std::printf("  ratio two/one streams time = %.3f (paired median %.3f; ideal 0.5 on 2 cores)\n",
+              ratio, median(paired));
+  rep.results.push_back(
+      fmt("RESULT {\"bench\":\"streams\",\"impl\":\"two_vs_one\",\"ratio\":%.4f,"
+          "\"paired_ratio\":%.4f,\"goal\":\"about 0.5\",\"met\":%s}",
+          ratio, median(paired), ratio <= 0.6 ? "true" : "false"));
+  rep.goals.push_back({"streams 2 chains", "two streams vs one",
+                       fmt("%.1f ms", median(cs[1].s) * 1e3), fmt("%.1f ms", median(cs[0].s) * 1e3),
+                       "<= 0.6", ratio, ratio <= 0.6});
+}
+
+// ---------------------------------------------------------------------------------------
 // 5. Memory per live tensor, on fresh workers (one per mode), before the main session.
 
 void start_session(const WorkerDaemon& worker) {
@@ -995,8 +1059,8 @@ void bench_memory(bool quick, Report& rep) {
 int parse_only(const char* value) {
   char* end = nullptr;
   long v = value ? std::strtol(value, &end, 10) : 0;
-  if (!value || *end != '\0' || v < 1 || v > 5) {
-    std::fprintf(stderr, "--only needs a benchmark number 1..5\n");
+  if (!value || *end != '\0' || v < 1 || v > 6) {
+    std::fprintf(stderr, "--only needs a benchmark number 1..6\n");
     std::exit(2);
   }
   return static_cast<int>(v);
@@ -1016,7 +1080,7 @@ int main(int argc, char** argv) {
     } else if (arg == "-h" || arg == "--help") {
       std::printf(
           "usage: %s [--quick] [--only N]   (N: 1 dispatch, 2 roundtrip, 3 transfer, "
-          "4 compute, 5 memory)\n",
+          "4 compute, 5 memory, 6 streams)\n",
           argv[0]);
       return 0;
     } else {
@@ -1058,6 +1122,7 @@ int main(int argc, char** argv) {
       if (want(2)) bench_roundtrip(raw, quick, rep);
       if (want(3)) bench_transfer(raw, worker.pid(), bulk.pid(), quick, rep);
       if (want(4)) bench_compute(worker.pid(), quick, rep);
+      if (want(6)) bench_streams(quick, rep);
     }
 
     std::printf("\n%-20s %-26s %-16s %-18s %-8s %8s  %s\n", "bench", "measure", "dtr", "baseline",

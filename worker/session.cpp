@@ -693,6 +693,7 @@ void Session::Impl::dispatch(const std::shared_ptr<const protocol::Batch>& batch
   if (c.type == CmdType::RunOp) return dispatch_op(batch, c, stream);
   Task t;
   t.cmd = &c;
+  t.batch = batch;
   switch (c.type) {
     case CmdType::Get: {
       auto it = table.find(c.inputs[0]);
