@@ -917,7 +917,7 @@ void bench_compute(pid_t worker, bool quick, Report& rep) {
 // 6. Streams: two independent chains of matmuls on one stream, then on two streams of the
 // same node. With two cores the two streams should take about half the time.
 
-void bench_streams(bool quick, Report& rep) {
+void bench_streams(pid_t worker, bool quick, Report& rep) {
   const int64_t n = 384;
   const int chain = quick ? 4 : 8;
   const int reps = quick ? 3 : 10;
@@ -942,20 +942,36 @@ void bench_streams(bool quick, Report& rep) {
     sa.synchronize();
     sb.synchronize();
   };
+  // The worker's CPU seconds per rep: two busy streams should use two cores.
+  double cpu0 = 0;
+  std::vector<double> cpu_one, cpu_two;
   std::vector<Contestant> cs;
-  cs.push_back({"one_stream", [&] { work(s1, s1); }, {}, {}, {}});
-  cs.push_back({"two_streams", [&] { work(s1, s2); }, {}, {}, {}});
+  cs.push_back({"one_stream",
+                [&] { work(s1, s1); },
+                [&] { cpu_one.push_back(process_cpu_seconds(worker) - cpu0); },
+                {},
+                [&] { cpu0 = process_cpu_seconds(worker); }});
+  cs.push_back({"two_streams",
+                [&] { work(s1, s2); },
+                [&] { cpu_two.push_back(process_cpu_seconds(worker) - cpu0); },
+                {},
+                [&] { cpu0 = process_cpu_seconds(worker); }});
   run_interleaved(cs, 1, reps);
+  cpu_one.erase(cpu_one.begin());  // the warm-up rep
+  cpu_two.erase(cpu_two.begin());
   {
     Tensor al = a.to_local(), bl = b.to_local();
     rep.check(std::memcmp(ra.to_local().raw_data(), al.matmul(al).raw_data(), n * n * 4) == 0 &&
                   std::memcmp(rb.to_local().raw_data(), bl.matmul(bl).raw_data(), n * n * 4) == 0,
               "both chains' results equal the local matmuls");
   }
-  std::printf("  %-12s %10s %10s %10s\n", "impl", "median_ms", "p10_ms", "p90_ms");
-  for (const Contestant& x : cs) {
-    std::printf("  %-12s %10.3f %10.3f %10.3f\n", x.impl.c_str(), median(x.s) * 1e3,
-                percentile(x.s, 0.1) * 1e3, percentile(x.s, 0.9) * 1e3);
+  std::printf("  %-12s %10s %10s %10s %16s\n", "impl", "median_ms", "p10_ms", "p90_ms",
+              "worker_cores");
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Contestant& x = cs[i];
+    const std::vector<double>& cpu = i == 0 ? cpu_one : cpu_two;
+    std::printf("  %-12s %10.3f %10.3f %10.3f %16.2f\n", x.impl.c_str(), median(x.s) * 1e3,
+                percentile(x.s, 0.1) * 1e3, percentile(x.s, 0.9) * 1e3, median(cpu) / median(x.s));
     rep.results.push_back(
         fmt("RESULT {\"bench\":\"streams_2x%d_matmul_%lld\",\"impl\":\"%s\",\"reps\":%d,"
             "\"median_ms\":%.3f,\"p10_ms\":%.3f,\"p90_ms\":%.3f}",
@@ -1122,7 +1138,7 @@ int main(int argc, char** argv) {
       if (want(2)) bench_roundtrip(raw, quick, rep);
       if (want(3)) bench_transfer(raw, worker.pid(), bulk.pid(), quick, rep);
       if (want(4)) bench_compute(worker.pid(), quick, rep);
-      if (want(6)) bench_streams(quick, rep);
+      if (want(6)) bench_streams(worker.pid(), quick, rep);
     }
 
     std::printf("\n%-20s %-26s %-16s %-18s %-8s %8s  %s\n", "bench", "measure", "dtr", "baseline",

@@ -197,7 +197,7 @@ struct Barrier {
 struct Task {
   enum class Kind : uint8_t { Op, Get, Record, WaitEvent, WaitRemote, Barrier };
   Kind kind = Kind::Op;
-  const Command* cmd = nullptr;  // lives in `batch`
+  const Command* cmd = nullptr;  // lives in the batch that the stream's last task of it holds
   std::shared_ptr<const protocol::Batch> batch;
   SlotPtr in[2];
   SlotPtr out;  // a new output, or the target of an in-place op (in[0])
@@ -214,10 +214,8 @@ struct Session::Impl {
   ~Impl();
 
   // ---- dispatch (one thread) ----
-  void dispatch(const std::shared_ptr<const protocol::Batch>& batch, const Command& c,
-                std::span<const PayloadFrame> payloads);
-  void dispatch_op(const std::shared_ptr<const protocol::Batch>& batch, const Command& c,
-                   const StreamPtr& stream);
+  void dispatch(const Command& c, std::span<const PayloadFrame> payloads);
+  void dispatch_op(const Command& c, const StreamPtr& stream);
   void put(const Command& c, std::span<const PayloadFrame> payloads);
   bool check_new_id(TensorId id, std::string_view op);
   void barrier(const Command& c);
@@ -255,6 +253,7 @@ struct Session::Impl {
   std::unordered_map<uint64_t, RemoteWaitPtr> tokens;
   std::vector<std::pair<StreamPtr, std::vector<Task>>> staged;
   size_t staged_count = 0;
+  std::shared_ptr<const protocol::Batch> current_batch;  // during run()
   bool has_setup = false;
   uint32_t node = 0;
   uint32_t nodes = 1;
@@ -366,20 +365,21 @@ void Session::Impl::send_notify(int32_t peer, uint64_t token) {
 Session::Impl::~Impl() {
   // Queued tasks go first (they hold slots, events and streams in cycles); the executor's
   // destructor then waits for whatever is running.
-  auto drop = [](const StreamPtr& s) {
-    std::deque<Task> queued;
+  // Dropped tasks are kept until nothing runs: one of them may hold the batch that the
+  // running task's command lives in.
+  std::vector<Task> graveyard;
+  auto drop = [&](const StreamPtr& s) {
     std::lock_guard lock(s->mu);
-    if (s->state == Stream::State::Scheduled && !s->queue.empty()) {
-      // The task at the front may be running: keep it where it is (erasing at the end of
-      // a deque leaves references to the other elements valid).
-      s->queue.erase(s->queue.begin() + 1, s->queue.end());
-    } else {
-      queued.swap(s->queue);
-    }
+    // The task at the front may be running: keep it where it is (erasing at the end of a
+    // deque leaves references to the other elements valid).
+    size_t keep = s->state == Stream::State::Scheduled && !s->queue.empty() ? 1 : 0;
+    for (size_t i = keep; i < s->queue.size(); ++i) graveyard.push_back(std::move(s->queue[i]));
+    s->queue.erase(s->queue.begin() + static_cast<std::ptrdiff_t>(keep), s->queue.end());
   };
   for (auto& [id, s] : streams) drop(s);
   for (auto& s : retired) drop(s);
   executor.wait_idle(std::chrono::hours(24));
+  graveyard.clear();
   for (auto& [id, s] : streams) {
     std::lock_guard lock(s->mu);
     s->queue.clear();
@@ -429,6 +429,9 @@ void Session::Impl::stage(const StreamPtr& s, Task&& t) {
 
 void Session::Impl::flush_staged() {
   for (auto& [s, tasks] : staged) {
+    // Every staged task comes from the current batch. The last task of each stream keeps
+    // it alive: a stream's earlier tasks have run by the time its last one is done.
+    if (!tasks.back().batch) tasks.back().batch = current_batch;
     std::lock_guard lock(s->mu);
     for (Task& t : tasks) s->queue.push_back(std::move(t));
     if (s->state == Stream::State::Idle) {
@@ -554,8 +557,7 @@ void Session::Impl::put(const Command& c, std::span<const PayloadFrame> payloads
   }
 }
 
-void Session::Impl::dispatch_op(const std::shared_ptr<const protocol::Batch>& batch,
-                                const Command& c, const StreamPtr& stream) {
+void Session::Impl::dispatch_op(const Command& c, const StreamPtr& stream) {
   const OpDef& d = op_def(c.op);
   TensorId target = c.inplace ? c.inputs[0] : c.out;
   if (c.inplace) {
@@ -573,7 +575,6 @@ void Session::Impl::dispatch_op(const std::shared_ptr<const protocol::Batch>& ba
   Task t;
   t.kind = Task::Kind::Op;
   t.cmd = &c;
-  t.batch = batch;
   for (uint8_t i = 0; i < c.n_inputs; ++i) {
     auto it = table.find(c.inputs[i]);
     if (it == table.end()) {
@@ -593,8 +594,7 @@ void Session::Impl::dispatch_op(const std::shared_ptr<const protocol::Batch>& ba
   stage(stream, std::move(t));
 }
 
-void Session::Impl::dispatch(const std::shared_ptr<const protocol::Batch>& batch, const Command& c,
-                             std::span<const PayloadFrame> payloads) {
+void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> payloads) {
   switch (c.type) {
     case CmdType::Put:
       if (stream_of(c)) put(c, payloads);
@@ -690,10 +690,9 @@ void Session::Impl::dispatch(const std::shared_ptr<const protocol::Batch>& batch
 
   StreamPtr stream = stream_of(c);
   if (!stream) return;
-  if (c.type == CmdType::RunOp) return dispatch_op(batch, c, stream);
+  if (c.type == CmdType::RunOp) return dispatch_op(c, stream);
   Task t;
   t.cmd = &c;
-  t.batch = batch;
   switch (c.type) {
     case CmdType::Get: {
       auto it = table.find(c.inputs[0]);
@@ -922,11 +921,13 @@ Session::~Session() = default;
 
 void Session::run(std::shared_ptr<const protocol::Batch> batch,
                   std::span<const PayloadFrame> payloads) {
+  impl_->current_batch = batch;
   for (const Command& c : batch->commands) {
-    impl_->dispatch(batch, c, payloads);
+    impl_->dispatch(c, payloads);
     if (impl_->staged_count >= kStageFlush) impl_->flush_staged();
   }
   impl_->flush_staged();
+  impl_->current_batch.reset();
 }
 
 void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "dtr/stream.hpp"
 #include "master/cluster.hpp"
 
 namespace {
@@ -225,6 +226,22 @@ TEST_CASE("listen mode: workers dial the master and exit after it shuts down") {
   }
   CHECK_NOTHROW(synchronize());
   xs.clear();
+
+  // Workers that dialed the master reach each other on the peer sockets they bound: a
+  // stream of node 1 waits for an event of node 0, which is busy first.
+  DistributedTensor m = dtr::rand({256, 256});
+  Event e0;
+  for (int i = 0; i < 6; ++i) m.matmul(m);
+  e0.record();
+  Event e1;
+  {
+    node_guard on(1);
+    current_stream().wait(e0);
+    e1.record();
+  }
+  e1.synchronize();
+  CHECK(e0.query());
+  m = DistributedTensor();
 
   end_session();
   for (auto& w : workers) {
