@@ -1,0 +1,56 @@
+// Backend: what a transport implements under ProcessGroup (the seed's "DataChannel").
+// ProcessGroup validates the call (membership, ranks, contiguity, list lengths, shapes
+// and dtypes of this rank's tensors, capability) and hands the backend a CollectiveArgs;
+// the backend checks what only the other ranks can tell (their sizes and dtypes), runs the
+// algorithm and completes a Work. A new backend (nccl, mpi, gloo) implements this class
+// and is added to make_backend(); callers do not change.
+//
+// Thread safety: implementations must accept calls from any thread.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "dtr/process_group.hpp"
+
+namespace dtr::pg {
+
+// Tensors of one collective (group ranks throughout):
+//   Broadcast, AllReduce, Reduce: outputs[0] (read and written in place)
+//   AllGather: inputs[0]; outputs: size() blocks shaped like the input
+//   Gather:    inputs[0]; outputs: size() blocks on the root, none elsewhere
+//   Scatter:   inputs: size() blocks on the root, none elsewhere; outputs[0]
+//   ReduceScatter: inputs: size() blocks shaped like outputs[0]
+//   Barrier:   none
+struct CollectiveArgs {
+  CommOp op = CommOp::Barrier;
+  ReduceOp reduce = ReduceOp::Sum;
+  int root = 0;
+  std::vector<local::Tensor> inputs;
+  std::vector<local::Tensor> outputs;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  // Group rank of this process (-1 when not a member) and group size.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // World ranks of the members, in group-rank order.
+  virtual const std::vector<int>& world_ranks() const = 0;
+  // A subgroup (group ranks of this group, validated, sorted as given).
+  virtual std::shared_ptr<Backend> new_group(const std::vector<int>& group_ranks) = 0;
+  virtual Work isend(const local::Tensor& tensor, int dst, int tag) = 0;
+  virtual Work irecv(const local::Tensor& tensor, int src, int tag) = 0;
+  virtual Work collective(CollectiveArgs args) = 0;
+  virtual void shutdown() = 0;
+};
+
+class Mesh;
+
+// The zmq backend's world group over a connected mesh.
+std::shared_ptr<Backend> make_zmq_world(std::shared_ptr<Mesh> mesh);
+
+}  // namespace dtr::pg

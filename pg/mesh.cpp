@@ -1,0 +1,683 @@
+#include "mesh.hpp"
+
+#include <fmt/format.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "util.hpp"
+
+namespace dtr::pg {
+namespace {
+
+// How long a closed connection may wait for the peer's goodbye before it counts as death.
+constexpr auto kDisconnectGrace = std::chrono::milliseconds(100);
+// I/O loop tick: deadlines and disconnect verdicts are checked at least this often.
+constexpr auto kTick = std::chrono::milliseconds(20);
+
+struct FrameRef {
+  std::shared_ptr<void> keepalive;
+  std::shared_ptr<SendTracker> tracker;
+};
+
+void free_frame(void*, void* hint) {
+  auto* ref = static_cast<FrameRef*>(hint);
+  std::shared_ptr<SendTracker> t = std::move(ref->tracker);
+  delete ref;
+  if (t) t->release();
+}
+
+std::exception_ptr make_coded(ErrCode code, const std::string& text) {
+  try {
+    throw_coded(code, text);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace
+
+void SendTracker::release() {
+  std::function<void()> fn;
+  {
+    std::lock_guard lock(m);
+    if (--pending == 0) {
+      cv.notify_all();
+      if (closed && on_zero) fn = std::move(on_zero);
+    }
+  }
+  if (fn) fn();
+}
+
+void SendTracker::close() {
+  std::function<void()> fn;
+  {
+    std::lock_guard lock(m);
+    closed = true;
+    if (pending == 0 && on_zero) fn = std::move(on_zero);
+  }
+  if (fn) fn();
+}
+
+void throw_coded(ErrCode code, const std::string& text) {
+  switch (code) {
+    case ErrCode::InvalidArgument:
+      throw InvalidArgument(text);
+    case ErrCode::Shape:
+      throw ShapeError(text);
+    case ErrCode::DType:
+      throw DTypeError(text);
+    case ErrCode::Transport:
+      throw TransportError(text);
+    case ErrCode::Timeout:
+      throw TimeoutError(text);
+    case ErrCode::Protocol:
+      throw ProtocolError(text);
+    case ErrCode::Error:
+      break;
+  }
+  throw Error(text);
+}
+
+ErrCode code_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const ShapeError&) {
+    return ErrCode::Shape;
+  } catch (const DTypeError&) {
+    return ErrCode::DType;
+  } catch (const InvalidArgument&) {
+    return ErrCode::InvalidArgument;
+  } catch (const TransportError&) {
+    return ErrCode::Transport;
+  } catch (const TimeoutError&) {
+    return ErrCode::Timeout;
+  } catch (const ProtocolError&) {
+    return ErrCode::Protocol;
+  } catch (...) {
+    return ErrCode::Error;
+  }
+}
+
+Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string& bind_endpoint)
+    : world_(world_size), options_(options), ctx_(1), router_(ctx_, zmq::socket_type::router) {
+  router_.set(zmq::sockopt::linger, 0);
+  router_.set(zmq::sockopt::rcvhwm, 0);
+  router_.set(zmq::sockopt::sndhwm, 0);
+  router_.set(zmq::sockopt::rcvbuf, 4 << 20);
+  const int hb = static_cast<int>(std::max<int64_t>(options.heartbeat_timeout.count(), 100));
+  router_.set(zmq::sockopt::heartbeat_ivl, std::max(hb / 10, 50));
+  router_.set(zmq::sockopt::heartbeat_timeout, hb);
+  router_.set(zmq::sockopt::heartbeat_ttl, hb);
+  try {
+    router_.bind(bind_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw TransportError(fmt::format("process group: cannot bind {}: {}", bind_endpoint, e.what()));
+  }
+  bound_ = router_.get(zmq::sockopt::last_endpoint);
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw TransportError("process group: eventfd failed");
+}
+
+Mesh::~Mesh() {
+  shutdown();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+std::string Mesh::describe_rank(int r) const {
+  if (r >= 0 && r < static_cast<int>(endpoints_.size())) {
+    return fmt::format("rank {} ({})", r, endpoints_[r]);
+  }
+  return fmt::format("rank {}", r);
+}
+
+void Mesh::connect(int rank, const std::vector<std::string>& endpoints, uint64_t token) {
+  rank_ = rank;
+  endpoints_ = endpoints;
+  token_ = token;
+  peers_.assign(world_, Peer{});
+  const int hb = static_cast<int>(std::max<int64_t>(options_.heartbeat_timeout.count(), 100));
+  for (int j = 0; j < world_; ++j) {
+    auto d = std::make_unique<Dealer>();
+    d->sock = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    d->sock.set(zmq::sockopt::routing_id, fmt::format("r{}", rank));
+    d->sock.set(zmq::sockopt::linger, 1000);
+    d->sock.set(zmq::sockopt::sndhwm, 0);
+    d->sock.set(zmq::sockopt::rcvhwm, 0);
+    d->sock.set(zmq::sockopt::sndbuf, 4 << 20);
+    d->sock.set(zmq::sockopt::reconnect_ivl, 100);
+    d->sock.set(zmq::sockopt::heartbeat_ivl, std::max(hb / 10, 50));
+    d->sock.set(zmq::sockopt::heartbeat_timeout, hb);
+    d->sock.set(zmq::sockopt::heartbeat_ttl, hb);
+    if (j != rank) {
+      const std::string mon = fmt::format("inproc://dtr-pg-mon-{}-{}", static_cast<void*>(this), j);
+      if (zmq_socket_monitor(d->sock.handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+        throw TransportError("process group: zmq_socket_monitor failed");
+      }
+      zmq::socket_t pair(ctx_, zmq::socket_type::pair);
+      pair.set(zmq::sockopt::linger, 0);
+      pair.connect(mon);
+      monitors_.push_back(std::move(pair));
+    } else {
+      monitors_.emplace_back();
+    }
+    try {
+      d->sock.connect(endpoints[j]);
+    } catch (const zmq::error_t& e) {
+      throw TransportError(
+          fmt::format("process group: cannot connect to {}: {}", describe_rank(j), e.what()));
+    }
+    d->open = true;
+    dealers_.push_back(std::move(d));
+  }
+  io_ = std::thread([this] { io_loop(); });
+
+  for (int j = 0; j < world_; ++j) {
+    if (j == rank_) continue;
+    WireHeader h;
+    h.kind = static_cast<uint8_t>(MsgKind::Hello);
+    send(j, h, {});
+  }
+  const auto deadline = Clock::now() + options_.timeout;
+  std::unique_lock lock(m_);
+  while (true) {
+    std::vector<int> missing;
+    for (int j = 0; j < world_; ++j) {
+      if (j == rank_ || peers_[j].hello) continue;
+      missing.push_back(j);
+      if (peers_[j].state != PeerState::Alive) {
+        throw TransportError("process group rendezvous: " + peers_[j].reason);
+      }
+    }
+    if (missing.empty()) return;
+    if (Clock::now() >= deadline) {
+      std::string who;
+      for (int j : missing) who += (who.empty() ? "" : ", ") + describe_rank(j);
+      throw TimeoutError(
+          fmt::format("process group rendezvous (rank {} of {}): no hello within {} ms from {}",
+                      rank_, world_, options_.timeout.count(), who));
+    }
+    cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
+}
+
+void Mesh::send(int dst, WireHeader h, Payload p) {
+  h.magic = kWireMagic;
+  h.version = kWireVersion;
+  h.token = token_;
+  h.src = rank_;
+  zmq::message_t body;
+  bool has_body = false;
+  if (p.forward != nullptr) {
+    h.payload = p.forward->size();
+    has_body = h.payload > 0;
+    if (has_body) body = std::move(*p.forward);
+  } else {
+    h.payload = p.bytes;
+    has_body = p.bytes > 0;
+    if (has_body) {
+      auto* ref = new FrameRef{std::move(p.keepalive), p.tracker};
+      if (p.tracker) p.tracker->add();
+      body = zmq::message_t(const_cast<void*>(p.data), p.bytes, free_frame, ref);
+    }
+  }
+  if (dst < 0 || dst >= world_) throw InvalidArgument(fmt::format("send to rank {}", dst));
+  {
+    std::lock_guard lock(m_);
+    if (peers_[dst].state != PeerState::Alive) throw TransportError(peers_[dst].reason);
+  }
+  Dealer& d = *dealers_[dst];
+  std::lock_guard lock(d.m);
+  if (!d.open) throw TransportError("process group: the connection was shut down");
+  zmq::message_t hdr(&h, sizeof h);
+  auto r = d.sock.send(hdr, has_body ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                     : zmq::send_flags::dontwait);
+  if (r && has_body) r = d.sock.send(body, zmq::send_flags::dontwait);
+  if (!r)
+    throw TransportError(fmt::format("process group: send to {} would block", describe_rank(dst)));
+}
+
+Incoming Mesh::take(uint64_t group, uint64_t seq, int src, Clock::time_point deadline,
+                    const std::vector<int>& members, const std::string& what) {
+  std::unique_lock lock(m_);
+  const auto key = std::make_pair(group, seq);
+  while (true) {
+    auto it = channels_.find(key);
+    if (it != channels_.end()) {
+      auto& q = it->second.msgs;
+      for (auto mit = q.begin(); mit != q.end(); ++mit) {
+        if (mit->h.src == src) {
+          Incoming out = std::move(*mit);
+          q.erase(mit);
+          return out;
+        }
+      }
+      if (it->second.aborted) throw_coded(it->second.code, it->second.text);
+    }
+    if (shut_) throw Error(what + ": the process group was shut down");
+    if (peers_[src].state != PeerState::Alive) {
+      throw TransportError(fmt::format("{}: {}", what, peers_[src].reason));
+    }
+    for (int m : members) {
+      if (peers_[m].state == PeerState::Dead) {
+        throw TransportError(fmt::format("{}: {}", what, peers_[m].reason));
+      }
+    }
+    if (Clock::now() >= deadline) {
+      throw TimeoutError(fmt::format("{}: timed out after {} ms waiting for {}", what,
+                                     options_.timeout.count(), describe_rank(src)));
+    }
+    cv_.wait_until(lock, deadline);
+  }
+}
+
+void Mesh::finish_collective(uint64_t group, uint64_t seq) {
+  std::lock_guard lock(m_);
+  auto& w = done_upto_[group];
+  w = std::max(w, seq);
+  auto first = channels_.lower_bound({group, 0});
+  auto last = channels_.upper_bound({group, seq});
+  channels_.erase(first, last);
+}
+
+void Mesh::send_abort(uint64_t group, uint64_t seq, CommOp op, const std::vector<int>& members,
+                      ErrCode code, const std::string& text) {
+  std::string t = text.substr(0, kMaxAbortText);
+  auto keep = std::make_shared<std::string>(std::move(t));
+  for (int m : members) {
+    if (m == rank_) continue;
+    WireHeader h;
+    h.kind = static_cast<uint8_t>(MsgKind::Abort);
+    h.op = static_cast<uint8_t>(op);
+    h.group = group;
+    h.seq = seq;
+    h.reduce = static_cast<uint8_t>(code);
+    Payload p;
+    p.data = keep->data();
+    p.bytes = keep->size();
+    p.keepalive = keep;
+    try {
+      send(m, h, std::move(p));
+    } catch (const Error&) {
+      // best effort: a dead or departed peer needs no abort
+    }
+  }
+}
+
+void Mesh::check_alive(const std::vector<int>& members, const std::string& what) {
+  std::lock_guard lock(m_);
+  if (shut_) throw Error(what + ": the process group was shut down");
+  for (int m : members) {
+    if (peers_[m].state != PeerState::Alive) {
+      throw TransportError(fmt::format("{}: {}", what, peers_[m].reason));
+    }
+  }
+}
+
+void Mesh::wait_sent(SendTracker& t, Clock::time_point deadline, const std::vector<int>& dsts,
+                     const std::string& what) {
+  while (true) {
+    {
+      std::unique_lock lock(t.m);
+      if (t.pending == 0) return;
+      t.cv.wait_for(lock, std::chrono::milliseconds(20));
+      if (t.pending == 0) return;
+    }
+    check_alive(dsts, what);
+    if (Clock::now() >= deadline) {
+      throw TimeoutError(
+          fmt::format("{}: sends not delivered within {} ms", what, options_.timeout.count()));
+    }
+  }
+}
+
+void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
+  const auto& h = msg.h;
+  const int64_t numel = req.tensor.meta().numel();
+  const DType dt = req.tensor.meta().dtype;
+  int src_group = -1;
+  for (size_t i = 0; i < req.members.size(); ++i) {
+    if (req.members[i] == h.src) src_group = static_cast<int>(i);
+  }
+  try {
+    const auto got_dtype = static_cast<DType>(h.dtype);
+    if (got_dtype != dt) {
+      throw DTypeError(
+          fmt::format("{}: rank {} sent {} with {} elements, the receive tensor is "
+                      "{} with {} elements",
+                      req.what, src_group, dtype_name(got_dtype), h.count, dtype_name(dt), numel));
+    }
+    if (h.count != numel) {
+      throw ShapeError(fmt::format("{}: rank {} sent {} elements, the receive tensor has {} ({})",
+                                   req.what, src_group, h.count, numel,
+                                   describe(req.tensor.meta())));
+    }
+    const uint64_t bytes = static_cast<uint64_t>(numel) * element_size(dt);
+    if (msg.payload.size() != bytes) {
+      throw ProtocolError(fmt::format("{}: rank {} sent {} payload bytes for {} elements", req.what,
+                                      src_group, msg.payload.size(), numel));
+    }
+    if (bytes > 0) std::memcpy(req.tensor.raw_data(), msg.payload.data(), bytes);
+    req.work->complete(nullptr, src_group);
+  } catch (...) {
+    req.work->complete(std::current_exception(), src_group);
+  }
+}
+
+void Mesh::post_recv(RecvRequest req) {
+  std::unique_lock lock(m_);
+  auto matches = [&](const Incoming& in) {
+    if (in.h.group != req.group || in.h.seq != req.tag) return false;
+    if (req.src != kAnySource) return in.h.src == req.src;
+    return std::find(req.members.begin(), req.members.end(), in.h.src) != req.members.end();
+  };
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (matches(*it)) {
+      Incoming msg = std::move(*it);
+      unexpected_.erase(it);
+      lock.unlock();
+      complete_recv(req, msg);
+      return;
+    }
+  }
+  if (shut_) {
+    req.work->complete(make_coded(ErrCode::Error, req.what + ": the process group was shut down"));
+    return;
+  }
+  if (req.src != kAnySource && peers_[req.src].state != PeerState::Alive) {
+    req.work->complete(make_coded(ErrCode::Transport, req.what + ": " + peers_[req.src].reason));
+    return;
+  }
+  pending_.push_back(std::move(req));
+}
+
+void Mesh::watch_send(std::shared_ptr<SendTracker> t, std::shared_ptr<Work::State> work, int dst,
+                      Clock::time_point deadline, std::string what) {
+  std::lock_guard lock(m_);
+  watches_.push_back({std::move(t), std::move(work), dst, deadline, std::move(what)});
+}
+
+void Mesh::mark_peer(int r, PeerState s, std::string reason) {
+  if (peers_[r].state != PeerState::Alive) return;
+  peers_[r].state = s;
+  peers_[r].reason = std::move(reason);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const bool hit =
+        it->src == r || (it->src == kAnySource && s == PeerState::Dead &&
+                         std::find(it->members.begin(), it->members.end(), r) != it->members.end());
+    if (hit) {
+      it->work->complete(make_coded(ErrCode::Transport, it->what + ": " + peers_[r].reason));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    if (it->dst == r && !it->tracker->idle()) {
+      it->work->complete(make_coded(ErrCode::Transport, it->what + ": " + peers_[r].reason));
+      it = watches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  cv_.notify_all();
+}
+
+void Mesh::on_message(std::vector<zmq::message_t>& f) {
+  if (f.size() < 2 || f.size() > 3 || f[1].size() != sizeof(WireHeader)) return;  // not ours
+  WireHeader h;
+  std::memcpy(&h, f[1].data(), sizeof h);
+  const size_t payload = f.size() == 3 ? f[2].size() : 0;
+  const std::string err = check_header(h, token_, world_, payload);
+  const std::string identity = f[0].to_string();
+  if (err.empty() && identity != fmt::format("r{}", h.src)) {
+    // A peer claiming another rank's identity: drop it.
+    return;
+  }
+  if (!err.empty()) {
+    // Messages of another job (a stale process on a reused port) are dropped; anything else
+    // malformed from a peer of this job fails that peer.
+    if (h.magic == kWireMagic && h.token == token_ && identity.size() > 1 && identity[0] == 'r') {
+      int r = -1;
+      try {
+        r = static_cast<int>(parse_int(identity.substr(1), "rank"));
+      } catch (const Error&) {
+      }
+      if (r >= 0 && r < world_ && r != rank_) {
+        std::lock_guard lock(m_);
+        mark_peer(r, PeerState::Dead,
+                  fmt::format("{} sent a malformed message ({})", describe_rank(r), err));
+      }
+    }
+    return;
+  }
+  const auto kind = static_cast<MsgKind>(h.kind);
+  Incoming in{h, f.size() == 3 ? std::move(f[2]) : zmq::message_t()};
+  std::unique_lock lock(m_);
+  switch (kind) {
+    case MsgKind::Hello:
+      peers_[h.src].hello = true;
+      cv_.notify_all();
+      return;
+    case MsgKind::Goodbye:
+      mark_peer(h.src, PeerState::Left,
+                fmt::format("{} left the process group (shut down)", describe_rank(h.src)));
+      return;
+    case MsgKind::Abort: {
+      auto w = done_upto_.find(h.group);
+      if (w != done_upto_.end() && h.seq <= w->second) return;
+      auto& ch = channels_[{h.group, h.seq}];
+      if (!ch.aborted) {
+        ch.aborted = true;
+        ch.code = h.reduce <= static_cast<uint8_t>(ErrCode::Protocol)
+                      ? static_cast<ErrCode>(h.reduce)
+                      : ErrCode::Error;
+        ch.text = std::string(static_cast<const char*>(in.payload.data()), in.payload.size());
+      }
+      cv_.notify_all();
+      return;
+    }
+    case MsgKind::Data:
+      break;
+  }
+  if (static_cast<CommOp>(h.op) == CommOp::Send) {
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      const bool match = it->group == h.group && it->tag == h.seq &&
+                         (it->src == kAnySource ? std::find(it->members.begin(), it->members.end(),
+                                                            h.src) != it->members.end()
+                                                : it->src == h.src);
+      if (match) {
+        RecvRequest req = std::move(*it);
+        pending_.erase(it);
+        lock.unlock();
+        complete_recv(req, in);
+        return;
+      }
+    }
+    unexpected_.push_back(std::move(in));
+    return;
+  }
+  auto w = done_upto_.find(h.group);
+  if (w != done_upto_.end() && h.seq <= w->second) return;  // a finished (failed) collective
+  channels_[{h.group, h.seq}].msgs.push_back(std::move(in));
+  cv_.notify_all();
+}
+
+void Mesh::on_monitor(int peer, zmq::socket_t& mon) {
+  while (true) {
+    zmq::message_t ev;
+    if (!mon.recv(ev, zmq::recv_flags::dontwait)) return;
+    bool more = ev.more();
+    uint16_t event = 0;
+    if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
+    while (more) {
+      zmq::message_t rest;
+      if (!mon.recv(rest, zmq::recv_flags::dontwait)) break;
+      more = rest.more();
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      std::lock_guard lock(m_);
+      if (peers_[peer].state == PeerState::Alive && !peers_[peer].disconnect_pending) {
+        peers_[peer].disconnect_pending = true;
+        peers_[peer].disconnected = Clock::now();
+      }
+    }
+  }
+}
+
+void Mesh::sweep(Clock::time_point now) {
+  std::lock_guard lock(m_);
+  for (int r = 0; r < world_; ++r) {
+    auto& p = peers_[r];
+    if (p.disconnect_pending && p.state == PeerState::Alive &&
+        now - p.disconnected >= kDisconnectGrace) {
+      mark_peer(r, PeerState::Dead,
+                fmt::format("{} closed its connection without leaving the group (process died, "
+                            "was killed, or stopped answering heartbeats)",
+                            describe_rank(r)));
+    }
+  }
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now >= it->deadline) {
+      it->work->complete(make_coded(
+          ErrCode::Timeout,
+          fmt::format("{}: no message within {} ms", it->what, options_.timeout.count())));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    if (it->tracker->idle()) {
+      it = watches_.erase(it);
+    } else if (now >= it->deadline) {
+      it->work->complete(make_coded(
+          ErrCode::Timeout,
+          fmt::format("{}: not delivered within {} ms", it->what, options_.timeout.count())));
+      it = watches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Mesh::io_loop() {
+  std::vector<zmq::pollitem_t> items;
+  std::vector<int> item_peer;
+  items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+  item_peer.push_back(-1);
+  items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+  item_peer.push_back(-2);
+  for (int j = 0; j < world_; ++j) {
+    if (j == rank_) continue;
+    items.push_back({monitors_[j].handle(), 0, ZMQ_POLLIN, 0});
+    item_peer.push_back(j);
+  }
+  auto next_sweep = Clock::now() + kTick;
+  std::vector<zmq::message_t> frames;
+  while (!stop_io_.load()) {
+    try {
+      zmq::poll(items.data(), items.size(), kTick);
+    } catch (const zmq::error_t&) {
+      continue;  // EINTR
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int n = 0; n < 512; ++n) {
+        frames.clear();
+        bool got = false;
+        while (true) {
+          zmq::message_t m;
+          if (!router_.recv(m, zmq::recv_flags::dontwait)) break;
+          got = true;
+          const bool more = m.more();
+          if (frames.size() < 4) frames.push_back(std::move(m));
+          if (!more) break;
+        }
+        if (!got) break;
+        on_message(frames);
+      }
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
+    }
+    for (size_t i = 2; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) on_monitor(item_peer[i], monitors_[item_peer[i]]);
+    }
+    const auto now = Clock::now();
+    if (now >= next_sweep) {
+      sweep(now);
+      next_sweep = now + kTick;
+    }
+  }
+}
+
+void Mesh::shutdown() {
+  std::lock_guard guard(shutdown_m_);
+  if (shut_.exchange(true)) return;
+  const bool running = io_.joinable();
+  if (running) {
+    for (int j = 0; j < world_; ++j) {
+      if (j == rank_) continue;
+      WireHeader h;
+      h.kind = static_cast<uint8_t>(MsgKind::Goodbye);
+      h.magic = kWireMagic;
+      h.version = kWireVersion;
+      h.token = token_;
+      h.src = rank_;
+      Dealer& d = *dealers_[j];
+      std::lock_guard lock(d.m);
+      zmq::message_t hdr(&h, sizeof h);
+      try {
+        (void)d.sock.send(hdr, zmq::send_flags::dontwait);
+      } catch (const zmq::error_t&) {
+      }
+    }
+  }
+  {
+    std::lock_guard lock(m_);
+    for (auto& r : pending_) {
+      r.work->complete(make_coded(ErrCode::Error, r.what + ": the process group was shut down"));
+    }
+    pending_.clear();
+    for (auto& w : watches_) {
+      if (!w.tracker->idle()) {
+        w.work->complete(make_coded(ErrCode::Error, w.what + ": the process group was shut down"));
+      }
+    }
+    watches_.clear();
+    cv_.notify_all();
+  }
+  if (running) {
+    stop_io_ = true;
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+    io_.join();
+  }
+  for (int j = 0; j < static_cast<int>(dealers_.size()); ++j) {
+    Dealer& d = *dealers_[j];
+    std::lock_guard lock(d.m);
+    bool alive;
+    {
+      std::lock_guard l2(m_);
+      alive = peers_[j].state == PeerState::Alive;
+    }
+    if (!alive) d.sock.set(zmq::sockopt::linger, 0);
+    d.open = false;
+    d.sock.close();
+  }
+  for (auto& m : monitors_) {
+    if (m.handle() != nullptr) m.close();
+  }
+  router_.close();
+  {
+    std::lock_guard lock(m_);
+    unexpected_.clear();
+    channels_.clear();
+  }
+  ctx_.close();
+}
+
+}  // namespace dtr::pg

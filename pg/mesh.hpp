@@ -1,0 +1,231 @@
+// Mesh: the ZeroMQ transport under every group of one ProcessGroup::create() — one ROUTER
+// this rank binds (everything it receives arrives there), one DEALER per peer (everything
+// it sends leaves there), an I/O thread that reads the ROUTER and files each message into
+// a mailbox, and socket monitors that turn a closed connection into "rank N died".
+//
+// Sends go straight from the calling thread (a mutex per DEALER), zero-copy: ZeroMQ holds
+// a reference to the sender's memory (kept alive by a shared_ptr) and a SendTracker
+// counts the frames it has not yet released. Receives: collectives take() from a channel
+// keyed by (group, sequence number); point-to-point receives are matched, in posting
+// order, against messages in arrival order, as in MPI.
+//
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "dtr/process_group.hpp"
+#include "wire.hpp"
+
+namespace dtr {
+
+// The shared state behind a Work handle.
+struct Work::State {
+  explicit State(std::string what_) : what(std::move(what_)) {}
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  int source = -1;
+  std::string what;  // "all_reduce on rank 1", for wait() timeouts
+  // First call wins; later calls are ignored.
+  void complete(std::exception_ptr e = nullptr, int src = -1) {
+    std::lock_guard lock(m);
+    if (done) return;
+    done = true;
+    error = std::move(e);
+    source = src;
+    cv.notify_all();
+  }
+};
+
+namespace pg {
+
+using Clock = std::chrono::steady_clock;
+
+// Counts zero-copy frames ZeroMQ still holds. on_zero (if set) runs once when the count
+// drops to zero after close() (for isend: completes the Work).
+struct SendTracker {
+  std::mutex m;
+  std::condition_variable cv;
+  int64_t pending = 0;
+  bool closed = false;  // no more frames will be added
+  std::function<void()> on_zero;
+  void add() {
+    std::lock_guard lock(m);
+    ++pending;
+  }
+  void release();
+  void close();
+  bool idle() {
+    std::lock_guard lock(m);
+    return pending == 0;
+  }
+};
+
+struct Incoming {
+  WireHeader h;
+  zmq::message_t payload;
+};
+
+// An outgoing payload: nothing, a zero-copy view of memory kept alive by `keepalive`, or a
+// received message forwarded as is.
+struct Payload {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<void> keepalive;
+  std::shared_ptr<SendTracker> tracker;
+  zmq::message_t* forward = nullptr;  // when set, sent instead of data (moved from)
+};
+
+// Turns an ErrCode and text into the matching dtr exception.
+[[noreturn]] void throw_coded(ErrCode code, const std::string& text);
+// Which ErrCode an exception maps to.
+ErrCode code_of(const std::exception_ptr& e);
+
+class Mesh {
+ public:
+  // Binds this rank's ROUTER (a "tcp://ip:*" style endpoint: the port may be * or 0).
+  Mesh(int world_size, const ProcessGroupOptions& options, const std::string& bind_endpoint);
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+
+  // The endpoint actually bound (with the port filled in).
+  const std::string& bound_endpoint() const { return bound_; }
+  // Connects to every peer, starts the I/O thread and waits (bounded by options.timeout)
+  // until every peer has said hello.
+  void connect(int rank, const std::vector<std::string>& endpoints, uint64_t token);
+
+  int rank() const { return rank_; }
+  int size() const { return world_; }
+  const std::string& endpoint_of(int world_rank) const { return endpoints_[world_rank]; }
+  const ProcessGroupOptions& options() const { return options_; }
+  // "rank 2 (tcp://10.0.0.3:41234)"
+  std::string describe_rank(int world_rank) const;
+
+  // Sends one message to world rank `dst`. Throws TransportError when the mesh is shut
+  // down or dst is known dead.
+  void send(int dst, WireHeader h, Payload payload);
+
+  // -- collectives --
+  // The next message from world rank `src` for (group, seq). Throws the Abort's error when a
+  // rank aborted this collective, TransportError when src or any of `members` (world ranks)
+  // died or left, TimeoutError at the deadline. `what` names the op for messages.
+  Incoming take(uint64_t group, uint64_t seq, int src, Clock::time_point deadline,
+                const std::vector<int>& members, const std::string& what);
+  // Marks (group, seq) and everything before it done: later messages for them are dropped.
+  void finish_collective(uint64_t group, uint64_t seq);
+  // Tells every member but this rank that (group, seq) failed.
+  void send_abort(uint64_t group, uint64_t seq, CommOp op, const std::vector<int>& members,
+                  ErrCode code, const std::string& text);
+  // Waits until the tracker has no frames in flight; throws like take() when one of
+  // `dsts` dies or the deadline passes.
+  void wait_sent(SendTracker& t, Clock::time_point deadline, const std::vector<int>& dsts,
+                 const std::string& what);
+  // Throws TransportError when one of `members` died (or left, with `left_counts`).
+  void check_alive(const std::vector<int>& members, const std::string& what);
+
+  // -- point to point --
+  struct RecvRequest {
+    uint64_t group = 0;
+    uint64_t tag = 0;
+    int src = kAnySource;      // world rank or kAnySource
+    std::vector<int> members;  // world ranks of the group, group-rank order
+    local::Tensor tensor;
+    std::shared_ptr<Work::State> work;
+    Clock::time_point deadline;
+    std::string what;
+  };
+  void post_recv(RecvRequest req);
+  // Registers a sent message so that a dead destination or the deadline fails its Work.
+  void watch_send(std::shared_ptr<SendTracker> t, std::shared_ptr<Work::State> work, int dst,
+                  Clock::time_point deadline, std::string what);
+
+  // Says goodbye to every peer, fails everything pending, stops the I/O thread and closes
+  // the sockets. Idempotent.
+  void shutdown();
+  bool is_shut_down() const { return shut_.load(); }
+
+ private:
+  enum class PeerState { Alive, Left, Dead };
+  struct Peer {
+    PeerState state = PeerState::Alive;
+    std::string reason;
+    bool hello = false;
+    Clock::time_point disconnected{};  // pending "dead" verdict (grace for a goodbye)
+    bool disconnect_pending = false;
+  };
+  struct Channel {
+    std::deque<Incoming> msgs;
+    bool aborted = false;
+    ErrCode code = ErrCode::Error;
+    std::string text;
+  };
+  struct SendWatch {
+    std::shared_ptr<SendTracker> tracker;
+    std::shared_ptr<Work::State> work;
+    int dst;
+    Clock::time_point deadline;
+    std::string what;
+  };
+  struct Dealer {
+    std::mutex m;
+    zmq::socket_t sock;
+    bool open = false;
+  };
+
+  void io_loop();
+  void on_message(std::vector<zmq::message_t>& frames);
+  void on_monitor(int peer, zmq::socket_t& mon);
+  void sweep(Clock::time_point now);
+  void mark_peer(int r, PeerState s, std::string reason);  // lock held
+  // Fails pending p2p receives/sends touching rank r (lock held; completes outside).
+  void fail_p2p_for(int r,
+                    std::vector<std::pair<std::shared_ptr<Work::State>, std::exception_ptr>>& out);
+  void complete_recv(RecvRequest& req, Incoming& msg);
+  std::string peer_failure(int r) const;  // lock held
+
+  const int world_;
+  int rank_ = -1;
+  ProcessGroupOptions options_;
+  uint64_t token_ = 0;
+  std::string bound_;
+  std::vector<std::string> endpoints_;
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  std::vector<std::unique_ptr<Dealer>> dealers_;
+  std::vector<zmq::socket_t> monitors_;
+  int wake_fd_ = -1;
+  std::thread io_;
+  std::atomic<bool> stop_io_{false};
+  std::atomic<bool> shut_{false};
+  std::mutex shutdown_m_;
+
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<Peer> peers_;
+  std::map<std::pair<uint64_t, uint64_t>, Channel> channels_;
+  std::map<uint64_t, uint64_t> done_upto_;
+  std::list<Incoming> unexpected_;  // p2p messages no receive was posted for, arrival order
+  std::list<RecvRequest> pending_;  // posted p2p receives, posting order
+  std::list<SendWatch> watches_;
+  std::string bad_peer_text_;
+};
+
+}  // namespace pg
+}  // namespace dtr

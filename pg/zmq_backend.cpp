@@ -1,0 +1,732 @@
+// The zmq backend: collectives over a Mesh.
+//
+// Algorithms (p ranks, N bytes per rank; S = 256 KiB segments; every large message is
+// cut into segments so that receiving, reducing and forwarding overlap):
+//
+//  all_reduce, N <= 64 KiB (or fewer elements than ranks): recursive doubling — log2(p)
+//      rounds of pairwise exchange. A non power of two p folds the first 2*(p - p2) ranks in
+//      pairs first (odd rank reduces, even rank waits) and sends them the result at the end.
+//      Both partners compute op(lower half's value, upper half's value) in the same order,
+//      so every rank ends with the same bits.
+//  all_reduce, large: ring reduce-scatter then ring all-gather (bandwidth optimal:
+//      2(p-1)/p * N sent per rank). Each chunk is reduced exactly once, along the ring, and
+//      then copied, so every rank ends with the same bits. Each reduced segment is sent on
+//      at once (the reduce-scatter's next step, or the all-gather's first), and the
+//      all-gather forwards the received frame itself (no copy) before copying it out.
+//  broadcast: binomial tree from the root, segment by segment (a segment is forwarded to
+//      the children as soon as it arrives; forwarding shares the received frame).
+//  reduce: binomial tree towards the root, segment by segment; a node reduces its
+//      children's segments in a fixed order (lower virtual rank first) and sends the
+//      partial result on while the next segment is in flight.
+//  all_gather: ring, p-1 steps, forwarding received frames unchanged.
+//  reduce_scatter: ring, p-1 steps; block b is reduced along the ring and ends on rank b.
+//  gather / scatter: direct sends to/from the root (the root's link is the bottleneck
+//      whatever the algorithm).
+//  barrier: recursive doubling with empty messages (a dissemination barrier).
+//
+// Sends of user memory are zero-copy (ZeroMQ frames pointing at the tensor's storage, kept
+// alive by a shared_ptr); an operation completes only once ZeroMQ has released every such
+// frame, so the caller may write the tensor as soon as Work completes. Small recursive-
+// doubling messages are copied into the frame (cheaper than tracking them).
+//
+// Every message carries op, dtype, per-rank element count, reduce op, root and a
+// per-(sender, receiver) step number; the receiver checks each against its own call and
+// fails with an error naming both ranks and both values. A failing rank sends an Abort to
+// every member so that all of them fail with the same error instead of waiting.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "backend.hpp"
+#include "mesh.hpp"
+#include "reduce.hpp"
+#include "util.hpp"
+
+namespace dtr::pg {
+namespace {
+
+constexpr uint64_t kSegmentBytes = 256 << 10;
+constexpr uint64_t kSmallAllReduce = 64 << 10;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Executes tasks one at a time, in order, on its own thread.
+class Executor {
+ public:
+  ~Executor() { stop(); }
+  void post(std::function<void()> task) {
+    std::lock_guard lock(m_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    q_.push_back(std::move(task));
+    cv_.notify_one();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(m_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;  // stop_ and drained
+      auto task = std::move(q_.front());
+      q_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A contiguous piece of memory taking part in a collective.
+struct Block {
+  char* data = nullptr;
+  int64_t numel = 0;
+  std::shared_ptr<void> keepalive;
+};
+
+Block block_of(const local::Tensor& t) {
+  return {static_cast<char*>(t.raw_data()), t.meta().numel(), t.storage()};
+}
+
+// The state of one running collective on one rank.
+class Run {
+ public:
+  Run(Mesh& mesh, uint64_t group, uint64_t seq, const std::vector<int>& members, int rank,
+      const CollectiveArgs& a, DType dtype, int64_t count)
+      : mesh_(mesh),
+        group_(group),
+        seq_(seq),
+        members_(members),
+        r_(rank),
+        p_(static_cast<int>(members.size())),
+        a_(a),
+        dtype_(dtype),
+        es_(static_cast<int64_t>(element_size(dtype))),
+        count_(count),
+        sent_steps_(members.size(), 0),
+        recv_steps_(members.size(), 0),
+        all_sends_(std::make_shared<SendTracker>()) {
+    deadline_ = Clock::now() + mesh.options().timeout;
+    what_ = fmt::format("{} (collective #{}) on rank {} of a group of {}", comm_op_name(a.op), seq,
+                        rank, p_);
+  }
+
+  const std::string& what() const { return what_; }
+  int rank() const { return r_; }
+  int size() const { return p_; }
+  int64_t es() const { return es_; }
+
+  WireHeader header(int dst) {
+    WireHeader h;
+    h.kind = static_cast<uint8_t>(MsgKind::Data);
+    h.op = static_cast<uint8_t>(a_.op);
+    h.group = group_;
+    h.seq = seq_;
+    h.count = count_;
+    h.root = a_.root;
+    h.dtype = static_cast<uint8_t>(dtype_);
+    h.reduce = static_cast<uint8_t>(a_.reduce);
+    h.step = sent_steps_[dst]++;
+    return h;
+  }
+
+  // Zero-copy send of memory that stays unmodified until the tracker says it is released.
+  void send(int dst, const char* data, int64_t numel, const std::shared_ptr<void>& keepalive,
+            const std::shared_ptr<SendTracker>& tracker) {
+    Payload p;
+    p.data = data;
+    p.bytes = static_cast<size_t>(numel * es_);
+    p.keepalive = keepalive;
+    p.tracker = tracker ? tracker : all_sends_;
+    if (tracker) tracked_.push_back(tracker);
+    mesh_.send(members_[dst], header(dst), std::move(p));
+  }
+  // Copies the bytes into the frame (small messages whose memory changes right after).
+  void send_copy(int dst, const char* data, int64_t numel) {
+    zmq::message_t m(data, static_cast<size_t>(numel * es_));
+    Payload p;
+    p.forward = &m;
+    mesh_.send(members_[dst], header(dst), std::move(p));
+  }
+  // Sends a received frame on, sharing its buffer.
+  void forward(int dst, zmq::message_t& msg) {
+    zmq::message_t copy;
+    copy.copy(msg);
+    Payload p;
+    p.forward = &copy;
+    mesh_.send(members_[dst], header(dst), std::move(p));
+  }
+
+  // The next message from group rank src, checked against this rank's call; `numel` is the
+  // element count this rank expects in it.
+  Incoming recv(int src, int64_t numel) {
+    Incoming in = mesh_.take(group_, seq_, members_[src], deadline_, members_, what_);
+    const WireHeader& h = in.h;
+    const auto their_op = static_cast<CommOp>(h.op);
+    if (their_op != a_.op) {
+      throw InvalidArgument(fmt::format("{}: rank {} called {} at the same point", what_, src,
+                                        comm_op_name(their_op)));
+    }
+    if (a_.op != CommOp::Barrier) {
+      if (h.dtype != static_cast<uint8_t>(dtype_)) {
+        throw DTypeError(fmt::format("{}: dtype mismatch: rank {} has {}, rank {} has {}", what_,
+                                     src, dtype_name(static_cast<DType>(h.dtype)), r_,
+                                     dtype_name(dtype_)));
+      }
+      if (h.count != count_) {
+        throw ShapeError(
+            fmt::format("{}: size mismatch: rank {} has {} elements per rank, rank {} has {}",
+                        what_, src, h.count, r_, count_));
+      }
+      if (h.reduce != static_cast<uint8_t>(a_.reduce)) {
+        throw InvalidArgument(fmt::format(
+            "{}: reduce op mismatch: rank {} uses {}, rank {} uses {}", what_, src,
+            reduce_op_name(static_cast<ReduceOp>(h.reduce)), r_, reduce_op_name(a_.reduce)));
+      }
+      if (h.root != a_.root) {
+        throw InvalidArgument(
+            fmt::format("{}: root mismatch: rank {} uses root {}, rank {} uses {}", what_, src,
+                        h.root, r_, a_.root));
+      }
+    }
+    if (h.step != recv_steps_[src]) {
+      throw ProtocolError(fmt::format("{}: message {} from rank {} arrived as message {}", what_,
+                                      recv_steps_[src], src, h.step));
+    }
+    ++recv_steps_[src];
+    if (in.payload.size() != static_cast<size_t>(numel * es_)) {
+      throw ProtocolError(fmt::format("{}: rank {} sent {} bytes where {} were expected", what_,
+                                      src, in.payload.size(), numel * es_));
+    }
+    return in;
+  }
+
+  // The payload as properly aligned memory for typed reads.
+  const char* aligned(const Incoming& in, std::vector<char>& tmp) {
+    const char* p = static_cast<const char*>(in.payload.data());
+    if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(es_) == 0) return p;
+    tmp.assign(p, p + in.payload.size());  // std::vector<char> storage is malloc-aligned
+    return tmp.data();
+  }
+
+  void reduce(char* dst, const char* lo, const char* hi, int64_t numel) {
+    reduce_into(dst, lo, hi, numel, dtype_, a_.reduce);
+  }
+
+  void wait_tracker(SendTracker& t) {
+    std::vector<int> world(members_);
+    mesh_.wait_sent(t, deadline_, world, what_);
+  }
+  void finish() {
+    all_sends_->close();
+    wait_tracker(*all_sends_);
+    for (auto& t : tracked_) wait_tracker(*t);
+  }
+
+ private:
+  Mesh& mesh_;
+  uint64_t group_, seq_;
+  const std::vector<int>& members_;
+  int r_, p_;
+  const CollectiveArgs& a_;
+  DType dtype_;
+  int64_t es_;
+  int64_t count_;
+  std::vector<uint32_t> sent_steps_, recv_steps_;
+  std::shared_ptr<SendTracker> all_sends_;
+  std::vector<std::shared_ptr<SendTracker>> tracked_;
+  Clock::time_point deadline_;
+  std::string what_;
+};
+
+// Segments of `numel` elements: count and the range of segment k.
+struct Segments {
+  int64_t per = 1;  // elements per segment
+  int64_t count = 1;
+  Segments(int64_t numel, int64_t es) {
+    const int64_t per_bytes = static_cast<int64_t>(kSegmentBytes);
+    per = std::max<int64_t>(1, per_bytes / es);
+    count = std::max<int64_t>(1, (numel + per - 1) / per);
+  }
+  int64_t begin(int64_t k, int64_t numel) const { return std::min(k * per, numel); }
+  int64_t len(int64_t k, int64_t numel) const {
+    return std::max<int64_t>(0, std::min((k + 1) * per, numel) - begin(k, numel));
+  }
+};
+
+// ---------------------------------------------------------------- algorithms
+
+void recursive_doubling(Run& run, char* buf, int64_t n) {
+  const int p = run.size(), r = run.rank();
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  const int rem = p - p2;
+  std::vector<char> tmp;
+  int vr;
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      run.send_copy(r + 1, buf, n);
+      Incoming in = run.recv(r + 1, n);
+      if (n > 0) std::memcpy(buf, in.payload.data(), static_cast<size_t>(n * run.es()));
+      return;
+    }
+    Incoming in = run.recv(r - 1, n);
+    run.reduce(buf, run.aligned(in, tmp), buf, n);
+    vr = r / 2;
+  } else {
+    vr = r - rem;
+  }
+  auto real = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    const int pv = vr ^ mask;
+    const int partner = real(pv);
+    run.send_copy(partner, buf, n);
+    Incoming in = run.recv(partner, n);
+    const char* theirs = run.aligned(in, tmp);
+    if (vr < pv) {
+      run.reduce(buf, buf, theirs, n);
+    } else {
+      run.reduce(buf, theirs, buf, n);
+    }
+  }
+  if (r < 2 * rem) run.send_copy(r - 1, buf, n);
+}
+
+void ring_all_reduce(Run& run, const Block& b) {
+  const int p = run.size(), r = run.rank();
+  const int64_t n = b.numel, es = run.es();
+  std::vector<int64_t> off(p + 1);
+  for (int c = 0; c <= p; ++c) off[c] = n * c / p;
+  int64_t max_chunk = 0;
+  for (int c = 0; c < p; ++c) max_chunk = std::max(max_chunk, off[c + 1] - off[c]);
+  const Segments seg(max_chunk, es);
+  const int left = (r - 1 + p) % p, right = (r + 1) % p;
+  std::vector<std::shared_ptr<SendTracker>> trackers(p);
+  for (auto& t : trackers) t = std::make_shared<SendTracker>();
+  auto seg_ptr = [&](int c, int64_t k) {
+    return b.data + (off[c] + seg.begin(k, off[c + 1] - off[c])) * es;
+  };
+  auto seg_len = [&](int c, int64_t k) { return seg.len(k, off[c + 1] - off[c]); };
+  std::vector<char> tmp;
+  for (int64_t k = 0; k < seg.count; ++k)
+    run.send(right, seg_ptr(r, k), seg_len(r, k), b.keepalive, trackers[r]);
+  for (int s = 0; s <= p - 2; ++s) {
+    const int c = (r - s - 1 + p) % p;
+    for (int64_t k = 0; k < seg.count; ++k) {
+      const int64_t len = seg_len(c, k);
+      Incoming in = run.recv(left, len);
+      char* dst = seg_ptr(c, k);
+      run.reduce(dst, run.aligned(in, tmp), dst, len);
+      run.send(right, dst, len, b.keepalive, trackers[c]);
+    }
+  }
+  for (int s = 0; s <= p - 2; ++s) {
+    const int c = (r - s + p) % p;
+    run.wait_tracker(*trackers[c]);  // chunk c was sent from this buffer; now it is overwritten
+    for (int64_t k = 0; k < seg.count; ++k) {
+      const int64_t len = seg_len(c, k);
+      Incoming in = run.recv(left, len);
+      if (s < p - 2) run.forward(right, in.payload);
+      if (len > 0) std::memcpy(seg_ptr(c, k), in.payload.data(), static_cast<size_t>(len * es));
+    }
+  }
+  for (auto& t : trackers) run.wait_tracker(*t);
+}
+
+void all_reduce(Run& run, const CollectiveArgs& a) {
+  const Block b = block_of(a.outputs[0]);
+  const local::Tensor& t = a.outputs[0];
+  if (run.size() > 1) {
+    if (static_cast<uint64_t>(b.numel * run.es()) <= kSmallAllReduce || b.numel < run.size()) {
+      recursive_doubling(run, b.data, b.numel);
+    } else {
+      ring_all_reduce(run, b);
+    }
+  }
+  if (a.reduce == ReduceOp::Avg) divide_by(b.data, b.numel, t.meta().dtype, run.size());
+}
+
+void broadcast(Run& run, const CollectiveArgs& a) {
+  const int p = run.size(), r = run.rank();
+  const Block b = block_of(a.outputs[0]);
+  const int vr = (r - a.root + p) % p;
+  int mask = 1;
+  while (mask < p && (vr & mask) == 0) mask <<= 1;
+  const int parent = vr == 0 ? -1 : (vr - mask + a.root) % p;
+  std::vector<int> children;
+  for (int m = mask >> 1; m > 0; m >>= 1) {
+    if (vr + m < p) children.push_back((vr + m + a.root) % p);
+  }
+  const Segments seg(b.numel, run.es());
+  for (int64_t k = 0; k < seg.count; ++k) {
+    char* ptr = b.data + seg.begin(k, b.numel) * run.es();
+    const int64_t len = seg.len(k, b.numel);
+    if (parent < 0) {
+      for (int c : children) run.send(c, ptr, len, b.keepalive, nullptr);
+    } else {
+      Incoming in = run.recv(parent, len);
+      for (int c : children) run.forward(c, in.payload);
+      if (len > 0) std::memcpy(ptr, in.payload.data(), static_cast<size_t>(len * run.es()));
+    }
+  }
+}
+
+void reduce(Run& run, const CollectiveArgs& a) {
+  const int p = run.size(), r = run.rank();
+  const Block user = block_of(a.outputs[0]);
+  const int vr = (r - a.root + p) % p;
+  Block acc = user;
+  if (vr != 0) {  // non-roots keep their tensor unchanged: accumulate aside
+    auto st = Storage::allocate(static_cast<size_t>(user.numel * run.es()));
+    if (user.numel > 0)
+      std::memcpy(st->data(), user.data, static_cast<size_t>(user.numel * run.es()));
+    acc = {static_cast<char*>(st->data()), user.numel, st};
+  }
+  std::vector<int> children;
+  int mask = 1;
+  for (; mask < p; mask <<= 1) {
+    if (vr & mask) break;
+    if (vr + mask < p) children.push_back((vr + mask + a.root) % p);
+  }
+  const int parent = vr == 0 ? -1 : (vr - mask + a.root) % p;
+  const Segments seg(user.numel, run.es());
+  std::vector<char> tmp;
+  for (int64_t k = 0; k < seg.count; ++k) {
+    char* ptr = acc.data + seg.begin(k, acc.numel) * run.es();
+    const int64_t len = seg.len(k, acc.numel);
+    for (int c : children) {
+      Incoming in = run.recv(c, len);
+      run.reduce(ptr, ptr, run.aligned(in, tmp), len);  // own (lower virtual rank) first
+    }
+    if (parent >= 0) run.send(parent, ptr, len, acc.keepalive, nullptr);
+  }
+  if (vr == 0 && a.reduce == ReduceOp::Avg) {
+    divide_by(user.data, user.numel, a.outputs[0].meta().dtype, p);
+  }
+}
+
+void all_gather(Run& run, const CollectiveArgs& a) {
+  const int p = run.size(), r = run.rank();
+  const Block in = block_of(a.inputs[0]);
+  std::vector<Block> out;
+  for (const auto& t : a.outputs) out.push_back(block_of(t));
+  const int64_t n = in.numel, es = run.es();
+  if (n > 0 && out[r].data != in.data)
+    std::memcpy(out[r].data, in.data, static_cast<size_t>(n * es));
+  if (p == 1) return;
+  const int left = (r - 1 + p) % p, right = (r + 1) % p;
+  const Segments seg(n, es);
+  for (int64_t k = 0; k < seg.count; ++k) {
+    run.send(right, in.data + seg.begin(k, n) * es, seg.len(k, n), in.keepalive, nullptr);
+  }
+  for (int s = 0; s <= p - 2; ++s) {
+    const int bidx = (r - s - 1 + p) % p;
+    for (int64_t k = 0; k < seg.count; ++k) {
+      const int64_t len = seg.len(k, n);
+      Incoming msg = run.recv(left, len);
+      if (s < p - 2) run.forward(right, msg.payload);
+      if (len > 0) {
+        std::memcpy(out[bidx].data + seg.begin(k, n) * es, msg.payload.data(),
+                    static_cast<size_t>(len * es));
+      }
+    }
+  }
+}
+
+void gather(Run& run, const CollectiveArgs& a) {
+  const int p = run.size(), r = run.rank();
+  const Block in = block_of(a.inputs[0]);
+  const int64_t n = in.numel, es = run.es();
+  const Segments seg(n, es);
+  if (r != a.root) {
+    for (int64_t k = 0; k < seg.count; ++k) {
+      run.send(a.root, in.data + seg.begin(k, n) * es, seg.len(k, n), in.keepalive, nullptr);
+    }
+    return;
+  }
+  std::vector<Block> out;
+  for (const auto& t : a.outputs) out.push_back(block_of(t));
+  if (n > 0 && out[r].data != in.data)
+    std::memcpy(out[r].data, in.data, static_cast<size_t>(n * es));
+  for (int i = 0; i < p; ++i) {
+    if (i == r) continue;
+    for (int64_t k = 0; k < seg.count; ++k) {
+      const int64_t len = seg.len(k, n);
+      Incoming msg = run.recv(i, len);
+      if (len > 0) {
+        std::memcpy(out[i].data + seg.begin(k, n) * es, msg.payload.data(),
+                    static_cast<size_t>(len * es));
+      }
+    }
+  }
+}
+
+void scatter(Run& run, const CollectiveArgs& a) {
+  const int p = run.size(), r = run.rank();
+  const Block out = block_of(a.outputs[0]);
+  const int64_t n = out.numel, es = run.es();
+  const Segments seg(n, es);
+  if (r == a.root) {
+    for (int i = 0; i < p; ++i) {
+      if (i == r) continue;
+      const Block src = block_of(a.inputs[i]);
+      for (int64_t k = 0; k < seg.count; ++k) {
+        run.send(i, src.data + seg.begin(k, n) * es, seg.len(k, n), src.keepalive, nullptr);
+      }
+    }
+    const Block own = block_of(a.inputs[r]);
+    if (n > 0 && own.data != out.data) std::memcpy(out.data, own.data, static_cast<size_t>(n * es));
+    return;
+  }
+  for (int64_t k = 0; k < seg.count; ++k) {
+    const int64_t len = seg.len(k, n);
+    Incoming msg = run.recv(a.root, len);
+    if (len > 0)
+      std::memcpy(out.data + seg.begin(k, n) * es, msg.payload.data(),
+                  static_cast<size_t>(len * es));
+  }
+}
+
+void reduce_scatter(Run& run, const CollectiveArgs& a) {
+  const int p = run.size(), r = run.rank();
+  const Block out = block_of(a.outputs[0]);
+  std::vector<Block> in;
+  for (const auto& t : a.inputs) in.push_back(block_of(t));
+  const int64_t n = out.numel, es = run.es();
+  if (p == 1) {
+    if (n > 0 && in[0].data != out.data)
+      std::memcpy(out.data, in[0].data, static_cast<size_t>(n * es));
+  } else {
+    const int left = (r - 1 + p) % p, right = (r + 1) % p;
+    const Segments seg(n, es);
+    const int first = (r - 1 + p) % p;
+    for (int64_t k = 0; k < seg.count; ++k) {
+      run.send(right, in[first].data + seg.begin(k, n) * es, seg.len(k, n), in[first].keepalive,
+               nullptr);
+    }
+    std::vector<char> tmp;
+    for (int s = 0; s <= p - 2; ++s) {
+      const int bidx = (r - s - 2 + 2 * p) % p;
+      Block dst = out;
+      if (s < p - 2) {
+        auto st = Storage::allocate(static_cast<size_t>(n * es));
+        dst = {static_cast<char*>(st->data()), n, st};
+      }
+      for (int64_t k = 0; k < seg.count; ++k) {
+        const int64_t len = seg.len(k, n);
+        Incoming msg = run.recv(left, len);
+        char* d = dst.data + seg.begin(k, n) * es;
+        run.reduce(d, run.aligned(msg, tmp), in[bidx].data + seg.begin(k, n) * es, len);
+        if (s < p - 2) run.send(right, d, len, dst.keepalive, nullptr);
+      }
+    }
+  }
+  if (a.reduce == ReduceOp::Avg) divide_by(out.data, n, a.outputs[0].meta().dtype, p);
+}
+
+// ---------------------------------------------------------------- the group
+
+class ZmqGroup : public Backend {
+ public:
+  ZmqGroup(std::shared_ptr<Mesh> mesh, uint64_t id, std::vector<int> members)
+      : mesh_(std::move(mesh)), id_(id), members_(std::move(members)) {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i] == mesh_->rank()) rank_ = static_cast<int>(i);
+    }
+  }
+  ~ZmqGroup() override { exec_.stop(); }
+
+  std::string_view name() const override { return "zmq"; }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  const std::vector<int>& world_ranks() const override { return members_; }
+
+  std::shared_ptr<Backend> new_group(const std::vector<int>& group_ranks) override {
+    uint64_t child;
+    {
+      std::lock_guard lock(m_);
+      child = ++children_;
+    }
+    std::vector<int> world;
+    for (int g : group_ranks) world.push_back(members_[g]);
+    return std::make_shared<ZmqGroup>(mesh_, mix(id_ ^ mix(child)), std::move(world));
+  }
+
+  Work isend(const local::Tensor& t, int dst, int tag) override {
+    const std::string what = fmt::format("send from rank {} to rank {} (tag {})", rank_, dst, tag);
+    auto work = std::make_shared<Work::State>(what);
+    WireHeader h;
+    h.kind = static_cast<uint8_t>(MsgKind::Data);
+    h.op = static_cast<uint8_t>(CommOp::Send);
+    h.group = id_;
+    h.seq = static_cast<uint64_t>(static_cast<int64_t>(tag));
+    h.count = t.meta().numel();
+    h.dtype = static_cast<uint8_t>(t.meta().dtype);
+    auto tracker = std::make_shared<SendTracker>();
+    tracker->on_zero = [work] { work->complete(); };
+    Payload p;
+    p.data = t.raw_data();
+    p.bytes = static_cast<size_t>(t.meta().numel()) * element_size(t.meta().dtype);
+    p.keepalive = t.storage();
+    p.tracker = tracker;
+    try {
+      mesh_->send(members_[dst], h, std::move(p));
+    } catch (...) {
+      work->complete(std::current_exception());
+      return Work(work);
+    }
+    mesh_->watch_send(tracker, work, members_[dst], Clock::now() + mesh_->options().timeout, what);
+    tracker->close();
+    return Work(work);
+  }
+
+  Work irecv(const local::Tensor& t, int src, int tag) override {
+    const std::string what =
+        src == kAnySource ? fmt::format("recv on rank {} from any rank (tag {})", rank_, tag)
+                          : fmt::format("recv on rank {} from rank {} (tag {})", rank_, src, tag);
+    auto work = std::make_shared<Work::State>(what);
+    Mesh::RecvRequest req;
+    req.group = id_;
+    req.tag = static_cast<uint64_t>(static_cast<int64_t>(tag));
+    req.src = src == kAnySource ? kAnySource : members_[src];
+    req.members = members_;
+    req.tensor = t;
+    req.work = work;
+    req.deadline = Clock::now() + mesh_->options().timeout;
+    req.what = what;
+    mesh_->post_recv(std::move(req));
+    return Work(work);
+  }
+
+  Work collective(CollectiveArgs args) override {
+    uint64_t seq;
+    {
+      std::lock_guard lock(m_);
+      seq = ++seq_;
+    }
+    auto work = std::make_shared<Work::State>(
+        fmt::format("{} (collective #{}) on rank {}", comm_op_name(args.op), seq, rank_));
+    exec_.post([this, seq, work, a = std::move(args)]() mutable { execute(a, seq, *work); });
+    return Work(work);
+  }
+
+  void shutdown() override { mesh_->shutdown(); }
+
+ private:
+  void execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
+    DType dtype = DType::Float32;
+    int64_t count = 0;
+    const local::Tensor* ref = nullptr;
+    switch (a.op) {
+      case CommOp::Broadcast:
+      case CommOp::AllReduce:
+      case CommOp::Reduce:
+      case CommOp::Scatter:
+      case CommOp::ReduceScatter:
+        ref = &a.outputs[0];
+        break;
+      case CommOp::AllGather:
+      case CommOp::Gather:
+        ref = &a.inputs[0];
+        break;
+      default:
+        break;
+    }
+    if (ref != nullptr) {
+      dtype = ref->meta().dtype;
+      count = ref->meta().numel();
+    }
+    Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count);
+    try {
+      if (mesh_->is_shut_down()) throw Error(run.what() + ": the process group was shut down");
+      switch (a.op) {
+        case CommOp::Broadcast:
+          if (size() > 1) broadcast(run, a);
+          break;
+        case CommOp::AllReduce:
+          all_reduce(run, a);
+          break;
+        case CommOp::Reduce:
+          if (size() > 1) {
+            reduce(run, a);
+          } else if (a.reduce == ReduceOp::Avg) {
+            divide_by(a.outputs[0].raw_data(), count, dtype, 1);
+          }
+          break;
+        case CommOp::AllGather:
+          all_gather(run, a);
+          break;
+        case CommOp::Gather:
+          gather(run, a);
+          break;
+        case CommOp::Scatter:
+          scatter(run, a);
+          break;
+        case CommOp::ReduceScatter:
+          reduce_scatter(run, a);
+          break;
+        case CommOp::Barrier:
+          if (size() > 1) recursive_doubling(run, nullptr, 0);
+          break;
+        default:
+          throw InvalidArgument(fmt::format("{} is not a collective", comm_op_name(a.op)));
+      }
+      run.finish();
+      mesh_->finish_collective(id_, seq);
+      work.complete();
+    } catch (...) {
+      auto e = std::current_exception();
+      std::string text;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        text = ex.what();
+      }
+      mesh_->send_abort(id_, seq, a.op, members_, code_of(e), text);
+      mesh_->finish_collective(id_, seq);
+      work.complete(e);
+    }
+  }
+
+  std::shared_ptr<Mesh> mesh_;
+  uint64_t id_;
+  std::vector<int> members_;
+  int rank_ = -1;
+  std::mutex m_;
+  uint64_t seq_ = 0;
+  uint64_t children_ = 0;
+  Executor exec_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_zmq_world(std::shared_ptr<Mesh> mesh) {
+  std::vector<int> all(mesh->size());
+  for (int i = 0; i < mesh->size(); ++i) all[i] = i;
+  return std::make_shared<ZmqGroup>(std::move(mesh), 1, std::move(all));
+}
+
+}  // namespace dtr::pg

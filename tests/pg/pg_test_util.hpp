@@ -1,0 +1,147 @@
+// Helpers of the process-group tests: several ranks as threads of this process (one
+// ProcessGroup each, over an in-process store), ranks as forked processes, deterministic
+// test data and a plain reference for every reduction.
+//
+// Thread safety: run_ranks() runs `body` on one thread per rank and collects their
+// failures; doctest assertions are made on the calling thread only.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtr/process_group.hpp"
+#include "support/worker_process.hpp"
+
+namespace dtr::pgtest {
+
+using namespace std::chrono_literals;
+
+inline ProcessGroupOptions fast_options(std::chrono::milliseconds timeout = 30s) {
+  ProcessGroupOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
+// Creates `n` ProcessGroups (one per thread) over one in-process store, runs body(group)
+// on each rank's thread, and returns every failure as "rank r: what".
+inline std::vector<std::string> run_ranks(int n, const std::function<void(ProcessGroup&)>& body,
+                                          ProcessGroupOptions options = fast_options()) {
+  auto store = make_hash_store();
+  std::mutex m;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroup g = ProcessGroup::create(store, r, n, options);
+        body(g);
+        g.shutdown();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+inline void check_no_errors(const std::vector<std::string>& errors) {
+  for (const auto& e : errors) FAIL_CHECK(e);
+  CHECK(errors.empty());
+}
+
+// Forks `n` children running body(i); each exits 0 on success, 1 on an exception (printed),
+// and is killed at `limit`. Returns the exit codes (-1 killed or crashed).
+inline std::vector<int> fork_ranks(int n, const std::function<int(int)>& body,
+                                   std::chrono::milliseconds limit = 60s) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = body(i);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", i, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (pid_t pid : pids) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    int st = test::wait_or_kill(pid, std::max(left, std::chrono::milliseconds(1)));
+    codes.push_back(st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+  return codes;
+}
+
+// Deterministic per-rank values, exact in every dtype (small integers).
+inline double value_for(int rank, int64_t i, DType dt, ReduceOp op) {
+  if (dt == DType::Bool) return ((i * 7 + rank * 3) % 5) < 2 ? 1 : 0;
+  if (op == ReduceOp::Product)
+    return ((i + rank) % 3) - 1 == 0 ? 1 : (((i + rank) % 3) == 2 ? 2 : -1);
+  return static_cast<double>(((i * 31 + rank * 17) % 23) - 11);
+}
+
+inline local::Tensor make_input(int rank, int64_t n, DType dt, ReduceOp op = ReduceOp::Sum) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = value_for(rank, i, dt, op);
+  return local::from_vector<double>(v, Shape{n}).to(dt);
+}
+
+inline double reduce_ref(int p, int64_t i, DType dt, ReduceOp op) {
+  double acc = value_for(0, i, dt, op);
+  for (int r = 1; r < p; ++r) {
+    double x = value_for(r, i, dt, op);
+    switch (op) {
+      case ReduceOp::Sum:
+      case ReduceOp::Avg:
+        acc = dt == DType::Bool ? (acc != 0 || x != 0) : acc + x;
+        break;
+      case ReduceOp::Product:
+        acc = dt == DType::Bool ? (acc != 0 && x != 0) : acc * x;
+        break;
+      case ReduceOp::Min:
+        acc = std::min(acc, x);
+        break;
+      case ReduceOp::Max:
+        acc = std::max(acc, x);
+        break;
+    }
+  }
+  if (op == ReduceOp::Avg) acc /= p;
+  return acc;
+}
+
+// "" when t holds expected(i) at every i, else the first difference.
+inline std::string compare(const local::Tensor& t, const std::function<double(int64_t)>& expected) {
+  auto v = t.to_vector<double>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double e = expected(static_cast<int64_t>(i));
+    const bool ok = std::abs(v[i] - e) <= 1e-6 * std::max(1.0, std::abs(e));
+    if (!ok) {
+      return "element " + std::to_string(i) + ": got " + std::to_string(v[i]) + ", expected " +
+             std::to_string(e);
+    }
+  }
+  return "";
+}
+
+}  // namespace dtr::pgtest
