@@ -240,15 +240,21 @@ void Mesh::send(int dst, WireHeader h, Payload p) {
 }
 
 Incoming Mesh::take(uint64_t group, uint64_t seq, int src, Clock::time_point deadline,
-                    const std::vector<int>& members, const std::string& what) {
+                    const std::vector<int>& members, const std::string& what,
+                    const WireHeader* expect) {
   std::unique_lock lock(m_);
   const auto key = std::make_pair(group, seq);
+  auto odd = [&](const WireHeader& h) {
+    return expect != nullptr &&
+           (h.op != expect->op || h.dtype != expect->dtype || h.count != expect->count ||
+            h.reduce != expect->reduce || h.root != expect->root);
+  };
   while (true) {
     auto it = channels_.find(key);
     if (it != channels_.end()) {
       auto& q = it->second.msgs;
       for (auto mit = q.begin(); mit != q.end(); ++mit) {
-        if (mit->h.src == src) {
+        if (mit->h.src == src || odd(mit->h)) {
           Incoming out = std::move(*mit);
           q.erase(mit);
           return out;

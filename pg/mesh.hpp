@@ -125,8 +125,12 @@ class Mesh {
   // The next message from world rank `src` for (group, seq). Throws the Abort's error when a
   // rank aborted this collective, TransportError when src or any of `members` (world ranks)
   // died or left, TimeoutError at the deadline. `what` names the op for messages.
+  // With `expect`, a message from any rank whose op, dtype, count, reduce op or root differ
+  // from it is returned at once instead, so a mismatch is reported by the first rank that
+  // sees one rather than by whichever rank happens to read from the odd one out.
   Incoming take(uint64_t group, uint64_t seq, int src, Clock::time_point deadline,
-                const std::vector<int>& members, const std::string& what);
+                const std::vector<int>& members, const std::string& what,
+                const WireHeader* expect = nullptr);
   // Marks (group, seq) and everything before it done: later messages for them are dropped.
   void finish_collective(uint64_t group, uint64_t seq);
   // Tells every member but this rank that (group, seq) failed.

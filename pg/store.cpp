@@ -183,15 +183,8 @@ class TcpStore : public Store {
         }
       }
     }
-    sock_ = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-    sock_.set(zmq::sockopt::linger, 0);
-    sock_.set(zmq::sockopt::reconnect_ivl, 50);
-    sock_.connect(endpoint_);
   }
-  ~TcpStore() override {
-    sock_.close();
-    server_.reset();
-  }
+  ~TcpStore() override { server_.reset(); }
 
   void set(const std::string& key, const std::string& value) override {
     request('S', key, value, timeout_);
@@ -211,7 +204,11 @@ class TcpStore : public Store {
     if (key.size() > kMaxStoreField / 2 || value.size() > kMaxStoreField / 2) {
       throw InvalidArgument("tcp store: key or value too large");
     }
-    std::lock_guard lock(m_);
+    // One socket per request: requests from several threads never wait on each other.
+    zmq::socket_t sock_(ctx_, zmq::socket_type::dealer);
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.set(zmq::sockopt::reconnect_ivl, 50);
+    sock_.connect(endpoint_);
     const uint64_t id = ++next_id_;
     std::string reqid(reinterpret_cast<const char*>(&id), 8);
     sock_.send(zmq::buffer(reqid), zmq::send_flags::sndmore);
@@ -249,9 +246,7 @@ class TcpStore : public Store {
   std::string endpoint_, described_;
   zmq::context_t ctx_{1};
   std::unique_ptr<StoreServer> server_;
-  std::mutex m_;
-  zmq::socket_t sock_;
-  uint64_t next_id_ = 0;
+  std::atomic<uint64_t> next_id_{0};
 };
 
 // ---------------------------------------------------------------- FileStore

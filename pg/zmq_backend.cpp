@@ -140,6 +140,11 @@ class Run {
   int64_t es() const { return es_; }
 
   WireHeader header(int dst) {
+    WireHeader h = header_template();
+    h.step = sent_steps_[dst]++;
+    return h;
+  }
+  WireHeader header_template() const {
     WireHeader h;
     h.kind = static_cast<uint8_t>(MsgKind::Data);
     h.op = static_cast<uint8_t>(a_.op);
@@ -149,7 +154,6 @@ class Run {
     h.root = a_.root;
     h.dtype = static_cast<uint8_t>(dtype_);
     h.reduce = static_cast<uint8_t>(a_.reduce);
-    h.step = sent_steps_[dst]++;
     return h;
   }
 
@@ -183,8 +187,15 @@ class Run {
   // The next message from group rank src, checked against this rank's call; `numel` is the
   // element count this rank expects in it.
   Incoming recv(int src, int64_t numel) {
-    Incoming in = mesh_.take(group_, seq_, members_[src], deadline_, members_, what_);
+    WireHeader expect = header_template();
+    Incoming in = mesh_.take(group_, seq_, members_[src], deadline_, members_, what_,
+                             a_.op == CommOp::Barrier ? nullptr : &expect);
     const WireHeader& h = in.h;
+    if (h.src != members_[src]) {  // a mismatching message from another rank
+      for (size_t i = 0; i < members_.size(); ++i) {
+        if (members_[i] == h.src) src = static_cast<int>(i);
+      }
+    }
     const auto their_op = static_cast<CommOp>(h.op);
     if (their_op != a_.op) {
       throw InvalidArgument(fmt::format("{}: rank {} called {} at the same point", what_, src,

@@ -1,0 +1,208 @@
+// Failures: mismatched collectives fail on every rank; a killed, stopped or departed peer
+// makes the others fail naming it; timeouts; shutdown with operations pending.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <future>
+
+#include "pg_test_util.hpp"
+
+using namespace dtr;
+using namespace dtr::pgtest;
+
+namespace {
+
+template <typename E>
+void expect_throw(const std::function<void()>& f, const std::vector<std::string>& words,
+                  const std::string& what) {
+  try {
+    f();
+  } catch (const E& e) {
+    for (const auto& w : words) {
+      if (std::string(e.what()).find(w) == std::string::npos) {
+        throw Error(what + ": message lacks '" + w + "': " + e.what());
+      }
+    }
+    return;
+  } catch (const std::exception& e) {
+    throw Error(what + ": wrong exception type: " + e.what());
+  }
+  throw Error(what + ": no exception");
+}
+
+}  // namespace
+
+TEST_CASE("mismatched all_reduce fails clearly on every rank; the group stays usable") {
+  for (int p : {2, 3, 4}) {
+    CAPTURE(p);
+    check_no_errors(run_ranks(p, [&](ProcessGroup& g) {
+      const int r = g.rank();
+      for (int64_t big : {int64_t{12}, int64_t{200000}}) {
+        // Sizes: rank 1 has a different element count.
+        auto t = local::ones(Shape{r == 1 ? big + 1 : big});
+        expect_throw<ShapeError>([&] { g.all_reduce(t); }, {"all_reduce", "elements"},
+                                 "size mismatch");
+      }
+      // Dtypes.
+      auto d = r == p - 1 ? local::ones(Shape{8}, DType::Float64) : local::ones(Shape{8});
+      expect_throw<DTypeError>([&] { g.all_reduce(d); }, {"float64", "float32"}, "dtype mismatch");
+      // Reduce ops.
+      auto o = local::ones(Shape{8});
+      expect_throw<InvalidArgument>(
+          [&] { g.all_reduce(o, r == 0 ? ReduceOp::Max : ReduceOp::Sum); }, {"MAX", "SUM"},
+          "reduce op mismatch");
+      // Still usable.
+      auto ok = local::full(Shape{1000}, r + 1, DType::Int32);
+      g.all_reduce(ok);
+      auto d2 = compare(ok, [&](int64_t) { return p * (p + 1) / 2.0; });
+      if (!d2.empty()) throw Error("after mismatches: " + d2);
+      g.barrier();
+    }));
+  }
+}
+
+TEST_CASE("AVG on integers and bad list lengths are refused before anything is sent") {
+  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
+    auto i = local::ones(Shape{4}, DType::Int32);
+    CHECK_THROWS_AS(g.all_reduce(i, ReduceOp::Avg), DTypeError);
+    std::vector<local::Tensor> three(3, local::zeros(Shape{4}));
+    CHECK_THROWS_AS(g.all_gather(three, local::zeros(Shape{4})), InvalidArgument);
+    std::vector<local::Tensor> two{local::zeros(Shape{4}), local::zeros(Shape{5})};
+    CHECK_THROWS_AS(g.all_gather(two, local::zeros(Shape{4})), ShapeError);
+    auto out = local::zeros(Shape{7});
+    CHECK_THROWS_AS(g.all_gather_into_tensor(out, local::zeros(Shape{4})), ShapeError);
+    CHECK_THROWS_AS(g.broadcast(i, 2), InvalidArgument);
+    g.barrier();
+  }));
+}
+
+TEST_CASE("a collective that a rank never joins times out, naming the rank waited for") {
+  std::promise<void> done;
+  auto finished = done.get_future().share();
+  check_no_errors(run_ranks(
+      2,
+      [&](ProcessGroup& g) {
+        if (g.rank() == 0) {
+          auto t = local::ones(Shape{4});
+          expect_throw<TimeoutError>([&] { g.all_reduce(t); }, {"all_reduce", "rank 1"}, "timeout");
+          done.set_value();
+        } else {
+          finished.wait();
+        }
+      },
+      fast_options(std::chrono::milliseconds(300))));
+}
+
+TEST_CASE("a peer that leaves: pending receives from it fail, others go on") {
+  std::promise<void> left;
+  auto has_left = left.get_future().share();
+  check_no_errors(run_ranks(3, [&](ProcessGroup& g) {
+    if (g.rank() == 2) {
+      g.send(local::ones(Shape{3}), 0);
+      g.shutdown();
+      left.set_value();
+      return;
+    }
+    if (g.rank() == 0) {
+      auto t = local::zeros(Shape{3});
+      g.recv(t, 2);  // sent before it left: still delivered
+      has_left.wait();
+      expect_throw<TransportError>([&] { g.recv(t, 2); }, {"rank 2", "left"}, "recv from departed");
+      g.send(local::ones(Shape{3}), 1);  // the other pair still works
+    } else {
+      auto t = local::zeros(Shape{3});
+      g.recv(t, 0);
+    }
+  }));
+}
+
+TEST_CASE("shutdown fails pending operations") {
+  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
+    g.barrier();
+    auto t = local::zeros(Shape{3});
+    Work w = g.irecv(t, 1 - g.rank(), 77);
+    g.shutdown();
+    expect_throw<Error>([&] { w.wait(30s); }, {"shut down"}, "pending recv");
+    expect_throw<Error>([&] { g.all_reduce(t); }, {"shut down"}, "collective after shutdown");
+  }));
+}
+
+TEST_CASE("a killed peer (SIGKILL) makes the others fail naming its rank, not by timeout") {
+  const std::string file = "/tmp/dtr-pg-kill-" + std::to_string(getpid());
+  ::unlink(file.c_str());
+  auto codes = fork_ranks(
+      3,
+      [&](int i) {
+        ProcessGroupOptions o;
+        o.timeout =
+            std::chrono::seconds(100);  // longer than the test's limit: only detection ends it
+        ProcessGroup g = ProcessGroup::create(make_file_store(file), i, 3, o);
+        g.barrier();
+        if (i == 2) {
+          auto t = local::ones(Shape{1000});
+          g.all_reduce(t);  // one more so the others are mid-stream
+          ::raise(SIGKILL);
+        }
+        auto t = local::ones(Shape{1000});
+        g.all_reduce(t);
+        try {
+          for (int k = 0; k < 1000000; ++k) {
+            auto big = local::ones(Shape{100000});
+            g.all_reduce(big);
+            if (i == 0) {
+              auto r = local::zeros(Shape{1});
+              g.recv(r, 2);
+            }
+          }
+        } catch (const TransportError& e) {
+          const std::string m = e.what();
+          if (m.find("rank 2 (tcp://") == std::string::npos) {
+            std::fprintf(stderr, "child %d: message lacks the rank: %s\n", i, m.c_str());
+            return 3;
+          }
+          return 0;
+        }
+        return 4;
+      },
+      std::chrono::seconds(60));
+  ::unlink(file.c_str());
+  CHECK(codes[0] == 0);
+  CHECK(codes[1] == 0);
+  CHECK(codes[2] == -1);  // killed
+}
+
+TEST_CASE("a stopped peer (SIGSTOP) is declared dead after the heartbeat timeout") {
+  const int port = test::free_port();
+  pid_t stopped = fork();
+  if (stopped == 0) {
+    int code = 1;
+    try {
+      ProcessGroupOptions o;
+      o.heartbeat_timeout = std::chrono::milliseconds(1000);
+      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
+      g.barrier();
+      ::raise(SIGSTOP);
+      code = 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    _exit(code);
+  }
+  std::string message;
+  {
+    ProcessGroupOptions o;
+    o.timeout = std::chrono::seconds(100);
+    o.heartbeat_timeout = std::chrono::milliseconds(1000);
+    ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, true), 0, 2, o);
+    g.barrier();
+    auto t = local::zeros(Shape{4});
+    try {
+      g.recv(t, 1);
+    } catch (const TransportError& e) {
+      message = e.what();
+    }
+  }
+  ::kill(stopped, SIGKILL);
+  test::wait_or_kill(stopped, std::chrono::seconds(10));
+  CHECK(message.find("rank 1") != std::string::npos);
+}

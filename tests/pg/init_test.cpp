@@ -1,0 +1,176 @@
+// Initialization: env:// (with torch, SLURM and Open MPI variables), tcp:// and file://
+// with ranks assigned in arrival order, two jobs sharing one file through group_name,
+// explicit endpoint lists, ipc transport, and the global API's argument errors.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "pg_test_util.hpp"
+
+using namespace dtr;
+using namespace dtr::pgtest;
+
+namespace {
+
+// In a child: the global API end to end. Returns 0 when all_reduce and all_gather of the
+// ranks agree with get_rank()/get_world_size().
+int global_api_check(const std::string& init, int world, int rank, const std::string& group = "") {
+  init_process_group("zmq", init, world, rank, group, std::chrono::seconds(30));
+  const int r = get_rank(), n = get_world_size();
+  auto t = local::full(Shape{3}, r + 1, DType::Int64);
+  all_reduce(t);
+  if (t.to_vector<int64_t>()[0] != n * (n + 1) / 2) return 10;
+  std::vector<local::Tensor> outs(n, local::Tensor());
+  for (auto& o : outs) o = local::zeros(Shape{1}, DType::Int32);
+  all_gather(outs, local::full(Shape{1}, r, DType::Int32));
+  std::set<int> ranks;
+  for (auto& o : outs) ranks.insert(o.to_vector<int32_t>()[0]);
+  if (static_cast<int>(ranks.size()) != n || *ranks.begin() != 0 || *ranks.rbegin() != n - 1)
+    return 11;
+  barrier();
+  destroy_process_group();
+  return 0;
+}
+
+void clear_rank_env() {
+  for (const char* v :
+       {"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    ::unsetenv(v);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("init: env:// with RANK/WORLD_SIZE, SLURM_* and OMPI_COMM_WORLD_*") {
+  struct Vars {
+    const char* rank;
+    const char* size;
+  };
+  for (Vars v : {Vars{"RANK", "WORLD_SIZE"}, Vars{"SLURM_PROCID", "SLURM_NTASKS"},
+                 Vars{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}}) {
+    CAPTURE(v.rank);
+    const std::string port = std::to_string(test::free_port());
+    auto codes = fork_ranks(3, [&](int i) {
+      clear_rank_env();
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv(v.rank, std::to_string(i).c_str(), 1);
+      ::setenv(v.size, "3", 1);
+      return global_api_check("env://", -1, -1);
+    });
+    CHECK(codes == std::vector<int>{0, 0, 0});
+  }
+}
+
+TEST_CASE("init: tcp:// with ranks assigned in arrival order") {
+  const std::string init = "tcp://127.0.0.1:" + std::to_string(test::free_port());
+  auto codes = fork_ranks(4, [&](int) { return global_api_check(init, 4, -1); });
+  CHECK(codes == std::vector<int>{0, 0, 0, 0});
+}
+
+TEST_CASE("init: file:// with assigned ranks; two jobs share one file by group_name") {
+  const std::string path = "/tmp/dtr-pg-init-" + std::to_string(getpid());
+  ::unlink(path.c_str());
+  auto codes = fork_ranks(5, [&](int i) {
+    // Processes 0-1 are job "a" (2 ranks), 2-4 job "b" (3 ranks), all at once.
+    return i < 2 ? global_api_check("file://" + path, 2, -1, "a")
+                 : global_api_check("file://" + path, 3, -1, "b");
+  });
+  CHECK(codes == std::vector<int>{0, 0, 0, 0, 0});
+  // The keys of finished groups are gone: the same names work again.
+  auto again = fork_ranks(2, [&](int i) { return global_api_check("file://" + path, 2, i, "a"); });
+  CHECK(again == std::vector<int>{0, 0});
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("init: argument errors") {
+  CHECK_FALSE(is_initialized());
+  CHECK_THROWS_AS(get_rank(), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("zmq", "bogus://x"), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("nccl", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("gloo", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("carrier-pigeon", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("zmq", "tcp://127.0.0.1:1", -1, 0), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("zmq", "tcp://127.0.0.1", 2, 0), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("zmq", "file:///tmp/x", -1, 0), InvalidArgument);
+  auto saved_addr = std::getenv("MASTER_ADDR");
+  if (saved_addr == nullptr) CHECK_THROWS_AS(init_process_group("zmq", "env://"), InvalidArgument);
+  CHECK_FALSE(is_initialized());
+  // One rank: init, use, destroy, init again.
+  const std::string init = "tcp://127.0.0.1:" + std::to_string(test::free_port());
+  init_process_group("zmq", init, 1, 0);
+  CHECK_THROWS_AS(init_process_group("zmq", init, 1, 0), InvalidArgument);
+  CHECK(get_world_size() == 1);
+  auto t = local::ones(Shape{2});
+  all_reduce(t);
+  destroy_process_group();
+  CHECK_FALSE(is_initialized());
+}
+
+TEST_CASE("ProcessGroup::create from an endpoint list, and over ipc") {
+  std::vector<std::string> eps;
+  for (int i = 0; i < 3; ++i) eps.push_back("tcp://127.0.0.1:" + std::to_string(test::free_port()));
+  std::mutex m;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroup g = ProcessGroup::create(eps, r, fast_options());
+        auto t = local::full(Shape{100000}, r, DType::Float64);
+        g.all_reduce(t, ReduceOp::Max);
+        if (t.to_vector<double>()[99999] != 2.0) throw Error("wrong max");
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors.push_back(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  check_no_errors(errors);
+
+  ProcessGroupOptions ipc = fast_options();
+  ipc.transport = "ipc";
+  check_no_errors(run_ranks(
+      3,
+      [&](ProcessGroup& g) {
+        auto t = local::full(Shape{300000}, g.rank() + 1, DType::Int32);
+        g.all_reduce(t, ReduceOp::Product);
+        if (t.to_vector<int32_t>()[12345] != 6) throw Error("ipc all_reduce");
+        auto b = local::full(Shape{7}, g.rank(), DType::Int32);
+        g.broadcast(b, 2);
+        if (b.to_vector<int32_t>()[6] != 2) throw Error("ipc broadcast");
+      },
+      ipc));
+  ProcessGroupOptions bad = fast_options();
+  bad.transport = "udp";
+  CHECK_THROWS_AS(ProcessGroup::create(make_hash_store(), 0, 1, bad), InvalidArgument);
+  CHECK_THROWS_AS(ProcessGroup::create(make_hash_store(), 2, 2, fast_options()), InvalidArgument);
+}
+
+TEST_CASE("several independent groups in one process") {
+  // Two unrelated 2-rank groups, four threads, one process; each sees only its own peers.
+  auto s1 = make_hash_store();
+  auto s2 = make_hash_store();
+  std::mutex m;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      try {
+        ProcessGroup g = ProcessGroup::create(k < 2 ? s1 : s2, k % 2, 2, fast_options());
+        auto t = local::full(Shape{10}, k, DType::Int64);
+        g.all_reduce(t);
+        const int64_t want = k < 2 ? 1 : 5;
+        if (t.to_vector<int64_t>()[0] != want) throw Error("groups mixed up");
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors.push_back(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  check_no_errors(errors);
+}

@@ -1,0 +1,66 @@
+// Rendezvous stores: set/get/add/delete_prefix, bounded waits, shared use.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "pg_test_util.hpp"
+
+using namespace dtr;
+using namespace dtr::pgtest;
+
+namespace {
+
+void exercise(Store& s) {
+  s.set("a/x", "1");
+  s.set("a/y", std::string("bin\0ary\n", 8));
+  s.set("b/x", "");
+  CHECK(s.get("a/x", 1s) == "1");
+  CHECK(s.get("a/y", 1s) == std::string("bin\0ary\n", 8));
+  CHECK(s.get("b/x", 1s).empty());
+  CHECK(s.add("n", 5) == 5);
+  CHECK(s.add("n", -2) == 3);
+  s.delete_prefix("a/");
+  CHECK_THROWS_AS(s.get("a/x", std::chrono::milliseconds(30)), TimeoutError);
+  CHECK(s.get("b/x", 1s).empty());
+  // A get waits for a later set.
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s.set("late", "v");
+  });
+  CHECK(s.get("late", 30s) == "v");
+  t.join();
+}
+
+}  // namespace
+
+TEST_CASE("store: hash") {
+  auto s = make_hash_store();
+  exercise(*s);
+}
+
+TEST_CASE("store: file") {
+  const std::string path = "/tmp/dtr-pg-store-" + std::to_string(getpid());
+  ::unlink(path.c_str());
+  auto s = make_file_store(path);
+  exercise(*s);
+  // A second handle (another process would do the same) sees the same contents.
+  auto s2 = make_file_store(path);
+  CHECK(s2->get("late", 1s) == "v");
+  CHECK(s2->add("n", 1) == 4);
+  ::unlink(path.c_str());
+  CHECK_THROWS_AS(make_file_store("/nonexistent-dir/x"), TransportError);
+}
+
+TEST_CASE("store: tcp server and clients") {
+  const int port = test::free_port();
+  auto server = make_tcp_store("127.0.0.1", port, true, 10s);
+  auto client = make_tcp_store("127.0.0.1", port, true, 10s);  // bind taken: becomes a client
+  exercise(*client);
+  CHECK(server->get("late", 1s) == "v");
+  CHECK(server->describe() == "tcp://127.0.0.1:" + std::to_string(port));
+  // No server at all: bounded.
+  auto orphan =
+      make_tcp_store("127.0.0.1", test::free_port(), false, std::chrono::milliseconds(100));
+  CHECK_THROWS_AS(orphan->get("x", std::chrono::milliseconds(100)), TimeoutError);
+  CHECK_THROWS_AS(make_tcp_store("127.0.0.1", 70000, true), InvalidArgument);
+}
