@@ -191,6 +191,30 @@ local::Tensor DistributedTensor::to_local() const {
   return m.payload;
 }
 
+DistributedTensor DistributedTensor::to(int node) const {
+  const RemoteTensor& self = remote("to");
+  check_node("to", *self.session, node);
+  if (node == self.node) return *this;
+  uint64_t token = self.session->new_id();
+  Command send;
+  send.type = CmdType::SendPeer;
+  send.stream = detail::current_stream_id(*self.session, self.node);
+  send.inputs[0] = self.id;
+  send.n_inputs = 1;
+  send.peer = static_cast<uint32_t>(node);
+  send.token = token;
+  Command recv;
+  recv.type = CmdType::RecvPeer;
+  recv.stream = detail::current_stream_id(*self.session, node);
+  recv.out = self.session->new_id();
+  recv.meta = TensorMeta::contiguous(self.meta.dtype, self.meta.shape);
+  recv.peer = static_cast<uint32_t>(self.node);
+  recv.token = token;
+  self.session->enqueue(self.node, send);
+  self.session->enqueue(node, recv);
+  return DistributedTensor(make_remote(self.session, node, -1, recv.out, recv.meta));
+}
+
 Scalar DistributedTensor::item() const {
   if (numel() != 1)
     throw ShapeError(fmt::format("item: needs a tensor with one element, got shape {}",

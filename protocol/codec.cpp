@@ -177,6 +177,17 @@ void Writer::command(const Command& c) {
       put(c.event);
       put(c.request);
       break;
+    case CmdType::SendPeer:
+      put(c.inputs[0]);
+      put(c.peer);
+      put(c.token);
+      break;
+    case CmdType::RecvPeer:
+      put(c.out);
+      meta(c.meta);
+      put(c.peer);
+      put(c.token);
+      break;
   }
 }
 
@@ -261,8 +272,7 @@ class Reader {
 void Reader::command(Command& c, size_t index, size_t payload_frames,
                      std::vector<bool>& payload_used) {
   auto type = get<uint8_t>();
-  if (type < static_cast<uint8_t>(CmdType::RunOp) ||
-      type > static_cast<uint8_t>(CmdType::DestroyEvent))
+  if (type < static_cast<uint8_t>(CmdType::RunOp) || type > static_cast<uint8_t>(CmdType::RecvPeer))
     fail("command {} has unknown type {}", index, type);
   c.type = static_cast<CmdType>(type);
   c.stream = get<uint32_t>();
@@ -357,6 +367,18 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
     case CmdType::EventSync:
       c.event = get<uint64_t>();
       c.request = get<uint64_t>();
+      break;
+    case CmdType::SendPeer:
+      c.inputs[0] = get<uint64_t>();
+      c.n_inputs = 1;
+      c.peer = get<uint32_t>();
+      c.token = get<uint64_t>();
+      break;
+    case CmdType::RecvPeer:
+      c.out = get<uint64_t>();
+      c.meta = meta("recv meta");
+      c.peer = get<uint32_t>();
+      c.token = get<uint64_t>();
       break;
   }
 }
@@ -453,6 +475,8 @@ std::string encode(const PeerNotify& m) {
     w.put(m.session);
     w.put(m.from_node);
     w.put(m.token);
+    w.put(static_cast<uint8_t>(m.failed));
+    if (m.failed) w.failure(m.failure);
   });
 }
 
@@ -566,6 +590,10 @@ PeerNotify decode_peer_notify(std::string_view frame) {
     m.session = r.get<uint64_t>();
     m.from_node = r.get<uint32_t>();
     m.token = r.get<uint64_t>();
+    auto failed = r.get<uint8_t>();
+    if (failed > 1) r.fail("failure flag {}, expected 0 or 1", failed);
+    m.failed = failed != 0;
+    if (m.failed) m.failure = r.failure();
     r.finish();
     return m;
   });

@@ -87,11 +87,27 @@ struct Setup {
   std::vector<std::string> peers;  // peers[k]: node k's peer endpoint
 };
 
-// Worker to worker: event `token` (a cross-node wait, see Command) has completed.
+// Why a tensor is failed on a worker. For a tensor that failed because an input had
+// failed, cause_* name the first failure in the chain.
+struct RemoteFailure {
+  TensorId tensor = kNoTensor;
+  int32_t device = -1;  // of the failed tensor: -1 CPU, k CUDA device k
+  std::string op;
+  std::string message;
+  TensorId cause_tensor = kNoTensor;
+  std::string cause_op;
+  std::string cause_message;
+};
+
+// Worker to worker: `token` is done. For a cross-node wait (NotifyPeer / WaitRemote) the
+// event's record has run; for a copy (SendPeer / RecvPeer) the message carries the tensor's
+// bytes in frame 1, or `failed` and why the source tensor could not be sent.
 struct PeerNotify {
   uint64_t session = 0;
   uint32_t from_node = 0;
   uint64_t token = 0;
+  bool failed = false;
+  RemoteFailure failure;  // when failed
 };
 
 enum class CmdType : uint8_t {
@@ -109,7 +125,9 @@ enum class CmdType : uint8_t {
   WaitRemote = 12,
   EventQuery = 13,
   EventSync = 14,
-  DestroyEvent = 15
+  DestroyEvent = 15,
+  SendPeer = 16,
+  RecvPeer = 17
 };
 
 // One command. Every command names a stream (0: the default stream); which other fields
@@ -126,6 +144,10 @@ enum class CmdType : uint8_t {
 //   WaitRemote     peer, token: `stream` waits for node `peer`'s notification of `token`
 //   EventQuery, EventSync   event, request: whether (or once) its latest record is done
 //   DestroyEvent   event
+//   SendPeer       inputs[0], peer, token: when `stream` gets there, send the tensor's
+//                  bytes to node `peer` (worker to worker)
+//   RecvPeer       out, meta.dtype, meta.shape, peer, token: `out` is the tensor node
+//                  `peer` sends under `token`; `stream` waits for it
 struct Command {
   CmdType type = CmdType::RunOp;
   OpId op = OpId::add;
@@ -146,18 +168,6 @@ struct Command {
 
 struct Batch {
   std::vector<Command> commands;
-};
-
-// Why a tensor is failed on a worker. For a tensor that failed because an input had
-// failed, cause_* name the first failure in the chain.
-struct RemoteFailure {
-  TensorId tensor = kNoTensor;
-  int32_t device = -1;  // of the failed tensor: -1 CPU, k CUDA device k
-  std::string op;
-  std::string message;
-  TensorId cause_tensor = kNoTensor;
-  std::string cause_op;
-  std::string cause_message;
 };
 
 struct MemoryStatsWire {

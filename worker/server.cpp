@@ -136,7 +136,9 @@ struct Server::Impl {
                 std::vector<zmq::message_t>& frames, size_t first_payload);
   void on_goodbye(const std::string* identity);
   void on_setup(const std::string* identity, std::string_view header);
-  void on_peer(const std::string* identity, std::string_view header);
+  // A peer's notification; frames[first_payload], when present, is a copy's bytes.
+  void on_peer(const std::string* identity, std::string_view header,
+               std::vector<zmq::message_t>& frames, size_t first_payload);
   void heartbeat_tick();
   // Called from any thread: queues a message for the loop to send and wakes it.
   void post(Outgoing&& out);
@@ -339,7 +341,7 @@ void Server::Impl::handle(proto::Received& msg) {
       on_setup(identity, header);
       break;
     case proto::MsgType::Peer:
-      on_peer(identity, header);
+      on_peer(identity, header, frames, header_index + 1);
       break;
     case proto::MsgType::HelloReply:
     case proto::MsgType::Reply:
@@ -452,16 +454,25 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
                peers.size());
 }
 
-void Server::Impl::on_peer(const std::string* identity, std::string_view header) {
+void Server::Impl::on_peer(const std::string* identity, std::string_view header,
+                           std::vector<zmq::message_t>& frames, size_t first_payload) {
   proto::PeerNotify n;
   try {
     n = proto::decode_peer_notify(header);
+    if (frames.size() > first_payload + 1)
+      throw ProtocolError(fmt::format("peer message carries {} payload frames, at most 1",
+                                      frames.size() - first_payload));
   } catch (const ProtocolError& e) {
     // No reply: peers do not read them, and a stranger gets nothing to work with.
     spdlog::warn("bad peer message from {}: {}", who(identity), e.what());
     return;
   }
-  if (!session || !session->notify(n))
+  std::optional<PayloadFrame> payload;
+  if (frames.size() == first_payload + 1) {
+    std::shared_ptr<zmq::message_t> owner = proto::share_frame(std::move(frames[first_payload]));
+    payload = PayloadFrame{owner->data(), owner->size(), owner};
+  }
+  if (!session || !session->notify(n, payload ? &*payload : nullptr))
     spdlog::warn("peer notification from node {} (session {:#x}) is not for this session; dropped",
                  n.from_node, n.session);
 }
@@ -506,7 +517,7 @@ void Server::Impl::drain_outbox() {
   for (Outgoing& o : out) {
     if (o.peer >= 0) {
       zmq::socket_t* d = peer_dealer(o.peer);
-      if (!d || !proto::send_message(*d, nullptr, std::move(o.header), {}))
+      if (!d || !proto::send_message(*d, nullptr, std::move(o.header), o.payloads))
         spdlog::error("could not notify node {}", o.peer);
       continue;
     }
@@ -546,14 +557,14 @@ void Server::Impl::drain_socket() {
 
 void Server::Impl::drain_peer_socket() {
   for (int i = 0; i < kMaxMessagesPerWakeup; ++i) {
-    std::optional<proto::Received> msg = proto::try_recv(peer_socket, 2);
+    std::optional<proto::Received> msg = proto::try_recv(peer_socket, 3);
     if (!msg) return;
-    if (msg->frames.size() != 2 || msg->truncated) continue;
+    if (msg->frames.size() < 2 || msg->truncated) continue;
     std::string id = msg->frames[0].to_string();
     std::string_view header = view_of(msg->frames[1]);
     try {
       if (proto::peek_type(header) == proto::MsgType::Peer) {
-        on_peer(&id, header);
+        on_peer(&id, header, msg->frames, 2);
         continue;
       }
     } catch (const ProtocolError& e) {

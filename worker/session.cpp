@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <unordered_map>
 
 #include "protocol/codec.hpp"
@@ -51,6 +52,10 @@ std::string_view command_name(const Command& c) {
     case CmdType::WaitEvent:
     case CmdType::WaitRemote:
       return "wait_event";
+    case CmdType::SendPeer:
+      return "send_to_node";
+    case CmdType::RecvPeer:
+      return "recv_from_node";
     case CmdType::NotifyPeer:
       return "notify_peer";
     case CmdType::EventQuery:
@@ -184,6 +189,9 @@ struct RemoteWait {
   bool arrived = false;
   StreamPtr waiter;
   uint32_t from = 0;
+  // A copy's bytes, or why the sender could not send them.
+  std::optional<PayloadFrame> payload;
+  std::optional<RemoteFailure> failure;
 };
 using RemoteWaitPtr = std::shared_ptr<RemoteWait>;
 
@@ -195,7 +203,7 @@ struct Barrier {
 };
 
 struct Task {
-  enum class Kind : uint8_t { Op, Get, Record, WaitEvent, WaitRemote, Barrier };
+  enum class Kind : uint8_t { Op, Get, Record, WaitEvent, WaitRemote, Barrier, SendPeer, RecvPeer };
   Kind kind = Kind::Op;
   const Command* cmd = nullptr;  // lives in the batch that the stream's last task of it holds
   std::shared_ptr<const protocol::Batch> batch;
@@ -240,7 +248,12 @@ struct Session::Impl {
   // ---- shared ----
   Failure root_failure(TensorId tensor, std::string_view op, std::string message);
   void mark_reported(const RemoteFailure& f);
-  void send_notify(int32_t peer, uint64_t token);
+  void send_notify(int32_t peer, uint64_t token, const RemoteFailure* failure = nullptr);
+  // The wait for `token` from `peer`: the entry its notification made, or a new one.
+  // Null (and a failure recorded for `tensor`) when the peer or the limit is wrong.
+  RemoteWaitPtr remote_wait(const Command& c, std::string_view op, TensorId tensor);
+  bool run_send_peer(const StreamPtr& self, Task& t);
+  bool run_recv_peer(const StreamPtr& self, Task& t);
 
   Emit emit;
   Executor executor;
@@ -352,12 +365,43 @@ void Session::Impl::mark_reported(const RemoteFailure& f) {
   }
 }
 
-void Session::Impl::send_notify(int32_t peer, uint64_t token) {
+void Session::Impl::send_notify(int32_t peer, uint64_t token, const RemoteFailure* failure) {
   protocol::PeerNotify n;
   n.session = session_id;
   n.from_node = node;
   n.token = token;
+  if (failure) {
+    n.failed = true;
+    n.failure = *failure;
+  }
   emit(Outgoing{protocol::encode(n), {}, peer});
+}
+
+RemoteWaitPtr Session::Impl::remote_wait(const Command& c, std::string_view op, TensorId tensor) {
+  if (!has_setup || c.peer >= nodes || c.peer == node) {
+    Failure f = root_failure(
+        tensor, op,
+        has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer, node, nodes)
+                  : std::string("the session has no peer table (no Setup)"));
+    if (c.type == CmdType::RecvPeer && c.out != protocol::kNoTensor && !table.count(c.out))
+      table[c.out] = Slot::failed_with(f);
+    return nullptr;
+  }
+  auto it = tokens.find(c.token);
+  if (it != tokens.end()) {  // the notification came first
+    RemoteWaitPtr w = std::move(it->second);
+    tokens.erase(it);
+    return w;
+  }
+  if (tokens.size() >= protocol::kMaxPendingWaits) {
+    root_failure(tensor, op,
+                 fmt::format("more than {} cross-node waits pending", protocol::kMaxPendingWaits));
+    return nullptr;
+  }
+  auto w = std::make_shared<RemoteWait>();
+  w->from = c.peer;
+  tokens.emplace(c.token, w);
+  return w;
 }
 
 // ---- dispatch ----
@@ -454,7 +498,8 @@ void Session::Impl::reply_failure(const Command& c, RemoteFailure f) {
 StreamPtr Session::Impl::stream_of(const Command& c) {
   auto it = streams.find(c.stream);
   if (it != streams.end()) return it->second;
-  bool makes = (c.type == CmdType::RunOp && !c.inplace) || c.type == CmdType::Put;
+  bool makes = (c.type == CmdType::RunOp && !c.inplace) || c.type == CmdType::Put ||
+               c.type == CmdType::RecvPeer;
   TensorId tensor = makes ? c.out : c.inputs[0];
   RemoteFailure f = make_failure(tensor, command_name(c),
                                  fmt::format("stream {} does not exist on this worker", c.stream));
@@ -465,6 +510,9 @@ StreamPtr Session::Impl::stream_of(const Command& c) {
     table[c.out] = Slot::failed_with(shared);
   if (c.type == CmdType::Get || c.type == CmdType::EventSync || c.type == CmdType::EventQuery)
     reply_failure(c, f);
+  // A copy's receiver waits for the sender: tell it.
+  if (c.type == CmdType::SendPeer && has_setup && c.peer < nodes && c.peer != node)
+    send_notify(static_cast<int32_t>(c.peer), c.token, &f);
   return nullptr;
 }
 
@@ -685,6 +733,8 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
     case CmdType::Record:
     case CmdType::WaitEvent:
     case CmdType::WaitRemote:
+    case CmdType::SendPeer:
+    case CmdType::RecvPeer:
       break;
   }
 
@@ -740,30 +790,47 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
       t.target = t.event->issued;
       break;
     }
-    case CmdType::WaitRemote: {
+    case CmdType::WaitRemote:
+      t.remote = remote_wait(c, "wait_event", protocol::kNoTensor);
+      if (!t.remote) return;
+      t.kind = Task::Kind::WaitRemote;
+      break;
+    case CmdType::SendPeer: {
       if (!has_setup || c.peer >= nodes || c.peer == node) {
-        root_failure(protocol::kNoTensor, "wait_event",
+        root_failure(c.inputs[0], "send_to_node",
                      has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer,
                                              node, nodes)
                                : std::string("the session has no peer table (no Setup)"));
         return;
       }
-      auto it = tokens.find(c.token);
-      if (it != tokens.end()) {  // the notification came first
-        t.remote = std::move(it->second);
-        tokens.erase(it);
-      } else {
-        if (tokens.size() >= protocol::kMaxPendingWaits) {
-          root_failure(
-              protocol::kNoTensor, "wait_event",
-              fmt::format("more than {} cross-node waits pending", protocol::kMaxPendingWaits));
-          return;
-        }
-        t.remote = std::make_shared<RemoteWait>();
-        t.remote->from = c.peer;
-        tokens.emplace(c.token, t.remote);
+      auto it = table.find(c.inputs[0]);
+      if (it == table.end()) {
+        // The receiver must still hear of it, or its stream would wait forever.
+        RemoteFailure f = make_failure(c.inputs[0], "send_to_node",
+                                       fmt::format("tensor %{} does not exist", c.inputs[0]));
+        root_failure(f.tensor, f.op, f.message);
+        send_notify(static_cast<int32_t>(c.peer), c.token, &f);
+        return;
       }
-      t.kind = Task::Kind::WaitRemote;
+      t.kind = Task::Kind::SendPeer;
+      t.in[0] = it->second;
+      break;
+    }
+    case CmdType::RecvPeer: {
+      if (!check_new_id(c.out, "recv_from_node")) return;
+      const TensorMeta& m = c.meta;
+      if (static_cast<uint64_t>(m.numel()) >
+          std::numeric_limits<int64_t>::max() / element_size(m.dtype)) {
+        table[c.out] = Slot::failed_with(
+            root_failure(c.out, "recv_from_node",
+                         fmt::format("{} needs more bytes than int64 can count", describe(m))));
+        return;
+      }
+      t.remote = remote_wait(c, "recv_from_node", c.out);
+      if (!t.remote) return;
+      t.kind = Task::Kind::RecvPeer;
+      t.out = std::make_shared<Slot>();
+      table[c.out] = t.out;
       break;
     }
     default:
@@ -798,6 +865,77 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
     case Task::Kind::Barrier:
       if (t.barrier->remaining.fetch_sub(1) == 1) finish_barrier(*t.barrier);
       return true;
+    case Task::Kind::SendPeer:
+      return run_send_peer(self, t);
+    case Task::Kind::RecvPeer:
+      return run_recv_peer(self, t);
+  }
+  return true;
+}
+
+bool Session::Impl::run_send_peer(const StreamPtr& self, Task& t) {
+  if (!t.in[0]->ready_or_park(self)) return false;
+  const Command& c = *t.cmd;
+  auto peer = static_cast<int32_t>(c.peer);
+  if (Failure f = t.in[0]->get_failure()) {
+    send_notify(peer, c.token, f.get());
+    return true;
+  }
+  protocol::PeerNotify n;
+  n.session = session_id;
+  n.from_node = node;
+  n.token = c.token;
+  try {
+    local::Tensor packed = t.in[0]->tensor.contiguous();
+    emit(Outgoing{protocol::encode(n), {std::move(packed)}, peer});
+  } catch (const std::exception& e) {
+    RemoteFailure f = make_failure(c.inputs[0], "send_to_node", e.what());
+    root_failure(f.tensor, f.op, f.message);
+    send_notify(peer, c.token, &f);
+  }
+  return true;
+}
+
+bool Session::Impl::run_recv_peer(const StreamPtr& self, Task& t) {
+  const Command& c = *t.cmd;
+  RemoteWait& w = *t.remote;
+  {
+    std::lock_guard lock(w.mu);
+    if (!w.arrived) {
+      w.waiter = self;
+      return false;
+    }
+  }
+  // Arrived: only this task touches the entry now.
+  const TensorMeta& m = c.meta;
+  if (w.failure) {
+    Failure f = dependent_failure(c.out, "recv_from_node", w.failure->tensor, *w.failure);
+    auto g = std::make_shared<RemoteFailure>(*f);
+    g->message = fmt::format("the tensor sent by node {} is failed", c.peer);
+    t.out->fail(std::move(g));
+    return true;
+  }
+  size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+  if (!w.payload || w.payload->size != expected) {
+    t.out->fail(
+        root_failure(c.out, "recv_from_node",
+                     fmt::format("node {} sent {} bytes, {} needs {}", c.peer,
+                                 w.payload ? w.payload->size : size_t{0}, describe(m), expected)));
+    return true;
+  }
+  try {
+    const PayloadFrame& frame = *w.payload;
+    std::shared_ptr<Storage> storage;
+    if (reinterpret_cast<uintptr_t>(frame.data) % element_size(m.dtype) == 0 && frame.owner) {
+      storage = Storage::wrap(frame.data, frame.size, frame.owner);
+    } else {
+      storage = Storage::allocate(frame.size);
+      if (frame.size) std::memcpy(storage->data(), frame.data, frame.size);
+    }
+    w.payload.reset();
+    t.out->publish(local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)));
+  } catch (const std::exception& e) {
+    t.out->fail(root_failure(c.out, "recv_from_node", e.what()));
   }
   return true;
 }
@@ -937,15 +1075,20 @@ void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id) {
   impl_->session_id = session_id;
 }
 
-bool Session::notify(const protocol::PeerNotify& n) {
+bool Session::notify(const protocol::PeerNotify& n, const PayloadFrame* payload) {
   Impl& s = *impl_;
   if (!s.has_setup || n.session != s.session_id || n.from_node >= s.nodes) return false;
+  auto fill = [&](RemoteWait& w) {
+    w.arrived = true;
+    w.from = n.from_node;
+    if (payload) w.payload = *payload;
+    if (n.failed) w.failure = n.failure;
+  };
   auto it = s.tokens.find(n.token);
   if (it == s.tokens.end()) {  // the wait has not been dispatched yet
     if (s.tokens.size() >= protocol::kMaxPendingWaits) return false;
     auto w = std::make_shared<RemoteWait>();
-    w->arrived = true;
-    w->from = n.from_node;
+    fill(*w);
     s.tokens.emplace(n.token, std::move(w));
     return true;
   }
@@ -954,7 +1097,8 @@ bool Session::notify(const protocol::PeerNotify& n) {
   StreamPtr waiter;
   {
     std::lock_guard lock(w->mu);
-    w->arrived = true;
+    if (w->arrived) return false;  // a second notification of one token
+    fill(*w);
     waiter = std::move(w->waiter);
   }
   if (waiter) wake(waiter);

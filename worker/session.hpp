@@ -15,6 +15,9 @@
 //    record (as of the wait) has run; the event may live on another node, whose worker
 //    notifies this one directly (NotifyPeer / WaitRemote, see protocol/messages.hpp);
 //  - Sync and Stats are barriers over every stream.
+//  - A copy to another node (SendPeer here, RecvPeer there) sends the tensor's bytes
+//    worker to worker when the sending stream gets to it; the receiving stream waits for
+//    them. A failed source fails the copy on the receiving node, naming the cause.
 // Unlike CUDA, reading a tensor that another stream has not finished producing waits for
 // it instead of reading unwritten memory; writes in place to a tensor another stream
 // reads are not ordered unless events order them (the user's job, as in CUDA).
@@ -79,8 +82,9 @@ class Session {
   void run(std::shared_ptr<const protocol::Batch> batch, std::span<const PayloadFrame> payloads);
   // This worker's node index and the session's id (from the master's Setup).
   void setup(uint32_t node, uint32_t nodes, uint64_t session_id);
-  // A peer's notification; false (and nothing changed) when it is not for this session.
-  bool notify(const protocol::PeerNotify& n);
+  // A peer's notification, with the tensor's bytes for a copy; false (and nothing
+  // changed) when it is not for this session.
+  bool notify(const protocol::PeerNotify& n, const PayloadFrame* payload = nullptr);
 
   // Waits until every stream has run what it was given or is waiting on an event.
   bool wait_idle(std::chrono::milliseconds timeout);

@@ -67,6 +67,12 @@ class DistributedTensor : public TensorOps<DistributedTensor> {
   // Sync point: torch-style text with node and device.
   std::string to_string() const;
 
+  using TensorOps<DistributedTensor>::to;
+  // A copy on `node`, sent worker to worker (the master carries no bytes): this node's
+  // current stream sends it when it gets there, and `node`'s current stream waits for it.
+  // Returns *this when the tensor already lives on `node`. Never blocks.
+  DistributedTensor to(int node) const;
+
   // Engine hooks used by TensorOps.
   DistributedTensor apply(OpId op, const OpAttrs& attrs, const DistributedTensor* other) const;
   void apply_inplace(OpId op, const OpAttrs& attrs, const DistributedTensor* other);

@@ -153,6 +153,18 @@ void check_same_command(const Command& got, const Command& want) {
       CHECK(got.event == want.event);
       CHECK(got.request == want.request);
       break;
+    case CmdType::SendPeer:
+      CHECK(got.inputs[0] == want.inputs[0]);
+      CHECK(got.n_inputs == 1);
+      CHECK(got.peer == want.peer);
+      CHECK(got.token == want.token);
+      break;
+    case CmdType::RecvPeer:
+      CHECK(got.out == want.out);
+      CHECK(got.meta == want.meta);
+      CHECK(got.peer == want.peer);
+      CHECK(got.token == want.token);
+      break;
   }
 }
 
@@ -244,6 +256,21 @@ Batch every_command() {
   cmds.push_back(ev);
   ev.type = CmdType::EventSync;
   cmds.push_back(ev);
+  Command send;
+  send.type = CmdType::SendPeer;
+  send.stream = 2;
+  send.inputs[0] = 20;
+  send.n_inputs = 1;
+  send.peer = 3;
+  send.token = 1u << 31;
+  cmds.push_back(send);
+  Command recv;
+  recv.type = CmdType::RecvPeer;
+  recv.out = 30;
+  recv.meta = TensorMeta::contiguous(DType::Int32, {5, 0, 2});
+  recv.peer = 1;
+  recv.token = 9;
+  cmds.push_back(recv);
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -496,13 +523,22 @@ TEST_SUITE("protocol/codec") {
         patched<uint32_t>(encode(Setup{0, 1, {"a"}}), kPrefixBytes + 1 + 4 + 8, 1, 0xFFFFFFFF);
     CHECK_REJECTS(decode_setup(huge), "exceeds the limit");
 
-    PeerNotify n{s.session, 1, 99};
+    PeerNotify failed_send{s.session, 2, 5, true, {}};
+    failed_send.failure.op = "pow";
+    failed_send.failure.message = "negative exponent";
+    PeerNotify gf = decode_peer_notify(encode(failed_send));
+    CHECK(gf.failed);
+    check_same_failure(gf.failure, failed_send.failure);
+
+    PeerNotify n{s.session, 1, 99, false, {}};
     std::string pn = encode(n);
     CHECK(peek_type(pn) == MsgType::Peer);
     PeerNotify gn = decode_peer_notify(pn);
     CHECK(gn.session == n.session);
     CHECK(gn.from_node == 1);
     CHECK(gn.token == 99);
+    CHECK_FALSE(gn.failed);
+    CHECK_REJECTS(decode_peer_notify(patched<uint8_t>(pn, pn.size() - 1, 0, 7)), "failure flag 7");
     for (size_t len = 0; len < pn.size(); ++len)
       CHECK_THROWS_AS(decode_peer_notify(pn.substr(0, len)), ProtocolError);
     CHECK_REJECTS(decode_peer_notify(pn + "x"), "left over");
@@ -548,8 +584,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 16), 0),
-                  "command 0 has unknown type 16");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 18), 0),
+                  "command 0 has unknown type 18");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),

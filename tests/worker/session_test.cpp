@@ -95,6 +95,14 @@ OpAttrs scalar(Scalar s) {
   return a;
 }
 
+protocol::PeerNotify peer_notify(uint64_t session, uint32_t from, uint64_t token) {
+  protocol::PeerNotify n;
+  n.session = session;
+  n.from_node = from;
+  n.token = token;
+  return n;
+}
+
 // ---- a session with helpers that decode what it replies ----
 
 struct Harness {
@@ -572,7 +580,7 @@ TEST_SUITE("worker/session") {
     h.session.setup(1, 3, 0xABC);
     h.put_tensor(1, iota({4}));
     // Notification first (a fast peer), then the wait: the stream does not block.
-    CHECK(h.session.notify(protocol::PeerNotify{0xABC, 0, 41}));
+    CHECK(h.session.notify(peer_notify(0xABC, 0, 41)));
     Command w;
     w.type = CmdType::WaitRemote;
     w.peer = 0;
@@ -584,14 +592,14 @@ TEST_SUITE("worker/session") {
     h.run({w, op(OpId::neg, 3, {2})});
     Command g = get(3, 9);
     CHECK(h.run({g}).empty());  // behind the wait on the same stream
-    CHECK(h.session.notify(protocol::PeerNotify{0xABC, 2, 42}));
+    CHECK(h.session.notify(peer_notify(0xABC, 2, 42)));
     REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
     std::vector<Outgoing> out = h.take();
     REQUIRE(out.size() == 1);
     CHECK(protocol::decode_reply(out[0].header, 1).request == 9);
     // Strangers are turned away: another session, an unknown node.
-    CHECK_FALSE(h.session.notify(protocol::PeerNotify{0xABD, 0, 43}));
-    CHECK_FALSE(h.session.notify(protocol::PeerNotify{0xABC, 3, 43}));
+    CHECK_FALSE(h.session.notify(peer_notify(0xABD, 0, 43)));
+    CHECK_FALSE(h.session.notify(peer_notify(0xABC, 3, 43)));
     // Waits naming a node that is not a peer fail.
     w.peer = 1;  // this node
     w.token = 44;
@@ -620,7 +628,7 @@ TEST_SUITE("worker/session") {
     w.token = 5;
     h.run({w, rec, notify});
     CHECK(h.take_peer_messages().empty());
-    CHECK(h.session.notify(protocol::PeerNotify{7, 1, 5}));
+    CHECK(h.session.notify(peer_notify(7, 1, 5)));
     REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
     std::vector<Outgoing> sent = h.take_peer_messages();
     REQUIRE(sent.size() == 1);
@@ -648,5 +656,76 @@ TEST_SUITE("worker/session") {
     h.run({w, op(OpId::neg, 2, {1}), get(2, 3)});
     CHECK(h.take().empty());
     // ~Harness destroys the session with the stream parked forever: no hang, no leak.
+  }
+
+  TEST_CASE("copies between nodes: bytes, sizes checked, failures carried") {
+    Harness h;
+    h.session.setup(0, 2, 5);
+    h.put_tensor(1, iota({2, 3}));
+    Command send;
+    send.type = CmdType::SendPeer;
+    send.inputs[0] = 1;
+    send.n_inputs = 1;
+    send.peer = 1;
+    send.token = 70;
+    h.run({send});
+    std::vector<Outgoing> sent = h.take_peer_messages();
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].peer == 1);
+    REQUIRE(sent[0].payloads.size() == 1);
+    check_equal<float>(sent[0].payloads[0], iota({2, 3}));
+    CHECK(protocol::decode_peer_notify(sent[0].header).token == 70);
+    // An unknown source still tells the receiver, which would otherwise wait forever.
+    send.inputs[0] = 99;
+    send.token = 71;
+    h.run({send});
+    sent = h.take_peer_messages();
+    REQUIRE(sent.size() == 1);
+    protocol::PeerNotify n = protocol::decode_peer_notify(sent[0].header);
+    CHECK(n.failed);
+    CHECK(contains(n.failure.message, "tensor %99 does not exist"));
+
+    // Receiving: the right bytes make a tensor; a wrong size fails naming both sizes.
+    Command recv;
+    recv.type = CmdType::RecvPeer;
+    recv.out = 10;
+    recv.meta = TensorMeta::contiguous(DType::Float32, {2, 3});
+    recv.peer = 1;
+    recv.token = 80;
+    h.run({recv});
+    h.add_frame(iota({2, 3}));
+    PayloadFrame bytes = h.frames.back();
+    h.frames.clear();
+    CHECK(h.session.notify(peer_notify(5, 1, 80), &bytes));
+    // A duplicate waits as an unmatched notification (bounded, freed with the session); it
+    // changes nothing that exists.
+    CHECK(h.session.notify(peer_notify(5, 1, 80), &bytes));
+    check_equal<float>(h.value(10), iota({2, 3}));
+    recv.out = 11;
+    recv.token = 81;
+    h.add_frame(iota({5}));
+    bytes = h.frames.back();
+    h.frames.clear();
+    CHECK(h.session.notify(peer_notify(5, 1, 81), &bytes));  // before the command
+    h.run({recv});
+    RemoteFailure f = h.failure(11);
+    CHECK(contains(f.message, "node 1 sent 20 bytes"));
+    CHECK(contains(f.message, "needs 24"));
+    // A failed source fails the copy, naming the first cause.
+    recv.out = 12;
+    recv.token = 82;
+    protocol::PeerNotify failed = peer_notify(5, 1, 82);
+    failed.failed = true;
+    failed.failure.tensor = 3;
+    failed.failure.op = "pow";
+    failed.failure.message = "negative exponent";
+    failed.failure.cause_tensor = 3;
+    failed.failure.cause_op = "pow";
+    failed.failure.cause_message = "negative exponent";
+    CHECK(h.session.notify(failed));
+    h.run({recv});
+    f = h.failure(12);
+    CHECK(contains(f.message, "sent by node 1 is failed"));
+    CHECK(f.cause_op == "pow");
   }
 }
