@@ -99,9 +99,10 @@ Supervisor::~Supervisor() {
     close_fd(c->out_fd);
     close_fd(c->err_fd);
   }
+  // The handled signals stay blocked: one that arrived since the last poll() would
+  // otherwise kill dtr-exec (default disposition) instead of letting it return its status.
   close_fd(signal_fd_);
   sigaction(SIGPIPE, &saved_->pipe_action, nullptr);
-  sigprocmask(SIG_SETMASK, &saved_->mask, nullptr);
 }
 
 std::size_t Supervisor::start(ChildSpec spec) {

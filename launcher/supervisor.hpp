@@ -12,8 +12,9 @@
 // - start() returns only after the child has exec'd: a program that cannot be run (not
 //   found, not executable) throws dtr::InvalidArgument instead of becoming a child that
 //   exits 127.
-// - The destructor SIGKILLs and reaps every child still running (bounded), then restores
-//   the signal mask.
+// - The destructor SIGKILLs and reaps every child still running (bounded). SIGINT,
+//   SIGTERM and SIGHUP stay blocked (a late one is dropped rather than killing dtr-exec
+//   before it returns its exit status); dtr-exec exits right after.
 //
 // Thread safety: none. One Supervisor per process, used by the thread that created it;
 // dtr-exec has no other threads (a second thread would receive the blocked signals).

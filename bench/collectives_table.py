@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""Markdown tables of dtr's collectives against the peer baselines (gloo, OpenMPI).
+
+Reads `RESULT {json}` lines (the format of bench/collectives_bench.cpp and of
+../shared/bench-peers) from every file given, takes the median over repeated runs of each
+(suite, bench, transport, world, bytes), and prints, per op and world size, one row per
+tool with bandwidth (median / p99 time) at each size, then the goal checks of issue 5.
+
+usage: collectives_table.py RESULT_FILE... > table.md
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+SIZES = [4, 4096, 256 * 1024, 4 << 20, 64 << 20]
+NAMES = {4: "4 B", 4096: "4 KiB", 256 * 1024: "256 KiB", 4 << 20: "4 MiB", 64 << 20: "64 MiB"}
+TOOLS = [  # (suite, transport, label)
+    ("dtr-pg", "tcp", "dtr zmq tcp"),
+    ("dtr-pg", "ipc", "dtr zmq ipc"),
+    ("gloo-cpp", "tcp", "gloo (C++) tcp"),
+    ("torch-gloo", "tcp", "torch gloo tcp"),
+    ("mpi", "tcp", "OpenMPI tcp"),
+    ("mpi", "shm(vader)", "OpenMPI shm"),
+]
+
+groups = defaultdict(list)
+for path in sys.argv[1:]:
+    for line in open(path, errors="replace"):
+        i = line.find("RESULT {")
+        if i < 0:
+            continue
+        try:
+            r = json.loads(line[i + 7:])
+        except json.JSONDecodeError:
+            continue
+        groups[(r["suite"], r["bench"], r["transport"], r["world"], r["bytes"])].append(r)
+
+
+def get(suite, bench, tr, world, nbytes):
+    rs = groups.get((suite, bench, tr, world, nbytes))
+    if not rs:
+        return None
+    return dict(med=statistics.median(r["median_us"] for r in rs),
+                p99=statistics.median(r["p99_us"] for r in rs),
+                rate=statistics.median(r["rate"] for r in rs), runs=len(rs))
+
+
+def fus(x):
+    if x >= 10000:
+        return f"{x / 1000:.1f} ms"
+    if x >= 100:
+        return f"{x:.0f} µs"
+    return f"{x:.1f} µs"
+
+
+def frate(x):
+    return f"{x:.3g}" if x >= 0.01 else f"{x:.1e}"
+
+
+def table(bench, title):
+    worlds = sorted({k[3] for k in groups if k[1] == bench})
+    if not worlds:
+        return
+    print(f"\n**{title}** — cell: GB/s (median / p99 time per op)\n")
+    print("| tool | w | " + " | ".join(NAMES[s] for s in SIZES) + " |")
+    print("|---|---|" + "---|" * len(SIZES))
+    for w in worlds:
+        for suite, tr, label in TOOLS:
+            cells = []
+            for s in SIZES:
+                g = get(suite, bench, tr, w, s)
+                cells.append("—" if g is None else
+                             f"{frate(g['rate'])} ({fus(g['med'])} / {fus(g['p99'])})")
+            if any(c != "—" for c in cells):
+                print(f"| {label} | {w} | " + " | ".join(cells) + " |")
+
+
+def ratio(a, b):
+    return "—" if a is None or b is None else f"{a / b:.2f}x"
+
+
+table("all_reduce", "all_reduce (SUM, float32), busbw = 2(n-1)/n · bytes / time")
+table("broadcast", "broadcast (root 0), busbw = bytes / time on the root")
+table("all_gather", "all_gather (bytes = gathered output), busbw = (n-1)/n · bytes / time")
+table("sendrecv_pingpong", "send/recv ping-pong 0↔1, rate = 2 · bytes / round trip")
+
+print("\n**Goals (issue 5), all_reduce**\n")
+print("| w | tr | check | dtr | gloo (C++) | OpenMPI tcp | ratio | met |")
+print("|---|---|---|---|---|---|---|---|")
+for w in sorted({k[3] for k in groups if k[0] == "dtr-pg" and k[1] == "all_reduce"}):
+    for tr in ("tcp", "ipc"):
+        if get("dtr-pg", "all_reduce", tr, w, 4) is None:
+            continue
+        for s in (4 << 20, 64 << 20):
+            d = get("dtr-pg", "all_reduce", tr, w, s)
+            g = get("gloo-cpp", "all_reduce", "tcp", w, s)
+            m = get("mpi", "all_reduce", "tcp", w, s)
+            if d is None:
+                continue
+            dg = d["rate"] / g["rate"] if g else None
+            dm = d["rate"] / m["rate"] if m else None
+            met = (dg is not None and dg >= 1.2) and (dm is not None and dm >= 1.0)
+            print(f"| {w} | {tr} | busbw {NAMES[s]} ≥ 1.2× gloo and ≥ MPI-tcp | "
+                  f"{frate(d['rate'])} | {frate(g['rate']) if g else '—'} | "
+                  f"{frate(m['rate']) if m else '—'} | "
+                  f"{ratio(d['rate'], g['rate'] if g else None)} gloo, "
+                  f"{ratio(d['rate'], m['rate'] if m else None)} MPI | "
+                  f"{'yes' if met else 'no'} |")
+        d = get("dtr-pg", "all_reduce", tr, w, 4)
+        g = get("gloo-cpp", "all_reduce", "tcp", w, 4)
+        t = get("torch-gloo", "all_reduce", "tcp", w, 4)
+        met = g is not None and d["med"] <= g["med"] / 2
+        print(f"| {w} | {tr} | 4 B time ≤ ½ gloo's | {fus(d['med'])} | "
+              f"{fus(g['med']) if g else '—'} (torch {fus(t['med']) if t else '—'}) | — | "
+              f"{ratio(d['med'], g['med'] if g else None)} | {'yes' if met else 'no'} |")
+        worst = max(((get('dtr-pg', b, tr, w, s) or {}).get('p99', 0) /
+                     (get('dtr-pg', b, tr, w, s) or {}).get('med', 1), b, s)
+                    for b in ("all_reduce", "broadcast", "all_gather") for s in SIZES)
+        print(f"| {w} | {tr} | p99 ≤ 3× median (all ops, sizes) | worst {worst[0]:.2f}× "
+              f"({worst[1]} {NAMES[worst[2]]}) | — | — | — | "
+              f"{'yes' if worst[0] <= 3 else 'no'} |")
