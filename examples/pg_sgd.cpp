@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
         }
       }
       std::cout << "rank " << rank << " epoch " << epoch << " loss " << std::fixed
-                << std::setprecision(6) << epoch_loss / static_cast<double>(steps) << "\n";
+                << std::setprecision(6) << epoch_loss / static_cast<double>(steps) << std::endl;
     }
 
     std::ostringstream hash;
