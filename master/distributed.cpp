@@ -114,6 +114,11 @@ uint64_t DistributedTensor::id() const {
   return remote("id").id;
 }
 
+DistributedTensor DistributedTensor::adopt(std::shared_ptr<MasterSession> s, int node, int device,
+                                           uint64_t id, const TensorMeta& meta) {
+  return DistributedTensor(make_remote(std::move(s), node, device, id, meta));
+}
+
 DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   auto s = session(op_def(op).name);
   check_node(op_def(op).name, *s, t_node);

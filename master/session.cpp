@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -191,6 +192,11 @@ void MasterSession::send_setup() {
           fmt::format("worker {} did not say where its peers reach it", node->endpoint));
     }
   }
+  // The workers form a process group when every one of them said where its rank binds.
+  for (auto& node : nodes_) setup.pg_endpoints.push_back(node->hello.pg_endpoint);
+  if (std::any_of(setup.pg_endpoints.begin(), setup.pg_endpoints.end(),
+                  [](const std::string& e) { return e.empty(); }))
+    setup.pg_endpoints.clear();
   for (auto& node : nodes_) {
     setup.node = static_cast<uint32_t>(node->index);
     std::string header = protocol::encode(setup);
@@ -282,6 +288,31 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
                                    n.endpoint, c.request, options_.sync_timeout.count()));
   }
   return future.get();
+}
+
+void MasterSession::enqueue_collective(const std::vector<int>& nodes,
+                                       std::vector<protocol::Command> commands) {
+  std::lock_guard lock(collectives_mu_);
+  uint64_t group = 0;
+  bool whole = static_cast<int>(nodes.size()) == node_count();
+  for (size_t i = 0; i < nodes.size() && whole; ++i) whole = nodes[i] == static_cast<int>(i);
+  if (!whole) {
+    auto it = groups_.find(nodes);
+    if (it == groups_.end()) {
+      protocol::Command make;
+      make.type = protocol::CmdType::NewGroup;
+      make.group = next_group_++;
+      for (int n : nodes) make.ranks.push_back(static_cast<uint32_t>(n));
+      // Every node takes part in making a subgroup, members or not.
+      for (int k = 0; k < node_count(); ++k) enqueue(k, make);
+      it = groups_.emplace(nodes, make.group).first;
+    }
+    group = it->second;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    commands[i].group = group;
+    enqueue(nodes[i], commands[i]);
+  }
 }
 
 void MasterSession::fail_node(int node, const std::string& why) {

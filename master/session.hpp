@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +63,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   uint64_t new_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   uint32_t new_stream_id() { return next_stream_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Queues one collective command per node (commands[i] to nodes[i]) under one lock, so
+  // that every node sees the session's collectives in the same order; makes the group of
+  // `nodes` (in that order) on every node first, once. Sets each command's group.
+  void enqueue_collective(const std::vector<int>& nodes, std::vector<protocol::Command> commands);
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr);
@@ -105,6 +111,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint32_t> next_stream_{1};
+  std::mutex collectives_mu_;  // orders collectives and group creation across nodes
+  std::map<std::vector<int>, uint64_t> groups_;
+  uint64_t next_group_ = 1;
   uint64_t session_id_ = 0;
   std::atomic<uint64_t> next_request_{1};
   std::mutex pending_mu_;

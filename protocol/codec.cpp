@@ -188,6 +188,20 @@ void Writer::command(const Command& c) {
       put(c.peer);
       put(c.token);
       break;
+    case CmdType::NewGroup:
+      put(c.group);
+      put(static_cast<uint32_t>(std::min(c.ranks.size(), kMaxNodes)));
+      for (size_t i = 0; i < c.ranks.size() && i < kMaxNodes; ++i) put(c.ranks[i]);
+      break;
+    case CmdType::Collective:
+      put(c.group);
+      put(static_cast<uint8_t>(c.collective));
+      put(c.reduce_op);
+      put(c.root);
+      put(c.inputs[0]);
+      put(c.out);
+      meta(c.meta);
+      break;
   }
 }
 
@@ -272,7 +286,8 @@ class Reader {
 void Reader::command(Command& c, size_t index, size_t payload_frames,
                      std::vector<bool>& payload_used) {
   auto type = get<uint8_t>();
-  if (type < static_cast<uint8_t>(CmdType::RunOp) || type > static_cast<uint8_t>(CmdType::RecvPeer))
+  if (type < static_cast<uint8_t>(CmdType::RunOp) ||
+      type > static_cast<uint8_t>(CmdType::Collective))
     fail("command {} has unknown type {}", index, type);
   c.type = static_cast<CmdType>(type);
   c.stream = get<uint32_t>();
@@ -380,6 +395,30 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
       c.peer = get<uint32_t>();
       c.token = get<uint64_t>();
       break;
+    case CmdType::NewGroup: {
+      c.group = get<uint64_t>();
+      size_t n = count("group ranks", kMaxNodes, 4, get<uint32_t>());
+      c.ranks.reserve(n);
+      for (size_t i = 0; i < n; ++i) c.ranks.push_back(get<uint32_t>());
+      break;
+    }
+    case CmdType::Collective: {
+      c.group = get<uint64_t>();
+      auto kind = get<uint8_t>();
+      if (kind < static_cast<uint8_t>(CollectiveKind::AllReduce) ||
+          kind > static_cast<uint8_t>(CollectiveKind::ReduceScatter))
+        fail("command {} (collective) has unknown kind {}", index, kind);
+      c.collective = static_cast<CollectiveKind>(kind);
+      c.reduce_op = get<uint8_t>();
+      if (c.reduce_op > 4)
+        fail("command {} (collective) has unknown reduce op {}", index, c.reduce_op);
+      c.root = get<int32_t>();
+      c.inputs[0] = get<uint64_t>();
+      c.n_inputs = 1;
+      c.out = get<uint64_t>();
+      c.meta = meta("collective output meta");
+      break;
+    }
   }
 }
 
@@ -458,6 +497,7 @@ std::string encode(const HelloReply& m) {
       w.put(d.compute_minor);
     }
     w.str(m.peer_endpoint);
+    w.str(m.pg_endpoint);
   });
 }
 
@@ -467,6 +507,8 @@ std::string encode(const Setup& m) {
     w.put(m.session);
     w.put(static_cast<uint32_t>(std::min(m.peers.size(), kMaxNodes)));
     for (size_t i = 0; i < m.peers.size() && i < kMaxNodes; ++i) w.str(m.peers[i]);
+    w.put(static_cast<uint32_t>(std::min(m.pg_endpoints.size(), kMaxNodes)));
+    for (size_t i = 0; i < m.pg_endpoints.size() && i < kMaxNodes; ++i) w.str(m.pg_endpoints[i]);
   });
 }
 
@@ -562,6 +604,7 @@ HelloReply decode_hello_reply(std::string_view frame) {
       m.devices.push_back(std::move(d));
     }
     m.peer_endpoint = r.str("peer endpoint");
+    m.pg_endpoint = r.str("process group endpoint");
     r.finish();
     return m;
   });
@@ -577,6 +620,9 @@ Setup decode_setup(std::string_view frame) {
     size_t n = r.count("peers", kMaxNodes, 4, r.get<uint32_t>());
     for (size_t i = 0; i < n; ++i) m.peers.push_back(r.str("peer endpoint"));
     if (m.node >= n) r.fail("node index {} is not below the node count {}", m.node, n);
+    size_t g = r.count("process group endpoints", kMaxNodes, 4, r.get<uint32_t>());
+    if (g != 0 && g != n) r.fail("{} process group endpoints for {} nodes", g, n);
+    for (size_t i = 0; i < g; ++i) m.pg_endpoints.push_back(r.str("process group endpoint"));
     r.finish();
     return m;
   });

@@ -77,6 +77,8 @@ struct HelloReply {
   // Where the other workers of a session reach this one; empty: the endpoint the master
   // dialed (listen mode).
   std::string peer_endpoint;
+  // Where this worker's rank of the session's process group will bind.
+  std::string pg_endpoint;
 };
 
 // Sent once after every worker accepted: this worker's node index and where each node of
@@ -84,7 +86,8 @@ struct HelloReply {
 struct Setup {
   uint32_t node = 0;
   uint64_t session = 0;
-  std::vector<std::string> peers;  // peers[k]: node k's peer endpoint
+  std::vector<std::string> peers;         // peers[k]: node k's peer endpoint
+  std::vector<std::string> pg_endpoints;  // empty, or one per node: the session's process group
 };
 
 // Why a tensor is failed on a worker. For a tensor that failed because an input had
@@ -127,7 +130,17 @@ enum class CmdType : uint8_t {
   EventSync = 14,
   DestroyEvent = 15,
   SendPeer = 16,
-  RecvPeer = 17
+  RecvPeer = 17,
+  NewGroup = 18,
+  Collective = 19
+};
+
+// Master-issued collectives among the session's workers (Command::collective).
+enum class CollectiveKind : uint8_t {
+  AllReduce = 1,
+  Broadcast = 2,
+  AllGather = 3,
+  ReduceScatter = 4
 };
 
 // One command. Every command names a stream (0: the default stream); which other fields
@@ -148,6 +161,10 @@ enum class CmdType : uint8_t {
 //                  bytes to node `peer` (worker to worker)
 //   RecvPeer       out, meta.dtype, meta.shape, peer, token: `out` is the tensor node
 //                  `peer` sends under `token`; `stream` waits for it
+//   NewGroup       group, ranks: a subgroup of the session's process group (every node
+//                  gets it, in the same order)
+//   Collective     group, collective, reduce_op, root, inputs[0]; out and meta for the
+//                  kinds that make a tensor (AllGather, ReduceScatter)
 struct Command {
   CmdType type = CmdType::RunOp;
   OpId op = OpId::add;
@@ -164,6 +181,11 @@ struct Command {
   uint64_t token = 0;
   uint32_t peer = 0;
   bool timing = false;
+  uint64_t group = 0;  // 0: the session's whole process group
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  uint8_t reduce_op = 0;  // dtr::ReduceOp
+  int32_t root = 0;       // rank within the group
+  std::vector<uint32_t> ranks;
 };
 
 struct Batch {

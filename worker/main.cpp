@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   int64_t connect_timeout_ms = dtr::worker::ServerOptions{}.connect_timeout.count();
   unsigned threads = 0;
   std::string peer_host;
+  int64_t collective_timeout_ms = dtr::worker::ServerOptions{}.collective_timeout.count();
 
   auto* listen_opt = app.add_option("--listen", listen,
                                     "Listen mode: bind this ZeroMQ endpoint and serve masters "
@@ -134,9 +135,14 @@ int main(int argc, char** argv) {
                  "Threads that run a session's streams (its CPU budget); 0: one per core")
       ->capture_default_str();
   app.add_option("--peer-host", peer_host,
-                 "Connect mode: the address other workers use to reach this one (default: "
-                 "the local address facing the master)")
+                 "The address other workers of a session use to reach this one (default: "
+                 "the listen address, or the local address facing the master)")
       ->type_name("HOST");
+  app.add_option("--collective-timeout-ms", collective_timeout_ms,
+                 "Bound on each collective among a session's workers (and on forming their "
+                 "process group)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -173,6 +179,7 @@ int main(int argc, char** argv) {
   options.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
   options.threads = threads;
   options.peer_host = peer_host;
+  options.collective_timeout = std::chrono::milliseconds(collective_timeout_ms);
 
   std::unique_ptr<dtr::worker::Server> server;
   try {

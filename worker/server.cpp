@@ -120,6 +120,37 @@ std::string local_address_towards(const std::string& endpoint) {
   return out;
 }
 
+// The host part of a tcp:// endpoint ("" for others and for wildcards).
+std::string tcp_host(const std::string& endpoint) {
+  constexpr std::string_view tcp = "tcp://";
+  if (endpoint.rfind(tcp, 0) != 0) return {};
+  std::string rest = endpoint.substr(tcp.size());
+  size_t colon = rest.rfind(':');
+  std::string host = colon == std::string::npos ? rest : rest.substr(0, colon);
+  if (host == "*" || host == "0.0.0.0") return {};
+  return host;
+}
+
+// An endpoint for this worker's rank of a session's process group: a TCP port the kernel
+// picks on `host`, released here and bound again when the master's Setup arrives
+// (milliseconds later; the kernel does not hand a just-released port out again at once).
+std::string reserve_pg_endpoint(const std::string& host) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return {};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  std::string out;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1 &&
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      out = fmt::format("tcp://{}:{}", host, ntohs(addr.sin_port));
+  }
+  close(fd);
+  return out;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -172,6 +203,7 @@ struct Server::Impl {
   zmq::socket_t peer_socket;  // connect mode: where the session's other workers reach us
   std::string endpoint;
   std::string peer_endpoint;  // connect mode: advertised in HELLO's reply
+  std::string pg_host;        // where the sessions' process groups bind
   int wake_fd = -1;
   std::mutex outbox_mu;
   std::vector<Outgoing> outbox;
@@ -251,6 +283,10 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
       throw TransportError(fmt::format("cannot listen for peers on {}: {}", bind_at, e.what()));
     }
   }
+  pg_host = opt.peer_host;
+  if (pg_host.empty()) pg_host = tcp_host(listen_mode ? endpoint : peer_endpoint);
+  if (pg_host.empty()) pg_host = local_address_towards(listen_mode ? "tcp://192.0.2.1:9" : where);
+  if (pg_host.empty()) pg_host = "127.0.0.1";
   wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
   std::string as = opt.name.empty() ? std::string() : fmt::format(" as {}", opt.name);
@@ -383,6 +419,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   }
   SessionOptions so;
   so.threads = opt.threads;
+  so.collective_timeout = opt.collective_timeout;
   session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
   peer = identity ? *identity : std::string();
   peer_client = hello.client;
@@ -393,6 +430,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   reply.accepted = true;
   reply.threads = session->threads();
   reply.peer_endpoint = peer_endpoint;
+  reply.pg_endpoint = reserve_pg_endpoint(pg_host);
   proto::DeviceInfo cpu;
   cpu.index = -1;
   cpu.name = "cpu";
@@ -449,7 +487,8 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
   peers = std::move(setup.peers);
   peer_dealers.clear();
   peer_dealers.resize(peers.size());
-  session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session);
+  session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session,
+                 std::move(setup.pg_endpoints));
   spdlog::info("session with master {}: this worker is node {} of {}", peer_client, setup.node,
                peers.size());
 }

@@ -39,7 +39,9 @@ struct ServerOptions {
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds connect_timeout{60000};  // connect mode: wait for HELLO
   unsigned threads = 0;   // executor threads per session (the stream budget); 0: all cores
-  std::string peer_host;  // connect mode: address peers use; default: the one facing the master
+  std::string peer_host;  // address peers use; default: the one facing the master
+  // Bound on a session's process-group waits (its rendezvous, each collective).
+  std::chrono::milliseconds collective_timeout{300000};
 };
 
 class Server {

@@ -5,14 +5,19 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
+#include "dtr/process_group.hpp"
 #include "protocol/codec.hpp"
 #include "worker/executor.hpp"
 
@@ -56,6 +61,10 @@ std::string_view command_name(const Command& c) {
       return "send_to_node";
     case CmdType::RecvPeer:
       return "recv_from_node";
+    case CmdType::NewGroup:
+      return "new_group";
+    case CmdType::Collective:
+      return "collective";
     case CmdType::NotifyPeer:
       return "notify_peer";
     case CmdType::EventQuery:
@@ -203,7 +212,17 @@ struct Barrier {
 };
 
 struct Task {
-  enum class Kind : uint8_t { Op, Get, Record, WaitEvent, WaitRemote, Barrier, SendPeer, RecvPeer };
+  enum class Kind : uint8_t {
+    Op,
+    Get,
+    Record,
+    WaitEvent,
+    WaitRemote,
+    Barrier,
+    SendPeer,
+    RecvPeer,
+    Collective
+  };
   Kind kind = Kind::Op;
   const Command* cmd = nullptr;  // lives in the batch that the stream's last task of it holds
   std::shared_ptr<const protocol::Batch> batch;
@@ -213,12 +232,62 @@ struct Task {
   uint64_t target = 0;
   RemoteWaitPtr remote;
   std::shared_ptr<Barrier> barrier;
+  std::shared_ptr<struct Group> group;
+};
+
+// A process group of the session (the whole one, or a subgroup), made in order on the
+// group thread.
+struct Group {
+  std::shared_future<ProcessGroup> ready;
+};
+using GroupPtr = std::shared_ptr<Group>;
+
+// Runs jobs one at a time, in order, on its own thread: process-group creation, which
+// every node must do in the same order and which blocks until the peers have joined.
+class GroupThread {
+ public:
+  GroupThread() : thread_([this] { loop(); }) {}
+  ~GroupThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, nothing left
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace
 
 struct Session::Impl {
-  Impl(Emit emit, SessionOptions options) : emit(std::move(emit)), executor(options.threads) {}
+  Impl(Emit emit, SessionOptions options)
+      : emit(std::move(emit)), options(options), executor(options.threads) {}
   ~Impl();
 
   // ---- dispatch (one thread) ----
@@ -253,9 +322,17 @@ struct Session::Impl {
   // Null (and a failure recorded for `tensor`) when the peer or the limit is wrong.
   RemoteWaitPtr remote_wait(const Command& c, std::string_view op, TensorId tensor);
   bool run_send_peer(const StreamPtr& self, Task& t);
+  bool run_collective(const StreamPtr& self, Task& t);
+  void dispatch_new_group(const Command& c);
+  void dispatch_collective(const Command& c, const StreamPtr& stream);
   bool run_recv_peer(const StreamPtr& self, Task& t);
 
   Emit emit;
+  SessionOptions options;
+  // The session's process groups: 0 is the whole one. The group thread outlives nothing
+  // that uses it: it is joined before the executor (members are destroyed in reverse).
+  std::unordered_map<uint64_t, GroupPtr> groups;  // dispatch thread only
+  std::unique_ptr<GroupThread> group_thread;
   Executor executor;
 
   // dispatch thread only
@@ -407,6 +484,17 @@ RemoteWaitPtr Session::Impl::remote_wait(const Command& c, std::string_view op, 
 // ---- dispatch ----
 
 Session::Impl::~Impl() {
+  // Collectives blocked in a process group fail at once when it shuts down.
+  for (auto& [id, g] : groups) {
+    if (g->ready.valid() &&
+        g->ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        ProcessGroup pg = g->ready.get();
+        if (pg.valid()) pg.shutdown();
+      } catch (const std::exception&) {
+      }
+    }
+  }
   // Queued tasks go first (they hold slots, events and streams in cycles); the executor's
   // destructor then waits for whatever is running.
   // Dropped tasks are kept until nothing runs: one of them may hold the batch that the
@@ -728,6 +816,9 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
         root_failure(protocol::kNoTensor, "destroy_event",
                      fmt::format("event {} was never recorded on this worker", c.event));
       return;
+    case CmdType::NewGroup:
+      dispatch_new_group(c);
+      return;
     case CmdType::RunOp:
     case CmdType::Get:
     case CmdType::Record:
@@ -735,12 +826,14 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
     case CmdType::WaitRemote:
     case CmdType::SendPeer:
     case CmdType::RecvPeer:
+    case CmdType::Collective:
       break;
   }
 
   StreamPtr stream = stream_of(c);
   if (!stream) return;
   if (c.type == CmdType::RunOp) return dispatch_op(c, stream);
+  if (c.type == CmdType::Collective) return dispatch_collective(c, stream);
   Task t;
   t.cmd = &c;
   switch (c.type) {
@@ -869,6 +962,142 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
       return run_send_peer(self, t);
     case Task::Kind::RecvPeer:
       return run_recv_peer(self, t);
+    case Task::Kind::Collective:
+      return run_collective(self, t);
+  }
+  return true;
+}
+
+// ---- collectives ----
+
+void Session::Impl::dispatch_new_group(const Command& c) {
+  auto fail = [&](std::string message) {
+    root_failure(protocol::kNoTensor, "new_group", std::move(message));
+  };
+  if (!groups.count(0)) return fail("the session has no process group (no Setup with endpoints)");
+  if (c.group == 0 || groups.count(c.group))
+    return fail(fmt::format("group id {} is reserved or already in use", c.group));
+  std::vector<int> ranks;
+  for (uint32_t r : c.ranks) {
+    if (r >= nodes) return fail(fmt::format("rank {} is not a node (there are {})", r, nodes));
+    for (int seen : ranks)
+      if (seen == static_cast<int>(r)) return fail(fmt::format("rank {} appears twice", r));
+    ranks.push_back(static_cast<int>(r));
+  }
+  if (ranks.empty()) return fail("a group needs at least one rank");
+  auto promise = std::make_shared<std::promise<ProcessGroup>>();
+  auto g = std::make_shared<Group>();
+  g->ready = promise->get_future().share();
+  std::shared_future<ProcessGroup> world = groups[0]->ready;
+  groups.emplace(c.group, g);
+  // Every node makes its subgroups in the order the master sent them.
+  group_thread->post([promise, world, ranks] {
+    try {
+      promise->set_value(world.get().new_group(ranks));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  });
+}
+
+void Session::Impl::dispatch_collective(const Command& c, const StreamPtr& stream) {
+  Task t;
+  t.kind = Task::Kind::Collective;
+  t.cmd = &c;
+  bool makes = c.collective == protocol::CollectiveKind::AllGather ||
+               c.collective == protocol::CollectiveKind::ReduceScatter;
+  if (makes) {
+    if (!check_new_id(c.out, "collective")) return;
+    t.out = std::make_shared<Slot>();
+    table[c.out] = t.out;
+  }
+  // Whatever is wrong here, the task still runs: the other members wait for this one,
+  // and learn from it that the collective cannot be done.
+  auto it = table.find(c.inputs[0]);
+  if (it != table.end()) {
+    t.in[0] = it->second;
+  } else {
+    t.in[0] = Slot::failed_with(root_failure(
+        c.inputs[0], "collective", fmt::format("tensor %{} does not exist", c.inputs[0])));
+  }
+  if (!makes) t.out = t.in[0];
+  auto g = groups.find(c.group);
+  if (g != groups.end()) t.group = g->second;
+  stage(stream, std::move(t));
+}
+
+bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
+  if (!t.in[0]->ready_or_park(self)) return false;
+  const Command& c = *t.cmd;
+  static constexpr std::string_view kNames[] = {"?", "all_reduce", "broadcast", "all_gather",
+                                                "reduce_scatter"};
+  std::string_view name = kNames[static_cast<int>(c.collective)];
+  TensorId target = t.out == t.in[0] ? c.inputs[0] : c.out;
+  auto fail = [&](Failure f) {
+    t.out->fail(std::move(f));
+    return true;
+  };
+  if (!t.group)
+    return fail(root_failure(target, name,
+                             c.group == 0 ? std::string("the session has no process group")
+                                          : fmt::format("group {} does not exist", c.group)));
+  ProcessGroup pg;
+  try {
+    if (t.group->ready.wait_for(options.collective_timeout) != std::future_status::ready)
+      return fail(root_failure(target, name,
+                               fmt::format("the session's process group was not formed within "
+                                           "{} ms",
+                                           options.collective_timeout.count())));
+    pg = t.group->ready.get();
+  } catch (const std::exception& e) {
+    return fail(root_failure(target, name, fmt::format("process group: {}", e.what())));
+  }
+  if (!pg.is_member())
+    return fail(root_failure(target, name,
+                             fmt::format("node {} is not a member of group {}", node, c.group)));
+  try {
+    // The members agree first: whoever's input is failed says so, and nobody computes.
+    local::Tensor flags = local::zeros({pg.size()}, DType::Int32);
+    Failure own = t.in[0]->get_failure();
+    if (own) static_cast<int32_t*>(flags.raw_data())[pg.rank()] = 1;
+    pg.all_reduce(flags, ReduceOp::Max);
+    if (own) return fail(dependent_failure(target, name, c.inputs[0], *own));
+    const auto* f = static_cast<const int32_t*>(flags.raw_data());
+    // Not a root failure here: the node whose input failed reports its own cause.
+    for (int r = 0; r < pg.size(); ++r)
+      if (f[r])
+        return fail(std::make_shared<RemoteFailure>(
+            make_failure(target, name,
+                         fmt::format("the input on node {} (group rank {}) is failed",
+                                     pg.ranks()[static_cast<size_t>(r)], r))));
+    auto op = static_cast<ReduceOp>(c.reduce_op);
+    const local::Tensor& x = t.in[0]->tensor;
+    switch (c.collective) {
+      case protocol::CollectiveKind::AllReduce:
+      case protocol::CollectiveKind::Broadcast: {
+        local::Tensor buf = x.is_contiguous() ? x : x.contiguous();
+        if (c.collective == protocol::CollectiveKind::AllReduce)
+          pg.all_reduce(buf, op);
+        else
+          pg.broadcast(buf, c.root);
+        if (!x.is_contiguous()) local::Tensor(x).copy_(buf);
+        break;
+      }
+      case protocol::CollectiveKind::AllGather: {
+        local::Tensor out = local::empty(c.meta.shape, c.meta.dtype);
+        pg.all_gather_into_tensor(out, x.contiguous());
+        t.out->publish(std::move(out));
+        break;
+      }
+      case protocol::CollectiveKind::ReduceScatter: {
+        local::Tensor out = local::empty(c.meta.shape, c.meta.dtype);
+        pg.reduce_scatter_tensor(out, x.contiguous(), op);
+        t.out->publish(std::move(out));
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    return fail(root_failure(target, name, e.what()));
   }
   return true;
 }
@@ -1068,11 +1297,29 @@ void Session::run(std::shared_ptr<const protocol::Batch> batch,
   impl_->current_batch.reset();
 }
 
-void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id) {
-  impl_->has_setup = true;
-  impl_->node = node;
-  impl_->nodes = nodes;
-  impl_->session_id = session_id;
+void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id,
+                    std::vector<std::string> pg_endpoints) {
+  Impl& s = *impl_;
+  s.has_setup = true;
+  s.node = node;
+  s.nodes = nodes;
+  s.session_id = session_id;
+  if (pg_endpoints.size() != nodes || s.groups.count(0)) return;
+  auto promise = std::make_shared<std::promise<ProcessGroup>>();
+  auto world = std::make_shared<Group>();
+  world->ready = promise->get_future().share();
+  s.groups.emplace(0, world);
+  s.group_thread = std::make_unique<GroupThread>();
+  ProcessGroup::Options o;
+  o.timeout = s.options.collective_timeout;
+  o.group_name = fmt::format("dtr-session-{:x}", session_id);
+  s.group_thread->post([promise, pg_endpoints = std::move(pg_endpoints), node, o] {
+    try {
+      promise->set_value(ProcessGroup::create(pg_endpoints, static_cast<int>(node), o));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  });
 }
 
 bool Session::notify(const protocol::PeerNotify& n, const PayloadFrame* payload) {

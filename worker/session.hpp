@@ -18,6 +18,11 @@
 //  - A copy to another node (SendPeer here, RecvPeer there) sends the tensor's bytes
 //    worker to worker when the sending stream gets to it; the receiving stream waits for
 //    them. A failed source fails the copy on the receiving node, naming the cause.
+//  - A collective (all_reduce, broadcast, all_gather, reduce_scatter over the session's
+//    process group or a subgroup) runs when its stream gets there, on an executor thread
+//    that blocks until every member has joined (bounded by collective_timeout). The
+//    members first agree on whether every input is valid; if one failed, every member's
+//    output fails naming the node, and nobody computes with it.
 // Unlike CUDA, reading a tensor that another stream has not finished producing waits for
 // it instead of reading unwritten memory; writes in place to a tensor another stream
 // reads are not ordered unless events order them (the user's job, as in CUDA).
@@ -67,6 +72,8 @@ using Emit = std::function<void(Outgoing&&)>;
 
 struct SessionOptions {
   unsigned threads = 0;  // executor threads; 0: one per hardware thread
+  // Bound on the session's process-group waits (rendezvous, each collective).
+  std::chrono::milliseconds collective_timeout{300000};
 };
 
 class Session {
@@ -80,8 +87,11 @@ class Session {
   // Checks, resolves and queues the commands in order. payloads[i] is frame i+1 of the
   // message. Replies are emitted when their commands run.
   void run(std::shared_ptr<const protocol::Batch> batch, std::span<const PayloadFrame> payloads);
-  // This worker's node index and the session's id (from the master's Setup).
-  void setup(uint32_t node, uint32_t nodes, uint64_t session_id);
+  // This worker's node index and the session's id (from the master's Setup). With
+  // `pg_endpoints` (one per node), the workers form the session's process group in the
+  // background: this node binds pg_endpoints[node]; collectives wait for it.
+  void setup(uint32_t node, uint32_t nodes, uint64_t session_id,
+             std::vector<std::string> pg_endpoints = {});
   // A peer's notification, with the tensor's bytes for a copy; false (and nothing
   // changed) when it is not for this session.
   bool notify(const protocol::PeerNotify& n, const PayloadFrame* payload = nullptr);

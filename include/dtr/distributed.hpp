@@ -78,6 +78,9 @@ class DistributedTensor : public TensorOps<DistributedTensor> {
   void apply_inplace(OpId op, const OpAttrs& attrs, const DistributedTensor* other);
   // A tensor made by a creation op on the current node and device.
   static DistributedTensor create(OpId op, const OpAttrs& attrs);
+  // Internal: the handle of tensor `id` that a queued command makes on `node`.
+  static DistributedTensor adopt(std::shared_ptr<detail::MasterSession> s, int node, int device,
+                                 uint64_t id, const TensorMeta& meta);
 
  private:
   explicit DistributedTensor(std::shared_ptr<detail::RemoteTensor> r) : remote_(std::move(r)) {}

@@ -3,6 +3,7 @@
 // Thread safety: see each included header.
 #pragma once
 
+#include "dtr/collectives.hpp"
 #include "dtr/config.hpp"
 #include "dtr/device.hpp"
 #include "dtr/distributed.hpp"
@@ -10,5 +11,6 @@
 #include "dtr/error.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/op_table.hpp"
+#include "dtr/process_group.hpp"
 #include "dtr/stream.hpp"
 #include "dtr/tensor.hpp"

@@ -165,6 +165,19 @@ void check_same_command(const Command& got, const Command& want) {
       CHECK(got.peer == want.peer);
       CHECK(got.token == want.token);
       break;
+    case CmdType::NewGroup:
+      CHECK(got.group == want.group);
+      CHECK(got.ranks == want.ranks);
+      break;
+    case CmdType::Collective:
+      CHECK(got.group == want.group);
+      CHECK(got.collective == want.collective);
+      CHECK(got.reduce_op == want.reduce_op);
+      CHECK(got.root == want.root);
+      CHECK(got.inputs[0] == want.inputs[0]);
+      CHECK(got.out == want.out);
+      CHECK(got.meta == want.meta);
+      break;
   }
 }
 
@@ -271,6 +284,22 @@ Batch every_command() {
   recv.peer = 1;
   recv.token = 9;
   cmds.push_back(recv);
+  Command group;
+  group.type = CmdType::NewGroup;
+  group.group = 4;
+  group.ranks = {3, 0, 7};
+  cmds.push_back(group);
+  Command coll;
+  coll.type = CmdType::Collective;
+  coll.stream = 1;
+  coll.group = 4;
+  coll.collective = protocol::CollectiveKind::ReduceScatter;
+  coll.reduce_op = 4;
+  coll.root = -1;
+  coll.inputs[0] = 20;
+  coll.out = 31;
+  coll.meta = TensorMeta::contiguous(DType::Float64, {2, 2});
+  cmds.push_back(coll);
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -512,6 +541,13 @@ TEST_SUITE("protocol/codec") {
     CHECK(got.node == 2);
     CHECK(got.session == s.session);
     CHECK(got.peers == s.peers);
+    CHECK(got.pg_endpoints.empty());
+    s.pg_endpoints = {"tcp://127.0.0.1:5", "tcp://127.0.0.1:6", "tcp://127.0.0.1:7"};
+    CHECK(decode_setup(encode(s)).pg_endpoints == s.pg_endpoints);
+    Setup uneven = s;
+    uneven.pg_endpoints.pop_back();
+    CHECK_REJECTS(decode_setup(encode(uneven)), "2 process group endpoints for 3 nodes");
+    s.pg_endpoints.clear();
     for (size_t len = 0; len < frame.size(); ++len) {
       CAPTURE(len);
       CHECK_THROWS_AS(decode_setup(frame.substr(0, len)), ProtocolError);
@@ -520,7 +556,7 @@ TEST_SUITE("protocol/codec") {
     CHECK_REJECTS(decode_setup(encode(s)), "node index 3 is not below the node count 3");
     // A count that the bytes cannot hold allocates nothing.
     std::string huge =
-        patched<uint32_t>(encode(Setup{0, 1, {"a"}}), kPrefixBytes + 1 + 4 + 8, 1, 0xFFFFFFFF);
+        patched<uint32_t>(encode(Setup{0, 1, {"a"}, {}}), kPrefixBytes + 1 + 4 + 8, 1, 0xFFFFFFFF);
     CHECK_REJECTS(decode_setup(huge), "exceeds the limit");
 
     PeerNotify failed_send{s.session, 2, 5, true, {}};
@@ -584,8 +620,16 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 18), 0),
-                  "command 0 has unknown type 18");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 20), 0),
+                  "command 0 has unknown type 20");
+    Command coll;
+    coll.type = CmdType::Collective;
+    std::string c = encode(batch_of({coll}));
+    // group (8) follows type and stream; then kind, reduce op.
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(c, kCmdType + 5 + 8, 1, 9), 0),
+                  "collective) has unknown kind 9");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(c, kCmdType + 5 + 9, 0, 5), 0),
+                  "unknown reduce op 5");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),
