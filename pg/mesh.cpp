@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reduce.hpp"
 #include "util.hpp"
 
 namespace dtr::pg {
@@ -365,7 +366,7 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
       throw ProtocolError(fmt::format("{}: rank {} sent {} payload bytes for {} elements", req.what,
                                       src_group, msg.payload.size(), numel));
     }
-    if (bytes > 0) std::memcpy(req.tensor.raw_data(), msg.payload.data(), bytes);
+    copy_elements(req.tensor.raw_data(), msg.payload.data(), numel, dt);
     req.work->complete(nullptr, src_group);
   } catch (...) {
     req.work->complete(std::current_exception(), src_group);
@@ -625,7 +626,7 @@ void Mesh::shutdown() {
   if (shut_.exchange(true)) return;
   const bool running = io_.joinable();
   if (running) {
-    for (int j = 0; j < world_; ++j) {
+    for (int j = 0; j < static_cast<int>(dealers_.size()); ++j) {
       if (j == rank_) continue;
       WireHeader h;
       h.kind = static_cast<uint8_t>(MsgKind::Goodbye);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 namespace dtr::pg {
@@ -115,6 +116,17 @@ void divide_by(void* data, int64_t n, DType dtype, int64_t divisor) {
     const double d = static_cast<double>(divisor);
     for (int64_t i = 0; i < n; ++i) p[i] /= d;
   }
+}
+
+void copy_elements(void* dst, const void* src, int64_t n, DType dtype) {
+  if (n <= 0) return;
+  if (dtype != DType::Bool) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * element_size(dtype));
+    return;
+  }
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) d[i] = s[i] != 0;
 }
 
 void check_reducible(DType dtype, ReduceOp op, const char* what) {

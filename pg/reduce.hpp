@@ -18,6 +18,9 @@ namespace dtr::pg {
 void reduce_into(void* dst, const void* lo, const void* hi, int64_t n, DType dtype, ReduceOp op);
 // data[i] /= divisor for floating dtypes (the last step of Avg).
 void divide_by(void* data, int64_t n, DType dtype, int64_t divisor);
+// Copies n received elements; bool bytes are normalized to 0 or 1 (a peer could send any
+// byte, and a bool holding another value is undefined behaviour when read).
+void copy_elements(void* dst, const void* src, int64_t n, DType dtype);
 // Throws DTypeError when the op cannot reduce this dtype (Avg on integers or bool).
 void check_reducible(DType dtype, ReduceOp op, const char* what);
 

@@ -243,6 +243,11 @@ class Run {
     return tmp.data();
   }
 
+  // Copies a received payload of numel elements to dst.
+  void copy_in(char* dst, const Incoming& in, int64_t numel) {
+    copy_elements(dst, in.payload.data(), numel, dtype_);
+  }
+
   void reduce(char* dst, const char* lo, const char* hi, int64_t numel) {
     reduce_into(dst, lo, hi, numel, dtype_, a_.reduce);
   }
@@ -301,7 +306,7 @@ void recursive_doubling(Run& run, char* buf, int64_t n) {
     if (r % 2 == 0) {
       run.send_copy(r + 1, buf, n);
       Incoming in = run.recv(r + 1, n);
-      if (n > 0) std::memcpy(buf, in.payload.data(), static_cast<size_t>(n * run.es()));
+      if (n > 0) run.copy_in(buf, in, n);
       return;
     }
     Incoming in = run.recv(r - 1, n);
@@ -361,7 +366,7 @@ void ring_all_reduce(Run& run, const Block& b) {
       const int64_t len = seg_len(c, k);
       Incoming in = run.recv(left, len);
       if (s < p - 2) run.forward(right, in.payload);
-      if (len > 0) std::memcpy(seg_ptr(c, k), in.payload.data(), static_cast<size_t>(len * es));
+      if (len > 0) run.copy_in(seg_ptr(c, k), in, len);
     }
   }
   for (auto& t : trackers) run.wait_tracker(*t);
@@ -400,7 +405,7 @@ void broadcast(Run& run, const CollectiveArgs& a) {
     } else {
       Incoming in = run.recv(parent, len);
       for (int c : children) run.forward(c, in.payload);
-      if (len > 0) std::memcpy(ptr, in.payload.data(), static_cast<size_t>(len * run.es()));
+      if (len > 0) run.copy_in(ptr, in, len);
     }
   }
 }
@@ -460,8 +465,7 @@ void all_gather(Run& run, const CollectiveArgs& a) {
       Incoming msg = run.recv(left, len);
       if (s < p - 2) run.forward(right, msg.payload);
       if (len > 0) {
-        std::memcpy(out[bidx].data + seg.begin(k, n) * es, msg.payload.data(),
-                    static_cast<size_t>(len * es));
+        run.copy_in(out[bidx].data + seg.begin(k, n) * es, msg, len);
       }
     }
   }
@@ -488,8 +492,7 @@ void gather(Run& run, const CollectiveArgs& a) {
       const int64_t len = seg.len(k, n);
       Incoming msg = run.recv(i, len);
       if (len > 0) {
-        std::memcpy(out[i].data + seg.begin(k, n) * es, msg.payload.data(),
-                    static_cast<size_t>(len * es));
+        run.copy_in(out[i].data + seg.begin(k, n) * es, msg, len);
       }
     }
   }
@@ -515,9 +518,7 @@ void scatter(Run& run, const CollectiveArgs& a) {
   for (int64_t k = 0; k < seg.count; ++k) {
     const int64_t len = seg.len(k, n);
     Incoming msg = run.recv(a.root, len);
-    if (len > 0)
-      std::memcpy(out.data + seg.begin(k, n) * es, msg.payload.data(),
-                  static_cast<size_t>(len * es));
+    if (len > 0) run.copy_in(out.data + seg.begin(k, n) * es, msg, len);
   }
 }
 
@@ -568,7 +569,12 @@ class ZmqGroup : public Backend {
       if (members_[i] == mesh_->rank()) rank_ = static_cast<int>(i);
     }
   }
-  ~ZmqGroup() override { exec_.stop(); }
+  ~ZmqGroup() override {
+    // The last handle on the mesh: shut it down first so that queued collectives fail at
+    // once instead of waiting out their timeouts.
+    if (mesh_.use_count() == 1) mesh_->shutdown();
+    exec_.stop();
+  }
 
   std::string_view name() const override { return "zmq"; }
   int rank() const override { return rank_; }
