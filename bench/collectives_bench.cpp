@@ -87,13 +87,13 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw dtr::Error("collectives_bench: wrong result: " + what);
 }
 
-// Runs `op` warm + iters times after a barrier; `prepare` runs untimed before each op.
+// Runs `op` warm + iters times; `prepare` runs untimed before each op. The caller
+// synchronizes the ranks first (every rank calls pg.barrier(), ping-pong's idle ones too).
 template <typename Prepare, typename Op>
-std::vector<double> time_op(dtr::ProcessGroup& pg, std::size_t iters, Prepare prepare, Op op) {
+std::vector<double> time_op(std::size_t iters, Prepare prepare, Op op) {
   std::size_t warm = iters / 10 + 1;
   std::vector<double> times;
   times.reserve(iters);
-  pg.barrier();
   for (std::size_t i = 0; i < warm + iters; ++i) {
     prepare();
     auto t0 = Clock::now();
@@ -166,10 +166,11 @@ int main(int argc, char** argv) {
       for (int64_t bytes : sizes) {
         const int64_t count = std::max<int64_t>(1, bytes / 4);
         const std::size_t iters = iters_for(bytes, scale);
+        pg.barrier();
         if (op == "all_reduce") {
           Tensor t = dtr::local::empty({count});
           auto times = time_op(
-              pg, iters, [&] { t.fill_(1); }, [&] { pg.all_reduce(t); });
+              iters, [&] { t.fill_(1); }, [&] { pg.all_reduce(t); });
           const float* d = t.data<float>();
           check(d[0] == fn && d[count - 1] == fn, "all_reduce");
           report("all_reduce", bytes, times, 2.0 * (n - 1) / n,
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
           Tensor t = dtr::local::empty({count});
           t.fill_(rank == 0 ? 7 : 0);
           auto times = time_op(
-              pg, iters, [] {}, [&] { pg.broadcast(t, 0); });
+              iters, [] {}, [&] { pg.broadcast(t, 0); });
           const float* d = t.data<float>();
           check(d[0] == 7 && d[count - 1] == 7, "broadcast");
           report("broadcast", bytes, times, 1.0, "root 0, per-op time on root; rate=bytes/time");
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
           Tensor in = dtr::local::full({per_rank}, rank);
           Tensor out = dtr::local::empty({per_rank * n});
           auto times = time_op(
-              pg, iters, [] {}, [&] { pg.all_gather_into_tensor(out, in); });
+              iters, [] {}, [&] { pg.all_gather_into_tensor(out, in); });
           const float* d = out.data<float>();
           for (int r = 0; r < n; ++r)
             check(d[r * per_rank] == r && d[(r + 1) * per_rank - 1] == r, "all_gather");
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
           std::vector<double> times;
           if (rank < 2) {
             times = time_op(
-                pg, iters, [] {},
+                iters, [] {},
                 [&] {
                   if (rank == 0) {
                     pg.send(t, 1);

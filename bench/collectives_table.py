@@ -18,8 +18,8 @@ NAMES = {4: "4 B", 4096: "4 KiB", 256 * 1024: "256 KiB", 4 << 20: "4 MiB", 64 <<
 TOOLS = [  # (suite, transport, label)
     ("dtr-pg", "tcp", "dtr zmq tcp"),
     ("dtr-pg", "ipc", "dtr zmq ipc"),
-    ("gloo-cpp", "tcp", "gloo (C++) tcp"),
-    ("torch-gloo", "tcp", "torch gloo tcp"),
+    ("gloo-cpp", "tcp(gloo)", "gloo (C++) tcp"),
+    ("torch-gloo", "tcp(gloo)", "torch gloo tcp"),
     ("mpi", "tcp", "OpenMPI tcp"),
     ("mpi", "shm(vader)", "OpenMPI shm"),
 ]
@@ -85,38 +85,47 @@ table("broadcast", "broadcast (root 0), busbw = bytes / time on the root")
 table("all_gather", "all_gather (bytes = gathered output), busbw = (n-1)/n · bytes / time")
 table("sendrecv_pingpong", "send/recv ping-pong 0↔1, rate = 2 · bytes / round trip")
 
-print("\n**Goals (issue 5), all_reduce**\n")
-print("| w | tr | check | dtr | gloo (C++) | OpenMPI tcp | ratio | met |")
-print("|---|---|---|---|---|---|---|---|")
+
+
+def best_gloo(world, nbytes):
+    """The faster of gloo from C++ and through torch (the stricter reference)."""
+    gs = [g for g in (get("gloo-cpp", "all_reduce", "tcp(gloo)", world, nbytes),
+                      get("torch-gloo", "all_reduce", "tcp(gloo)", world, nbytes)) if g]
+    return min(gs, key=lambda g: g["med"]) if gs else None
+
+
+print("\n**Goals (issue 5), all_reduce** — gloo: the faster of gloo (C++) and torch gloo\n")
+print("| w | dtr transport | goal | dtr | gloo | OpenMPI tcp | dtr / gloo | dtr / MPI | met |")
+print("|---|---|---|---|---|---|---|---|---|")
 for w in sorted({k[3] for k in groups if k[0] == "dtr-pg" and k[1] == "all_reduce"}):
     for tr in ("tcp", "ipc"):
         if get("dtr-pg", "all_reduce", tr, w, 4) is None:
             continue
         for s in (4 << 20, 64 << 20):
             d = get("dtr-pg", "all_reduce", tr, w, s)
-            g = get("gloo-cpp", "all_reduce", "tcp", w, s)
+            g = best_gloo(w, s)
             m = get("mpi", "all_reduce", "tcp", w, s)
             if d is None:
                 continue
-            dg = d["rate"] / g["rate"] if g else None
-            dm = d["rate"] / m["rate"] if m else None
-            met = (dg is not None and dg >= 1.2) and (dm is not None and dm >= 1.0)
-            print(f"| {w} | {tr} | busbw {NAMES[s]} ≥ 1.2× gloo and ≥ MPI-tcp | "
-                  f"{frate(d['rate'])} | {frate(g['rate']) if g else '—'} | "
-                  f"{frate(m['rate']) if m else '—'} | "
-                  f"{ratio(d['rate'], g['rate'] if g else None)} gloo, "
-                  f"{ratio(d['rate'], m['rate'] if m else None)} MPI | "
-                  f"{'yes' if met else 'no'} |")
+            met = g is not None and m is not None and d["rate"] >= 1.2 * g["rate"] and \
+                d["rate"] >= m["rate"]
+            print(f"| {w} | {tr} | busbw {NAMES[s]} ≥ 1.2× gloo, ≥ MPI-tcp | "
+                  f"{frate(d['rate'])} GB/s | {frate(g['rate']) + ' GB/s' if g else '—'} | "
+                  f"{frate(m['rate']) + ' GB/s' if m else '—'} | "
+                  f"{ratio(d['rate'], g['rate'] if g else None)} | "
+                  f"{ratio(d['rate'], m['rate'] if m else None)} | {'yes' if met else 'no'} |")
         d = get("dtr-pg", "all_reduce", tr, w, 4)
-        g = get("gloo-cpp", "all_reduce", "tcp", w, 4)
-        t = get("torch-gloo", "all_reduce", "tcp", w, 4)
+        g = best_gloo(w, 4)
+        m = get("mpi", "all_reduce", "tcp", w, 4)
         met = g is not None and d["med"] <= g["med"] / 2
         print(f"| {w} | {tr} | 4 B time ≤ ½ gloo's | {fus(d['med'])} | "
-              f"{fus(g['med']) if g else '—'} (torch {fus(t['med']) if t else '—'}) | — | "
-              f"{ratio(d['med'], g['med'] if g else None)} | {'yes' if met else 'no'} |")
-        worst = max(((get('dtr-pg', b, tr, w, s) or {}).get('p99', 0) /
-                     (get('dtr-pg', b, tr, w, s) or {}).get('med', 1), b, s)
-                    for b in ("all_reduce", "broadcast", "all_gather") for s in SIZES)
-        print(f"| {w} | {tr} | p99 ≤ 3× median (all ops, sizes) | worst {worst[0]:.2f}× "
-              f"({worst[1]} {NAMES[worst[2]]}) | — | — | — | "
+              f"{fus(g['med']) if g else '—'} | {fus(m['med']) if m else '—'} | "
+              f"{ratio(d['med'], g['med'] if g else None)} (time) | "
+              f"{ratio(d['med'], m['med'] if m else None)} (time) | {'yes' if met else 'no'} |")
+        worst = max(((get("dtr-pg", b, tr, w, s) or {}).get("p99", 0) /
+                     (get("dtr-pg", b, tr, w, s) or {}).get("med", 1), b, s)
+                    for b in ("all_reduce", "broadcast", "all_gather", "sendrecv_pingpong")
+                    for s in SIZES)
+        print(f"| {w} | {tr} | p99 ≤ 3× median, every op and size | worst {worst[0]:.2f}× "
+              f"({worst[1]} {NAMES[worst[2]]}) | — | — | — | — | "
               f"{'yes' if worst[0] <= 3 else 'no'} |")
