@@ -672,6 +672,9 @@ void Mesh::shutdown() {
       alive = peers_[j].state == PeerState::Alive;
     }
     if (!alive) d.sock.set(zmq::sockopt::linger, 0);
+    // Stop the monitor first: libzmq 4.3 leaks an event message sent to a monitor socket
+    // that is already closed.
+    if (j != rank_) zmq_socket_monitor(d.sock.handle(), nullptr, 0);
     d.open = false;
     d.sock.close();
   }
