@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "reduce.hpp"
@@ -14,7 +15,7 @@ namespace dtr::pg {
 namespace {
 
 // How long a closed connection may wait for the peer's goodbye before it counts as death.
-constexpr auto kDisconnectGrace = std::chrono::milliseconds(100);
+constexpr auto kDisconnectGrace = std::chrono::milliseconds(250);
 // I/O loop tick: deadlines and disconnect verdicts are checked at least this often.
 constexpr auto kTick = std::chrono::milliseconds(20);
 
@@ -603,7 +604,12 @@ void Mesh::io_loop() {
           if (!more) break;
         }
         if (!got) break;
-        on_message(frames);
+        try {
+          on_message(frames);
+        } catch (const std::exception& e) {
+          // Only allocation failures get here; the message is lost, the loop goes on.
+          std::fprintf(stderr, "dtr process group: dropped a message: %s\n", e.what());
+        }
       }
     }
     if (items[1].revents & ZMQ_POLLIN) {
