@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs dtr's collectives benchmark and the peer baselines (OpenMPI over TCP and shared
+# memory, gloo from C++ and through torch.distributed) alternately, ROUNDS times, at world
+# sizes 2 and 4 on loopback, and prints the comparison tables (bench/collectives_table.py).
+#
+#   bash bench/collectives_compare.sh BUILD_DIR [OUT_DIR]
+#
+# BUILD_DIR: a dtr build with dtr-exec and dtr_collectives_bench (Release). The peers are
+# the programs of ../shared/bench-peers, built by its run_all.sh into $PEERS_BUILD
+# (default /tmp/peers_build; `SKIP_INSTALL=1 RUNS=1 bash run_all.sh` builds them, or run it
+# once in full). Their arguments are run_all.sh's (scale 1 at world 2, 0.5 at world 4).
+# Every step runs under `timeout`. Raw RESULT lines go to OUT_DIR (default a new /tmp dir).
+set -u
+build="$(cd "$1" && pwd)"
+out="${2:-$(mktemp -d /tmp/dtr-collectives.XXXXXX)}"
+rounds="${ROUNDS:-2}"
+peers_src="${PEERS_SRC:-$(cd "$(dirname "$0")/../../shared/bench-peers" 2>/dev/null && pwd)}"
+peers_build="${PEERS_BUILD:-/tmp/peers_build}"
+here="$(cd "$(dirname "$0")" && pwd)"
+mkdir -p "${out}"
+export GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1
+mpirun_="mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca oob_tcp_if_include lo \
+--mca btl_tcp_if_include lo"
+
+step() {  # NAME TIMEOUT_S command...
+  local name="$1" limit="$2"
+  shift 2
+  echo "[$(date +%H:%M:%S)] ${name}" >&2
+  { echo "# $*"; timeout --kill-after=10 "${limit}" "$@" 2>&1; } >>"${out}/${name}.log" ||
+    echo "  ${name}: exit status $?" >&2
+}
+
+for round in $(seq 1 "${rounds}"); do
+  for w in 2 4; do
+    scale=1
+    [[ "${w}" == 4 ]] && scale=0.5
+    for tr in tcp ipc; do
+      step "dtr_w${w}_${tr}" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \
+        "${build}/bench/dtr_collectives_bench" --transport "${tr}" --scale "${scale}"
+    done
+    step "mpi_tcp_w${w}" 150 ${mpirun_} -np "${w}" --mca btl tcp,self \
+      "${peers_build}/mpi_bench" tcp "${scale}"
+    step "mpi_shm_w${w}" 150 ${mpirun_} -np "${w}" --mca btl vader,self \
+      "${peers_build}/mpi_bench" "shm(vader)" "${scale}"
+    step "gloo_cpp_w${w}" 180 env PEERS_GLOO_PP_MAX_BYTES=262144 PEERS_GLOO_PP_MAX_ITERS=30 \
+      "${peers_build}/gloo_bench" "${w}" "${scale}"
+    step "torch_gloo_w${w}" 180 /usr/bin/python3 "${peers_src}/py/torch_dist_bench.py" \
+      --world "${w}" --port $((20000 + RANDOM % 20000)) --scale "${scale}"
+  done
+done
+rm -rf /tmp/peers_gloo_store_* 2>/dev/null
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), rounds: ${rounds}, nproc: $(nproc)"
+  echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"${out}/machine.txt"
+python3 "${here}/collectives_table.py" "${out}"/*.log
+echo "raw results: ${out}" >&2
