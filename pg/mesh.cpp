@@ -230,10 +230,21 @@ void Mesh::send(int dst, WireHeader h, Payload p) {
     std::lock_guard lock(m_);
     if (peers_[dst].state != PeerState::Alive) throw TransportError(peers_[dst].reason);
   }
+  // With a tracker the header frame is tracked too, so that "released" means the whole
+  // message has left the process (header-only messages included).
+  zmq::message_t hdr;
+  if (p.tracker) {
+    auto copy = std::make_shared<WireHeader>(h);
+    void* data = copy.get();
+    auto* ref = new FrameRef{std::move(copy), p.tracker};
+    p.tracker->add();
+    hdr = zmq::message_t(data, sizeof h, free_frame, ref);
+  } else {
+    hdr = zmq::message_t(&h, sizeof h);
+  }
   Dealer& d = *dealers_[dst];
   std::lock_guard lock(d.m);
   if (!d.open) throw TransportError("process group: the connection was shut down");
-  zmq::message_t hdr(&h, sizeof h);
   auto r = d.sock.send(hdr, has_body ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
                                      : zmq::send_flags::dontwait);
   if (r && has_body) r = d.sock.send(body, zmq::send_flags::dontwait);

@@ -356,10 +356,27 @@ std::vector<local::Tensor> split_blocks(const local::Tensor& t, const local::Ten
   return out;
 }
 
+// Set while a blocking collective builds its arguments (see CollectiveArgs::blocking).
+thread_local bool t_blocking = false;
+
+struct BlockingCall {
+  BlockingCall() { t_blocking = true; }
+  ~BlockingCall() { t_blocking = false; }
+  BlockingCall(const BlockingCall&) = delete;
+  BlockingCall& operator=(const BlockingCall&) = delete;
+};
+
 std::chrono::milliseconds sync_wait(const ProcessGroupOptions& o) {
   return o.timeout * 2 + std::chrono::seconds(10);
 }
 
+}  // namespace
+
+namespace {
+Work submit(ProcessGroup::Impl& im, pg::CollectiveArgs a) {
+  a.blocking = t_blocking;
+  return im.backend->collective(std::move(a));
+}
 }  // namespace
 
 Work ProcessGroup::isend(const local::Tensor& tensor, int dst, int tag) {
@@ -400,7 +417,7 @@ Work ProcessGroup::broadcast_async(local::Tensor& tensor, int root) {
   a.op = CommOp::Broadcast;
   a.root = root;
   a.outputs = {tensor};
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::all_reduce_async(local::Tensor& tensor, ReduceOp op) {
@@ -413,7 +430,7 @@ Work ProcessGroup::all_reduce_async(local::Tensor& tensor, ReduceOp op) {
   a.op = CommOp::AllReduce;
   a.reduce = op;
   a.outputs = {tensor};
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::reduce_async(local::Tensor& tensor, int root, ReduceOp op) {
@@ -428,7 +445,7 @@ Work ProcessGroup::reduce_async(local::Tensor& tensor, int root, ReduceOp op) {
   a.reduce = op;
   a.root = root;
   a.outputs = {tensor};
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::all_gather_async(std::vector<local::Tensor>& outputs,
@@ -442,7 +459,7 @@ Work ProcessGroup::all_gather_async(std::vector<local::Tensor>& outputs,
   a.op = CommOp::AllGather;
   a.inputs = {input};
   a.outputs = outputs;
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::all_gather_into_tensor_async(local::Tensor& output, const local::Tensor& input) {
@@ -465,7 +482,7 @@ Work ProcessGroup::all_gather_into_tensor_async(local::Tensor& output, const loc
   a.op = CommOp::AllGather;
   a.inputs = {input};
   a.outputs = split_blocks(output, input, size());
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::gather_async(const local::Tensor& input, std::vector<local::Tensor>* outputs,
@@ -484,7 +501,7 @@ Work ProcessGroup::gather_async(const local::Tensor& input, std::vector<local::T
     c.list(*outputs, input, "outputs");
     a.outputs = *outputs;
   }
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::scatter_async(local::Tensor& output, const std::vector<local::Tensor>* inputs,
@@ -503,7 +520,7 @@ Work ProcessGroup::scatter_async(local::Tensor& output, const std::vector<local:
     c.list(*inputs, output, "inputs");
     a.inputs = *inputs;
   }
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::reduce_scatter_async(local::Tensor& output,
@@ -519,7 +536,7 @@ Work ProcessGroup::reduce_scatter_async(local::Tensor& output,
   a.reduce = op;
   a.inputs = inputs;
   a.outputs = {output};
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::reduce_scatter_tensor_async(local::Tensor& output, const local::Tensor& input,
@@ -545,7 +562,7 @@ Work ProcessGroup::reduce_scatter_tensor_async(local::Tensor& output, const loca
   a.reduce = op;
   a.inputs = split_blocks(input, output, size());
   a.outputs = {output};
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 Work ProcessGroup::barrier_async() {
@@ -554,42 +571,92 @@ Work ProcessGroup::barrier_async() {
   check_supported(CommOp::Barrier, DeviceKind::CPU);
   pg::CollectiveArgs a;
   a.op = CommOp::Barrier;
-  return impl().backend->collective(std::move(a));
+  return submit(impl(), std::move(a));
 }
 
 void ProcessGroup::broadcast(local::Tensor& t, int root) {
-  broadcast_async(t, root).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = broadcast_async(t, root);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::all_reduce(local::Tensor& t, ReduceOp op) {
-  all_reduce_async(t, op).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = all_reduce_async(t, op);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::reduce(local::Tensor& t, int root, ReduceOp op) {
-  reduce_async(t, root, op).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = reduce_async(t, root, op);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::all_gather(std::vector<local::Tensor>& outputs, const local::Tensor& input) {
-  all_gather_async(outputs, input).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = all_gather_async(outputs, input);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::all_gather_into_tensor(local::Tensor& output, const local::Tensor& input) {
-  all_gather_into_tensor_async(output, input).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = all_gather_into_tensor_async(output, input);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::gather(const local::Tensor& input, std::vector<local::Tensor>* outputs,
                           int root) {
-  gather_async(input, outputs, root).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = gather_async(input, outputs, root);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::scatter(local::Tensor& output, const std::vector<local::Tensor>* inputs,
                            int root) {
-  scatter_async(output, inputs, root).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = scatter_async(output, inputs, root);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::reduce_scatter(local::Tensor& output, const std::vector<local::Tensor>& inputs,
                                   ReduceOp op) {
-  reduce_scatter_async(output, inputs, op).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = reduce_scatter_async(output, inputs, op);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::reduce_scatter_tensor(local::Tensor& output, const local::Tensor& input,
                                          ReduceOp op) {
-  reduce_scatter_tensor_async(output, input, op).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = reduce_scatter_tensor_async(output, input, op);
+  }
+  w.wait(sync_wait(options()));
 }
 void ProcessGroup::barrier() {
-  barrier_async().wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = barrier_async();
+  }
+  w.wait(sync_wait(options()));
 }
 
 void ProcessGroup::shutdown() {

@@ -69,7 +69,20 @@ class Executor {
     std::lock_guard lock(m_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     q_.push_back(std::move(task));
-    cv_.notify_one();
+    cv_.notify_all();
+  }
+  // True when nothing is queued or running: the caller then runs its task itself and calls
+  // end_inline() afterwards; the executor thread waits meanwhile.
+  bool try_begin_inline() {
+    std::lock_guard lock(m_);
+    if (running_ || !q_.empty()) return false;
+    running_ = true;
+    return true;
+  }
+  void end_inline() {
+    std::lock_guard lock(m_);
+    running_ = false;
+    cv_.notify_all();
   }
   void stop() {
     {
@@ -84,19 +97,22 @@ class Executor {
   void run() {
     std::unique_lock lock(m_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+      cv_.wait(lock, [&] { return (stop_ && !running_) || (!q_.empty() && !running_); });
       if (q_.empty()) return;  // stop_ and drained
       auto task = std::move(q_.front());
       q_.pop_front();
+      running_ = true;
       lock.unlock();
       task();
       lock.lock();
+      running_ = false;
     }
   }
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> q_;
   bool stop_ = false;
+  bool running_ = false;  // a task runs (on the executor thread or inline)
   std::thread thread_;
 };
 
@@ -170,9 +186,13 @@ class Run {
   }
   // Copies the bytes into the frame (small messages whose memory changes right after).
   void send_copy(int dst, const char* data, int64_t numel) {
-    zmq::message_t m(data, static_cast<size_t>(numel * es_));
+    const size_t bytes = static_cast<size_t>(numel * es_);
+    auto copy = std::make_shared<std::vector<char>>(data, data + bytes);
     Payload p;
-    p.forward = &m;
+    p.data = copy->data();
+    p.bytes = bytes;
+    p.keepalive = copy;
+    p.tracker = all_sends_;
     mesh_.send(members_[dst], header(dst), std::move(p));
   }
   // Sends a received frame on, sharing its buffer.
@@ -181,6 +201,7 @@ class Run {
     copy.copy(msg);
     Payload p;
     p.forward = &copy;
+    p.tracker = all_sends_;  // tracks the header frame
     mesh_.send(members_[dst], header(dst), std::move(p));
   }
 
@@ -639,13 +660,16 @@ class ZmqGroup : public Backend {
   }
 
   Work collective(CollectiveArgs args) override {
-    uint64_t seq;
-    {
-      std::lock_guard lock(m_);
-      seq = ++seq_;
-    }
+    std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
+    const uint64_t seq = ++seq_;
     auto work = std::make_shared<Work::State>(
         fmt::format("{} (collective #{}) on rank {}", comm_op_name(args.op), seq, rank_));
+    if (args.blocking && exec_.try_begin_inline()) {
+      lock.unlock();
+      execute(args, seq, *work);
+      exec_.end_inline();
+      return Work(work);
+    }
     exec_.post([this, seq, work, a = std::move(args)]() mutable { execute(a, seq, *work); });
     return Work(work);
   }
