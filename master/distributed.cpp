@@ -123,6 +123,7 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   auto s = session(op_def(op).name);
   check_node(op_def(op).name, *s, t_node);
   check_device(op_def(op).name, *s, t_node, t_device);
+  s->check_alive(t_node);
   TensorMeta meta = infer(op, {}, attrs).meta;
   Command c;
   c.type = CmdType::RunOp;
@@ -160,6 +161,7 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
     c.n_inputs = 2;
   }
   InferResult r = infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, inplace);
+  self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
   self.session->enqueue(self.node, c);
@@ -200,6 +202,8 @@ DistributedTensor DistributedTensor::to(int node) const {
   const RemoteTensor& self = remote("to");
   check_node("to", *self.session, node);
   if (node == self.node) return *this;
+  self.session->check_alive(self.node);
+  self.session->check_alive(node);
   uint64_t token = self.session->new_id();
   Command send;
   send.type = CmdType::SendPeer;
@@ -288,6 +292,8 @@ void init_master_worker() {
     o.connect_timeout = std::chrono::milliseconds(parse_int("DTR_CONNECT_TIMEOUT_MS", t));
   if (std::string t = env("DTR_SYNC_TIMEOUT_MS"); !t.empty())
     o.sync_timeout = std::chrono::milliseconds(parse_int("DTR_SYNC_TIMEOUT_MS", t));
+  if (std::string t = env("DTR_HEARTBEAT_TIMEOUT_MS"); !t.empty())
+    o.heartbeat_timeout = std::chrono::milliseconds(parse_int("DTR_HEARTBEAT_TIMEOUT_MS", t));
   init_master_worker(o);
 }
 

@@ -197,7 +197,10 @@ void MasterSession::send_setup() {
   if (std::any_of(setup.pg_endpoints.begin(), setup.pg_endpoints.end(),
                   [](const std::string& e) { return e.empty(); }))
     setup.pg_endpoints.clear();
+  setup.heartbeat_ms = static_cast<uint32_t>(options_.heartbeat.count());
+  setup.master_timeout_ms = static_cast<uint32_t>(options_.heartbeat_timeout.count());
   for (auto& node : nodes_) {
+    node->last_heard = Clock::now();
     setup.node = static_cast<uint32_t>(node->index);
     std::string header = protocol::encode(setup);
     zmq::socket_t& socket = node->dealer ? *node->dealer : *router_;
@@ -263,8 +266,7 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
 ReplyMessage MasterSession::request(int node, protocol::Command c) {
   if (closed_.load()) throw TransportError("the master-worker session is shut down");
   Node& n = *nodes_[node];
-  if (n.lost.load())
-    throw TransportError(fmt::format("node {} ({}) is unreachable", node, n.endpoint));
+  check_alive(node);
   c.request = next_request_.fetch_add(1);
   std::future<ReplyMessage> future;
   {
@@ -278,8 +280,7 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
   // registered; fail_node() would then have missed it.
   if (n.lost.load()) {
     std::lock_guard lock(pending_mu_);
-    if (pending_.erase(c.request))
-      throw TransportError(fmt::format("node {} ({}) is unreachable", node, n.endpoint));
+    if (pending_.erase(c.request)) throw WorkerLost(n.lost_reason);
   }
   if (future.wait_for(options_.sync_timeout) != std::future_status::ready) {
     std::lock_guard lock(pending_mu_);
@@ -292,6 +293,7 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
 
 void MasterSession::enqueue_collective(const std::vector<int>& nodes,
                                        std::vector<protocol::Command> commands) {
+  for (int n : nodes) check_alive(n);
   std::lock_guard lock(collectives_mu_);
   uint64_t group = 0;
   bool whole = static_cast<int>(nodes.size()) == node_count();
@@ -315,12 +317,40 @@ void MasterSession::enqueue_collective(const std::vector<int>& nodes,
   }
 }
 
+void MasterSession::check_alive(int node) const {
+  const Node& n = *nodes_[node];
+  if (n.lost.load()) throw WorkerLost(n.lost_reason);
+}
+
+void MasterSession::liveness(Clock::time_point now) {
+  for (auto& node : nodes_) {
+    if (node->lost.load()) continue;
+    auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - node->last_heard);
+    if (silent > options_.heartbeat_timeout)
+      fail_node(node->index,
+                fmt::format("node {} ({}) is lost: nothing heard from it for {} ms (heartbeat "
+                            "timeout {} ms)",
+                            node->index, node->endpoint, silent.count(),
+                            options_.heartbeat_timeout.count()));
+  }
+  if (now < next_heartbeat_) return;
+  next_heartbeat_ = now + options_.heartbeat;
+  for (auto& node : nodes_)
+    if (!node->lost.load()) send_to(*node, protocol::encode_heartbeat(), {});
+}
+
 void MasterSession::fail_node(int node, const std::string& why) {
-  nodes_[node]->lost.store(true);
+  Node& n = *nodes_[node];
+  {
+    std::lock_guard lock(pending_mu_);
+    if (n.lost.load()) return;
+    n.lost_reason = why;
+    n.lost.store(true);
+  }
   std::lock_guard lock(pending_mu_);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.node == node) {
-      it->second.promise.set_exception(std::make_exception_ptr(TransportError(why)));
+      it->second.promise.set_exception(std::make_exception_ptr(WorkerLost(why)));
       it = pending_.erase(it);
     } else {
       ++it;
@@ -333,8 +363,8 @@ void MasterSession::send_to(Node& node, std::string header,
   zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
   const std::string* identity = node.dealer ? nullptr : &node.identity;
   if (!protocol::send_message(socket, identity, std::move(header), payloads))
-    fail_node(node.index, fmt::format("node {} ({}) is unreachable: its connection closed",
-                                      node.index, node.endpoint));
+    fail_node(node.index, fmt::format("node {} ({}) is lost: its connection closed", node.index,
+                                      node.endpoint));
 }
 
 void MasterSession::flush_all() {
@@ -361,12 +391,28 @@ void MasterSession::io_loop() {
       items.push_back(zmq::pollitem_t{node->dealer->handle(), 0, ZMQ_POLLIN, 0});
   }
   std::string goodbye = protocol::encode_goodbye();
+  auto receive_all = [&] {
+    if (router_) {
+      receive(*router_, -1);
+    } else {
+      for (auto& node : nodes_) receive(*node->dealer, node->index);
+    }
+  };
+  // While callers keep it busy sending, replies and heartbeats are still read this often.
+  constexpr auto kBusyService = std::chrono::milliseconds(20);
+  Clock::time_point serviced = Clock::now();
   while (true) {
     if (work_pending_.exchange(false)) flush_all();
     if (stop_.load()) break;
     sleeping_.store(true);
     if (work_pending_.load()) {
       sleeping_.store(false);
+      Clock::time_point now = Clock::now();
+      if (now - serviced >= kBusyService) {
+        receive_all();
+        liveness(now);
+        serviced = now;
+      }
       continue;
     }
     zmq::poll(items.data(), items.size(), kIdlePoll);
@@ -375,11 +421,9 @@ void MasterSession::io_loop() {
       uint64_t count;
       [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
     }
-    if (router_) {
-      receive(*router_, -1);
-    } else {
-      for (auto& node : nodes_) receive(*node->dealer, node->index);
-    }
+    receive_all();
+    serviced = Clock::now();
+    liveness(serviced);
   }
   flush_all();
   for (auto& node : nodes_)
@@ -406,6 +450,7 @@ void MasterSession::receive(zmq::socket_t& socket, int node) {
 }
 
 void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
+  nodes_[node]->last_heard = Clock::now();
   auto fail_request = [&](uint64_t request, std::exception_ptr e) {
     std::lock_guard lock(pending_mu_);
     auto it = pending_.find(request);

@@ -47,6 +47,7 @@ uint32_t current_stream_id(const MasterSession& s, int node);
 
 class MasterSession : public std::enable_shared_from_this<MasterSession> {
  public:
+  using Clock = std::chrono::steady_clock;
   // Connects (or waits for workers), says hello to each and starts the I/O thread.
   static std::shared_ptr<MasterSession> start(const MasterOptions& options);
   ~MasterSession();
@@ -71,8 +72,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr);
+  // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
+  void check_alive(int node) const;
   // Queues a request command (its `request` field is set here) and waits for the reply.
-  // Throws TimeoutError, TransportError (connection lost, session closed) or ProtocolError
+  // Throws TimeoutError, WorkerLost, TransportError (session closed) or ProtocolError
   // (the worker rejected a message or sent a malformed one).
   ReplyMessage request(int node, protocol::Command c);
 
@@ -87,6 +90,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     protocol::BatchWriter batch;
     std::vector<local::Tensor> payloads;
     std::atomic<bool> lost{false};
+    std::string lost_reason;                           // set once, before `lost`
+    std::chrono::steady_clock::time_point last_heard;  // I/O thread only
   };
 
   explicit MasterSession(const MasterOptions& options);
@@ -100,7 +105,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // node < 0: a ROUTER whose first frame names the worker.
   void receive(zmq::socket_t& socket, int node);
   void dispatch(int node, protocol::Received& msg, size_t first);
+  // Marks the node lost (once) and fails its pending requests with WorkerLost(why).
   void fail_node(int node, const std::string& why);
+  // I/O thread: heartbeats to the workers, and the silence check.
+  void liveness(Clock::time_point now);
   void wake();
 
   MasterOptions options_;
@@ -123,6 +131,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   };
   std::unordered_map<uint64_t, Pending> pending_;
 
+  Clock::time_point next_heartbeat_;
   int wake_fd_ = -1;
   std::atomic<bool> work_pending_{false};
   std::atomic<bool> sleeping_{false};

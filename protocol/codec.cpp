@@ -509,6 +509,8 @@ std::string encode(const Setup& m) {
     for (size_t i = 0; i < m.peers.size() && i < kMaxNodes; ++i) w.str(m.peers[i]);
     w.put(static_cast<uint32_t>(std::min(m.pg_endpoints.size(), kMaxNodes)));
     for (size_t i = 0; i < m.pg_endpoints.size() && i < kMaxNodes; ++i) w.str(m.pg_endpoints[i]);
+    w.put(m.heartbeat_ms);
+    w.put(m.master_timeout_ms);
   });
 }
 
@@ -623,6 +625,8 @@ Setup decode_setup(std::string_view frame) {
     size_t g = r.count("process group endpoints", kMaxNodes, 4, r.get<uint32_t>());
     if (g != 0 && g != n) r.fail("{} process group endpoints for {} nodes", g, n);
     for (size_t i = 0; i < g; ++i) m.pg_endpoints.push_back(r.str("process group endpoint"));
+    m.heartbeat_ms = r.get<uint32_t>();
+    m.master_timeout_ms = r.get<uint32_t>();
     r.finish();
     return m;
   });

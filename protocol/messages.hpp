@@ -88,6 +88,10 @@ struct Setup {
   uint64_t session = 0;
   std::vector<std::string> peers;         // peers[k]: node k's peer endpoint
   std::vector<std::string> pg_endpoints;  // empty, or one per node: the session's process group
+  // Liveness, both ways: the worker sends a heartbeat at least every heartbeat_ms, and ends
+  // the session when nothing came from the master for master_timeout_ms (0: keep its own).
+  uint32_t heartbeat_ms = 0;
+  uint32_t master_timeout_ms = 0;
 };
 
 // Why a tensor is failed on a worker. For a tensor that failed because an input had

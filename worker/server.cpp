@@ -217,6 +217,9 @@ struct Server::Impl {
   std::string peer_client;  // its "host:pid", from HELLO
   std::string peer_since;   // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
+  Clock::time_point last_from_master;                  // anything from the session's master
+  std::chrono::milliseconds heartbeat_interval{1000};  // this session's (Setup may lower it)
+  std::chrono::milliseconds master_timeout{0};         // 0: no silence limit (before Setup)
 
   // connect mode
   bool connected = false;
@@ -343,6 +346,7 @@ void Server::Impl::handle(proto::Received& msg) {
   if (listen_mode) id = frames[0].to_string();
   const std::string* identity = id ? &*id : nullptr;
   size_t header_index = listen_mode ? 1 : 0;
+  if (is_peer(identity)) last_from_master = Clock::now();  // it is alive
 
   if (frames.size() <= header_index) {
     protocol_error(identity, "message has no header frame");
@@ -423,6 +427,9 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
   peer = identity ? *identity : std::string();
   peer_client = hello.client;
+  last_from_master = Clock::now();
+  heartbeat_interval = opt.heartbeat;
+  master_timeout = std::chrono::milliseconds(0);
   peer_since = iso_time_now();
   next_heartbeat = Clock::now() + opt.heartbeat;
   spdlog::info("session started with master {}", peer_client);
@@ -485,6 +492,11 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
     return;
   }
   peers = std::move(setup.peers);
+  if (setup.heartbeat_ms > 0)
+    heartbeat_interval = std::min(opt.heartbeat, std::chrono::milliseconds(setup.heartbeat_ms));
+  if (setup.master_timeout_ms > 0)
+    master_timeout = std::chrono::milliseconds(setup.master_timeout_ms);
+  next_heartbeat = Clock::now();
   peer_dealers.clear();
   peer_dealers.resize(peers.size());
   session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session,
@@ -580,8 +592,13 @@ void Server::Impl::on_goodbye(const std::string* identity) {
 void Server::Impl::heartbeat_tick() {
   if (!session) return;
   Clock::time_point now = Clock::now();
+  if (master_timeout.count() > 0 && now - last_from_master > master_timeout) {
+    end_session(fmt::format("master silent for more than {} ms", master_timeout.count()));
+    if (!listen_mode) finished = true;
+    return;
+  }
   if (now < next_heartbeat) return;
-  next_heartbeat = now + opt.heartbeat;
+  next_heartbeat = now + heartbeat_interval;
   if (!send(peer_identity(), proto::encode_heartbeat())) end_session("master went away");
 }
 

@@ -123,6 +123,11 @@ struct MasterOptions {
   int num_workers = 0;
   std::chrono::milliseconds connect_timeout{60000};
   std::chrono::milliseconds sync_timeout{600000};
+  // Liveness, both ways: master and workers send a heartbeat every `heartbeat`; a worker
+  // silent for `heartbeat_timeout` is lost (dtr::WorkerLost on every later use of its
+  // node), and the workers end the session when the master is silent that long.
+  std::chrono::milliseconds heartbeat{500};
+  std::chrono::milliseconds heartbeat_timeout{2500};
 };
 
 // Starts the session with the options' workers. Throws TransportError / TimeoutError
@@ -131,6 +136,8 @@ void init_master_worker(const MasterOptions& options);
 // Starts the session from the environment: DTR_WORKERS="tcp://a:7000,tcp://b:7000", or
 // DTR_LISTEN=tcp://0.0.0.0:PORT with DTR_NUM_WORKERS=N, or MASTER_ADDR, MASTER_PORT and
 // WORLD_SIZE (N = WORLD_SIZE - 1 workers dial the master, as with torch's env://).
+// DTR_CONNECT_TIMEOUT_MS, DTR_SYNC_TIMEOUT_MS and DTR_HEARTBEAT_TIMEOUT_MS override the
+// defaults.
 void init_master_worker();
 // Flushes, says goodbye to every worker (they free the session's tensors) and closes the
 // connections. Handles that outlive it are inert. Called at exit if not before.

@@ -57,6 +57,14 @@ class TransportError : public Error {
   using Error::Error;
 };
 
+// A worker of the session is gone: its connection closed, or it sent nothing (not even a
+// heartbeat) for longer than the session's heartbeat timeout. Raised by every later use of
+// its node; the message names the node, its endpoint and why.
+class WorkerLost : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 // A wait ran out of time.
 class TimeoutError : public Error {
  public:

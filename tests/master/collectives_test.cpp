@@ -202,3 +202,38 @@ TEST_CASE("collective mistakes are caught on the master, naming what is wrong") 
   check_same(bools[1], local::zeros({4}, DType::Bool));
   synchronize();
 }
+
+TEST_CASE("a collective with a killed member fails on the others instead of hanging") {
+  MasterOptions o = test_options();
+  o.sync_timeout = 60s;
+  Cluster cluster(3, o);
+  std::vector<DistributedTensor> ts = per_node({0, 1, 2}, {64}, DType::Float32, 4);
+  all_reduce(ts);
+  synchronize();
+  CHECK(cluster.worker(2).stop(SIGKILL, 5s) != -1);
+  auto t0 = std::chrono::steady_clock::now();
+  // Issued right away the master may not know yet; either way nothing hangs.
+  std::string outcome;
+  try {
+    all_reduce(ts);
+    (void)ts[0].to_local();
+    outcome = "no exception";
+  } catch (const WorkerLost& e) {
+    outcome = std::string("WorkerLost: ") + e.what();
+  } catch (const RemoteError& e) {
+    outcome = std::string("RemoteError: ") + e.what();
+  }
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  MESSAGE(outcome, " (", ms, " ms)");
+  CHECK((outcome.rfind("WorkerLost", 0) == 0 || outcome.rfind("RemoteError", 0) == 0));
+  CHECK(contains(outcome, "2"));
+  // Nodes 0 and 1 still work, together too.
+  std::vector<DistributedTensor> pair{ts[0], ts[1]};
+  pair[0] = with_node(0, [] { return dtr::ones({2}); });
+  pair[1] = with_node(1, [] { return dtr::ones({2}); });
+  all_reduce(pair);
+  check_same(pair[0], local::full({2}, 2.0));
+  check_same(pair[1], local::full({2}, 2.0));
+}
