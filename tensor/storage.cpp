@@ -13,10 +13,25 @@ constexpr size_t kAlignment = 64;
 std::atomic<int64_t> g_bytes_in_use{0};
 std::atomic<int64_t> g_peak_bytes{0};
 std::atomic<int64_t> g_live{0};
+std::atomic<int64_t> g_limit{0};
 
+// Counts nbytes in, or throws OutOfMemory (counting nothing) when that passes the limit.
 void count_allocation(size_t nbytes) {
   auto n = static_cast<int64_t>(nbytes);
-  int64_t now = g_bytes_in_use.fetch_add(n) + n;
+  int64_t limit = g_limit.load(std::memory_order_relaxed);
+  int64_t now;
+  if (limit > 0) {
+    int64_t in_use = g_bytes_in_use.load();
+    do {
+      if (n > limit - in_use)
+        throw OutOfMemory(fmt::format(
+            "allocating {} bytes would pass the memory limit of {} bytes ({} bytes in use)", n,
+            limit, in_use));
+    } while (!g_bytes_in_use.compare_exchange_weak(in_use, in_use + n));
+    now = in_use + n;
+  } else {
+    now = g_bytes_in_use.fetch_add(n) + n;
+  }
   int64_t peak = g_peak_bytes.load();
   while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now)) {
   }
@@ -28,24 +43,49 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < nbytes)
     throw OutOfMemory(fmt::format("cannot allocate {} bytes on the host", nbytes));
+  count_allocation(nbytes);  // throws past the limit, before anything is allocated
   void* p = rounded ? std::aligned_alloc(kAlignment, rounded) : nullptr;
-  if (rounded && !p)
+  if (rounded && !p) {
+    g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes));
+    g_live.fetch_sub(1);
     throw OutOfMemory(fmt::format("out of host memory allocating {} bytes ({} bytes in use)",
                                   nbytes, g_bytes_in_use.load()));
-  count_allocation(nbytes);
-  return std::shared_ptr<Storage>(new Storage(p, nbytes, nullptr));
+  }
+  try {
+    return std::shared_ptr<Storage>(new Storage(p, nbytes, nullptr));
+  } catch (...) {
+    std::free(p);
+    g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes));
+    g_live.fetch_sub(1);
+    throw;
+  }
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_ptr<void> owner) {
   if (!owner) throw InvalidArgument("Storage::wrap: needs an owner that keeps the memory alive");
   count_allocation(nbytes);
-  return std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(owner)));
+  try {
+    return std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(owner)));
+  } catch (...) {
+    g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes));
+    g_live.fetch_sub(1);
+    throw;
+  }
 }
 
 Storage::~Storage() {
   if (!owner_) std::free(data_);
   g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes_));
   g_live.fetch_sub(1);
+}
+
+void set_cpu_memory_limit(int64_t bytes) {
+  if (bytes < 0) throw InvalidArgument(fmt::format("memory limit {} is negative", bytes));
+  g_limit.store(bytes);
+}
+
+int64_t cpu_memory_limit() {
+  return g_limit.load();
 }
 
 MemoryStats cpu_memory_stats() {

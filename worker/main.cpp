@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   unsigned threads = 0;
   std::string peer_host;
   int64_t collective_timeout_ms = dtr::worker::ServerOptions{}.collective_timeout.count();
+  int64_t memory_limit = 0;
 
   auto* listen_opt = app.add_option("--listen", listen,
                                     "Listen mode: bind this ZeroMQ endpoint and serve masters "
@@ -138,6 +139,11 @@ int main(int argc, char** argv) {
                  "The address other workers of a session use to reach this one (default: "
                  "the listen address, or the local address facing the master)")
       ->type_name("HOST");
+  app.add_option("--memory-limit", memory_limit,
+                 "Most bytes of tensor memory this worker holds (e.g. 8GiB, 512MiB); an "
+                 "allocation past it fails that op with an out-of-memory error; 0: no limit")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   app.add_option("--collective-timeout-ms", collective_timeout_ms,
                  "Bound on each collective among a session's workers (and on forming their "
                  "process group)")
@@ -169,6 +175,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   dtr::protocol::tune_allocator_for_large_messages();
+  dtr::set_cpu_memory_limit(memory_limit);
+  if (memory_limit > 0) spdlog::info("memory limit: {} bytes of tensors", memory_limit);
 
   dtr::worker::ServerOptions options;
   options.listen = listen;

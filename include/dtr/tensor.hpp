@@ -51,6 +51,11 @@ struct MemoryStats {
   int64_t live_storages = 0;
 };
 MemoryStats cpu_memory_stats();
+// A cap on the bytes of all live storages of this process (0: none, the default). An
+// allocation or wrap past it throws OutOfMemory naming the bytes asked, in use and the
+// limit; nothing is allocated. Thread-safe; a worker sets it from --memory-limit.
+void set_cpu_memory_limit(int64_t bytes);
+int64_t cpu_memory_limit();
 
 namespace local {
 

@@ -147,3 +147,26 @@ TEST_CASE("shape and dtype errors throw on the master and send nothing") {
   check_same(x, local::zeros({20, 20}));  // the refused in-place calls changed nothing
   check_same(i, local::zeros({20}, DType::Int64));
 }
+
+TEST_CASE("a worker's memory limit: allocations past it fail cleanly, the worker stays up") {
+  WorkerProcess worker({"--memory-limit", "1MiB"});
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.workers = {worker.endpoint()};
+  init_master_worker(o);
+  DistributedTensor small = dtr::ones({1000});   // 4 KB
+  DistributedTensor big = dtr::ones({1 << 19});  // 2 MiB: past the limit
+  std::string m = message_of<RemoteError>([&] { big.to_local(); });
+  CHECK(contains(m, "memory limit of 1048576 bytes"));
+  CHECK(contains(m, "allocating 2097152 bytes"));
+  CHECK(contains(m, "full"));
+  // Data sent from the master counts too.
+  DistributedTensor sent = dist_send(local::ones({1 << 19}));
+  CHECK(contains(message_of<RemoteError>([&] { sent.to_local(); }), "memory limit"));
+  CHECK(contains(message_of<RemoteError>([] { synchronize(); }), "memory limit"));
+  // Under the limit everything works, before and after.
+  check_same(small.sum(), local::full({}, 1000.0));
+  DistributedTensor half = dtr::ones({1 << 17});  // 512 KiB
+  check_same(half.sum(), local::full({}, 131072.0));
+  CHECK(worker.running());
+}

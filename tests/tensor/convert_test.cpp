@@ -245,6 +245,28 @@ TEST_CASE("memory counters follow storages") {
   CHECK(after.bytes_in_use == before.bytes_in_use);
 }
 
+TEST_CASE("a memory limit refuses allocations past it and counts nothing for them") {
+  dtr::MemoryStats before = dtr::cpu_memory_stats();
+  dtr::set_cpu_memory_limit(before.bytes_in_use + 10000);
+  struct Reset {
+    ~Reset() { dtr::set_cpu_memory_limit(0); }
+  } reset;
+  CHECK(dtr::cpu_memory_limit() == before.bytes_in_use + 10000);
+  Tensor ok = local::empty({1000}, kF64);  // 8000 bytes: fits
+  try {
+    Tensor no = local::empty({1000}, kF64);  // 8000 more: past the limit
+    FAIL("no OutOfMemory");
+  } catch (const dtr::OutOfMemory& e) {
+    std::string m = e.what();
+    CHECK(m.find("allocating 8000 bytes") != std::string::npos);
+    CHECK(m.find("memory limit of") != std::string::npos);
+  }
+  CHECK(dtr::cpu_memory_stats().bytes_in_use == before.bytes_in_use + 8000);
+  ok = Tensor();
+  Tensor again = local::empty({1000}, kF64);  // freed room is usable again
+  CHECK_THROWS_AS(dtr::set_cpu_memory_limit(-1), dtr::InvalidArgument);
+}
+
 TEST_CASE("to_string names the dtype and shows values") {
   std::string s = tensor_of(kF64, {2}, {1.5, -2}).to_string();
   CHECK(s.find("1.5") != std::string::npos);
