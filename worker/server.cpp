@@ -43,6 +43,10 @@ namespace {
 constexpr milliseconds kMaxPollWait{100};
 // Messages handled per wakeup before stop() and heartbeats are looked at again.
 constexpr int kMaxMessagesPerWakeup = 256;
+// With this many commands queued on its streams the session reads no more batches until
+// they drain: what waits stays in ZeroMQ's buffers as wire bytes (tens of bytes a command)
+// instead of decoded tasks (hundreds).
+constexpr size_t kMaxBacklog = size_t{1} << 16;
 
 std::string host_and_pid() {
   char host[256] = {};
@@ -225,7 +229,8 @@ struct Server::Impl {
   bool connected = false;
   bool master_gone = false;
   bool hello_seen = false;
-  bool finished = false;  // run() returns
+  bool finished = false;    // run() returns
+  bool backlogged = false;  // the session's streams have enough queued: stop reading
 };
 
 Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
@@ -605,6 +610,12 @@ void Server::Impl::heartbeat_tick() {
 void Server::Impl::drain_socket() {
   size_t max_frames = proto::kMaxPayloadFrames + (listen_mode ? 2 : 1);
   for (int i = 0; i < kMaxMessagesPerWakeup && !stopping.load() && !finished; ++i) {
+    backlogged = session && session->backlog() >= kMaxBacklog;
+    if (backlogged) {
+      // Unread messages wait: the master is not silent, this worker is behind.
+      last_from_master = Clock::now();
+      return;
+    }
     std::optional<proto::Received> msg = proto::try_recv(socket, max_frames);
     if (!msg) return;
     handle(*msg);
@@ -660,6 +671,10 @@ void Server::Impl::loop() {
       auto until = std::chrono::ceil<milliseconds>(next_heartbeat - Clock::now());
       wait = std::clamp(until, milliseconds{0}, kMaxPollWait);
     }
+    // Behind: look again soon, without waking for the messages that are left unread.
+    if (backlogged && session && session->backlog() < kMaxBacklog) backlogged = false;
+    items[0].events = backlogged ? 0 : ZMQ_POLLIN;
+    if (backlogged) wait = std::min(wait, milliseconds{1});
     try {
       zmq::poll(items, wait);
     } catch (const zmq::error_t& e) {

@@ -343,6 +343,7 @@ struct Session::Impl {
   std::unordered_map<uint64_t, RemoteWaitPtr> tokens;
   std::vector<std::pair<StreamPtr, std::vector<Task>>> staged;
   size_t staged_count = 0;
+  std::atomic<size_t> queued{0};                         // tasks handed to streams and not yet done
   std::shared_ptr<const protocol::Batch> current_batch;  // during run()
   bool has_setup = false;
   uint32_t node = 0;
@@ -413,6 +414,7 @@ void Stream::run() {
       done = std::move(queue.front());
       queue.pop_front();
     }
+    impl.queued.fetch_sub(1, std::memory_order_relaxed);
   }
   impl.executor.schedule(self);  // let other streams have the thread
 }
@@ -564,6 +566,7 @@ void Session::Impl::flush_staged() {
     // Every staged task comes from the current batch. The last task of each stream keeps
     // it alive: a stream's earlier tasks have run by the time its last one is done.
     if (!tasks.back().batch) tasks.back().batch = current_batch;
+    queued.fetch_add(tasks.size(), std::memory_order_relaxed);
     std::lock_guard lock(s->mu);
     for (Task& t : tasks) s->queue.push_back(std::move(t));
     if (s->state == Stream::State::Idle) {
@@ -1358,6 +1361,10 @@ bool Session::wait_idle(std::chrono::milliseconds timeout) {
 
 size_t Session::live_tensors() const {
   return impl_->table.size();
+}
+
+size_t Session::backlog() const {
+  return impl_->queued.load(std::memory_order_relaxed);
 }
 
 size_t Session::streams() const {

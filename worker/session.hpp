@@ -100,6 +100,8 @@ class Session {
   bool wait_idle(std::chrono::milliseconds timeout);
   size_t live_tensors() const;
   size_t streams() const;
+  // Tasks queued on the streams and not yet run (any thread; approximate).
+  size_t backlog() const;
   unsigned threads() const;
   protocol::MemoryStatsWire stats() const;
 

@@ -1,0 +1,148 @@
+// dtr_soak: many small ops and create/free cycles against one worker; prints the master's
+// and the worker's resident memory and open file descriptors before and after, so that a
+// leak (memory, sockets) shows as growth.
+//
+//   dtr-exec --workers 1 build/bench/dtr_soak [--ops N] [--cycles N]
+//
+// Defaults: 10 million in-place adds on one tensor, then 1 million cycles of creating a
+// small tensor and dropping its handle (a create and a free on the worker each), then both
+// again. The first round grows the processes to their working size (batches of up to 64 Ki
+// commands decoded on the worker, kept by glibc, which dtr tells not to trim); the second
+// round shows what a leak would add. The worker's pid comes from node_info(0); its /proc
+// entries give RSS and open fds. Exits non-zero when a result is wrong.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "dtr/dtr.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t rss_kib(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib;
+    }
+    in.ignore(1 << 12, '\n');
+  }
+  return -1;
+}
+
+int open_fds(long pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(path.c_str());
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  closedir(d);
+  return n;
+}
+
+struct Sample {
+  int64_t master_kib, worker_kib;
+  int master_fds, worker_fds;
+};
+
+Sample sample(long worker) {
+  return {rss_kib(getpid()), rss_kib(worker), open_fds(getpid()), open_fds(worker)};
+}
+
+void print(const char* what, const Sample& s, double seconds) {
+  std::printf("  %-34s master %8.1f MiB %4d fds   worker %8.1f MiB %4d fds   %7.2f s\n", what,
+              s.master_kib / 1024.0, s.master_fds, s.worker_kib / 1024.0, s.worker_fds, seconds);
+}
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t ops = 10'000'000, cycles = 1'000'000, rounds = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--ops") {
+      ops = std::atoll(argv[i + 1]);
+    } else if (a == "--cycles") {
+      cycles = std::atoll(argv[i + 1]);
+    } else if (a == "--rounds") {
+      rounds = std::atoll(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "usage: dtr_soak [--ops N] [--cycles N] [--rounds N]\n");
+      return 2;
+    }
+  }
+  try {
+    dtr::init_master_worker();
+    std::string who = dtr::node_info(0).worker;  // "host:pid"
+    long worker = std::atol(who.substr(who.rfind(':') + 1).c_str());
+    std::printf("dtr_soak: %lld ops, %lld create/free cycles, worker %s\n",
+                static_cast<long long>(ops), static_cast<long long>(cycles), who.c_str());
+
+    // Warm-up: the allocators, batch buffers and socket buffers reach their working size.
+    dtr::DistributedTensor x = dtr::zeros({1}, dtr::DType::Int64);
+    for (int i = 0; i < 200'000; ++i) x.add_(1);
+    for (int i = 0; i < 100'000; ++i) dtr::DistributedTensor t = dtr::zeros({4});
+    dtr::synchronize();
+    Sample start = sample(worker);
+    print("after warm-up", start, 0);
+
+    Sample after_ops{}, after_cycles{};
+    for (int round = 1; round <= rounds; ++round) {
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < ops; ++i) {
+        x.add_(1);
+        if ((i + 1) % 1'000'000 == 0) dtr::synchronize();
+      }
+      dtr::synchronize();
+      after_ops = sample(worker);
+      print(("round " + std::to_string(round) + ": after the ops").c_str(), after_ops, since(t0));
+      int64_t value = x.item<int64_t>();
+      if (value != 200'000 + round * ops) {
+        std::fprintf(stderr, "dtr_soak: x = %lld, expected %lld\n", static_cast<long long>(value),
+                     static_cast<long long>(200'000 + round * ops));
+        return 1;
+      }
+      t0 = Clock::now();
+      for (int64_t i = 0; i < cycles; ++i) {
+        dtr::DistributedTensor t = dtr::zeros({4});
+        if ((i + 1) % 100'000 == 0) dtr::synchronize();
+      }
+      dtr::synchronize();
+      after_cycles = sample(worker);
+      print(("round " + std::to_string(round) + ": after the create/free").c_str(), after_cycles,
+            since(t0));
+    }
+    int64_t live = dtr::memory_stats(0).live_tensors;
+    std::printf("  live tensors on the worker: %lld (x only)\n", static_cast<long long>(live));
+    std::printf(
+        "RESULT {\"bench\":\"soak\",\"ops\":%lld,\"cycles\":%lld,\"master_rss_kib\":[%lld,%lld,"
+        "%lld],\"worker_rss_kib\":[%lld,%lld,%lld],\"master_fds\":[%d,%d,%d],\"worker_fds\":"
+        "[%d,%d,%d]}\n",
+        static_cast<long long>(ops), static_cast<long long>(cycles),
+        static_cast<long long>(start.master_kib), static_cast<long long>(after_ops.master_kib),
+        static_cast<long long>(after_cycles.master_kib), static_cast<long long>(start.worker_kib),
+        static_cast<long long>(after_ops.worker_kib),
+        static_cast<long long>(after_cycles.worker_kib), start.master_fds, after_ops.master_fds,
+        after_cycles.master_fds, start.worker_fds, after_ops.worker_fds, after_cycles.worker_fds);
+    if (live != 1) return 1;
+    dtr::shutdown_master_worker();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtr_soak: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
