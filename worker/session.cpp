@@ -243,44 +243,51 @@ struct Group {
 using GroupPtr = std::shared_ptr<Group>;
 
 // Runs jobs one at a time, in order, on its own thread: process-group creation, which
-// every node must do in the same order and which blocks until the peers have joined.
+// every node must do in the same order and which blocks until the peers have joined
+// (bounded by the collective timeout). Jobs capture only values, so a session that ends
+// while one still waits for its peers does not wait for it: the thread is detached,
+// finishes that job on its own and exits; jobs not started are dropped.
 class GroupThread {
  public:
-  GroupThread() : thread_([this] { loop(); }) {}
+  GroupThread() : state_(std::make_shared<State>()) {
+    std::thread([s = state_] { loop(*s); }).detach();
+  }
   ~GroupThread() {
     {
-      std::lock_guard lock(mu_);
-      stop_ = true;
+      std::lock_guard lock(state_->mu);
+      state_->stop = true;
+      state_->jobs.clear();
     }
-    cv_.notify_one();
-    thread_.join();
+    state_->cv.notify_one();
   }
   void post(std::function<void()> job) {
     {
-      std::lock_guard lock(mu_);
-      jobs_.push_back(std::move(job));
+      std::lock_guard lock(state_->mu);
+      state_->jobs.push_back(std::move(job));
     }
-    cv_.notify_one();
+    state_->cv.notify_one();
   }
 
  private:
-  void loop() {
-    std::unique_lock lock(mu_);
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> jobs;
+    bool stop = false;
+  };
+  static void loop(State& s) {
+    std::unique_lock lock(s.mu);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, nothing left
-      std::function<void()> job = std::move(jobs_.front());
-      jobs_.pop_front();
+      s.cv.wait(lock, [&] { return s.stop || !s.jobs.empty(); });
+      if (s.stop) return;
+      std::function<void()> job = std::move(s.jobs.front());
+      s.jobs.pop_front();
       lock.unlock();
       job();
       lock.lock();
     }
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace
@@ -343,7 +350,8 @@ struct Session::Impl {
   std::unordered_map<uint64_t, RemoteWaitPtr> tokens;
   std::vector<std::pair<StreamPtr, std::vector<Task>>> staged;
   size_t staged_count = 0;
-  std::atomic<size_t> queued{0};                         // tasks handed to streams and not yet done
+  std::atomic<size_t> queued{0};     // tasks handed to streams and not yet done
+  std::atomic<bool> closing{false};  // the session is ending: stop waiting for groups
   std::shared_ptr<const protocol::Batch> current_batch;  // during run()
   bool has_setup = false;
   uint32_t node = 0;
@@ -486,6 +494,7 @@ RemoteWaitPtr Session::Impl::remote_wait(const Command& c, std::string_view op, 
 // ---- dispatch ----
 
 Session::Impl::~Impl() {
+  closing.store(true);
   // Collectives blocked in a process group fail at once when it shuts down.
   for (auto& [id, g] : groups) {
     if (g->ready.valid() &&
@@ -1046,11 +1055,17 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
                                           : fmt::format("group {} does not exist", c.group)));
   ProcessGroup pg;
   try {
-    if (t.group->ready.wait_for(options.collective_timeout) != std::future_status::ready)
-      return fail(root_failure(target, name,
-                               fmt::format("the session's process group was not formed within "
-                                           "{} ms",
-                                           options.collective_timeout.count())));
+    auto deadline = std::chrono::steady_clock::now() + options.collective_timeout;
+    while (t.group->ready.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (closing.load())
+        return fail(
+            root_failure(target, name, "the session ended before its process group formed"));
+      if (std::chrono::steady_clock::now() >= deadline)
+        return fail(root_failure(target, name,
+                                 fmt::format("the session's process group was not formed within "
+                                             "{} ms",
+                                             options.collective_timeout.count())));
+    }
     pg = t.group->ready.get();
   } catch (const std::exception& e) {
     return fail(root_failure(target, name, fmt::format("process group: {}", e.what())));
