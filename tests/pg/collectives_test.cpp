@@ -140,7 +140,7 @@ void all_collectives(ProcessGroup& g, const std::vector<int64_t>& sizes, bool al
 
 }  // namespace
 
-TEST_CASE("collectives: every op, reduce op and dtype on 2, 3 and 4 ranks, small sizes") {
+TEST_CASE("collectives: every op x reduce op x dtype on 2 3 and 4 ranks at small sizes") {
   for (int p : {2, 3, 4}) {
     CAPTURE(p);
     check_no_errors(run_ranks(p, [&](ProcessGroup& g) {
@@ -242,7 +242,7 @@ TEST_CASE("all_reduce: every rank gets bit-identical floats") {
   }
 }
 
-TEST_CASE("collectives: async forms, several in flight") {
+TEST_CASE("collectives: async forms with several in flight") {
   check_no_errors(run_ranks(3, [&](ProcessGroup& g) {
     std::vector<local::Tensor> ts;
     std::vector<Work> ws;
@@ -277,7 +277,7 @@ TEST_CASE("collectives: async forms, several in flight") {
   }));
 }
 
-TEST_CASE("subgroups: collectives on subsets, concurrently with the world group") {
+TEST_CASE("subgroups: collectives on subsets concurrently with the world group") {
   check_no_errors(run_ranks(4, [&](ProcessGroup& g) {
     ProcessGroup evens = g.new_group({0, 2});
     ProcessGroup odds = g.new_group({3, 1});  // group rank 0 is world rank 3

@@ -32,7 +32,7 @@ void expect_throw(const std::function<void()>& f, const std::vector<std::string>
 
 }  // namespace
 
-TEST_CASE("mismatched all_reduce fails clearly on every rank; the group stays usable") {
+TEST_CASE("mismatched all_reduce fails clearly on every rank and the group stays usable") {
   for (int p : {2, 3, 4}) {
     CAPTURE(p);
     check_no_errors(run_ranks(p, [&](ProcessGroup& g) {
@@ -76,7 +76,7 @@ TEST_CASE("AVG on integers and bad list lengths are refused before anything is s
   }));
 }
 
-TEST_CASE("a collective that a rank never joins times out, naming the rank waited for") {
+TEST_CASE("a collective that a rank never joins times out naming the rank waited for") {
   std::promise<void> done;
   auto finished = done.get_future().share();
   check_no_errors(run_ranks(
@@ -93,7 +93,7 @@ TEST_CASE("a collective that a rank never joins times out, naming the rank waite
       fast_options(std::chrono::milliseconds(300))));
 }
 
-TEST_CASE("a peer that leaves: pending receives from it fail, others go on") {
+TEST_CASE("a peer that leaves: pending receives from it fail and the others go on") {
   std::promise<void> left;
   auto has_left = left.get_future().share();
   check_no_errors(run_ranks(3, [&](ProcessGroup& g) {
@@ -127,7 +127,7 @@ TEST_CASE("shutdown fails pending operations") {
   }));
 }
 
-TEST_CASE("a killed peer (SIGKILL) makes the others fail naming its rank, not by timeout") {
+TEST_CASE("a killed peer (SIGKILL) makes the others fail naming its rank and not by timeout") {
   const std::string file = "/tmp/dtr-pg-kill-" + std::to_string(getpid());
   ::unlink(file.c_str());
   auto codes = fork_ranks(

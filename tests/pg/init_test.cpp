@@ -43,7 +43,7 @@ void clear_rank_env() {
 
 }  // namespace
 
-TEST_CASE("init: env:// with RANK/WORLD_SIZE, SLURM_* and OMPI_COMM_WORLD_*") {
+TEST_CASE("init: env:// with RANK/WORLD_SIZE or SLURM or OMPI_COMM_WORLD variables") {
   struct Vars {
     const char* rank;
     const char* size;
@@ -70,7 +70,7 @@ TEST_CASE("init: tcp:// with ranks assigned in arrival order") {
   CHECK(codes == std::vector<int>{0, 0, 0, 0});
 }
 
-TEST_CASE("init: file:// with assigned ranks; two jobs share one file by group_name") {
+TEST_CASE("init: file:// with assigned ranks and two jobs sharing one file by group_name") {
   const std::string path = "/tmp/dtr-pg-init-" + std::to_string(getpid());
   ::unlink(path.c_str());
   auto codes = fork_ranks(5, [&](int i) {
@@ -109,7 +109,7 @@ TEST_CASE("init: argument errors") {
   CHECK_FALSE(is_initialized());
 }
 
-TEST_CASE("ProcessGroup::create from an endpoint list, and over ipc") {
+TEST_CASE("ProcessGroup::create from an endpoint list and over ipc") {
   std::vector<std::string> eps;
   for (int i = 0; i < 3; ++i) eps.push_back("tcp://127.0.0.1:" + std::to_string(test::free_port()));
   std::mutex m;

@@ -50,7 +50,7 @@ TEST_CASE("p2p: recv from any source returns each sender's rank") {
   check_no_errors(errors);
 }
 
-TEST_CASE("p2p: isend/irecv keep the order between a pair, per tag") {
+TEST_CASE("p2p: isend/irecv keep the order between a pair per tag") {
   constexpr int kMessages = 200;
   auto errors = run_ranks(2, [&](ProcessGroup& g) {
     if (g.rank() == 0) {
