@@ -1,0 +1,381 @@
+// libFuzzer target: the worker's batch decoder and dispatcher (protocol::decode_batch, then
+// worker::Session::run / notify on a real session with one executor thread).
+//
+// Input layout (everything after the fixed prefix is the header frame, so that mutations of
+// an encoded batch stay close to valid):
+//   byte 0   number of payload frames (low 3 bits: 0..7)
+//   byte 1   flags, see kFlag* below
+//   byte 2   token of the peer notification the harness feeds (when a notify flag is set)
+//   byte 3   seed of the payload bytes; bit 0 also misaligns every payload by one byte
+//   then     2 bytes (LE) per payload frame: its size; the bytes are generated from byte 3
+//   rest     frame 0, the header
+//
+// What counts as a finding: a crash, a sanitizer report, an exception other than
+// dtr::Error escaping (std::terminate), a message the session emits that our own decoder
+// rejects, a Get reply whose payload does not match its meta, or a session that does not
+// go idle within kIdleTimeout although the batch is within the caps below.
+//
+// Size caps. Hostile sizes are the worker's business only up to what the host can hold:
+// `full([1 << 40])` is a legal command that a real worker answers with an out-of-memory
+// failure, but under libFuzzer (rss limit 2 GB, malloc limit 2 GB) or ASan it would be
+// reported as a crash, or take minutes. So before running an input the harness follows
+// every tensor the batch could make (Put, RecvPeer, and every RunOp through the same shape
+// rules the worker uses, dtr::infer, views included because an expanded view can be read
+// in full), as a set of possible metas per id so that ids whose command the session may
+// reject are over-approximated, never under. It skips the input when those tensors
+// together exceed kMaxTotalBytes (64 MiB), or when the element work (inputs plus outputs of
+// every op, and a matmul's multiply-adds) exceeds kMaxWork. The decoder itself runs on
+// every input, uncapped.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "dtr/error.hpp"
+#include "dtr/op_table.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "worker/session.hpp"
+
+namespace {
+
+using namespace dtr;
+using namespace dtr::protocol;
+
+constexpr uint8_t kFlagNoSetup = 1 << 0;        // skip session.setup(0, 2, 42)
+constexpr uint8_t kFlagNotifyBefore = 1 << 1;   // a peer notification before the batch
+constexpr uint8_t kFlagNotifyAfter = 1 << 2;    // ... and/or after it
+constexpr uint8_t kFlagNotifyFailed = 1 << 3;   // the notification says the source failed
+constexpr uint8_t kFlagNotifyPayload = 1 << 4;  // it carries payload frame 1 as a copy's bytes
+constexpr uint8_t kFlagNotifyWrong = 1 << 5;    // wrong session id or sender node
+constexpr uint8_t kFlagLoopBack = 1 << 6;       // feed the peer messages it emits back to it
+constexpr uint8_t kFlagTwice = 1 << 7;          // run the same batch a second time
+
+constexpr size_t kMaxPayloads = 7;
+constexpr int64_t kMaxTotalBytes = int64_t{64} << 20;
+constexpr int64_t kMaxWork = int64_t{1} << 26;
+constexpr size_t kMaxCandidates = 4;
+constexpr auto kIdleTimeout = std::chrono::seconds(30);
+constexpr uint32_t kNode = 0;
+constexpr uint32_t kNodes = 2;
+constexpr uint64_t kSession = 42;
+
+[[noreturn]] void finding(const std::string& what) {
+  std::fprintf(stderr, "fuzz_worker_batch: FINDING: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// numel, or -1 when the shape is invalid or the count overflows.
+int64_t safe_numel(const TensorMeta& m) {
+  for (int64_t s : m.shape)
+    if (s < 0) return -1;
+  for (int64_t s : m.shape)
+    if (s == 0) return 0;
+  int64_t n = 1;
+  for (int64_t s : m.shape) {
+    if (n > INT64_MAX / s) return -1;
+    n *= s;
+  }
+  return n;
+}
+
+// The tensors a batch could make, and what they cost; see the file comment.
+class Budget {
+ public:
+  // False when the input must be skipped.
+  bool follow(const Batch& b, std::span<const worker::PayloadFrame> payloads) {
+    for (const Command& c : b.commands)
+      if (!follow(c, payloads)) return false;
+    return true;
+  }
+
+ private:
+  using Metas = std::vector<TensorMeta>;
+  std::unordered_map<TensorId, Metas> metas_;
+  int64_t bytes_ = 0;
+  int64_t work_ = 0;
+
+  bool charge_work(int64_t n) {
+    if (n < 0 || n > kMaxWork - work_) return false;
+    work_ += n;
+    return true;
+  }
+  // Charges a tensor's bytes (and as many elements of work); false when over a cap.
+  bool charge(const TensorMeta& m) {
+    int64_t n = safe_numel(m);
+    if (n < 0 || n > kMaxTotalBytes) return false;
+    int64_t bytes = n * static_cast<int64_t>(element_size(m.dtype));
+    if (bytes > kMaxTotalBytes - bytes_) return false;
+    bytes_ += bytes;
+    return charge_work(n);
+  }
+  bool add(TensorId id, const TensorMeta& m) {
+    if (id == kNoTensor) return true;
+    Metas& v = metas_[id];
+    if (std::find(v.begin(), v.end(), m) != v.end()) return true;
+    if (v.size() >= kMaxCandidates) return false;
+    v.push_back(m);
+    return true;
+  }
+  int64_t max_numel(TensorId id) const {
+    auto it = metas_.find(id);
+    int64_t n = 0;
+    if (it != metas_.end())
+      for (const TensorMeta& m : it->second) n = std::max(n, safe_numel(m));
+    return n;
+  }
+
+  bool follow(const Command& c, std::span<const worker::PayloadFrame> payloads) {
+    switch (c.type) {
+      case CmdType::Put: {
+        if (c.payload < 1 || c.payload > payloads.size()) return true;  // fails
+        TensorMeta m = TensorMeta::contiguous(c.meta.dtype, c.meta.shape);
+        int64_t n = safe_numel(m);
+        if (n < 0 || static_cast<uint64_t>(n) > payloads[c.payload - 1].size) return true;
+        if (static_cast<size_t>(n) * element_size(m.dtype) != payloads[c.payload - 1].size)
+          return true;  // fails: the size does not match
+        return charge(m) && add(c.out, m);
+      }
+      case CmdType::RecvPeer: {
+        TensorMeta m = TensorMeta::contiguous(c.meta.dtype, c.meta.shape);
+        return charge(m) && add(c.out, m);
+      }
+      case CmdType::Free:
+        metas_.erase(c.inputs[0]);
+        return true;
+      case CmdType::Get:
+      case CmdType::SendPeer:
+        return charge_work(max_numel(c.inputs[0]));
+      case CmdType::Collective:
+        // Always fails here: setup() gets no process-group endpoints, so the session has
+        // no group and the output slot is failed without allocating.
+        return charge_work(max_numel(c.inputs[0]));
+      case CmdType::RunOp:
+        return follow_op(c);
+      default:
+        return true;
+    }
+  }
+
+  bool follow_op(const Command& c) {
+    const int n = std::min<int>(c.n_inputs, 2);
+    static const Metas kNone;
+    const Metas* in[2] = {&kNone, &kNone};
+    for (int i = 0; i < n; ++i) {
+      auto it = metas_.find(c.inputs[i]);
+      if (it == metas_.end() || it->second.empty()) return true;  // the op fails
+      in[i] = &it->second;
+    }
+    size_t n0 = n > 0 ? in[0]->size() : 1;
+    size_t n1 = n > 1 ? in[1]->size() : 1;
+    Metas results;
+    for (size_t i = 0; i < n0; ++i) {
+      for (size_t j = 0; j < n1; ++j) {
+        TensorMeta args[2];
+        if (n > 0) args[0] = (*in[0])[i];
+        if (n > 1) args[1] = (*in[1])[j];
+        InferResult r;
+        try {
+          r = infer(c.op, std::span<const TensorMeta>(args, static_cast<size_t>(n)), c.attrs,
+                    c.inplace);
+        } catch (const Error&) {
+          continue;  // the worker's execution fails the same way
+        }
+        int64_t work = 0;
+        for (int k = 0; k < n; ++k) work += std::max<int64_t>(safe_numel(args[k]), 0);
+        if (!charge_work(work) || !charge(r.meta)) return false;
+        if (op_def(c.op).kind == OpKind::Linalg && n > 0) {
+          int64_t k = args[0].shape.size() ? args[0].shape[args[0].shape.size() - 1] : 1;
+          int64_t out = safe_numel(r.meta);
+          if (k > 0 && out > 0 && (out > kMaxWork / k || !charge_work(out * k))) return false;
+        }
+        results.push_back(r.meta);
+      }
+    }
+    if (!c.inplace)
+      for (const TensorMeta& m : results)
+        if (!add(c.out, m)) return false;
+    return true;
+  }
+};
+
+// DTR_FUZZ_VERBOSE=1 prints what the session emits (for checking seeds by hand).
+const bool g_verbose = std::getenv("DTR_FUZZ_VERBOSE") != nullptr;
+
+void print_reply(const Reply& r) {
+  static const char* kTypes[] = {"?", "get", "sync", "stats", "protocol-error", "event"};
+  std::fprintf(stderr, "  reply %s request %llu %s%s\n", kTypes[static_cast<int>(r.type)],
+               static_cast<unsigned long long>(r.request),
+               r.type == ReplyType::Get && r.failures.empty() ? describe(r.meta).c_str() : "",
+               r.message.c_str());
+  for (const RemoteFailure& f : r.failures)
+    std::fprintf(stderr, "    failed %%%llu %s: %s (cause %s: %s)\n",
+                 static_cast<unsigned long long>(f.tensor), f.op.c_str(), f.message.c_str(),
+                 f.cause_op.c_str(), f.cause_message.c_str());
+}
+
+struct Harness {
+  std::mutex mu;
+  std::vector<worker::Outgoing> peer_messages;  // emitted to peers, for the loop-back
+
+  void on_emit(worker::Outgoing&& o) {
+    std::string_view header = o.header;
+    try {
+      if (o.peer < 0) {
+        Reply r = decode_reply(header, o.payloads.size());
+        if (g_verbose) print_reply(r);
+        if (r.type == ReplyType::Get && o.payloads.size() == 1) {
+          const local::Tensor& t = o.payloads[0];
+          if (t.meta().shape != r.meta.shape || t.meta().dtype != r.meta.dtype)
+            finding("a Get reply's payload does not match its meta " + describe(r.meta));
+        }
+      } else {
+        PeerNotify n = decode_peer_notify(header);
+        if (g_verbose)
+          std::fprintf(stderr, "  peer %d token %llu%s\n", o.peer,
+                       static_cast<unsigned long long>(n.token), n.failed ? " failed" : "");
+        std::lock_guard lock(mu);
+        if (peer_messages.size() < 64) peer_messages.push_back(std::move(o));
+      }
+    } catch (const ProtocolError& e) {
+      finding(std::string("the session emitted a message our decoder rejects: ") + e.what());
+    }
+  }
+};
+
+worker::PayloadFrame frame_of(const local::Tensor& t) {
+  worker::PayloadFrame f;
+  auto keep = std::make_shared<local::Tensor>(t);
+  const TensorMeta& m = t.meta();
+  int64_t n = safe_numel(m);
+  f.size = n > 0 ? static_cast<size_t>(n) * element_size(m.dtype) : 0;
+  f.data = t.storage() ? static_cast<char*>(t.storage()->data()) +
+                             static_cast<size_t>(m.offset) * element_size(m.dtype)
+                       : nullptr;
+  f.owner = std::move(keep);
+  return f;
+}
+
+void wait_idle(worker::Session& s) {
+  if (!s.wait_idle(std::chrono::duration_cast<std::chrono::milliseconds>(kIdleTimeout)))
+    finding("the session did not go idle (a lost wake-up or a deadlock?)");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  const size_t n_payloads = std::min<size_t>(data[0] & 7, kMaxPayloads);
+  const uint8_t flags = data[1];
+  const uint8_t token = data[2];
+  const uint8_t seed = data[3];
+  size_t pos = 4;
+  if (size < pos + 2 * n_payloads) return 0;
+
+  // Payload frames: generated bytes (an LCG from `seed`), sizes from the input.
+  std::vector<worker::PayloadFrame> payloads;
+  for (size_t i = 0; i < n_payloads; ++i) {
+    size_t n = static_cast<size_t>(data[pos]) | (static_cast<size_t>(data[pos + 1]) << 8);
+    pos += 2;
+    auto buf = std::make_shared<std::vector<unsigned char>>(n + 1);
+    uint32_t x = seed * 2654435761u + static_cast<uint32_t>(i);
+    for (auto& b : *buf) {
+      x = x * 1664525u + 1013904223u;
+      b = static_cast<unsigned char>(x >> 24);
+    }
+    worker::PayloadFrame f;
+    f.data = buf->data() + (seed & 1);
+    f.size = n;
+    f.owner = std::move(buf);
+    payloads.push_back(std::move(f));
+  }
+  std::string_view header(reinterpret_cast<const char*>(data) + pos, size - pos);
+
+  Batch batch;
+  try {
+    batch = decode_batch(header, payloads.size());
+  } catch (const ProtocolError& e) {
+    if (g_verbose) std::fprintf(stderr, "  rejected: %s\n", e.what());
+    return 0;  // rejected: the worker answers with a ProtocolError reply and runs nothing
+  }
+
+  {
+    Budget budget;
+    if (!budget.follow(batch, payloads) ||
+        ((flags & kFlagTwice) && !budget.follow(batch, payloads))) {
+      if (g_verbose) std::fprintf(stderr, "  skipped: over the size caps\n");
+      return 0;
+    }
+  }
+
+  Harness h;
+  worker::SessionOptions options;
+  options.threads = 1;
+  options.collective_timeout = std::chrono::milliseconds(50);
+  auto session = std::make_unique<worker::Session>(
+      [&h](worker::Outgoing&& o) { h.on_emit(std::move(o)); }, options);
+  if (!(flags & kFlagNoSetup)) session->setup(kNode, kNodes, kSession);
+
+  auto notify = [&] {
+    PeerNotify n;
+    n.session = (flags & kFlagNotifyWrong) && (token & 1) ? kSession + 1 : kSession;
+    n.from_node = (flags & kFlagNotifyWrong) && !(token & 1) ? kNodes : 1;
+    n.token = token;
+    n.failed = flags & kFlagNotifyFailed;
+    if (n.failed) {
+      n.failure.tensor = token;
+      n.failure.op = "fuzz";
+      n.failure.message = "the source failed";
+    }
+    const worker::PayloadFrame* p =
+        (flags & kFlagNotifyPayload) && !payloads.empty() ? &payloads[0] : nullptr;
+    session->notify(n, p);
+  };
+
+  auto shared = std::make_shared<const Batch>(std::move(batch));
+  if (flags & kFlagNotifyBefore) notify();
+  try {
+    session->run(shared, payloads);
+    if (flags & kFlagTwice) session->run(shared, payloads);
+  } catch (const Error&) {
+    // Not expected (the session reports failures as replies), but a dtr::Error is a
+    // clean rejection, not a memory error.
+  }
+  if (flags & kFlagNotifyAfter) notify();
+  wait_idle(*session);
+
+  if (flags & kFlagLoopBack) {
+    // Node 0's messages to node 1 come back as if node 1 had sent them: a SendPeer in the
+    // batch then feeds a RecvPeer of the same token.
+    std::vector<worker::Outgoing> msgs;
+    {
+      std::lock_guard lock(h.mu);
+      msgs.swap(h.peer_messages);
+    }
+    for (const worker::Outgoing& o : msgs) {
+      PeerNotify n = decode_peer_notify(o.header);
+      n.from_node = 1;
+      if (o.payloads.empty()) {
+        session->notify(n);
+      } else {
+        worker::PayloadFrame f = frame_of(o.payloads[0]);
+        session->notify(n, &f);
+      }
+    }
+    wait_idle(*session);
+  }
+  session.reset();
+  return 0;
+}

@@ -1,0 +1,468 @@
+// Writes the seed corpus of the fuzz targets, encoded with the real encoders:
+//   <out>/worker_batch/seed-*   prefix (payload count, flags, token, payload seed, sizes)
+//                               and a batch header: every command type, every op of the
+//                               table, streams and events, peer waits and copies, collectives
+//   <out>/codec/seed-*          payload count and a frame of every message type
+//   <findings>/<target>/*       minimal reproducers of the findings (docs/fuzzing.md)
+// Usage: fuzz_make_seeds CORPUS_DIR [FINDINGS_DIR]
+//   (scripts/fuzz.sh --seeds runs it into tests/fuzz/corpus and tests/fuzz/findings)
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dtr/op_table.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dtr;
+using namespace dtr::protocol;
+
+// Flags of fuzz_worker_batch.cpp's input prefix.
+constexpr uint8_t kNoSetup = 1 << 0;
+constexpr uint8_t kNotifyBefore = 1 << 1;
+constexpr uint8_t kNotifyAfter = 1 << 2;
+constexpr uint8_t kNotifyFailed = 1 << 3;
+constexpr uint8_t kNotifyPayload = 1 << 4;
+constexpr uint8_t kLoopBack = 1 << 6;
+constexpr uint8_t kTwice = 1 << 7;
+
+void write(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", p.c_str());
+    std::exit(1);
+  }
+}
+
+Command run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
+  Command c;
+  c.type = CmdType::RunOp;
+  c.op = op;
+  c.out = out;
+  c.n_inputs = static_cast<uint8_t>(inputs.size());
+  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs[i] = inputs[i];
+  c.attrs = std::move(attrs);
+  return c;
+}
+Command inplace(OpId op, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
+  Command c = run_op(op, kNoTensor, std::move(inputs), std::move(attrs));
+  c.inplace = true;
+  return c;
+}
+Command put(TensorId out, DType dtype, Shape shape, uint32_t payload) {
+  Command c;
+  c.type = CmdType::Put;
+  c.out = out;
+  c.meta = TensorMeta::contiguous(dtype, shape);
+  c.payload = payload;
+  return c;
+}
+Command with_input(CmdType type, TensorId input, uint64_t request = 0) {
+  Command c;
+  c.type = type;
+  c.inputs[0] = input;
+  c.n_inputs = 1;
+  c.request = request;
+  return c;
+}
+Command request(CmdType type, uint64_t req) {
+  Command c;
+  c.type = type;
+  c.request = req;
+  return c;
+}
+Command on_stream(CmdType type, uint32_t stream) {
+  Command c;
+  c.type = type;
+  c.stream = stream;
+  return c;
+}
+Command event_cmd(CmdType type, uint64_t event, uint32_t stream = 0, uint64_t req = 0) {
+  Command c;
+  c.type = type;
+  c.event = event;
+  c.stream = stream;
+  c.request = req;
+  return c;
+}
+Command peer_cmd(CmdType type, uint32_t peer, uint64_t token) {
+  Command c;
+  c.type = type;
+  c.peer = peer;
+  c.token = token;
+  return c;
+}
+
+// Attributes that make each op of the table valid on a float32 [4, 4] input (and a
+// float32 [4] second input for the binary and linalg ops).
+OpAttrs attrs_for(const OpDef& d) {
+  OpAttrs a;
+  std::string_view n = d.name;
+  if (n == "view" || n == "reshape") a.ints = {2, -1};
+  if (n == "transpose") a.ints = {0, 1};
+  if (n == "permute") a.ints = {1, 0};
+  if (n == "narrow") a.ints = {0, 1, 2};
+  if (n == "slice") a.ints = {1, 0, 4, 2};
+  if (n == "select") a.ints = {0, 3};
+  if (n == "expand") a.ints = {2, 4, 4};
+  if (n == "unsqueeze") a.ints = {1};
+  if (n == "to") a.dtype = DType::Float64;
+  if (n == "fill_") a.scalars[0] = Scalar(1.5);
+  if (n == "clamp") a.scalars = {Scalar(-0.5), Scalar(0.5), Scalar()};
+  if (n == "norm") a.scalars[0] = Scalar(2.0);
+  if (n == "var" || n == "std") {
+    a.scalars[0] = Scalar(int64_t{1});
+    a.ints = {1};
+    a.keepdim = true;
+  }
+  if (d.kind == OpKind::Reduce && n != "sum") a.ints = {0};
+  if (n == "uniform_" || n == "normal_") {
+    a.scalars = {Scalar(0.0), Scalar(1.0), Scalar()};
+    a.seed = 7;
+  }
+  if (n == "empty" || n == "rand" || n == "randn")
+    a = creation::random({3, 4}, DType::Float32, 9, 2);
+  if (n == "full") a = creation::full({2, 2}, Scalar(int64_t{3}), DType::Int32);
+  if (n == "arange")
+    a = creation::arange(Scalar(int64_t{0}), Scalar(int64_t{10}), Scalar(int64_t{3}));
+  if (n == "linspace") a = creation::linspace(0.0, 1.0, 5, DType::Float64);
+  return a;
+}
+
+// One worker_batch input: the prefix, then the encoded batch.
+std::string worker_input(const Batch& b, const std::vector<uint16_t>& payload_sizes,
+                         uint8_t flags = 0, uint8_t token = 0, uint8_t seed = 0) {
+  std::string s;
+  s.push_back(static_cast<char>(payload_sizes.size()));
+  s.push_back(static_cast<char>(flags));
+  s.push_back(static_cast<char>(token));
+  s.push_back(static_cast<char>(seed));
+  for (uint16_t n : payload_sizes) {
+    s.push_back(static_cast<char>(n & 0xFF));
+    s.push_back(static_cast<char>(n >> 8));
+  }
+  return s + encode(b);
+}
+std::string codec_input(const std::string& frame, uint8_t payloads = 0) {
+  return std::string(1, static_cast<char>(payloads)) + frame;
+}
+
+struct Seeds {
+  fs::path dir_batch, dir_codec;
+  int n_batch = 0, n_codec = 0;
+
+  void batch(const std::string& name, const Batch& b, const std::vector<uint16_t>& sizes,
+             uint8_t flags = 0, uint8_t token = 0, uint8_t seed = 0) {
+    write(dir_batch / ("seed-" + name), worker_input(b, sizes, flags, token, seed));
+    // The same batch for the codec target, with its payload count.
+    write(dir_codec / ("seed-batch-" + name),
+          codec_input(encode(b), static_cast<uint8_t>(sizes.size())));
+    n_batch++;
+    n_codec++;
+  }
+  void codec(const std::string& name, const std::string& frame, uint8_t payloads = 0) {
+    write(dir_codec / ("seed-" + name), codec_input(frame, payloads));
+    n_codec++;
+  }
+};
+
+// Finding 1: a shape with a zero dim has numel 0, so the decoder's numel_of check passes,
+// but contiguous_strides multiplies the other sizes (2^32 * 2^32) and overflows int64
+// (UBSan: signed-integer-overflow in dtr::contiguous_strides, tensor/dims.cpp), from
+// Reader::meta (protocol/codec.cpp) for any Put, RecvPeer or Collective meta, and from a
+// Get reply's meta on the master.
+void write_findings(const fs::path& dir) {
+  fs::create_directories(dir / "worker_batch");
+  fs::create_directories(dir / "codec");
+  Batch b{{put(1, DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, 1)}};
+  write(dir / "worker_batch" / "strides-overflow-put", worker_input(b, {0}));
+  write(dir / "codec" / "strides-overflow-put", codec_input(encode(b), 1));
+  Reply get;
+  get.type = ReplyType::Get;
+  get.request = 1;
+  get.meta = TensorMeta{DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, {0, 0, 0}, 0};
+  write(dir / "codec" / "strides-overflow-reply", codec_input(encode(get), 1));
+
+  // Finding 2: view/reshape with a -1 size: resolve_shape (tensor/op_table.cpp) multiplies
+  // the other sizes (2^48 * 2^45) without an overflow check, in dtr::infer, which the
+  // worker runs for every RunOp (and the master for every op it checks).
+  OpAttrs huge;
+  huge.ints = {-1, int64_t{1} << 48, int64_t{1} << 45};
+  Batch v{{put(1, DType::Float32, {4}, 1), run_op(OpId::view, 2, {1}, huge),
+           run_op(OpId::reshape, 3, {1}, huge), request(CmdType::Sync, 1)}};
+  write(dir / "worker_batch" / "resolve-shape-overflow-view", worker_input(v, {16}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR [FINDINGS_DIR]\n", argv[0]);
+    return 2;
+  }
+  if (argc == 3) write_findings(argv[2]);
+  Seeds s;
+  s.dir_batch = fs::path(argv[1]) / "worker_batch";
+  s.dir_codec = fs::path(argv[1]) / "codec";
+  fs::create_directories(s.dir_batch);
+  fs::create_directories(s.dir_codec);
+
+  // Puts, a broadcast add, a get and a sync.
+  s.batch("put-add-get",
+          Batch{{put(1, DType::Float32, {2, 3}, 1), put(2, DType::Float32, {3}, 2),
+                 run_op(OpId::add, 3, {1, 2}), with_input(CmdType::Get, 3, 11),
+                 request(CmdType::Sync, 12)}},
+          {24, 12});
+  // The same with misaligned payloads (the session copies instead of wrapping).
+  s.batch("put-misaligned",
+          Batch{{put(1, DType::Float64, {2, 2}, 1), put(2, DType::Int64, {2}, 2),
+                 run_op(OpId::mul, 3, {1, 2}), with_input(CmdType::Get, 3, 1)}},
+          {32, 16}, 0, 0, 1);
+
+  // Every op of the table, one batch per op kind, on float32 [4, 4] and [4] inputs.
+  for (OpKind kind :
+       {OpKind::Unary, OpKind::Binary, OpKind::Reduce, OpKind::Clamp, OpKind::Norm, OpKind::Moment,
+        OpKind::Linalg, OpKind::View, OpKind::Convert, OpKind::Mutate, OpKind::Create}) {
+    Batch b{{put(1, DType::Float32, {4, 4}, 1), put(2, DType::Float32, {4}, 2)}};
+    std::string name;
+    TensorId out = 10;
+    for (const OpDef& d : all_ops()) {
+      if (d.kind != kind) continue;
+      if (name.empty()) name = std::string(d.name);
+      std::vector<TensorId> in;
+      if (d.min_inputs >= 1) in.push_back(1);
+      if (d.min_inputs >= 2 || d.kind == OpKind::Binary)
+        in.push_back(d.kind == OpKind::Mutate ? 1 : 2);
+      if (d.name == "dot") in = {2, 2};
+      if (d.kind == OpKind::Mutate) {
+        b.commands.push_back(inplace(d.id, in, attrs_for(d)));
+      } else {
+        b.commands.push_back(run_op(d.id, out, in, attrs_for(d)));
+        b.commands.push_back(with_input(CmdType::Get, out, out));
+        if (d.has_inplace_form) b.commands.push_back(inplace(d.id, in, attrs_for(d)));
+        ++out;
+      }
+    }
+    b.commands.push_back(request(CmdType::Sync, 99));
+    s.batch("ops-" + name, b, {64, 16}, 0, 0, 2);
+  }
+  // Scalar operands, dtype promotion, int and bool tensors.
+  {
+    OpAttrs sc;
+    sc.scalars[0] = Scalar(int64_t{3});
+    OpAttrs first = sc;
+    first.scalar_first = true;
+    OpAttrs to_bool;
+    to_bool.dtype = DType::Bool;
+    s.batch(
+        "ops-scalar-int",
+        Batch{{put(1, DType::Int32, {2, 2}, 1), put(2, DType::Int64, {2}, 2),
+               run_op(OpId::add, 3, {1}, sc), run_op(OpId::div, 4, {1, 2}),
+               run_op(OpId::pow, 5, {1}, first), run_op(OpId::to, 6, {1}, to_bool),
+               run_op(OpId::sum, 7, {6}), inplace(OpId::add, {1, 2}), run_op(OpId::argmax, 8, {1}),
+               with_input(CmdType::Get, 5, 1), request(CmdType::Sync, 2)}},
+        {16, 16}, 0, 0, 4);
+  }
+  // Failures: unknown input, reused and zero ids, free of an unknown id, a failing op and
+  // its dependents, in-place ops on a failed tensor; run twice (every id then in use).
+  {
+    OpAttrs bad_view;
+    bad_view.ints = {5, 5};
+    s.batch("failures",
+            Batch{{put(1, DType::Float32, {2, 2}, 1), run_op(OpId::neg, 2, {77}),
+                   run_op(OpId::neg, 1, {1}), run_op(OpId::neg, 0, {1}),
+                   run_op(OpId::view, 3, {1}, bad_view), run_op(OpId::exp, 4, {3}),
+                   inplace(OpId::neg, {3}), with_input(CmdType::Free, 55),
+                   with_input(CmdType::Get, 4, 5), with_input(CmdType::Free, 1),
+                   run_op(OpId::neg, 5, {1}), request(CmdType::Sync, 6)}},
+            {16}, kTwice);
+  }
+  // Streams and events.
+  s.batch("streams-events",
+          Batch{{on_stream(CmdType::CreateStream, 1), put(1, DType::Float32, {4}, 1),
+                 event_cmd(CmdType::Record, 5, 0), event_cmd(CmdType::WaitEvent, 5, 1),
+                 [] {
+                   Command c = run_op(OpId::sin, 2, {1});
+                   c.stream = 1;
+                   return c;
+                 }(),
+                 event_cmd(CmdType::Record, 6, 1), event_cmd(CmdType::EventQuery, 6, 0, 7),
+                 event_cmd(CmdType::EventSync, 6, 0, 8), event_cmd(CmdType::DestroyEvent, 5),
+                 event_cmd(CmdType::WaitEvent, 99, 0), on_stream(CmdType::DestroyStream, 1),
+                 on_stream(CmdType::DestroyStream, 0), on_stream(CmdType::CreateStream, 0),
+                 with_input(CmdType::Get, 2, 9), request(CmdType::Stats, 10),
+                 request(CmdType::Sync, 11)}},
+          {16});
+  {
+    Command timed = event_cmd(CmdType::Record, 1, 2);
+    timed.timing = true;
+    Command bad_stream = run_op(OpId::neg, 3, {1});
+    bad_stream.stream = 9;
+    s.batch(
+        "events-timing",
+        Batch{{on_stream(CmdType::CreateStream, 2), put(1, DType::Float32, {4}, 1), timed,
+               event_cmd(CmdType::Record, 0), bad_stream, event_cmd(CmdType::EventSync, 1, 0, 2),
+               event_cmd(CmdType::EventQuery, 42, 0, 3), request(CmdType::Sync, 4)}},
+        {16});
+  }
+  // Cross-node waits: a notification to node 1 when an event's record is done, and a wait
+  // for node 1's token, which the harness delivers after the batch.
+  {
+    Command notify = peer_cmd(CmdType::NotifyPeer, 1, 3);
+    notify.event = 5;
+    Command bad_peer = peer_cmd(CmdType::NotifyPeer, 0, 4);
+    bad_peer.event = 5;
+    s.batch("peer-wait",
+            Batch{{put(1, DType::Float32, {4}, 1), event_cmd(CmdType::Record, 5), notify, bad_peer,
+                   peer_cmd(CmdType::WaitRemote, 1, 3), run_op(OpId::cos, 2, {1}),
+                   with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}},
+            {16}, kNotifyAfter, 3);
+    s.batch("peer-wait-before",
+            Batch{{peer_cmd(CmdType::WaitRemote, 1, 3), request(CmdType::Sync, 2)}}, {},
+            kNotifyBefore | kNotifyFailed, 3);
+    s.batch("peer-no-setup",
+            Batch{{notify, peer_cmd(CmdType::WaitRemote, 1, 3), request(CmdType::Sync, 2)}}, {},
+            kNoSetup | kNotifyAfter, 3);
+  }
+  // Copies between nodes: a SendPeer to node 1 comes back (loop-back) as node 1's copy for
+  // a RecvPeer of the same token; a RecvPeer fed from payload frame 1 by the harness.
+  {
+    Command send = peer_cmd(CmdType::SendPeer, 1, 7);
+    send.inputs[0] = 1;
+    send.n_inputs = 1;
+    Command recv = peer_cmd(CmdType::RecvPeer, 1, 7);
+    recv.out = 2;
+    recv.meta = TensorMeta::contiguous(DType::Float32, {2, 3});
+    Command recv_wrong = recv;
+    recv_wrong.token = 8;
+    recv_wrong.out = 3;
+    recv_wrong.meta = TensorMeta::contiguous(DType::Float32, {7});
+    Command send_missing = peer_cmd(CmdType::SendPeer, 1, 8);
+    send_missing.inputs[0] = 66;
+    send_missing.n_inputs = 1;
+    s.batch("peer-copy-loopback",
+            Batch{{put(1, DType::Float32, {2, 3}, 1), send, recv, send_missing, recv_wrong,
+                   run_op(OpId::add, 4, {1, 2}), with_input(CmdType::Get, 4, 1),
+                   with_input(CmdType::Get, 3, 2), request(CmdType::Sync, 3)}},
+            {24}, kLoopBack);
+    Command recv5 = peer_cmd(CmdType::RecvPeer, 1, 5);
+    recv5.out = 1;
+    recv5.meta = TensorMeta::contiguous(DType::Int32, {2, 2});
+    s.batch("peer-copy-notify",
+            Batch{{put(9, DType::Int32, {2, 2}, 1), recv5, run_op(OpId::neg, 2, {1}),
+                   run_op(OpId::add, 3, {1, 9}), with_input(CmdType::Get, 3, 1),
+                   request(CmdType::Sync, 2)}},
+            {16}, kNotifyAfter | kNotifyPayload, 5);
+  }
+  // Collectives: without a process group every one fails, naming why.
+  {
+    Command group;
+    group.type = CmdType::NewGroup;
+    group.group = 4;
+    group.ranks = {0, 1};
+    Command coll;
+    coll.type = CmdType::Collective;
+    coll.collective = CollectiveKind::AllReduce;
+    coll.inputs[0] = 1;
+    coll.n_inputs = 1;
+    Command gather = coll;
+    gather.collective = CollectiveKind::AllGather;
+    gather.out = 2;
+    gather.meta = TensorMeta::contiguous(DType::Float32, {2, 4});
+    gather.group = 4;
+    Command scatter = gather;
+    scatter.collective = CollectiveKind::ReduceScatter;
+    scatter.out = 3;
+    scatter.meta = TensorMeta::contiguous(DType::Float32, {2});
+    Command bcast = coll;
+    bcast.collective = CollectiveKind::Broadcast;
+    bcast.root = 1;
+    s.batch("collectives",
+            Batch{{put(1, DType::Float32, {4}, 1), group, coll, gather, scatter, bcast,
+                   with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}},
+            {16});
+  }
+
+  // ---- codec-only seeds: every other message type ----
+  s.codec("hello", encode(Hello{kVersion, "head:1234"}));
+  s.codec("hello-old", encode(Hello{1, "old"}));
+  {
+    HelloReply r;
+    r.accepted = true;
+    r.worker = "node1:77";
+    r.threads = 8;
+    r.devices = {DeviceInfo{-1, "cpu", 1 << 30, 1 << 29, 0, 0},
+                 DeviceInfo{0, "gpu", 80ull << 30, 70ull << 30, 9, 0}};
+    r.peer_endpoint = "tcp://10.0.0.2:7001";
+    r.pg_endpoint = "tcp://10.0.0.2:7002";
+    s.codec("hello-reply", encode(r));
+    HelloReply busy;
+    busy.reason = "busy";
+    s.codec("hello-reply-busy", encode(busy));
+  }
+  {
+    Setup st;
+    st.node = 1;
+    st.session = 0x1234567890ull;
+    st.peers = {"tcp://a:1", "tcp://b:2", "tcp://c:3"};
+    st.pg_endpoints = {"tcp://a:11", "tcp://b:12", "tcp://c:13"};
+    s.codec("setup", encode(st));
+    st.pg_endpoints.clear();
+    s.codec("setup-no-pg", encode(st));
+  }
+  {
+    PeerNotify n;
+    n.session = 42;
+    n.from_node = 1;
+    n.token = 7;
+    s.codec("peer", encode(n));
+    n.failed = true;
+    n.failure = RemoteFailure{5, -1, "neg", "input %4 is failed", 4, "view", "bad shape"};
+    s.codec("peer-failed", encode(n));
+  }
+  {
+    RemoteFailure f{9, 0, "matmul", "shapes do not match", 3, "put", "payload too small"};
+    Reply get;
+    get.type = ReplyType::Get;
+    get.request = 1;
+    get.meta = TensorMeta::contiguous(DType::Float64, {3, 4});
+    s.codec("reply-get", encode(get), 1);
+    Reply get_failed = get;
+    get_failed.failures = {f};
+    s.codec("reply-get-failed", encode(get_failed));
+    Reply sync;
+    sync.type = ReplyType::Sync;
+    sync.request = 2;
+    sync.failures = {f, f};
+    s.codec("reply-sync", encode(sync));
+    Reply stats;
+    stats.type = ReplyType::Stats;
+    stats.request = 3;
+    stats.stats = MemoryStatsWire{1 << 20, 2 << 20, 17};
+    s.codec("reply-stats", encode(stats));
+    Reply err;
+    err.type = ReplyType::ProtocolError;
+    err.message = "batch: command 3: unknown op code 999";
+    s.codec("reply-protocol-error", encode(err));
+    Reply ev;
+    ev.type = ReplyType::Event;
+    ev.request = 4;
+    ev.done = true;
+    ev.time_ns = std::numeric_limits<int64_t>::max();
+    s.codec("reply-event", encode(ev));
+    ev.failures = {f};
+    s.codec("reply-event-failed", encode(ev));
+  }
+  s.codec("goodbye", encode_goodbye());
+  s.codec("heartbeat", encode_heartbeat());
+  std::printf("wrote %d worker_batch and %d codec seeds\n", s.n_batch, s.n_codec);
+  return 0;
+}
