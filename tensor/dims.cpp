@@ -53,12 +53,14 @@ bool operator==(const Dims& a, const Dims& b) {
 }
 
 int64_t numel_of(const Shape& shape) {
-  int64_t n = 1;
+  // The product of the sizes, and of the sizes with zeros counted as ones: the latter is
+  // what contiguous strides multiply, so it must fit too ([0, 2^32, 2^32] is refused).
+  int64_t n = 1, strided = 1;
   for (int64_t s : shape) {
     if (s < 0) throw ShapeError(fmt::format("negative size {} in shape {}", s, shape));
-    if (s != 0 && n > INT64_MAX / s)
+    if (__builtin_mul_overflow(strided, s > 0 ? s : 1, &strided))
       throw ShapeError(fmt::format("shape {} has more elements than int64 can count", shape));
-    n *= s;
+    n *= s;  // |n| <= strided: no overflow
   }
   return n;
 }
@@ -68,7 +70,8 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= shape[i] > 0 ? shape[i] : 1;
+    // Saturates for shapes numel_of() refuses; such strides never address memory.
+    if (__builtin_mul_overflow(acc, shape[i] > 0 ? shape[i] : 1, &acc)) acc = INT64_MAX;
   }
   return st;
 }

@@ -106,8 +106,8 @@ Shape resolve_shape(const OpDef& d, const Shape& requested, int64_t numel, const
       infer_at = static_cast<int>(i);
     } else if (out[i] < 0) {
       fail<ShapeError>(d.name, "invalid size {} in shape {}", out[i], requested);
-    } else {
-      known *= out[i];
+    } else if (__builtin_mul_overflow(known, out[i], &known)) {
+      fail<ShapeError>(d.name, "shape {} has more elements than int64 can count", requested);
     }
   }
   if (infer_at >= 0) {

@@ -229,3 +229,18 @@ TEST_CASE("errors: every error is a dtr::Error and leaves its operands usable") 
   }
   check_tensor(x + 1.0, filled(kF32, {2, 3}, 2), "x still works after an error");
 }
+
+TEST_CASE("errors: sizes whose product overflows int64 are refused, empty or not") {
+  constexpr int64_t k32 = int64_t{1} << 32;
+  // An empty shape whose other sizes multiply past int64 (strides would overflow).
+  DTR_CHECK_ERROR(dtr::ShapeError, dtr::numel_of(dtr::Shape{0, k32, k32}),
+                  "more elements than int64 can count");
+  DTR_CHECK_ERROR(dtr::ShapeError, local::empty({0, k32, k32}), "more elements");
+  CHECK(dtr::numel_of(dtr::Shape{0, k32, 2}) == 0);
+  // view/reshape with -1: the known sizes multiply past int64 (fuzzing found both).
+  Tensor x = local::ones({4});
+  DTR_CHECK_ERROR(dtr::ShapeError, x.view({-1, int64_t{1} << 48, int64_t{1} << 45}),
+                  "more elements than int64 can count");
+  DTR_CHECK_ERROR(dtr::ShapeError, x.reshape({int64_t{1} << 40, -1, int64_t{1} << 40}),
+                  "reshape: shape [1099511627776, -1, 1099511627776] has more elements");
+}
