@@ -200,7 +200,7 @@ class ProcessGroup {
   void send(const local::Tensor& tensor, int dst, int tag = 0);
   // Returns the sender's rank (useful with src = kAnySource).
   int recv(local::Tensor& tensor, int src = kAnySource, int tag = 0);
-  // Completes when the bytes have left this process (the tensor may be written again).
+  // Completes when ZeroMQ no longer needs the tensor's bytes (it may be written again).
   Work isend(const local::Tensor& tensor, int dst, int tag = 0);
   // Completes when the tensor holds the message; Work::source_rank() says from whom.
   Work irecv(local::Tensor& tensor, int src = kAnySource, int tag = 0);
