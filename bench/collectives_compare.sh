@@ -22,6 +22,9 @@ export GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1
 mpirun_="mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca oob_tcp_if_include lo \
 --mca btl_tcp_if_include lo"
 
+free_port() {  # a TCP port on 127.0.0.1 that was free a moment ago
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 step() {  # NAME TIMEOUT_S command...
   local name="$1" limit="$2"
   shift 2
@@ -45,12 +48,12 @@ for round in $(seq 1 "${rounds}"); do
     step "gloo_cpp_w${w}" 180 env PEERS_GLOO_PP_MAX_BYTES=262144 PEERS_GLOO_PP_MAX_ITERS=30 \
       "${peers_build}/gloo_bench" "${w}" "${scale}"
     step "torch_gloo_w${w}" 180 /usr/bin/python3 "${peers_src}/py/torch_dist_bench.py" \
-      --world "${w}" --port $((20000 + RANDOM % 20000)) --scale "${scale}"
+      --world "${w}" --port "$(free_port)" --scale "${scale}"
   done
 done
 rm -rf /tmp/peers_gloo_store_* 2>/dev/null
 {
-  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), rounds: ${rounds}, nproc: $(nproc)"
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), rounds: ${rounds}, nproc: $(env -u OMP_NUM_THREADS nproc)"
   echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"${out}/machine.txt"
 python3 "${here}/collectives_table.py" "${out}"/*.log
