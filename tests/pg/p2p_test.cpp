@@ -170,3 +170,13 @@ TEST_CASE("p2p: a receive with nobody sending times out") {
       fast_options(std::chrono::milliseconds(1000)));
   check_no_errors(errors);
 }
+
+TEST_CASE("p2p: a rank can send to itself") {
+  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
+    Work s = g.isend(local::full(Shape{5}, g.rank() + 3, DType::Int64), g.rank(), 9);
+    auto t = local::zeros(Shape{5}, DType::Int64);
+    if (g.recv(t, g.rank(), 9) != g.rank()) throw Error("self recv source");
+    s.wait(30s);
+    if (t.to_vector<int64_t>()[4] != g.rank() + 3) throw Error("self recv payload");
+  }));
+}
