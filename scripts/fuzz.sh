@@ -30,7 +30,7 @@ targets=()
 seeds=0
 for arg in "$@"; do
   case "${arg}" in
-    -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --seeds) seeds=1 ;;
     [0-9]*) seconds="${arg}" ;;
     *) targets+=("${arg}") ;;
