@@ -5,15 +5,15 @@
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  how long each target runs (default 300)
 #   TARGET...           worker_batch, codec (default: both)
-#   scripts/fuzz.sh --seeds   regenerates tests/fuzz/corpus/*/seed-* and the reproducers in
-#                             tests/fuzz/findings/ (fuzz_make_seeds)
+#   scripts/fuzz.sh --seeds   regenerates tests/fuzz/corpus/*/seed-* and regress-*
+#                             (fuzz_make_seeds)
 #
 # Builds with clang (installed with apt-get when missing) into build-fuzz/ with DTR_FUZZ=ON.
 # Each target runs on a working copy of tests/fuzz/corpus/<target>/ (in build-fuzz/work/),
 # in one process (one core: the equivalent of -jobs=1 -workers=1, with the output in the
 # log instead of fuzz-0.log); afterwards `-merge=1` re-minimizes the kept corpus: the seeds
-# plus the fewest inputs that cover every feature seen (inputs are at most 2 KiB), so it
-# stays small. Crash, leak, timeout and OOM reproducers are left in
+# and regression inputs plus the fewest inputs that cover every feature seen (inputs are at
+# most 2 KiB), so it stays small. Crash, leak, timeout and OOM reproducers are left in
 # build-fuzz/artifacts/<target>/ and the script exits non-zero. Inputs that reach a known
 # finding (tests/fuzz/known_findings.supp) are set aside in build-fuzz/known/<target>/
 # instead of being kept.
@@ -66,7 +66,7 @@ for t in "${targets[@]}"; do build_targets+=("fuzz_${t}"); done
 ninja -C "${build_dir}" -j "${FUZZ_JOBS:-2}" "${build_targets[@]}"
 
 if [[ ${seeds} -eq 1 ]]; then
-  "${build_dir}/tests/fuzz/fuzz_make_seeds" "${corpus_root}" "${repo_root}/tests/fuzz/findings"
+  "${build_dir}/tests/fuzz/fuzz_make_seeds" "${corpus_root}"
   exit 0
 fi
 
@@ -124,7 +124,7 @@ for t in "${targets[@]}"; do
   before="$(find "${corpus_root}/${t}" -type f | wc -l) files, $(du -sh --apparent-size "${corpus_root}/${t}" | cut -f1)"
   merged="${build_dir}/merged/${t}"
   rm -rf "${merged}" && mkdir -p "${merged}"
-  cp "${corpus_root}/${t}"/seed-* "${merged}/" 2>/dev/null || true
+  cp "${corpus_root}/${t}"/seed-* "${corpus_root}/${t}"/regress-* "${merged}/" 2>/dev/null || true
   if "${bin}" -merge=1 -max_len="${max_len}" -timeout=60 -rss_limit_mb=4096 "${merged}" \
     "${corpus_root}/${t}" "${work}" >>"${log}" 2>&1; then
     rm -f "${corpus_root}/${t}"/*

@@ -3,9 +3,8 @@
 //                               and a batch header: every command type, every op of the
 //                               table, streams and events, peer waits and copies, collectives
 //   <out>/codec/seed-*          payload count and a frame of every message type
-//   <findings>/<target>/*       minimal reproducers of the findings (docs/fuzzing.md)
-// Usage: fuzz_make_seeds CORPUS_DIR [FINDINGS_DIR]
-//   (scripts/fuzz.sh --seeds runs it into tests/fuzz/corpus and tests/fuzz/findings)
+//   <out>/<target>/regress-*    minimal reproducers of the fixed findings (docs/fuzzing.md)
+// Usage: fuzz_make_seeds OUT_DIR   (scripts/fuzz.sh --seeds runs it into tests/fuzz/corpus)
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -174,6 +173,7 @@ struct Seeds {
   }
 };
 
+// Regression inputs of the findings (fixed in 6c60154), kept in the corpus.
 // Finding 1: a shape with a zero dim has numel 0, so the decoder's numel_of check passes,
 // but contiguous_strides multiplies the other sizes (2^32 * 2^32) and overflows int64
 // (UBSan: signed-integer-overflow in dtr::contiguous_strides, tensor/dims.cpp), from
@@ -183,13 +183,13 @@ void write_findings(const fs::path& dir) {
   fs::create_directories(dir / "worker_batch");
   fs::create_directories(dir / "codec");
   Batch b{{put(1, DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, 1)}};
-  write(dir / "worker_batch" / "strides-overflow-put", worker_input(b, {0}));
-  write(dir / "codec" / "strides-overflow-put", codec_input(encode(b), 1));
+  write(dir / "worker_batch" / "regress-1-strides-overflow-put", worker_input(b, {0}));
+  write(dir / "codec" / "regress-1-strides-overflow-put", codec_input(encode(b), 1));
   Reply get;
   get.type = ReplyType::Get;
   get.request = 1;
   get.meta = TensorMeta{DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, {0, 0, 0}, 0};
-  write(dir / "codec" / "strides-overflow-reply", codec_input(encode(get), 1));
+  write(dir / "codec" / "regress-1-strides-overflow-reply", codec_input(encode(get), 1));
 
   // Finding 2: view/reshape with a -1 size: resolve_shape (tensor/op_table.cpp) multiplies
   // the other sizes (2^48 * 2^45) without an overflow check, in dtr::infer, which the
@@ -198,17 +198,17 @@ void write_findings(const fs::path& dir) {
   huge.ints = {-1, int64_t{1} << 48, int64_t{1} << 45};
   Batch v{{put(1, DType::Float32, {4}, 1), run_op(OpId::view, 2, {1}, huge),
            run_op(OpId::reshape, 3, {1}, huge), request(CmdType::Sync, 1)}};
-  write(dir / "worker_batch" / "resolve-shape-overflow-view", worker_input(v, {16}));
+  write(dir / "worker_batch" / "regress-2-resolve-shape-overflow-view", worker_input(v, {16}));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR [FINDINGS_DIR]\n", argv[0]);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
     return 2;
   }
-  if (argc == 3) write_findings(argv[2]);
+  write_findings(argv[1]);
   Seeds s;
   s.dir_batch = fs::path(argv[1]) / "worker_batch";
   s.dir_codec = fs::path(argv[1]) / "codec";
