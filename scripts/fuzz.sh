@@ -5,8 +5,8 @@
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  how long each target runs (default 300)
 #   TARGET...           worker_batch, codec (default: both)
-#   scripts/fuzz.sh --seeds   regenerates tests/fuzz/corpus/*/seed-* and regress-*
-#                             (fuzz_make_seeds)
+#   scripts/fuzz.sh --seeds   regenerates tests/fuzz/corpus/*/seed-* and regress-*, and
+#                             tests/fuzz/findings/*/open-* (fuzz_make_seeds)
 #
 # Builds with clang (installed with apt-get when missing) into build-fuzz/ with DTR_FUZZ=ON.
 # Each target runs on a working copy of tests/fuzz/corpus/<target>/ (in build-fuzz/work/),
@@ -66,7 +66,7 @@ for t in "${targets[@]}"; do build_targets+=("fuzz_${t}"); done
 ninja -C "${build_dir}" -j "${FUZZ_JOBS:-2}" "${build_targets[@]}"
 
 if [[ ${seeds} -eq 1 ]]; then
-  "${build_dir}/tests/fuzz/fuzz_make_seeds" "${corpus_root}"
+  "${build_dir}/tests/fuzz/fuzz_make_seeds" "${corpus_root}" "${repo_root}/tests/fuzz/findings"
   exit 0
 fi
 

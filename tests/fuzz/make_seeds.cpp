@@ -4,7 +4,9 @@
 //                               table, streams and events, peer waits and copies, collectives
 //   <out>/codec/seed-*          payload count and a frame of every message type
 //   <out>/<target>/regress-*    minimal reproducers of the fixed findings (docs/fuzzing.md)
-// Usage: fuzz_make_seeds OUT_DIR   (scripts/fuzz.sh --seeds runs it into tests/fuzz/corpus)
+//   <findings>/<target>/open-*  reproducers of open findings (kept out of the corpus)
+// Usage: fuzz_make_seeds OUT_DIR [FINDINGS_DIR]
+//   (scripts/fuzz.sh --seeds runs it into tests/fuzz/corpus and tests/fuzz/findings)
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -201,14 +203,29 @@ void write_findings(const fs::path& dir) {
   write(dir / "worker_batch" / "regress-2-resolve-shape-overflow-view", worker_input(v, {16}));
 }
 
+// Finding 3 (open): converting a float too large for an integer dtype is undefined
+// behaviour in copy_into (tensor/kernels_elementwise.cpp, static_cast<O>(v)); clang's
+// UBSan (float-cast-overflow, not in g++'s -fsanitize=undefined) reports it. Any master can
+// send it: full([1], 1e38).to(int32), or copy_ into an int tensor.
+void write_open_findings(const fs::path& dir) {
+  fs::create_directories(dir / "worker_batch");
+  OpAttrs big = creation::full({1}, Scalar(1e38), DType::Float32);
+  OpAttrs to_int;
+  to_int.dtype = DType::Int32;
+  Batch b{{run_op(OpId::full, 1, {}, big), run_op(OpId::to, 2, {1}, to_int),
+           with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}};
+  write(dir / "worker_batch" / "open-3-float-to-int-overflow", worker_input(b, {}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s OUT_DIR [FINDINGS_DIR]\n", argv[0]);
     return 2;
   }
   write_findings(argv[1]);
+  if (argc == 3) write_open_findings(argv[2]);
   Seeds s;
   s.dir_batch = fs::path(argv[1]) / "worker_batch";
   s.dir_codec = fs::path(argv[1]) / "codec";
