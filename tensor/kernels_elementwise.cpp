@@ -281,7 +281,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
       if constexpr (std::is_same_v<O, bool>) {
         map1<O, T>(dst, src, [](T v) { return v != T(0); });
       } else {
-        map1<O, T>(dst, src, [](T v) { return static_cast<O>(v); });
+        map1<O, T>(dst, src, [](T v) { return saturating_cast<O>(v); });
       }
     });
   });

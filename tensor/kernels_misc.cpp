@@ -20,7 +20,7 @@ void generate(const Tensor& t, F f) {
   dispatch(t.dtype(), [&]<typename T>() {
     T* p = static_cast<T*>(target.raw_data());
     const int64_t n = target.numel();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(f.template operator()<T>(i));
+    for (int64_t i = 0; i < n; ++i) p[i] = saturating_cast<T>(f.template operator()<T>(i));
   });
   if (!t.is_contiguous()) copy_into(t, target);
 }

@@ -6,10 +6,35 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
 namespace dtr {
+
+// static_cast with a defined result where C++ leaves one undefined (values that arrive
+// over the network reach every conversion): a floating value to an integer type maps NaN
+// to 0 and saturates past the type's range; a double past float's range becomes ±inf.
+template <typename To, typename From>
+constexpr To saturating_cast(From v) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> &&
+                !std::is_same_v<To, bool>) {
+    if (v != v) return To(0);
+    constexpr From hi = static_cast<From>(std::numeric_limits<To>::max());  // may round up
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());  // exact
+    if (v >= hi) return std::numeric_limits<To>::max();
+    if (v <= lo) return std::numeric_limits<To>::min();
+    return static_cast<To>(v);
+  } else if constexpr (std::is_same_v<From, double> && std::is_same_v<To, float>) {
+    if (v > static_cast<double>(std::numeric_limits<float>::max()))
+      return std::numeric_limits<float>::infinity();
+    if (v < -static_cast<double>(std::numeric_limits<float>::max()))
+      return -std::numeric_limits<float>::infinity();
+    return static_cast<float>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
 
 class Scalar {
  public:
@@ -31,15 +56,18 @@ class Scalar {
   bool is_bool() const { return kind_ == Kind::Bool; }
 
   double to_double() const { return kind_ == Kind::Float ? f_ : static_cast<double>(i_); }
-  int64_t to_int() const { return kind_ == Kind::Float ? static_cast<int64_t>(f_) : i_; }
+  // Floating values convert with saturating_cast (NaN: 0).
+  int64_t to_int() const { return kind_ == Kind::Float ? saturating_cast<int64_t>(f_) : i_; }
   template <typename T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) {
       return kind_ == Kind::Float ? f_ != 0.0 : i_ != 0;
     } else if constexpr (std::is_floating_point_v<T>) {
-      return static_cast<T>(to_double());
+      return saturating_cast<T>(to_double());
+    } else if (kind_ == Kind::Float) {
+      return saturating_cast<T>(f_);
     } else {
-      return static_cast<T>(to_int());
+      return saturating_cast<T>(to_int());
     }
   }
 

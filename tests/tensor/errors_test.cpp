@@ -2,6 +2,8 @@
 // dtypes, dims or indices involved. Shapes print as "[2, 3]", dtypes as "float32".
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -243,4 +245,18 @@ TEST_CASE("errors: sizes whose product overflows int64 are refused, empty or not
                   "more elements than int64 can count");
   DTR_CHECK_ERROR(dtr::ShapeError, x.reshape({int64_t{1} << 40, -1, int64_t{1} << 40}),
                   "reshape: shape [1099511627776, -1, 1099511627776] has more elements");
+}
+
+TEST_CASE("conversions: floats past an integer dtype's range saturate, NaN becomes 0") {
+  Tensor f = local::from_vector<float>({1e38f, -1e38f, std::nanf(""), 3.7f, -2.5f}, {5});
+  auto i32 = f.to(dtr::DType::Int32).to_vector<int64_t>();
+  CHECK(i32 == std::vector<int64_t>{INT32_MAX, INT32_MIN, 0, 3, -2});
+  auto i64 = f.to(dtr::DType::Int64).to_vector<int64_t>();
+  CHECK(i64 == std::vector<int64_t>{INT64_MAX, INT64_MIN, 0, 3, -2});
+  // Scalars too (they arrive over the network as doubles): fill and full.
+  CHECK(local::full({2}, 1e300, dtr::DType::Int32).to_vector<int64_t>() ==
+        std::vector<int64_t>{INT32_MAX, INT32_MAX});
+  CHECK(dtr::Scalar(1e300).to<int16_t>() == INT16_MAX);
+  CHECK(dtr::Scalar(-1e300).to_int() == INT64_MIN);
+  CHECK(std::isinf(local::full({1}, 1e300, dtr::DType::Float32).to_vector<double>()[0]));
 }
