@@ -71,36 +71,16 @@ void update(Replica& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int epochs = 10;
-  std::string fractions_arg;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--epochs" && i + 1 < argc) {
-      epochs = std::stoi(argv[++i]);
-    } else if (a == "--fractions" && i + 1 < argc) {
-      fractions_arg = argv[++i];
-    } else {
-      std::cerr << "usage: master_sgd [--epochs N] [--fractions F0,F1,...]\n";
-      return 2;
-    }
-  }
+  Args args;
+  if (!parse_args(argc, argv, "master_sgd", args)) return 2;
+  const int epochs = args.epochs;
   try {
     dtr::init_master_worker();  // DTR_WORKERS (dtr-exec --workers N sets it)
     const int n = dtr::node_count();
-    std::vector<double> fractions = fractions_arg.empty()
-                                        ? std::vector<double>(static_cast<std::size_t>(n), 1.0 / n)
-                                        : parse_fractions(fractions_arg);
-    if (static_cast<int>(fractions.size()) != n)
-      throw dtr::InvalidArgument("--fractions needs one fraction per worker");
-
-    std::vector<int64_t> batch(fractions.size());
-    int64_t steps = INT64_MAX, batch_total = 0;
-    for (std::size_t k = 0; k < fractions.size(); ++k) {
-      batch[k] = std::max<int64_t>(1, std::llround(fractions[k] * kGlobalBatch));
-      auto rows = static_cast<int64_t>(fractions[k] * kSamples);
-      steps = std::min(steps, rows / batch[k]);
-      batch_total += batch[k];
-    }
+    Plan plan = make_plan(args.fractions, n, "worker");
+    const std::vector<double>& fractions = plan.fractions;
+    const int64_t steps = plan.steps, batch_total = plan.batch_total;
+    const std::vector<int64_t>& batch = plan.batch;
 
     // The master makes the data set and the initial parameters once and sends each node
     // its part; from here on the tensors stay on the workers.

@@ -69,39 +69,19 @@ Gradients forward_backward(const Model& m, const Tensor& x, const Tensor& y) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int epochs = 10;
-  std::string fractions_arg;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--epochs" && i + 1 < argc) {
-      epochs = std::stoi(argv[++i]);
-    } else if (a == "--fractions" && i + 1 < argc) {
-      fractions_arg = argv[++i];
-    } else {
-      std::cerr << "usage: pg_sgd [--epochs N] [--fractions F0,F1,...]\n";
-      return 2;
-    }
-  }
+  Args args;
+  if (!parse_args(argc, argv, "pg_sgd", args)) return 2;
+  const int epochs = args.epochs;
 
   try {
     dtr::init_process_group();  // env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     const int rank = dtr::get_rank();
     const int size = dtr::get_world_size();
-    std::vector<double> fractions =
-        fractions_arg.empty() ? std::vector<double>(static_cast<std::size_t>(size), 1.0 / size)
-                              : parse_fractions(fractions_arg);
-    if (static_cast<int>(fractions.size()) != size)
-      throw dtr::InvalidArgument("--fractions needs one fraction per rank");
-
     // Local batch sizes follow the fractions; all ranks take the same number of steps.
-    std::vector<int64_t> batch(fractions.size());
-    int64_t steps = INT64_MAX, batch_total = 0;
-    for (std::size_t r = 0; r < fractions.size(); ++r) {
-      batch[r] = std::max<int64_t>(1, std::llround(fractions[r] * kGlobalBatch));
-      auto rows = static_cast<int64_t>(fractions[r] * kSamples);
-      steps = std::min(steps, rows / batch[r]);
-      batch_total += batch[r];
-    }
+    Plan plan = make_plan(args.fractions, size, "rank");
+    const std::vector<double>& fractions = plan.fractions;
+    const int64_t steps = plan.steps, batch_total = plan.batch_total;
+    const std::vector<int64_t>& batch = plan.batch;
     const int64_t my_batch = batch[static_cast<std::size_t>(rank)];
     const float weight = static_cast<float>(my_batch) / static_cast<float>(batch_total);
 

@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <dtr/error.hpp>
 #include <dtr/generator.hpp>
 #include <dtr/tensor.hpp>
 
@@ -124,6 +126,55 @@ inline std::vector<double> parse_fractions(const std::string& s) {
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stod(item));
   return out;
+}
+
+// The command line of both examples: [--epochs N] [--fractions F0,F1,...]. Returns false
+// (after printing the usage) on anything else.
+struct Args {
+  int epochs = 10;
+  std::string fractions;
+};
+inline bool parse_args(int argc, char** argv, const char* program, Args& args) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--epochs" && i + 1 < argc) {
+      args.epochs = std::stoi(argv[++i]);
+    } else if (a == "--fractions" && i + 1 < argc) {
+      args.fractions = argv[++i];
+    } else {
+      std::cerr << "usage: " << program << " [--epochs N] [--fractions F0,F1,...]\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// How `parts` replicas split the data: the fractions (default: equal), each part's local
+// batch (its fraction of kGlobalBatch, at least 1), the number of steps every part takes
+// (the same for all) and the sum of the local batches. Throws InvalidArgument when the
+// fractions do not give one per part.
+struct Plan {
+  std::vector<double> fractions;
+  std::vector<int64_t> batch;
+  int64_t steps = 0;
+  int64_t batch_total = 0;
+};
+inline Plan make_plan(const std::string& fractions_arg, int parts, const char* part_name) {
+  Plan p;
+  p.fractions = fractions_arg.empty()
+                    ? std::vector<double>(static_cast<std::size_t>(parts), 1.0 / parts)
+                    : parse_fractions(fractions_arg);
+  if (static_cast<int>(p.fractions.size()) != parts)
+    throw dtr::InvalidArgument(std::string("--fractions needs one fraction per ") + part_name);
+  p.batch.resize(p.fractions.size());
+  p.steps = INT64_MAX;
+  for (std::size_t k = 0; k < p.fractions.size(); ++k) {
+    p.batch[k] = std::max<int64_t>(1, std::llround(p.fractions[k] * kGlobalBatch));
+    auto rows = static_cast<int64_t>(p.fractions[k] * kSamples);
+    p.steps = std::min(p.steps, rows / p.batch[k]);
+    p.batch_total += p.batch[k];
+  }
+  return p;
 }
 
 }  // namespace sgd
