@@ -61,6 +61,25 @@ Command collective_command(const detail::MasterSession& s, const DistributedTens
   return c;
 }
 
+// Queues a collective that makes one new tensor (of `meta`) per node and returns their
+// handles.
+std::vector<DistributedTensor> issue_making(const std::shared_ptr<detail::MasterSession>& s,
+                                            const std::vector<DistributedTensor>& tensors,
+                                            const std::vector<int>& nodes, CollectiveKind kind,
+                                            ReduceOp op, const TensorMeta& meta) {
+  std::vector<Command> cmds;
+  std::vector<DistributedTensor> out;
+  for (const DistributedTensor& t : tensors) {
+    Command c = collective_command(*s, t, kind, op, 0);
+    c.out = s->new_id();
+    c.meta = meta;
+    out.push_back(DistributedTensor::adopt(s, t.get_node(), -1, c.out, meta));
+    cmds.push_back(std::move(c));
+  }
+  s->enqueue_collective(nodes, std::move(cmds));
+  return out;
+}
+
 void check_reduce_op(std::string_view what, ReduceOp op, DType dtype) {
   if (static_cast<int>(op) > static_cast<int>(ReduceOp::Avg))
     throw InvalidArgument(fmt::format("{}: unknown reduce op {}", what, static_cast<int>(op)));
@@ -103,17 +122,7 @@ std::vector<DistributedTensor> all_gather(const std::vector<DistributedTensor>& 
     throw ShapeError(fmt::format("all_gather: the result would have {} dims, at most {}",
                                  shape.size(), kMaxDims));
   TensorMeta meta = TensorMeta::contiguous(tensors[0].dtype(), shape);
-  std::vector<Command> cmds;
-  std::vector<DistributedTensor> out;
-  for (const DistributedTensor& t : tensors) {
-    Command c = collective_command(*s, t, CollectiveKind::AllGather, ReduceOp::Sum, 0);
-    c.out = s->new_id();
-    c.meta = meta;
-    out.push_back(DistributedTensor::adopt(s, t.get_node(), -1, c.out, meta));
-    cmds.push_back(std::move(c));
-  }
-  s->enqueue_collective(nodes, std::move(cmds));
-  return out;
+  return issue_making(s, tensors, nodes, CollectiveKind::AllGather, ReduceOp::Sum, meta);
 }
 
 std::vector<DistributedTensor> reduce_scatter(const std::vector<DistributedTensor>& tensors,
@@ -131,17 +140,7 @@ std::vector<DistributedTensor> reduce_scatter(const std::vector<DistributedTenso
   Shape shape = in;
   shape[0] = in[0] / n;
   TensorMeta meta = TensorMeta::contiguous(tensors[0].dtype(), shape);
-  std::vector<Command> cmds;
-  std::vector<DistributedTensor> out;
-  for (const DistributedTensor& t : tensors) {
-    Command c = collective_command(*s, t, CollectiveKind::ReduceScatter, op, 0);
-    c.out = s->new_id();
-    c.meta = meta;
-    out.push_back(DistributedTensor::adopt(s, t.get_node(), -1, c.out, meta));
-    cmds.push_back(std::move(c));
-  }
-  s->enqueue_collective(nodes, std::move(cmds));
-  return out;
+  return issue_making(s, tensors, nodes, CollectiveKind::ReduceScatter, op, meta);
 }
 
 }  // namespace dtr

@@ -328,6 +328,11 @@ struct Session::Impl {
   // The wait for `token` from `peer`: the entry its notification made, or a new one.
   // Null (and a failure recorded for `tensor`) when the peer or the limit is wrong.
   RemoteWaitPtr remote_wait(const Command& c, std::string_view op, TensorId tensor);
+  // Why `peer` cannot be talked to (no Setup, out of range, this node); nullopt if it can.
+  std::optional<std::string> peer_problem(uint32_t peer) const;
+  // Fails the task's output and, first on its stream since the last record, notes the
+  // failure for the stream's next event (every kind of task that makes or writes a tensor).
+  static void fail_output(Stream& s, Task& t, Failure f);
   bool run_send_peer(const StreamPtr& self, Task& t);
   bool run_collective(const StreamPtr& self, Task& t);
   void dispatch_new_group(const Command& c);
@@ -464,12 +469,16 @@ void Session::Impl::send_notify(int32_t peer, uint64_t token, const RemoteFailur
   emit(Outgoing{protocol::encode(n), {}, peer});
 }
 
+std::optional<std::string> Session::Impl::peer_problem(uint32_t peer) const {
+  if (!has_setup) return std::string("the session has no peer table (no Setup)");
+  if (peer >= nodes || peer == node)
+    return fmt::format("node {} is not a peer of node {} ({} nodes)", peer, node, nodes);
+  return std::nullopt;
+}
+
 RemoteWaitPtr Session::Impl::remote_wait(const Command& c, std::string_view op, TensorId tensor) {
-  if (!has_setup || c.peer >= nodes || c.peer == node) {
-    Failure f = root_failure(
-        tensor, op,
-        has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer, node, nodes)
-                  : std::string("the session has no peer table (no Setup)"));
+  if (std::optional<std::string> problem = peer_problem(c.peer)) {
+    Failure f = root_failure(tensor, op, std::move(*problem));
     if (c.type == CmdType::RecvPeer && c.out != protocol::kNoTensor && !table.count(c.out))
       table[c.out] = Slot::failed_with(f);
     return nullptr;
@@ -611,7 +620,7 @@ StreamPtr Session::Impl::stream_of(const Command& c) {
   if (c.type == CmdType::Get || c.type == CmdType::EventSync || c.type == CmdType::EventQuery)
     reply_failure(c, f);
   // A copy's receiver waits for the sender: tell it.
-  if (c.type == CmdType::SendPeer && has_setup && c.peer < nodes && c.peer != node)
+  if (c.type == CmdType::SendPeer && !peer_problem(c.peer))
     send_notify(static_cast<int32_t>(c.peer), c.token, &f);
   return nullptr;
 }
@@ -788,11 +797,8 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
       return;
     }
     case CmdType::NotifyPeer: {
-      if (!has_setup || c.peer >= nodes || c.peer == node) {
-        root_failure(protocol::kNoTensor, "notify_peer",
-                     has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer,
-                                             node, nodes)
-                               : std::string("the session has no peer table (no Setup)"));
+      if (std::optional<std::string> problem = peer_problem(c.peer)) {
+        root_failure(protocol::kNoTensor, "notify_peer", std::move(*problem));
         return;
       }
       EventPtr e = event_of(c);
@@ -901,11 +907,8 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
       t.kind = Task::Kind::WaitRemote;
       break;
     case CmdType::SendPeer: {
-      if (!has_setup || c.peer >= nodes || c.peer == node) {
-        root_failure(c.inputs[0], "send_to_node",
-                     has_setup ? fmt::format("node {} is not a peer of node {} ({} nodes)", c.peer,
-                                             node, nodes)
-                               : std::string("the session has no peer table (no Setup)"));
+      if (std::optional<std::string> problem = peer_problem(c.peer)) {
+        root_failure(c.inputs[0], "send_to_node", std::move(*problem));
         return;
       }
       auto it = table.find(c.inputs[0]);
@@ -1046,7 +1049,7 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
   std::string_view name = kNames[static_cast<int>(c.collective)];
   TensorId target = t.out == t.in[0] ? c.inputs[0] : c.out;
   auto fail = [&](Failure f) {
-    t.out->fail(std::move(f));
+    fail_output(*self, t, std::move(f));
     return true;
   };
   if (!t.group)
@@ -1159,12 +1162,13 @@ bool Session::Impl::run_recv_peer(const StreamPtr& self, Task& t) {
     Failure f = dependent_failure(c.out, "recv_from_node", w.failure->tensor, *w.failure);
     auto g = std::make_shared<RemoteFailure>(*f);
     g->message = fmt::format("the tensor sent by node {} is failed", c.peer);
-    t.out->fail(std::move(g));
+    fail_output(*self, t, std::move(g));
     return true;
   }
   size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
   if (!w.payload || w.payload->size != expected) {
-    t.out->fail(
+    fail_output(
+        *self, t,
         root_failure(c.out, "recv_from_node",
                      fmt::format("node {} sent {} bytes, {} needs {}", c.peer,
                                  w.payload ? w.payload->size : size_t{0}, describe(m), expected)));
@@ -1182,7 +1186,7 @@ bool Session::Impl::run_recv_peer(const StreamPtr& self, Task& t) {
     w.payload.reset();
     t.out->publish(local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)));
   } catch (const std::exception& e) {
-    t.out->fail(root_failure(c.out, "recv_from_node", e.what()));
+    fail_output(*self, t, root_failure(c.out, "recv_from_node", e.what()));
   }
   return true;
 }
@@ -1197,9 +1201,7 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   }
   for (uint8_t i = 0; i < c.n_inputs; ++i) {
     if (Failure cause = t.in[i]->get_failure()) {
-      Failure f = dependent_failure(target, d.name, c.inputs[i], *cause);
-      if (!s.pending_failure) s.pending_failure = f;
-      t.out->fail(std::move(f));
+      fail_output(s, t, dependent_failure(target, d.name, c.inputs[i], *cause));
       return true;
     }
     inputs[i] = t.in[i]->tensor;
@@ -1209,15 +1211,16 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
         c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs, c.inplace);
     if (!c.inplace) t.out->publish(std::move(result));
   } catch (const std::bad_alloc&) {
-    Failure f = root_failure(target, d.name, "out of host memory");
-    if (!s.pending_failure) s.pending_failure = f;
-    t.out->fail(std::move(f));
+    fail_output(s, t, root_failure(target, d.name, "out of host memory"));
   } catch (const std::exception& e) {
-    Failure f = root_failure(target, d.name, e.what());
-    if (!s.pending_failure) s.pending_failure = f;
-    t.out->fail(std::move(f));
+    fail_output(s, t, root_failure(target, d.name, e.what()));
   }
   return true;
+}
+
+void Session::Impl::fail_output(Stream& s, Task& t, Failure f) {
+  if (!s.pending_failure) s.pending_failure = f;
+  t.out->fail(std::move(f));
 }
 
 bool Session::Impl::run_get(const StreamPtr& self, Task& t) {

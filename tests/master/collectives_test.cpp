@@ -145,8 +145,7 @@ TEST_CASE("collectives follow streams and events") {
     }
     done[0].synchronize();
     done[1].synchronize();
-    // After rep r every element is 3 * (3^r - 1) / 2 ... simply recompute: each rep adds
-    // 1 and 2, then both become the sum.
+    // Each rep adds 1 on node 0 and 2 on node 1, then both become the sum.
     float expected = 0;
     for (int r = 1; r <= rep; ++r) expected = (expected + 1) + (expected + 2);
     check_same(ts[0], local::full({8}, expected));
@@ -163,6 +162,10 @@ TEST_CASE("a failed input fails every member's output, naming the node; later co
     ts[1] = dtr::ones({3}, DType::Int64).pow(-1);  // fails on node 1
   }
   all_reduce(ts);
+  // An event after the collective on node 0's stream reports the failed collective.
+  Event after;
+  after.record(current_stream(0));
+  CHECK(contains(message_of<RemoteError>([&] { after.synchronize(); }), "input on node 1"));
   CHECK(contains(message_of<RemoteError>([&] { ts[0].to_local(); }), "input on node 1"));
   CHECK(contains(message_of<RemoteError>([&] { ts[2].to_local(); }), "input on node 1"));
   CHECK(contains(message_of<RemoteError>([&] { ts[1].to_local(); }), "first cause: pow"));
