@@ -10,6 +10,7 @@
 #include <random>
 
 #include "protocol/transport.hpp"
+#include "security/curve.hpp"
 
 namespace dtr::detail {
 
@@ -34,9 +35,16 @@ std::string_view frame_view(const zmq::message_t& m) {
   return {static_cast<const char*>(m.data()), m.size()};
 }
 
-// Waits for one HelloReply on `socket` (frames [identity?] header) until `deadline`.
-std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::time_point deadline) {
+// Waits for one HelloReply on `socket` (frames [identity?] header) until `deadline`;
+// `watch`, when given, is asked between polls whether the handshake failed (it throws
+// AuthenticationError naming why).
+std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::time_point deadline,
+                                               security::HandshakeWatch* watch = nullptr) {
   while (true) {
+    if (watch) {
+      if (std::string why = watch->failure(); !why.empty())
+        throw AuthenticationError(fmt::format("cannot start the session: {}", why));
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return std::nullopt;
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
@@ -62,7 +70,14 @@ protocol::HelloReply check_hello_reply(const protocol::Received& msg, size_t fir
 
 }  // namespace
 
-MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {}
+MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {
+  guard_ = std::make_unique<security::Guard>(
+      context_, resolve_security(options.key_file, options.insecure),
+      [this](const std::string& line) {
+        std::lock_guard lock(refusals_mu_);
+        last_refusal_ = line;
+      });
+}
 
 std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options) {
   if (options.workers.empty() == options.listen.empty())
@@ -91,12 +106,17 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
 void MasterSession::connect_workers() {
   auto deadline = Clock::now() + options_.connect_timeout;
   std::string hello = protocol::encode(protocol::Hello{protocol::kVersion, client_name()});
+  // Why a handshake failed, while the HELLOs are out; gone before the I/O thread starts.
+  std::vector<std::unique_ptr<security::HandshakeWatch>> watches;
   for (const std::string& endpoint : options_.workers) {
     auto node = std::make_unique<Node>();
     node->index = static_cast<int>(nodes_.size());
     node->endpoint = endpoint;
     node->dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     protocol::configure_socket(*node->dealer, kMaxMessageBytes);
+    guard_->client(*node->dealer, endpoint, fmt::format("worker (node {})", node->index));
+    watches.push_back(std::make_unique<security::HandshakeWatch>(
+        context_, *node->dealer, guard_->curve(), fmt::format("worker {}", endpoint)));
     try {
       node->dealer->connect(endpoint);
     } catch (const zmq::error_t& e) {
@@ -108,7 +128,8 @@ void MasterSession::connect_workers() {
   for (auto& node : nodes_) {
     std::string last_refusal;
     while (true) {
-      auto msg = wait_message(*node->dealer, deadline);
+      auto msg =
+          wait_message(*node->dealer, deadline, watches[static_cast<size_t>(node->index)].get());
       if (!msg) {
         if (!last_refusal.empty())
           throw TransportError(fmt::format("worker {} refused the session for {} ms: {}",
@@ -138,6 +159,7 @@ void MasterSession::accept_workers() {
   router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
   protocol::configure_socket(*router_, kMaxMessageBytes);
   router_->set(zmq::sockopt::router_mandatory, 1);
+  guard_->server(*router_, options_.listen, "master listen endpoint");
   try {
     router_->bind(options_.listen);
   } catch (const zmq::error_t& e) {
@@ -148,10 +170,16 @@ void MasterSession::accept_workers() {
   std::unordered_map<std::string, bool> greeted;
   while (static_cast<int>(nodes_.size()) < options_.num_workers) {
     auto msg = wait_message(*router_, deadline);
-    if (!msg)
-      throw TimeoutError(fmt::format("only {} of {} workers connected to {} within {} ms",
+    if (!msg) {
+      std::string refused;
+      {
+        std::lock_guard lock(refusals_mu_);
+        if (!last_refusal_.empty()) refused = fmt::format("; {}", last_refusal_);
+      }
+      throw TimeoutError(fmt::format("only {} of {} workers connected to {} within {} ms{}",
                                      nodes_.size(), options_.num_workers, options_.listen,
-                                     options_.connect_timeout.count()));
+                                     options_.connect_timeout.count(), refused));
+    }
     if (msg->frames.size() < 2) continue;
     std::string identity(frame_view(msg->frames[0]));
     MsgType type;

@@ -104,7 +104,12 @@ ErrCode code_of(const std::exception_ptr& e) {
 }
 
 Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string& bind_endpoint)
-    : world_(world_size), options_(options), ctx_(1), router_(ctx_, zmq::socket_type::router) {
+    : world_(world_size),
+      options_(options),
+      ctx_(1),
+      guard_(std::make_unique<security::Guard>(
+          ctx_, options.security ? *options.security : resolve_security())),
+      router_(ctx_, zmq::socket_type::router) {
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::rcvhwm, 0);
   router_.set(zmq::sockopt::sndhwm, 0);
@@ -113,6 +118,7 @@ Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string
   router_.set(zmq::sockopt::heartbeat_ivl, std::max(hb / 10, 50));
   router_.set(zmq::sockopt::heartbeat_timeout, hb);
   router_.set(zmq::sockopt::heartbeat_ttl, hb);
+  guard_->server(router_, bind_endpoint, "process-group endpoint");
   try {
     router_.bind(bind_endpoint);
   } catch (const zmq::error_t& e) {
@@ -165,6 +171,7 @@ void Mesh::connect(int rank, const std::vector<std::string>& endpoints, uint64_t
     } else {
       monitors_.emplace_back();
     }
+    guard_->client(d->sock, endpoints[j], describe_rank(j));
     try {
       d->sock.connect(endpoints[j]);
     } catch (const zmq::error_t& e) {
@@ -704,6 +711,7 @@ void Mesh::shutdown() {
     unexpected_.clear();
     channels_.clear();
   }
+  guard_.reset();  // its sockets close before the context does
   ctx_.close();
 }
 

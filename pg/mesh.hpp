@@ -28,6 +28,7 @@
 #include <zmq.hpp>
 
 #include "dtr/process_group.hpp"
+#include "security/curve.hpp"
 #include "wire.hpp"
 
 namespace dtr {
@@ -211,6 +212,8 @@ class Mesh {
   std::vector<std::string> endpoints_;
 
   zmq::context_t ctx_;
+  // Before the sockets: they bind under its ZAP handler; reset before ctx_ closes.
+  std::unique_ptr<security::Guard> guard_;
   zmq::socket_t router_;
   std::vector<std::unique_ptr<Dealer>> dealers_;
   std::vector<zmq::socket_t> monitors_;

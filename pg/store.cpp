@@ -16,6 +16,7 @@
 #include <zmq_addon.hpp>
 
 #include "dtr/process_group.hpp"
+#include "security/curve.hpp"
 #include "util.hpp"
 
 namespace dtr {
@@ -71,10 +72,11 @@ constexpr size_t kMaxStoreField = 1 << 20;
 
 class StoreServer {
  public:
-  StoreServer(zmq::context_t& ctx, const std::string& endpoint)
+  StoreServer(zmq::context_t& ctx, security::Guard& guard, const std::string& endpoint)
       : sock_(ctx, zmq::socket_type::router) {
     sock_.set(zmq::sockopt::linger, 0);
     sock_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxStoreField));
+    guard.server(sock_, endpoint, "rendezvous store");
     sock_.bind(endpoint);  // throws zmq::error_t (EADDRINUSE) when taken
     thread_ = std::thread([this] { run(); });
   }
@@ -175,7 +177,7 @@ class TcpStore : public Store {
     described_ = fmt::format("tcp://{}:{}", host, port);
     if (serve) {
       try {
-        server_ = std::make_unique<StoreServer>(ctx_, endpoint_);
+        server_ = std::make_unique<StoreServer>(ctx_, guard_, endpoint_);
       } catch (const zmq::error_t& e) {
         // Taken (another process hosts it) or not an address of this host: be a client.
         if (e.num() != EADDRINUSE && e.num() != EADDRNOTAVAIL) {
@@ -208,6 +210,7 @@ class TcpStore : public Store {
     zmq::socket_t sock_(ctx_, zmq::socket_type::dealer);
     sock_.set(zmq::sockopt::linger, 0);
     sock_.set(zmq::sockopt::reconnect_ivl, 50);
+    guard_.client(sock_, endpoint_, "rendezvous store");
     sock_.connect(endpoint_);
     const uint64_t id = ++next_id_;
     std::string reqid(reinterpret_cast<const char*>(&id), 8);
@@ -245,6 +248,8 @@ class TcpStore : public Store {
   std::chrono::milliseconds timeout_;
   std::string endpoint_, described_;
   zmq::context_t ctx_{1};
+  // Before the sockets: the server binds under its ZAP handler.
+  security::Guard guard_{ctx_, resolve_security()};
   std::unique_ptr<StoreServer> server_;
   std::atomic<uint64_t> next_id_{0};
 };

@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
   std::string peer_host;
   int64_t collective_timeout_ms = dtr::worker::ServerOptions{}.collective_timeout.count();
   int64_t memory_limit = 0;
+  std::string key_file;
+  bool insecure = false;
 
   auto* listen_opt = app.add_option("--listen", listen,
                                     "Listen mode: bind this ZeroMQ endpoint and serve masters "
@@ -150,6 +152,14 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  app.add_option("--key", key_file,
+                 "Cluster key file from dtr-keygen (default: $DTR_KEY_FILE, then $DTR_KEY): "
+                 "with it every link is CURVE-encrypted and only holders of the key connect")
+      ->type_name("FILE");
+  app.add_flag("--insecure", insecure,
+               "Without a key, allow plain links to non-loopback endpoints (trusted networks "
+               "only; also DTR_INSECURE=1)");
+
   try {
     app.parse(argc, argv);
     if (listen.empty() == master.empty())
@@ -188,6 +198,17 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.peer_host = peer_host;
   options.collective_timeout = std::chrono::milliseconds(collective_timeout_ms);
+  try {
+    options.security = dtr::resolve_security(key_file, insecure);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  if (options.security.key)
+    spdlog::info("CURVE on every link; cluster key {} from {}",
+                 options.security.key->public_key, options.security.key_source);
+  else if (options.security.insecure)
+    spdlog::warn("no cluster key and --insecure: links are neither encrypted nor authenticated");
 
   std::unique_ptr<dtr::worker::Server> server;
   try {

@@ -30,6 +30,7 @@
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/transport.hpp"
+#include "security/curve.hpp"
 #include "worker/session.hpp"
 
 namespace dtr::worker {
@@ -202,6 +203,9 @@ struct Server::Impl {
   ServerOptions opt;
   bool listen_mode;
   zmq::context_t context{1};
+  // Before the sockets: they bind under its ZAP handler and close before it stops.
+  std::unique_ptr<security::Guard> guard;
+  std::string handshake_failure;  // connect mode: why the master refused us, if it did
   zmq::socket_t socket;
   zmq::socket_t monitor;      // connect mode: events of `socket`
   zmq::socket_t peer_socket;  // connect mode: where the session's other workers reach us
@@ -246,10 +250,13 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
                                       opt.max_message_bytes));
   listen_mode = !opt.listen.empty();
   const std::string& where = listen_mode ? opt.listen : opt.master;
+  guard = std::make_unique<security::Guard>(
+      context, opt.security, [](const std::string& line) { spdlog::warn("{}", line); });
   try {
     if (listen_mode) {
       socket = zmq::socket_t(context, zmq::socket_type::router);
       proto::configure_socket(socket, opt.max_message_bytes);
+      guard->server(socket, where, "worker listen endpoint");
       socket.set(zmq::sockopt::router_mandatory, 1);
       // A master that reconnects under the same routing id takes its identity over.
       socket.set(zmq::sockopt::router_handover, 1);
@@ -260,12 +267,15 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
       // The monitor goes on before connect() so that no event is missed.
       static std::atomic<uint64_t> counter{0};
       std::string address = fmt::format("inproc://dtr-worker-monitor-{}", counter++);
-      if (zmq_socket_monitor(socket.handle(), address.c_str(),
-                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+      if (zmq_socket_monitor(
+              socket.handle(), address.c_str(),
+              ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                  ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
         throw zmq::error_t();
       monitor = zmq::socket_t(context, zmq::socket_type::pair);
       proto::configure_socket(monitor, opt.max_message_bytes);
       monitor.connect(address);
+      guard->client(socket, where, "master endpoint");
       socket.connect(where);
     }
     endpoint = socket.get(zmq::sockopt::last_endpoint);
@@ -285,6 +295,7 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
     try {
       peer_socket = zmq::socket_t(context, zmq::socket_type::router);
       proto::configure_socket(peer_socket, opt.max_message_bytes);
+      guard->server(peer_socket, bind_at, "worker peer endpoint");
       peer_socket.bind(bind_at);
       peer_endpoint = peer_socket.get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
@@ -429,6 +440,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   SessionOptions so;
   so.threads = opt.threads;
   so.collective_timeout = opt.collective_timeout;
+  so.security = opt.security;
   session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
   peer = identity ? *identity : std::string();
   peer_client = hello.client;
@@ -551,7 +563,12 @@ zmq::socket_t* Server::Impl::peer_dealer(int32_t node) {
       proto::configure_socket(*d, opt.max_message_bytes);
       // Notifications queue until the connection is up; keep them when closing too.
       d->set(zmq::sockopt::linger, 1000);
+      guard->client(*d, peers[static_cast<size_t>(node)], fmt::format("node {}", node));
       d->connect(peers[static_cast<size_t>(node)]);
+    } catch (const AuthenticationError& e) {
+      spdlog::error("cannot reach node {}: {}", node, e.what());
+      d.reset();
+      return nullptr;
     } catch (const zmq::error_t& e) {
       spdlog::error("cannot connect to node {} at {}: {}", node, peers[static_cast<size_t>(node)],
                     e.what());
@@ -652,6 +669,28 @@ void Server::Impl::drain_monitor() {
       spdlog::info("connected to master {}", endpoint);
     } else if (event == ZMQ_EVENT_DISCONNECTED && connected) {
       master_gone = true;
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+               event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+               event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      uint32_t value = 0;
+      if (ev->frames[0].size() >= 6)
+        std::memcpy(&value, static_cast<const char*>(ev->frames[0].data()) + 2, sizeof value);
+      std::string why;
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        why = "it refused this worker's key: it holds another cluster key";
+      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+               value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        why = guard->curve() ? "it does not use CURVE, but this worker has a cluster key"
+                             : "it requires CURVE and this worker has no key (--key)";
+      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        why = guard->curve() ? "the CURVE handshake failed: it holds another cluster key, or "
+                               "does not use CURVE"
+                             : "the handshake failed: it probably requires CURVE and this worker "
+                               "has no key (--key)";
+      else
+        why = fmt::format("handshake failed (ZMTP error {:#x})", value);
+      if (why != handshake_failure) spdlog::error("master {}: {}", endpoint, why);
+      handshake_failure = why;
     }
   }
 }
@@ -686,6 +725,10 @@ void Server::Impl::loop() {
     if (!listen_mode) {
       drain_peer_socket();
       drain_monitor();
+      // A refused handshake does not get better by retrying: say why and stop.
+      if (!hello_seen && !finished && !handshake_failure.empty())
+        throw AuthenticationError(
+            fmt::format("cannot join master {}: {}", endpoint, handshake_failure));
       if (master_gone && !finished) {
         drain_socket();  // what the master sent before it went
         if (!finished) {

@@ -15,6 +15,9 @@
 // where in its HELLO reply. Commands run on the session's executor threads; their replies
 // come back to the socket loop through an outbox and an eventfd.
 //
+// Security: see ServerOptions::security. Refused peers and failed handshakes are logged
+// with the peer's address; nothing they send reaches the session.
+//
 // Malformed messages are answered with a ProtocolError reply and change nothing; the
 // server keeps serving. While a session is open a HEARTBEAT goes to its master every
 // `heartbeat`; a master that can no longer be reached loses its session (and tensors).
@@ -29,6 +32,8 @@
 #include <memory>
 #include <string>
 
+#include "dtr/security.hpp"
+
 namespace dtr::worker {
 
 struct ServerOptions {
@@ -42,6 +47,11 @@ struct ServerOptions {
   std::string peer_host;  // address peers use; default: the one facing the master
   // Bound on a session's process-group waits (its rendezvous, each collective).
   std::chrono::milliseconds collective_timeout{300000};
+  // Authentication (dtr/security.hpp): with a key every link of this worker (to masters,
+  // to peers, its process groups) is CURVE and only holders of the key get through; without
+  // one, non-local endpoints are refused unless `insecure`. dtr-worker resolves it from
+  // --key/--insecure and the environment; the default here is plain, local only.
+  SecurityConfig security;
 };
 
 class Server {

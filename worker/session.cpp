@@ -1333,6 +1333,7 @@ void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id,
   s.group_thread = std::make_unique<GroupThread>();
   ProcessGroup::Options o;
   o.timeout = s.options.collective_timeout;
+  o.security = s.options.security;
   o.group_name = fmt::format("dtr-session-{:x}", session_id);
   s.group_thread->post([promise, pg_endpoints = std::move(pg_endpoints), node, o] {
     try {

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "dtr/security.hpp"
 #include "dtr/tensor.hpp"
 #include "protocol/messages.hpp"
 
@@ -74,6 +75,8 @@ struct SessionOptions {
   unsigned threads = 0;  // executor threads; 0: one per hardware thread
   // Bound on the session's process-group waits (rendezvous, each collective).
   std::chrono::milliseconds collective_timeout{300000};
+  // The links of the session's process group use the worker's key (dtr/security.hpp).
+  SecurityConfig security;
 };
 
 class Session {

@@ -128,6 +128,11 @@ struct MasterOptions {
   // node), and the workers end the session when the master is silent that long.
   std::chrono::milliseconds heartbeat{500};
   std::chrono::milliseconds heartbeat_timeout{2500};
+  // Authentication (dtr/security.hpp): the cluster key file; empty: $DTR_KEY_FILE, then
+  // $DTR_KEY. With a key every worker link is CURVE; without one, workers at non-loopback
+  // endpoints are refused (AuthenticationError) unless `insecure` or $DTR_INSECURE=1.
+  std::string key_file;
+  bool insecure = false;
 };
 
 // Starts the session with the options' workers. Throws TransportError / TimeoutError

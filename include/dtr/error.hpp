@@ -65,6 +65,14 @@ class WorkerLost : public TransportError {
   using TransportError::TransportError;
 };
 
+// A link could not be authenticated: the other side holds another cluster key, or one side
+// uses CURVE and the other does not, or an endpoint that is not loopback was to be used
+// without a key. The message names the endpoint and what to do.
+class AuthenticationError : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 // A wait ran out of time.
 class TimeoutError : public Error {
  public:

@@ -32,11 +32,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "dtr/error.hpp"
+#include "dtr/security.hpp"
 #include "dtr/tensor.hpp"
 
 namespace dtr {
@@ -160,6 +162,11 @@ struct ProcessGroupOptions {
   // A peer that sends nothing (not even ZeroMQ heartbeats) for this long is declared dead.
   // A peer whose process exits is detected at once from its connection closing.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};
+  // Authentication of the mesh's links (dtr/security.hpp): with a key every link is CURVE
+  // and only ranks holding it connect; without one, non-local endpoints are refused
+  // (AuthenticationError) unless insecure. Unset: resolve_security() from $DTR_KEY_FILE,
+  // $DTR_KEY and $DTR_INSECURE.
+  std::optional<SecurityConfig> security;
 };
 
 class ProcessGroup {

@@ -136,6 +136,8 @@ TEST_CASE("a killed peer (SIGKILL) makes the others fail naming its rank and not
         ProcessGroupOptions o;
         o.timeout =
             std::chrono::seconds(100);  // longer than the test's limit: only detection ends it
+        // file:// would bind the address facing the network, which needs a cluster key.
+        o.bind_address = "127.0.0.1";
         ProcessGroup g = ProcessGroup::create(make_file_store(file), i, 3, o);
         try {
           // Rank 2 dies right after the barrier; the others may still be in it (its last

@@ -74,13 +74,18 @@ TEST_CASE("init: file:// with assigned ranks and two jobs sharing one file by gr
   const std::string path = "/tmp/dtr-pg-init-" + std::to_string(getpid());
   ::unlink(path.c_str());
   auto codes = fork_ranks(5, [&](int i) {
+    // file:// binds the address facing the network unless told (that needs a cluster key).
+    ::setenv("DTR_PG_ADDR", "127.0.0.1", 1);
     // Processes 0-1 are job "a" (2 ranks), 2-4 job "b" (3 ranks), all at once.
     return i < 2 ? global_api_check("file://" + path, 2, -1, "a")
                  : global_api_check("file://" + path, 3, -1, "b");
   });
   CHECK(codes == std::vector<int>{0, 0, 0, 0, 0});
   // The keys of finished groups are gone: the same names work again.
-  auto again = fork_ranks(2, [&](int i) { return global_api_check("file://" + path, 2, i, "a"); });
+  auto again = fork_ranks(2, [&](int i) {
+    ::setenv("DTR_PG_ADDR", "127.0.0.1", 1);
+    return global_api_check("file://" + path, 2, i, "a");
+  });
   CHECK(again == std::vector<int>{0, 0});
   ::unlink(path.c_str());
 }

@@ -107,7 +107,13 @@ protocol::PeerNotify peer_notify(uint64_t session, uint32_t from, uint64_t token
 
 struct Harness {
   explicit Harness(unsigned threads = 2)
-      : session([this](Outgoing&& o) { collect(std::move(o)); }, worker::SessionOptions{threads}) {}
+      : session([this](Outgoing&& o) { collect(std::move(o)); }, options(threads)) {}
+
+  static worker::SessionOptions options(unsigned threads) {
+    worker::SessionOptions o;
+    o.threads = threads;
+    return o;
+  }
 
   void collect(Outgoing&& o) {
     std::lock_guard lock(mu);

@@ -1,0 +1,91 @@
+// Putting the cluster key on ZeroMQ sockets (library-internal; see dtr/security.hpp).
+//
+//   Guard           one per zmq context: runs the ZAP handler that admits only peers
+//                   holding the cluster key, sets CURVE options on server and client
+//                   sockets, refuses plain links to non-local endpoints, and reports
+//                   refused peers and failed handshakes on server sockets to a callback.
+//   HandshakeWatch  on a client socket: why its handshake failed, in words, so that a
+//                   caller waiting for a reply can say "the worker holds another key"
+//                   instead of "no answer".
+//
+// Thread safety: a Guard is created and destroyed on one thread; server(), client() and
+// check() may be called from any thread (each socket from its owner's thread). The
+// callback runs on the Guard's own thread. A HandshakeWatch belongs to its socket's thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <zmq.hpp>
+
+#include "dtr/security.hpp"
+
+namespace dtr::security {
+
+class Guard {
+ public:
+  using Report = std::function<void(const std::string&)>;
+
+  // With a key: binds the context's ZAP handler (before any server socket of the context
+  // binds, so no connection is ever admitted unchecked) and starts its thread.
+  // `on_report` (optional) gets one line per refused peer or failed handshake seen on a
+  // server socket. Throws AuthenticationError when libzmq lacks CURVE.
+  Guard(zmq::context_t& context, SecurityConfig config, Report on_report = {});
+  ~Guard();
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+  bool curve() const { return config_.key.has_value(); }
+  const SecurityConfig& config() const { return config_; }
+  // "CURVE" or "plain": for logs.
+  const char* mechanism() const { return curve() ? "CURVE" : "plain"; }
+
+  // Call before socket.bind(endpoint). `what` names the socket in errors ("worker listen
+  // socket"). Throws AuthenticationError for a plain non-local endpoint unless insecure.
+  void server(zmq::socket_t& socket, std::string_view endpoint, std::string_view what);
+  // Call before socket.connect(endpoint).
+  void client(zmq::socket_t& socket, std::string_view endpoint, std::string_view what);
+  // The refusal alone, for endpoints that are not bound or dialed by this process's
+  // sockets (a worker announcing an address).
+  void check(std::string_view endpoint, std::string_view what) const;
+
+ private:
+  void run();
+  void answer_zap(zmq::socket_t& zap, const std::function<void(std::string)>& report);
+
+  zmq::context_t& context_;
+  SecurityConfig config_;
+  Report report_;
+  std::string public_binary_;  // the key's public half, 32 bytes
+  std::mutex control_mutex_;
+  zmq::socket_t control_;  // to the thread: monitor addresses to watch, "" to stop
+  std::thread thread_;
+};
+
+class HandshakeWatch {
+ public:
+  // Starts watching `socket`; call before socket.connect(). `curve`: whether this side
+  // uses CURVE (it decides how a mismatch is explained). `peer` names the other side in
+  // the messages ("worker tcp://10.0.0.2:5555").
+  HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool curve, std::string peer);
+  ~HandshakeWatch();
+  HandshakeWatch(const HandshakeWatch&) = delete;
+  HandshakeWatch& operator=(const HandshakeWatch&) = delete;
+
+  // Reads the events that arrived (never blocks). Returns a sentence naming the peer and
+  // the cause when a handshake failed since the last call that returned one, else "".
+  std::string failure();
+
+ private:
+  zmq::socket_t& socket_;
+  zmq::socket_t pair_;
+  bool curve_;
+  std::string peer_;
+  bool succeeded_ = false;
+};
+
+}  // namespace dtr::security
