@@ -471,7 +471,8 @@ void Mesh::on_message(std::vector<zmq::message_t>& f) {
         r = static_cast<int>(parse_int(identity.substr(1), "rank"));
       } catch (const Error&) {
       }
-      if (r >= 0 && r < world_ && r != rank_) {
+      // Only a member's own identity, spelled as members spell it ("r01" is not rank 1).
+      if (r >= 0 && r < world_ && r != rank_ && identity == fmt::format("r{}", r)) {
         std::lock_guard lock(m_);
         mark_peer(r, PeerState::Dead,
                   fmt::format("{} sent a malformed message ({})", describe_rank(r), err));
