@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -40,6 +41,35 @@ std::exception_ptr make_coded(ErrCode code, const std::string& text) {
 }
 
 }  // namespace
+
+void Incoming::copy_to(void* dst, int64_t numel, DType dtype) const {
+  // Every frame but the last holds kMaxFrameBytes, a multiple of every element size.
+  const int64_t es = static_cast<int64_t>(element_size(dtype));
+  char* out = static_cast<char*>(dst);
+  int64_t left = numel;
+  auto copy_frame = [&](const zmq::message_t& f) {
+    const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(f.size()) / es);
+    copy_elements(out, f.data(), n, dtype);
+    out += n * es;
+    left -= n;
+  };
+  copy_frame(payload);
+  for (const zmq::message_t& f : more) copy_frame(f);
+}
+
+void Incoming::join() {
+  if (more.empty()) return;
+  zmq::message_t whole(static_cast<size_t>(bytes()));
+  char* out = static_cast<char*>(whole.data());
+  std::memcpy(out, payload.data(), payload.size());
+  out += payload.size();
+  for (const zmq::message_t& f : more) {
+    std::memcpy(out, f.data(), f.size());
+    out += f.size();
+  }
+  payload = std::move(whole);
+  more.clear();
+}
 
 void SendTracker::release() {
   std::function<void()> fn;
@@ -114,6 +144,8 @@ Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string
   router_.set(zmq::sockopt::rcvhwm, 0);
   router_.set(zmq::sockopt::sndhwm, 0);
   router_.set(zmq::sockopt::rcvbuf, 4 << 20);
+  // Every frame a rank sends fits (payloads are cut into frames of kMaxFrameBytes).
+  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes + kFrameSlackBytes));
   const int hb = static_cast<int>(std::max<int64_t>(options.heartbeat_timeout.count(), 100));
   router_.set(zmq::sockopt::heartbeat_ivl, std::max(hb / 10, 50));
   router_.set(zmq::sockopt::heartbeat_timeout, hb);
@@ -153,7 +185,10 @@ void Mesh::connect(int rank, const std::vector<std::string>& endpoints, uint64_t
     d->sock.set(zmq::sockopt::routing_id, fmt::format("r{}", rank));
     d->sock.set(zmq::sockopt::linger, 1000);
     d->sock.set(zmq::sockopt::sndhwm, 0);
-    d->sock.set(zmq::sockopt::rcvhwm, 0);
+    // A DEALER only sends: what may arrive is ZeroMQ's handshake and heartbeats, so a
+    // stranger bound at a peer's address can make it hold little.
+    d->sock.set(zmq::sockopt::rcvhwm, 16);
+    d->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxControlFrameBytes));
     d->sock.set(zmq::sockopt::sndbuf, 4 << 20);
     d->sock.set(zmq::sockopt::reconnect_ivl, 100);
     d->sock.set(zmq::sockopt::heartbeat_ivl, std::max(hb / 10, 50));
@@ -166,6 +201,7 @@ void Mesh::connect(int rank, const std::vector<std::string>& endpoints, uint64_t
       }
       zmq::socket_t pair(ctx_, zmq::socket_type::pair);
       pair.set(zmq::sockopt::linger, 0);
+      pair.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxControlFrameBytes));
       pair.connect(mon);
       monitors_.push_back(std::move(pair));
     } else {
@@ -217,20 +253,22 @@ void Mesh::send(int dst, WireHeader h, Payload p) {
   h.version = kWireVersion;
   h.token = token_;
   h.src = rank_;
-  zmq::message_t body;
-  bool has_body = false;
   if (p.forward != nullptr) {
-    h.payload = p.forward->size();
-    has_body = h.payload > 0;
-    if (has_body) body = std::move(*p.forward);
-  } else {
-    h.payload = p.bytes;
-    has_body = p.bytes > 0;
-    if (has_body) {
-      auto* ref = new FrameRef{std::move(p.keepalive), p.tracker};
-      if (p.tracker) p.tracker->add();
-      body = zmq::message_t(const_cast<void*>(p.data), p.bytes, free_frame, ref);
-    }
+    // A received frame sent on: its bytes stay where they are, kept by the frames below.
+    auto held = std::make_shared<zmq::message_t>(std::move(*p.forward));
+    p.data = held->data();
+    p.bytes = held->size();
+    p.keepalive = std::move(held);
+  }
+  h.payload = p.bytes;
+  // The payload in frames of kMaxFrameBytes (what every receiver accepts), zero-copy.
+  std::vector<zmq::message_t> body;
+  body.reserve(static_cast<size_t>(frames_for(p.bytes)));
+  for (uint64_t i = 0; i < frames_for(p.bytes); ++i) {
+    auto* ref = new FrameRef{p.keepalive, p.tracker};
+    if (p.tracker) p.tracker->add();
+    body.emplace_back(const_cast<char*>(static_cast<const char*>(p.data)) + i * kMaxFrameBytes,
+                      static_cast<size_t>(frame_bytes(p.bytes, i)), free_frame, ref);
   }
   if (dst < 0 || dst >= world_) throw InvalidArgument(fmt::format("send to rank {}", dst));
   {
@@ -252,9 +290,11 @@ void Mesh::send(int dst, WireHeader h, Payload p) {
   Dealer& d = *dealers_[dst];
   std::lock_guard lock(d.m);
   if (!d.open) throw TransportError("process group: the connection was shut down");
-  auto r = d.sock.send(hdr, has_body ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                     : zmq::send_flags::dontwait);
-  if (r && has_body) r = d.sock.send(body, zmq::send_flags::dontwait);
+  auto more = [](bool m) {
+    return m ? zmq::send_flags::sndmore | zmq::send_flags::dontwait : zmq::send_flags::dontwait;
+  };
+  auto r = d.sock.send(hdr, more(!body.empty()));
+  for (size_t i = 0; r && i < body.size(); ++i) r = d.sock.send(body[i], more(i + 1 < body.size()));
   if (!r)
     throw TransportError(fmt::format("process group: send to {} would block", describe_rank(dst)));
 }
@@ -381,11 +421,12 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
                                    describe(req.tensor.meta())));
     }
     const uint64_t bytes = static_cast<uint64_t>(numel) * element_size(dt);
-    if (msg.payload.size() != bytes) {
-      throw ProtocolError(fmt::format("{}: rank {} sent {} payload bytes for {} elements", req.what,
-                                      src_group, msg.payload.size(), numel));
+    if (msg.bytes() != bytes) {
+      throw ProtocolError(
+          fmt::format("{}: rank {} sent {} payload bytes for {} elements ({} expected)", req.what,
+                      src_group, msg.bytes(), numel, bytes));
     }
-    copy_elements(req.tensor.raw_data(), msg.payload.data(), numel, dt);
+    msg.copy_to(req.tensor.raw_data(), numel, dt);
     req.work->complete(nullptr, src_group);
   } catch (...) {
     req.work->complete(std::current_exception(), src_group);
@@ -451,12 +492,14 @@ void Mesh::mark_peer(int r, PeerState s, std::string reason) {
   cv_.notify_all();
 }
 
-void Mesh::on_message(std::vector<zmq::message_t>& f) {
-  if (f.size() < 2 || f.size() > 3 || f[1].size() != sizeof(WireHeader)) return;  // not ours
+void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
+  if (f.size() < 2 || f[1].size() != sizeof(WireHeader)) return;  // not ours
   WireHeader h;
   std::memcpy(&h, f[1].data(), sizeof h);
-  const size_t payload = f.size() == 3 ? f[2].size() : 0;
-  const std::string err = check_header(h, token_, world_, payload);
+  std::string err = check_header(h, token_, world_);
+  if (err.empty()) {
+    err = check_frames(h, f.size() - 2 + dropped, [&](uint64_t i) { return f[i + 2].size(); });
+  }
   const std::string identity = f[0].to_string();
   if (err.empty() && identity != fmt::format("r{}", h.src)) {
     // A peer claiming another rank's identity: drop it.
@@ -481,7 +524,8 @@ void Mesh::on_message(std::vector<zmq::message_t>& f) {
     return;
   }
   const auto kind = static_cast<MsgKind>(h.kind);
-  Incoming in{h, f.size() == 3 ? std::move(f[2]) : zmq::message_t()};
+  Incoming in{h, f.size() >= 3 ? std::move(f[2]) : zmq::message_t(), {}};
+  for (size_t i = 3; i < f.size(); ++i) in.more.push_back(std::move(f[i]));
   std::unique_lock lock(m_);
   switch (kind) {
     case MsgKind::Hello:
@@ -614,17 +658,31 @@ void Mesh::io_loop() {
       for (int n = 0; n < 512; ++n) {
         frames.clear();
         bool got = false;
+        // Identity, header and the payload frames the header announces, plus one to tell
+        // that there are too many; the rest of a longer message is read and dropped.
+        uint64_t keep = 4, dropped = 0;
         while (true) {
           zmq::message_t m;
           if (!router_.recv(m, zmq::recv_flags::dontwait)) break;
           got = true;
           const bool more = m.more();
-          if (frames.size() < 4) frames.push_back(std::move(m));
+          if (frames.size() == 1 && m.size() == sizeof(WireHeader)) {
+            uint64_t payload;
+            std::memcpy(&payload,
+                        static_cast<const char*>(m.data()) + offsetof(WireHeader, payload),
+                        sizeof payload);
+            keep = 3 + frames_for(payload);
+          }
+          if (frames.size() < keep) {
+            frames.push_back(std::move(m));
+          } else {
+            ++dropped;
+          }
           if (!more) break;
         }
         if (!got) break;
         try {
-          on_message(frames);
+          on_message(frames, dropped);
         } catch (const std::exception& e) {
           // Only allocation failures get here; the message is lost, the loop goes on.
           std::fprintf(stderr, "dtr process group: dropped a message: %s\n", e.what());

@@ -3,6 +3,12 @@
 // it sends leaves there), an I/O thread that reads the ROUTER and files each message into
 // a mailbox, and socket monitors that turn a closed connection into "rank N died".
 //
+// Limits: the ROUTER accepts frames of at most kMaxFrameBytes (ZeroMQ drops a connection
+// that sends a bigger one before allocating it), the DEALERs, which receive nothing, at
+// most kMaxControlFrameBytes. A message is kept only when it comes from a connection whose
+// identity is the rank its header names and carries this job's token; its frames are
+// checked against the header (check_frames) before anything reads them.
+//
 // Sends go straight from the calling thread (a mutex per DEALER), zero-copy: ZeroMQ holds
 // a reference to the sender's memory (kept alive by a shared_ptr) and a SendTracker
 // counts the frames it has not yet released. Receives: collectives take() from a channel
@@ -79,7 +85,14 @@ struct SendTracker {
 
 struct Incoming {
   WireHeader h;
-  zmq::message_t payload;
+  zmq::message_t payload;            // the payload's first (or only) frame
+  std::vector<zmq::message_t> more;  // its further frames (payloads over kMaxFrameBytes)
+  // Payload bytes in all frames (h.payload, checked on arrival).
+  uint64_t bytes() const { return h.payload; }
+  // Copies the payload (numel elements of dtype) to dst, frame by frame.
+  void copy_to(void* dst, int64_t numel, DType dtype) const;
+  // Makes the payload one frame (collectives read it as one block).
+  void join();
 };
 
 // An outgoing payload: nothing, a zero-copy view of memory kept alive by `keepalive`, or a
@@ -194,7 +207,8 @@ class Mesh {
   };
 
   void io_loop();
-  void on_message(std::vector<zmq::message_t>& frames);
+  // frames: identity, header, payload frames; `dropped`: frames past those kept.
+  void on_message(std::vector<zmq::message_t>& frames, uint64_t dropped);
   void on_monitor(int peer, zmq::socket_t& mon);
   void sweep(Clock::time_point now);
   void mark_peer(int r, PeerState s, std::string reason);  // lock held

@@ -12,8 +12,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
-#include <zmq_addon.hpp>
 
 #include "dtr/process_group.hpp"
 #include "security/curve.hpp"
@@ -67,8 +67,28 @@ class HashStore : public Store {
 // Requests (DEALER -> ROUTER): [reqid(8 bytes), op(1 byte), key, value]; replies:
 // [reqid, status(1 byte: 0 ok, 1 error), value]. GET waits on the server until the key is
 // set; the client bounds the wait and drops replies to requests it gave up on.
+//
+// Limits: keys and values are at most kMaxStoreField / 2 bytes, so no frame either way is
+// over kMaxStoreField (both sockets' ZMQ_MAXMSGSIZE: ZeroMQ drops a connection sending a
+// bigger one); a message with more frames than a request or reply has is dropped whole.
 
 constexpr size_t kMaxStoreField = 1 << 20;
+
+// Receives one message without blocking, keeping at most `keep` frames (the rest is read
+// and counted in `frames`). False when none is waiting.
+bool recv_bounded(zmq::socket_t& sock, std::vector<zmq::message_t>& out, size_t keep,
+                  size_t& frames) {
+  out.clear();
+  frames = 0;
+  while (true) {
+    zmq::message_t m;
+    if (!sock.recv(m, zmq::recv_flags::dontwait)) return frames > 0;
+    ++frames;
+    const bool more = m.more();
+    if (out.size() < keep) out.push_back(std::move(m));
+    if (!more) return true;
+  }
+}
 
 class StoreServer {
  public:
@@ -102,9 +122,9 @@ class StoreServer {
       zmq::poll(&item, 1, std::chrono::milliseconds(50));
       for (int i = 0; i < 1000; ++i) {
         std::vector<zmq::message_t> frames;
-        auto r = zmq::recv_multipart(sock_, std::back_inserter(frames), zmq::recv_flags::dontwait);
-        if (!r) break;
-        handle(frames);
+        size_t count = 0;
+        if (!recv_bounded(sock_, frames, 5, count)) break;
+        if (count == 5) handle(frames);  // identity + 4 request frames; anything else: drop
       }
     }
   }
@@ -210,6 +230,7 @@ class TcpStore : public Store {
     zmq::socket_t sock_(ctx_, zmq::socket_type::dealer);
     sock_.set(zmq::sockopt::linger, 0);
     sock_.set(zmq::sockopt::reconnect_ivl, 50);
+    sock_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxStoreField));
     guard_.client(sock_, endpoint_, "rendezvous store");
     sock_.connect(endpoint_);
     const uint64_t id = ++next_id_;
@@ -231,11 +252,16 @@ class TcpStore : public Store {
       zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
       std::vector<zmq::message_t> frames;
-      if (!zmq::recv_multipart(sock_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        continue;
-      }
-      if (frames.size() != 3 || frames[0].size() != 8 || frames[1].size() != 1) {
-        throw ProtocolError(fmt::format("rendezvous store {}: malformed reply", described_));
+      size_t count = 0;
+      if (!recv_bounded(sock_, frames, 3, count)) continue;
+      if (count != 3 || frames[0].size() != 8 || frames[1].size() != 1) {
+        throw ProtocolError(fmt::format(
+            "rendezvous store {}: malformed reply: {} frames{}, expected 3 (request id of 8 "
+            "bytes, status of 1 byte, value)",
+            described_, count,
+            count >= 2
+                ? fmt::format(" of {} and {} bytes first", frames[0].size(), frames[1].size())
+                : std::string()));
       }
       if (frames[0].to_string() != reqid) continue;  // a reply to a request given up on
       if (*frames[1].data<uint8_t>() != 0) {

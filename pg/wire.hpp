@@ -1,6 +1,7 @@
-// The process-group wire format: every message is [header(64 bytes)] or
-// [header, payload]. The header is a fixed little-endian POD; decode() checks every field
-// before anything uses it.
+// The process-group wire format: every message is [header(64 bytes)] followed by its
+// payload, if any, cut into frames of kMaxFrameBytes (the last one shorter). The header is
+// a fixed little-endian POD; check_header() and check_frames() check every field and every
+// frame's size before anything uses them.
 //
 // Thread safety: value types and pure functions.
 #pragma once
@@ -52,18 +53,60 @@ static_assert(sizeof(WireHeader) == 64);
 // Largest Abort text accepted.
 inline constexpr uint64_t kMaxAbortText = 4096;
 
-// Checks what can be checked without context; returns "" or what is wrong.
-inline std::string check_header(const WireHeader& h, uint64_t token, int world_size,
-                                size_t payload_bytes) {
+// Largest frame a rank sends and accepts (with kFrameSlackBytes, ZMQ_MAXMSGSIZE of the
+// mesh's ROUTER): payloads travel in frames of this size, the last one shorter. Collectives send
+// segments of at most this size anyway; point-to-point payloads are cut into several frames of one
+// message.
+inline constexpr uint64_t kMaxFrameBytes = 256 << 10;
+// What the ROUTER's ZMQ_MAXMSGSIZE adds to that: ZeroMQ checks the frame as it travels, and
+// a security mechanism wraps each one (CURVE: 33 bytes).
+inline constexpr uint64_t kFrameSlackBytes = 1024;
+// What a mesh DEALER accepts: it receives nothing but ZeroMQ's own handshake and heartbeat
+// commands (tens to a few hundred bytes).
+inline constexpr uint64_t kMaxControlFrameBytes = 4096;
+static_assert(kMaxFrameBytes >= kMaxAbortText && kMaxFrameBytes >= sizeof(WireHeader));
+static_assert(kMaxFrameBytes % 8 == 0, "frames hold whole elements of every dtype");
+
+// How many payload frames carry `bytes` bytes (0 for none).
+inline constexpr uint64_t frames_for(uint64_t bytes) {
+  return bytes / kMaxFrameBytes + (bytes % kMaxFrameBytes != 0 ? 1 : 0);
+}
+// The size payload frame `i` (from 0) of a `bytes`-byte payload must have.
+inline constexpr uint64_t frame_bytes(uint64_t bytes, uint64_t i) {
+  const uint64_t begin = i * kMaxFrameBytes;
+  return bytes - begin < kMaxFrameBytes ? bytes - begin : kMaxFrameBytes;
+}
+
+// Checks the payload frames against the header's payload size: `frames` of them arrived
+// (extra ones counted but not kept), frame i of size_of(i) bytes. Returns "" or what is
+// wrong, with the expected and the actual size.
+template <typename SizeOf>
+std::string check_frames(const WireHeader& h, uint64_t frames, SizeOf size_of) {
+  const uint64_t want = frames_for(h.payload);
+  if (frames != want) {
+    return "header says " + std::to_string(h.payload) + " payload bytes (" + std::to_string(want) +
+           " frames of at most " + std::to_string(kMaxFrameBytes) + " bytes), message has " +
+           std::to_string(frames) + " payload frames";
+  }
+  for (uint64_t i = 0; i < frames; ++i) {
+    const uint64_t got = size_of(i), expected = frame_bytes(h.payload, i);
+    if (got != expected) {
+      return "payload frame " + std::to_string(i + 1) + " of " + std::to_string(frames) + " has " +
+             std::to_string(got) + " bytes, expected " + std::to_string(expected) +
+             " (header says " + std::to_string(h.payload) + " payload bytes)";
+    }
+  }
+  return "";
+}
+
+// Checks what can be checked without context; returns "" or what is wrong. The payload's
+// frames are checked by check_frames().
+inline std::string check_header(const WireHeader& h, uint64_t token, int world_size) {
   if (h.magic != kWireMagic) return "bad magic";
   if (h.version != kWireVersion) return "protocol version " + std::to_string(h.version);
   if (h.token != token) return "message from another job (token mismatch)";
   if (h.kind < 1 || h.kind > 4) return "unknown message kind " + std::to_string(h.kind);
   if (h.src < 0 || h.src >= world_size) return "sender rank " + std::to_string(h.src);
-  if (h.payload != payload_bytes) {
-    return "header says " + std::to_string(h.payload) + " payload bytes, frame has " +
-           std::to_string(payload_bytes);
-  }
   if (h.op >= kNumCommOps) return "unknown op " + std::to_string(h.op);
   const auto kind = static_cast<MsgKind>(h.kind);
   if (kind == MsgKind::Data) {
@@ -71,9 +114,13 @@ inline std::string check_header(const WireHeader& h, uint64_t token, int world_s
     if (h.count < 0) return "negative element count";
     if (h.reduce > static_cast<uint8_t>(ReduceOp::Avg)) return "unknown reduce op";
   }
-  if (kind == MsgKind::Abort && h.payload > kMaxAbortText) return "abort text too long";
+  if (kind == MsgKind::Abort && h.payload > kMaxAbortText) {
+    return "abort text of " + std::to_string(h.payload) + " bytes (at most " +
+           std::to_string(kMaxAbortText) + ")";
+  }
   if (kind != MsgKind::Data && kind != MsgKind::Abort && h.payload != 0) {
-    return "unexpected payload";
+    return "unexpected payload of " + std::to_string(h.payload) + " bytes in a message of kind " +
+           std::to_string(h.kind) + " (expected none)";
   }
   return "";
 }

@@ -51,7 +51,8 @@
 namespace dtr::pg {
 namespace {
 
-constexpr uint64_t kSegmentBytes = 256 << 10;
+// One segment is one frame (the most a rank accepts in one).
+constexpr uint64_t kSegmentBytes = kMaxFrameBytes;
 constexpr uint64_t kSmallAllReduce = 64 << 10;
 
 uint64_t mix(uint64_t x) {
@@ -201,7 +202,7 @@ class Run {
     copy.copy(msg);
     Payload p;
     p.forward = &copy;
-    p.tracker = all_sends_;  // tracks the header frame
+    p.tracker = all_sends_;  // tracks the header and the shared frame
     mesh_.send(members_[dst], header(dst), std::move(p));
   }
 
@@ -249,10 +250,11 @@ class Run {
                                       recv_steps_[src], src, h.step));
     }
     ++recv_steps_[src];
-    if (in.payload.size() != static_cast<size_t>(numel * es_)) {
+    if (in.bytes() != static_cast<uint64_t>(numel * es_)) {
       throw ProtocolError(fmt::format("{}: rank {} sent {} bytes where {} were expected", what_,
-                                      src, in.payload.size(), numel * es_));
+                                      src, in.bytes(), numel * es_));
     }
+    in.join();  // one frame unless a segment is over kMaxFrameBytes (never, from dtr)
     return in;
   }
 
