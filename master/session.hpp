@@ -114,10 +114,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   MasterOptions options_;
   zmq::context_t context_;
+  // Before the guard: its thread writes them (the refusal callback) until it is stopped.
+  std::mutex refusals_mu_;
+  std::string last_refusal_;  // listen mode: the last peer the guard refused
   // Before the sockets: they bind under its ZAP handler and close before it stops.
   std::unique_ptr<security::Guard> guard_;
-  std::mutex refusals_mu_;
-  std::string last_refusal_;               // listen mode: the last peer the guard refused
   std::unique_ptr<zmq::socket_t> router_;  // listen mode
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unordered_map<std::string, int> node_of_identity_;

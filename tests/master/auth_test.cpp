@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <future>
 #include <thread>
@@ -196,6 +197,45 @@ TEST_CASE("a non-loopback endpoint without a key is refused before anything is s
   REQUIRE(status != -1);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
+}
+
+TEST_CASE("listen mode: a master torn down while refused peers keep knocking") {
+  // The guard's thread reports each refusal into the session while the session ends; two
+  // peers refused for different reasons keep its lines from being deduplicated. Under TSan
+  // this caught the session's refusal note destroyed before the guard's thread stopped.
+  Keys keys;
+  SessionGuard guard;
+  for (int round = 0; round < 5; ++round) {
+    std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+    std::atomic<bool> stop{false};
+    // One context for both: libpgm (under libzmq) counts contexts in a global that TSan
+    // cannot see, so contexts made and ended on two threads at once would be reported.
+    zmq::context_t ctx(1);
+    auto knock = [&](bool curve) {
+      for (int i = 0; i < 5000 && !stop; ++i) {
+        zmq::socket_t s(ctx, zmq::socket_type::dealer);
+        s.set(zmq::sockopt::linger, 0);
+        if (curve) {  // the right server key, but not the cluster's key pair
+          s.set(zmq::sockopt::curve_serverkey, keys.key_a.public_key);
+          s.set(zmq::sockopt::curve_publickey, keys.key_b.public_key);
+          s.set(zmq::sockopt::curve_secretkey, keys.key_b.secret_key);
+        }
+        s.connect(endpoint);
+        std::this_thread::sleep_for(2ms);
+      }
+    };
+    std::thread plain(knock, false), other_key(knock, true);
+    MasterOptions o = test_options();
+    o.key_file = keys.a;
+    o.listen = endpoint;
+    o.num_workers = 1;
+    o.connect_timeout = 300ms;
+    std::string why = message_of<TimeoutError>([&] { init_master_worker(o); });
+    stop = true;
+    plain.join();
+    other_key.join();
+    CHECK(contains(why, "only 0 of 1 workers"));
+  }
 }
 
 }  // namespace dtr::test
