@@ -7,8 +7,9 @@
 #   --tsan       build-tsan/  ThreadSanitizer build, then ctest
 #   CTEST_ARG... passed to ctest, e.g. -L unit or -R tensor/
 #
-# Sanitizer builds are RelWithDebInfo without the benchmarks. Exits non-zero when the
-# build or any test fails.
+# Sanitizer builds are RelWithDebInfo without the benchmarks. Under --tsan every process
+# (workers and ranks too) writes its reports to build-tsan/tsan-logs/, printed at the end;
+# any report there fails the run. Exits non-zero when the build or any test fails.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +19,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --sanitize | --asan) mode=address; shift ;;
     --tsan) mode=thread; shift ;;
-    -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) ctest_args+=("$1"); shift ;;
   esac
 done
@@ -41,10 +42,27 @@ case "${mode}" in
     build_dir="${repo_root}/build-tsan"
     bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" \
       -DDTR_SANITIZE=thread "${sanitizer_args[@]}"
-    # libzmq is not instrumented: see scripts/tsan.supp.
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${repo_root}/scripts/tsan.supp${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
+    # libzmq is not instrumented: see scripts/tsan.supp. Reports go to files, so that those
+    # of processes whose stderr or exit status no test looks at are seen too.
+    tsan_logs="${build_dir}/tsan-logs"
+    rm -rf "${tsan_logs}"
+    mkdir -p "${tsan_logs}"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${repo_root}/scripts/tsan.supp:log_path=${tsan_logs}/tsan:log_exe_name=1${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
     ;;
 esac
 
+rc=0
 ctest --test-dir "${build_dir}" --output-on-failure --no-tests=error --timeout 600 -j "$(nproc)" \
-  "${ctest_args[@]}"
+  "${ctest_args[@]}" || rc=$?
+if [[ "${mode}" == thread ]]; then
+  reports=("${tsan_logs}"/tsan.*)
+  if [[ -e "${reports[0]}" ]]; then
+    for f in "${reports[@]}"; do
+      echo "==== ${f}" >&2
+      cat "${f}" >&2
+    done
+    echo "test.sh: ${#reports[@]} process(es) reported ThreadSanitizer warnings (above, in ${tsan_logs}/)" >&2
+    [[ ${rc} -ne 0 ]] || rc=1
+  fi
+fi
+exit "${rc}"
