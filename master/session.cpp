@@ -68,6 +68,17 @@ protocol::HelloReply check_hello_reply(const protocol::Received& msg, size_t fir
   return r;
 }
 
+std::string random_routing_id() {
+  std::random_device rd;
+  std::string id(16, '\0');
+  for (size_t i = 0; i < id.size(); i += 4) {
+    uint32_t r = rd();
+    std::memcpy(id.data() + i, &r, 4);
+  }
+  id[0] = static_cast<char>(id[0] | 1);  // ids starting with a zero byte are ZeroMQ's own
+  return id;
+}
+
 }  // namespace
 
 MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {
@@ -114,6 +125,10 @@ void MasterSession::connect_workers() {
     node->endpoint = endpoint;
     node->dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     protocol::configure_socket(*node->dealer, kMaxMessageBytes);
+    // A random 128-bit routing id: the worker's ROUTER hands a connection's session over
+    // to a client presenting the same id, so it must not be guessable (ZeroMQ's own ids
+    // are a counter).
+    node->dealer->set(zmq::sockopt::routing_id, random_routing_id());
     guard_->client(*node->dealer, endpoint, fmt::format("worker (node {})", node->index));
     watches.push_back(std::make_unique<security::HandshakeWatch>(
         context_, *node->dealer, guard_->curve(), fmt::format("worker {}", endpoint)));

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
                  "listen mode it is the bound one, with the port chosen for '*'")
       ->type_name("PATH");
   app.add_option("--max-message-bytes", max_message_bytes,
-                 "Largest message accepted; bigger ones drop the connection")
+                 "Largest frame accepted (a header or one tensor's bytes); a bigger one drops "
+                 "the connection")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms,
