@@ -82,12 +82,12 @@ std::string random_routing_id() {
 }  // namespace
 
 MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {
-  guard_ = std::make_unique<security::Guard>(
-      context_, resolve_security(options.key_file, options.insecure),
-      [this](const std::string& line) {
-        std::lock_guard lock(refusals_mu_);
-        last_refusal_ = line;
-      });
+  guard_ = std::make_unique<security::Guard>(context_,
+                                             resolve_security(options.key_file, options.insecure),
+                                             [this](const std::string& line) {
+                                               std::lock_guard lock(refusals_mu_);
+                                               last_refusal_ = line;
+                                             });
 }
 
 std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options) {

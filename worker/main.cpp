@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (options.security.key)
-    spdlog::info("CURVE on every link; cluster key {} from {}",
-                 options.security.key->public_key, options.security.key_source);
+    spdlog::info("CURVE on every link; cluster key {} from {}", options.security.key->public_key,
+                 options.security.key_source);
   else if (options.security.insecure)
     spdlog::warn("no cluster key and --insecure: links are neither encrypted nor authenticated");
 

@@ -34,7 +34,9 @@
 namespace {
 
 volatile sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int) {
+  g_stop = 1;
+}
 
 int64_t now_ns() {
   timespec ts{};
@@ -119,7 +121,7 @@ int main(int argc, char** argv) {
   const int64_t delay_ns = std::atoll(argv[2]) * 1000000;
   const std::string ready_file = argc == 4 ? argv[3] : "";
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
@@ -220,8 +222,7 @@ int main(int argc, char** argv) {
           die("recv");
         }
         const int64_t arrived = now_ns();
-        for (auto* nh = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(nh, n);
-             nh = NLMSG_NEXT(nh, n)) {
+        for (auto* nh = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
           if (nh->nlmsg_type == NLMSG_ERROR) {
             int err = static_cast<nlmsgerr*>(NLMSG_DATA(nh))->error;
             if (err != 0)
@@ -243,8 +244,8 @@ int main(int argc, char** argv) {
               break;
             }
             left -= NLA_ALIGN(attr->nla_len);
-            attr = reinterpret_cast<nlattr*>(reinterpret_cast<char*>(attr) +
-                                             NLA_ALIGN(attr->nla_len));
+            attr =
+                reinterpret_cast<nlattr*>(reinterpret_cast<char*>(attr) + NLA_ALIGN(attr->nla_len));
           }
         }
       }
@@ -252,12 +253,12 @@ int main(int argc, char** argv) {
     release(false);
   }
   release(true);
-  std::printf("nfq_delay: queue %u: delayed %llu packets by %lld ms (verdicts %.3f ms late on "
-              "average, %.2f ms at most)\n",
-              queue, static_cast<unsigned long long>(delayed),
-              static_cast<long long>(delay_ns / 1000000),
-              delayed ? static_cast<double>(sum_late_ns) / 1e6 / static_cast<double>(delayed) : 0.0,
-              static_cast<double>(max_late_ns) / 1e6);
+  std::printf(
+      "nfq_delay: queue %u: delayed %llu packets by %lld ms (verdicts %.3f ms late on "
+      "average, %.2f ms at most)\n",
+      queue, static_cast<unsigned long long>(delayed), static_cast<long long>(delay_ns / 1000000),
+      delayed ? static_cast<double>(sum_late_ns) / 1e6 / static_cast<double>(delayed) : 0.0,
+      static_cast<double>(max_late_ns) / 1e6);
   std::fflush(stdout);
   close(fd);
   return 0;
