@@ -24,6 +24,7 @@
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
+#include "support/commands.hpp"
 
 namespace {
 
@@ -52,61 +53,6 @@ std::string random_bytes(std::mt19937& rng, size_t n) {
   std::string s(n, '\0');
   for (char& c : s) c = static_cast<char>(rng());
   return s;
-}
-
-std::string batch(std::vector<Command> commands) {
-  protocol::Batch b;
-  b.commands = std::move(commands);
-  return protocol::encode(b);
-}
-Command get_cmd(protocol::TensorId id, uint64_t request) {
-  Command c;
-  c.type = CmdType::Get;
-  c.inputs[0] = id;
-  c.n_inputs = 1;
-  c.request = request;
-  return c;
-}
-Command free_cmd(protocol::TensorId id) {
-  Command c;
-  c.type = CmdType::Free;
-  c.inputs[0] = id;
-  c.n_inputs = 1;
-  return c;
-}
-Command put_cmd(protocol::TensorId id, Shape shape, uint32_t frame) {
-  Command c;
-  c.type = CmdType::Put;
-  c.out = id;
-  c.meta = TensorMeta::contiguous(DType::Float32, shape);
-  c.payload = frame;
-  return c;
-}
-Command add_cmd(protocol::TensorId out, protocol::TensorId a, protocol::TensorId b) {
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = OpId::add;
-  c.out = out;
-  c.n_inputs = 2;
-  c.inputs[0] = a;
-  c.inputs[1] = b;
-  return c;
-}
-Command fill_inplace_cmd(protocol::TensorId target, double value) {
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = OpId::fill_;
-  c.inplace = true;
-  c.n_inputs = 1;
-  c.inputs[0] = target;
-  c.attrs.scalars[0] = Scalar(value);
-  return c;
-}
-Command sync_cmd(uint64_t request) {
-  Command c;
-  c.type = CmdType::Sync;
-  c.request = request;
-  return c;
 }
 
 // A raw DEALER dialing the worker, with a monitor that sees its connection dropped.

@@ -19,11 +19,13 @@
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
+#include "support/commands.hpp"
 #include "worker/server.hpp"
 
 namespace {
 
 using namespace dtr;
+using namespace dtr::test;
 using namespace std::chrono_literals;
 using dtr::local::Tensor;
 using protocol::CmdType;
@@ -155,44 +157,6 @@ class Client {
   zmq::socket_t socket_;
   std::string name_;
 };
-
-Command put_cmd(protocol::TensorId id, const Tensor& t, uint32_t frame) {
-  Command c;
-  c.type = CmdType::Put;
-  c.out = id;
-  c.meta = TensorMeta::contiguous(t.dtype(), t.shape());
-  c.payload = frame;
-  return c;
-}
-Command get_cmd(protocol::TensorId id, uint64_t request) {
-  Command c;
-  c.type = CmdType::Get;
-  c.inputs[0] = id;
-  c.n_inputs = 1;
-  c.request = request;
-  return c;
-}
-Command stats_cmd(uint64_t request) {
-  Command c;
-  c.type = CmdType::Stats;
-  c.request = request;
-  return c;
-}
-Command add_cmd(protocol::TensorId out, protocol::TensorId a, protocol::TensorId b) {
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = OpId::add;
-  c.out = out;
-  c.n_inputs = 2;
-  c.inputs[0] = a;
-  c.inputs[1] = b;
-  return c;
-}
-std::string batch(std::vector<Command> commands) {
-  protocol::Batch b;
-  b.commands = std::move(commands);
-  return protocol::encode(b);
-}
 
 // Puts `t` as %1 and %2, adds them into %3 and checks the result comes back.
 void check_put_add_get(Client& c, uint64_t request) {
