@@ -113,44 +113,50 @@ Guard::Guard(zmq::context_t& context, SecurityConfig config, Report on_report)
       report_(line);
     };
     while (true) {
-      std::vector<zmq::pollitem_t> items;
-      items.push_back({ctl.handle(), 0, ZMQ_POLLIN, 0});
-      if (zap) items.push_back({zap.handle(), 0, ZMQ_POLLIN, 0});
-      for (auto& m : monitors) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
       try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        return;  // the context is going away
-      }
-      if (items[0].revents & ZMQ_POLLIN) {
-        zmq::message_t msg;
-        (void)ctl.recv(msg, zmq::recv_flags::none);
-        if (msg.size() == 0) return;  // stop
-        zmq::socket_t m(context_, zmq::socket_type::pair);
-        m.set(zmq::sockopt::linger, 0);
-        m.connect(msg.to_string());
-        monitors.push_back(std::move(m));
-        continue;  // the poll set changed
-      }
-      size_t next = 1;
-      if (zap) {
-        if (items[next].revents & ZMQ_POLLIN) answer_zap(zap, report);
-        ++next;
-      }
-      for (size_t i = 0; i < monitors.size(); ++i) {
-        if (!(items[next + i].revents & ZMQ_POLLIN)) continue;
-        while (std::optional<MonitorEvent> ev = read_event(monitors[i])) {
-          if (!report_) continue;
-          if (ev->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-            report(fmt::format("refused a connection on {}: {}", ev->address,
-                               protocol_error_text(ev->value)));
-          else if (ev->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-            report(fmt::format("a handshake on {} failed (connection closed or invalid)",
-                               ev->address));
-          // Refusals by key (HANDSHAKE_FAILED_AUTH) were reported by answer_zap with the
-          // peer's address.
+        std::vector<zmq::pollitem_t> items;
+        items.push_back({ctl.handle(), 0, ZMQ_POLLIN, 0});
+        if (zap) items.push_back({zap.handle(), 0, ZMQ_POLLIN, 0});
+        for (auto& m : monitors) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+        try {
+          zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+        } catch (const zmq::error_t& e) {
+          if (e.num() == EINTR) continue;
+          return;  // the context is going away
         }
+        if (items[0].revents & ZMQ_POLLIN) {
+          zmq::message_t msg;
+          (void)ctl.recv(msg, zmq::recv_flags::none);
+          if (msg.size() == 0) return;  // stop
+          zmq::socket_t m(context_, zmq::socket_type::pair);
+          m.set(zmq::sockopt::linger, 0);
+          m.connect(msg.to_string());
+          monitors.push_back(std::move(m));
+          continue;  // the poll set changed
+        }
+        size_t next = 1;
+        if (zap) {
+          if (items[next].revents & ZMQ_POLLIN) answer_zap(zap, report);
+          ++next;
+        }
+        for (size_t i = 0; i < monitors.size(); ++i) {
+          if (!(items[next + i].revents & ZMQ_POLLIN)) continue;
+          while (std::optional<MonitorEvent> ev = read_event(monitors[i])) {
+            if (!report_) continue;
+            if (ev->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+              report(fmt::format("refused a connection on {}: {}", ev->address,
+                                 protocol_error_text(ev->value)));
+            else if (ev->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+              report(fmt::format("a handshake on {} failed (connection closed or invalid)",
+                                 ev->address));
+            // Refusals by key (HANDSHAKE_FAILED_AUTH) were reported by answer_zap with the
+            // peer's address.
+          }
+        }
+      } catch (const zmq::error_t&) {
+        return;  // the context is going away (ETERM); nothing is left to guard
+      } catch (const std::exception&) {
+        // A failing report (the owner's logger) must not end the authentication handler.
       }
     }
   });
