@@ -230,6 +230,37 @@ void Guard::client(zmq::socket_t& socket, std::string_view endpoint, std::string
   socket.set(zmq::sockopt::curve_secretkey, config_.key->secret_key);
 }
 
+std::string handshake_failure_text(uint16_t event, uint32_t value, bool curve,
+                                   std::string_view peer) {
+  switch (event) {
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+      return fmt::format("{} refused this process's key (status {}): it holds another cluster key",
+                         peer, value);
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      if (value != ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        return fmt::format("the handshake with {} failed: {}", peer, protocol_error_text(value));
+      return curve ? fmt::format(
+                         "{} does not use CURVE, but this process has a cluster key: "
+                         "start it with the same key (DTR_KEY_FILE or --key)",
+                         peer)
+                   : fmt::format(
+                         "{} requires CURVE authentication and this process has no "
+                         "key: set DTR_KEY_FILE (or --key) to the cluster's key file",
+                         peer);
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+      return curve ? fmt::format(
+                         "the CURVE handshake with {} failed: it holds another cluster "
+                         "key, or does not use CURVE",
+                         peer)
+                   : fmt::format(
+                         "the handshake with {} failed: it probably requires CURVE and "
+                         "this process has no key (set DTR_KEY_FILE or --key)",
+                         peer);
+    default:
+      return {};
+  }
+}
+
 HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool curve,
                                std::string peer)
     : socket_(socket), curve_(curve), peer_(std::move(peer)) {
@@ -254,33 +285,9 @@ std::string HandshakeWatch::failure() {
         succeeded_ = true;
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        why = fmt::format("{} refused this process's key (status {}): it holds another cluster key",
-                          peer_, ev->value);
-        break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        if (ev->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-          why = curve_ ? fmt::format(
-                             "{} does not use CURVE, but this process has a cluster key: "
-                             "start it with the same key (DTR_KEY_FILE or --key)",
-                             peer_)
-                       : fmt::format(
-                             "{} requires CURVE authentication and this process has no "
-                             "key: set DTR_KEY_FILE to the cluster's key file",
-                             peer_);
-        else
-          why = fmt::format("the handshake with {} failed: {}", peer_,
-                            protocol_error_text(ev->value));
-        break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        why = curve_ ? fmt::format(
-                           "the CURVE handshake with {} failed: it holds another cluster "
-                           "key, or does not use CURVE",
-                           peer_)
-                     : fmt::format(
-                           "the handshake with {} failed: it probably requires CURVE "
-                           "and this process has no key (set DTR_KEY_FILE to the "
-                           "cluster's key file)",
-                           peer_);
+        why = handshake_failure_text(ev->event, ev->value, curve_, peer_);
         break;
       case ZMQ_EVENT_DISCONNECTED:
         // A CURVE server that cannot open our HELLO (it holds another key) just closes.

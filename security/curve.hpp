@@ -66,6 +66,11 @@ class Guard {
   std::thread thread_;
 };
 
+// A sentence naming `peer` and the cause of a failed handshake, for a client socket's monitor
+// event (`curve`: whether this side uses CURVE); "" for events that are not a failure.
+std::string handshake_failure_text(uint16_t event, uint32_t value, bool curve,
+                                   std::string_view peer);
+
 class HandshakeWatch {
  public:
   // Starts watching `socket`; call before socket.connect(). `curve`: whether this side

@@ -675,20 +675,8 @@ void Server::Impl::drain_monitor() {
       uint32_t value = 0;
       if (ev->frames[0].size() >= 6)
         std::memcpy(&value, static_cast<const char*>(ev->frames[0].data()) + 2, sizeof value);
-      std::string why;
-      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        why = "it refused this worker's key: it holds another cluster key";
-      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-               value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-        why = guard->curve() ? "it does not use CURVE, but this worker has a cluster key"
-                             : "it requires CURVE and this worker has no key (--key)";
-      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        why = guard->curve() ? "the CURVE handshake failed: it holds another cluster key, or "
-                               "does not use CURVE"
-                             : "the handshake failed: it probably requires CURVE and this worker "
-                               "has no key (--key)";
-      else
-        why = fmt::format("handshake failed (ZMTP error {:#x})", value);
+      std::string why =
+          security::handshake_failure_text(event, value, guard->curve(), "the master");
       if (why != handshake_failure) spdlog::error("master {}: {}", endpoint, why);
       handshake_failure = why;
     }
