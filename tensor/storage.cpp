@@ -73,7 +73,15 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_pt
   }
 }
 
+std::shared_ptr<Storage> Storage::wrap_device(int device, void* data, size_t nbytes,
+                                              std::shared_ptr<void> owner) {
+  if (!owner) throw InvalidArgument("Storage::wrap_device: needs an owner that frees the memory");
+  if (device < 0) throw InvalidArgument(fmt::format("Storage::wrap_device: device {}", device));
+  return std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(owner), device));
+}
+
 Storage::~Storage() {
+  if (device_ >= 0) return;  // owner_ (the allocator's block) releases it
   if (!owner_) std::free(data_);
   g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes_));
   g_live.fetch_sub(1);

@@ -45,6 +45,13 @@ class OutOfMemory : public Error {
   using Error::Error;
 };
 
+// A CUDA device is missing, out of range, or reported an error (the message names the
+// device and CUDA's own text); also raised where dtr was built without CUDA.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Bytes that do not follow the protocol (bad prefix, version, count, id, field).
 class ProtocolError : public Error {
  public:

@@ -22,7 +22,9 @@
 
 namespace dtr {
 
-// A block of host memory, 64-byte aligned, counted in cpu_memory_stats().
+// A block of memory: host memory, 64-byte aligned and counted in cpu_memory_stats(), or
+// the memory of a CUDA device (device() >= 0; its data() is a device address, counted by
+// that device's allocator, tensor/cuda/cuda.hpp).
 class Storage {
  public:
   // Throws OutOfMemory naming the bytes asked for.
@@ -30,19 +32,25 @@ class Storage {
   // Memory owned elsewhere (a received network buffer), kept alive by `owner` as long as
   // the storage lives; counted in cpu_memory_stats() like allocated memory.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::shared_ptr<void> owner);
+  // Device memory of CUDA device `device` (>= 0), released by `owner` (the allocator's
+  // block); not counted in cpu_memory_stats().
+  static std::shared_ptr<Storage> wrap_device(int device, void* data, size_t nbytes,
+                                              std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  int device() const { return device_; }  // -1: host memory; k: CUDA device k
 
  private:
-  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
-      : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, int device = -1)
+      : data_(data), nbytes_(nbytes), owner_(std::move(owner)), device_(device) {}
   void* data_;
   size_t nbytes_;
   std::shared_ptr<void> owner_;  // null: data_ came from allocate()
+  int device_;
 };
 
 struct MemoryStats {
