@@ -24,11 +24,6 @@ std::vector<int> check_collective(std::string_view what,
   for (size_t i = 0; i < tensors.size(); ++i) {
     const DistributedTensor& t = tensors[i];
     if (!t.defined()) throw InvalidArgument(fmt::format("{}: tensor {} is undefined", what, i));
-    if (t.get_device() != -1)
-      throw InvalidArgument(
-          fmt::format("{}: tensor {} lives on a CUDA device; collectives among "
-                      "workers take CPU tensors",
-                      what, i));
     if (!seen.insert(t.get_node()).second)
       throw InvalidArgument(fmt::format(
           "{}: tensors {} and another one both live on node {}; give one tensor per node", what, i,
@@ -58,6 +53,7 @@ Command collective_command(const detail::MasterSession& s, const DistributedTens
   c.root = root;
   c.inputs[0] = t.id();
   c.n_inputs = 1;
+  c.device = t.get_device();
   return c;
 }
 
@@ -73,7 +69,7 @@ std::vector<DistributedTensor> issue_making(const std::shared_ptr<detail::Master
     Command c = collective_command(*s, t, kind, op, 0);
     c.out = s->new_id();
     c.meta = meta;
-    out.push_back(DistributedTensor::adopt(s, t.get_node(), -1, c.out, meta));
+    out.push_back(DistributedTensor::adopt(s, t.get_node(), t.get_device(), c.out, meta));
     cmds.push_back(std::move(c));
   }
   s->enqueue_collective(nodes, std::move(cmds));

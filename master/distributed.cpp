@@ -130,6 +130,7 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   c.op = op;
   c.attrs = attrs;
   c.out = s->new_id();
+  c.device = t_device;
   c.stream = detail::current_stream_id(*s, t_node);
   s->enqueue(t_node, c);
   return DistributedTensor(make_remote(s, t_node, t_device, c.out, meta));
@@ -147,6 +148,7 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
   c.op = op;
   c.attrs = attrs;
   c.inplace = inplace;
+  c.device = self.device;
   c.n_inputs = 1;
   c.inputs[0] = self.id;
   if (other) {
@@ -222,6 +224,23 @@ DistributedTensor DistributedTensor::to(int node) const {
   self.session->enqueue(self.node, send);
   self.session->enqueue(node, recv);
   return DistributedTensor(make_remote(self.session, node, -1, recv.out, recv.meta));
+}
+
+DistributedTensor DistributedTensor::to_device(int device) const {
+  const RemoteTensor& self = remote("to_device");
+  check_device("to_device", *self.session, self.node, device);
+  if (device == self.device) return *this;
+  self.session->check_alive(self.node);
+  Command c;
+  c.type = CmdType::ToDevice;
+  c.stream = detail::current_stream_id(*self.session, self.node);
+  c.inputs[0] = self.id;
+  c.n_inputs = 1;
+  c.out = self.session->new_id();
+  c.device = device;
+  self.session->enqueue(self.node, c);
+  return DistributedTensor(make_remote(self.session, self.node, device, c.out,
+                                       TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
 }
 
 Scalar DistributedTensor::item() const {
@@ -392,9 +411,11 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
   if (!t.defined()) throw InvalidArgument("dist_send: undefined tensor");
   int target = node < 0 ? t_node : node;
   check_node("dist_send", *s, target);
-  local::Tensor packed = t.contiguous();
+  check_device("dist_send", *s, target, t_device);
+  local::Tensor packed = t.cpu().contiguous();
   Command c;
   c.type = CmdType::Put;
+  c.device = t_device;
   c.out = s->new_id();
   c.meta = TensorMeta::contiguous(packed.dtype(), packed.shape());
   s->enqueue(target, c, &packed);
@@ -403,7 +424,7 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
   Command barrier;
   barrier.type = CmdType::Stats;
   s->request(target, barrier);
-  return DistributedTensor(make_remote(s, target, -1, c.out, c.meta));
+  return DistributedTensor(make_remote(s, target, t_device, c.out, c.meta));
 }
 
 NodeMemoryStats memory_stats(int node, int device) {
@@ -412,6 +433,7 @@ NodeMemoryStats memory_stats(int node, int device) {
   check_device("memory_stats", *s, node, device);
   Command c;
   c.type = CmdType::Stats;
+  c.device = device;
   detail::ReplyMessage m = s->request(node, c);
   return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
                          m.reply.stats.live_tensors};

@@ -134,12 +134,14 @@ void Writer::command(const Command& c) {
         put(a.seed);
         put(a.offset);
       }
+      put(c.device);
       break;
     }
     case CmdType::Put:
       put(c.out);
       meta(c.meta);
       put(c.payload);
+      put(c.device);
       break;
     case CmdType::Get:
       put(c.inputs[0]);
@@ -149,8 +151,11 @@ void Writer::command(const Command& c) {
       put(c.inputs[0]);
       break;
     case CmdType::Sync:
+      put(c.request);
+      break;
     case CmdType::Stats:
       put(c.request);
+      put(c.device);
       break;
     case CmdType::CreateStream:
     case CmdType::DestroyStream:
@@ -187,6 +192,7 @@ void Writer::command(const Command& c) {
       meta(c.meta);
       put(c.peer);
       put(c.token);
+      put(c.device);
       break;
     case CmdType::NewGroup:
       put(c.group);
@@ -201,6 +207,12 @@ void Writer::command(const Command& c) {
       put(c.inputs[0]);
       put(c.out);
       meta(c.meta);
+      put(c.device);
+      break;
+    case CmdType::ToDevice:
+      put(c.inputs[0]);
+      put(c.out);
+      put(c.device);
       break;
   }
 }
@@ -236,6 +248,13 @@ class Reader {
     auto raw = get<uint8_t>();
     if (!is_valid_dtype(raw)) fail("{} has unknown dtype code {}", field, raw);
     return static_cast<DType>(raw);
+  }
+  // A command's device: -1 (the CPU) or a CUDA device index below kMaxDevices.
+  int32_t device(size_t index) {
+    auto d = get<int32_t>();
+    if (d < -1 || d >= static_cast<int32_t>(kMaxDevices))
+      fail("command {} has device {}, expected -1 (cpu) or 0 to {}", index, d, kMaxDevices - 1);
+    return d;
   }
   TensorMeta meta(const char* field) {
     TensorMeta m;
@@ -286,8 +305,7 @@ class Reader {
 void Reader::command(Command& c, size_t index, size_t payload_frames,
                      std::vector<bool>& payload_used) {
   auto type = get<uint8_t>();
-  if (type < static_cast<uint8_t>(CmdType::RunOp) ||
-      type > static_cast<uint8_t>(CmdType::Collective))
+  if (type < static_cast<uint8_t>(CmdType::RunOp) || type > static_cast<uint8_t>(CmdType::ToDevice))
     fail("command {} has unknown type {}", index, type);
   c.type = static_cast<CmdType>(type);
   c.stream = get<uint32_t>();
@@ -327,6 +345,7 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
         a.seed = get<uint64_t>();
         a.offset = get<uint64_t>();
       }
+      c.device = device(index);
       break;
     }
     case CmdType::Put: {
@@ -339,6 +358,7 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
       if (payload_used[c.payload])
         fail("command {} (put) reuses payload frame {}", index, c.payload);
       payload_used[c.payload] = true;
+      c.device = device(index);
       break;
     }
     case CmdType::Get:
@@ -351,8 +371,11 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
       c.n_inputs = 1;
       break;
     case CmdType::Sync:
+      c.request = get<uint64_t>();
+      break;
     case CmdType::Stats:
       c.request = get<uint64_t>();
+      c.device = device(index);
       break;
     case CmdType::CreateStream:
     case CmdType::DestroyStream:
@@ -394,6 +417,7 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
       c.meta = meta("recv meta");
       c.peer = get<uint32_t>();
       c.token = get<uint64_t>();
+      c.device = device(index);
       break;
     case CmdType::NewGroup: {
       c.group = get<uint64_t>();
@@ -417,8 +441,15 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
       c.n_inputs = 1;
       c.out = get<uint64_t>();
       c.meta = meta("collective output meta");
+      c.device = device(index);
       break;
     }
+    case CmdType::ToDevice:
+      c.inputs[0] = get<uint64_t>();
+      c.n_inputs = 1;
+      c.out = get<uint64_t>();
+      c.device = device(index);
+      break;
   }
 }
 

@@ -22,7 +22,7 @@ namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 
 // Limits every decoder enforces before it allocates.
 inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
@@ -136,7 +136,8 @@ enum class CmdType : uint8_t {
   SendPeer = 16,
   RecvPeer = 17,
   NewGroup = 18,
-  Collective = 19
+  Collective = 19,
+  ToDevice = 20
 };
 
 // Master-issued collectives among the session's workers (Command::collective).
@@ -169,6 +170,10 @@ enum class CollectiveKind : uint8_t {
 //                  gets it, in the same order)
 //   Collective     group, collective, reduce_op, root, inputs[0]; out and meta for the
 //                  kinds that make a tensor (AllGather, ReduceScatter)
+//   ToDevice       inputs[0], out: `out` is a copy of the input on `device`
+// `device` (RunOp, Put, RecvPeer, Collective, ToDevice): where the command's tensors live,
+// -1 for the worker's CPU, k for its CUDA device k; a RunOp's inputs must live there too.
+// For Stats: whose memory to report.
 struct Command {
   CmdType type = CmdType::RunOp;
   OpId op = OpId::add;
@@ -190,6 +195,7 @@ struct Command {
   uint8_t reduce_op = 0;  // dtr::ReduceOp
   int32_t root = 0;       // rank within the group
   std::vector<uint32_t> ranks;
+  int32_t device = -1;
 };
 
 struct Batch {

@@ -2,6 +2,7 @@
 #include "dtr/device.hpp"
 
 #include "dtr/config.hpp"
+#include "tensor/cuda/cuda.hpp"
 
 #if DTR_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -10,16 +11,7 @@
 namespace dtr {
 
 int cuda_device_count() {
-#if DTR_WITH_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error so later calls start clean
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
+  return cuda::device_count();
 }
 
 std::string cuda_unavailable_reason() {

@@ -1,4 +1,5 @@
-// dtr::local::Tensor and the execute() engine that runs op-table ops on CPU tensors.
+// dtr::local::Tensor and the execute() engine that runs op-table ops on CPU tensors, and
+// on CUDA tensors through the CUDA backend (tensor/cuda/cuda.hpp).
 #include "dtr/tensor.hpp"
 
 #include <array>
@@ -6,6 +7,7 @@
 #include <ostream>
 
 #include "kernels.hpp"
+#include "tensor/cuda/cuda.hpp"
 
 namespace dtr::local {
 
@@ -21,6 +23,34 @@ void check_defined(const Tensor& t, std::string_view op) {
 
 bool overlaps(const Tensor& a, const Tensor& b) {
   return a.storage() == b.storage() && !(a.meta() == b.meta());
+}
+
+std::string device_name(int device) {
+  return device < 0 ? std::string("cpu") : fmt::format("cuda:{}", device);
+}
+
+// The device every tensor input of `op` lives on (`fallback` without inputs); throws
+// DeviceError naming the op and both devices when they differ.
+int common_device(std::string_view op, std::span<const Tensor> inputs, int fallback) {
+  if (inputs.empty()) return fallback;
+  int device = inputs[0].device();
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i].device() != device)
+      fail<DeviceError>(op, "tensors on different devices ({} and {}); move one with to_device",
+                        device_name(device), device_name(inputs[i].device()));
+  }
+  return device;
+}
+
+// Elementwise copy with broadcast and conversion; both on the host or both on one device.
+void copy_elements(const Tensor& dst, const Tensor& src) {
+  if (dst.device() != src.device())
+    fail<DeviceError>("copy_", "destination on {}, source on {}", device_name(dst.device()),
+                      device_name(src.device()));
+  if (dst.device() >= 0)
+    cuda::copy_into(dst, src);
+  else
+    detail::copy_into(dst, src);
 }
 
 }  // namespace
@@ -50,10 +80,24 @@ void Tensor::check_dtype(DType expected, const char* what) const {
     fail<DTypeError>(what, "tensor has dtype {}, asked for {}", meta_.dtype, expected);
 }
 
+int Tensor::device() const {
+  return storage_ ? storage_->device() : -1;
+}
+
+Tensor Tensor::to_device(int device) const {
+  check_defined(*this, "to_device");
+  if (device < -1) fail<DeviceError>("to_device", "invalid device {}", device);
+  if (device == this->device()) return *this;
+  Tensor out = empty(shape(), dtype(), device);
+  cuda::copy_between(out, *this);
+  return out;
+}
+
 Scalar Tensor::item() const {
   check_defined(*this, "item");
   if (numel() != 1)
     fail<ShapeError>("item", "needs a tensor with one element, got shape {}", shape());
+  if (device() >= 0) return cpu().item();
   return detail::dispatch(dtype(), [&]<typename T>() -> Scalar {
     // The one element may sit behind any strides; its address is element 0's.
     return Scalar(*static_cast<const T*>(raw_data()));
@@ -63,6 +107,7 @@ Scalar Tensor::item() const {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   check_defined(*this, "to_vector");
+  if (device() >= 0) return cpu().to_vector<T>();
   Tensor packed = dtype() == dtype_of_v<T> ? contiguous() : to(dtype_of_v<T>);
   const T* p = static_cast<const T*>(packed.raw_data());
   return std::vector<T>(p, p + packed.numel());
@@ -75,8 +120,8 @@ template std::vector<bool> Tensor::to_vector<bool>() const;
 
 Tensor Tensor::clone() const {
   check_defined(*this, "clone");
-  Tensor out = empty(shape(), dtype());
-  detail::copy_into(out, *this);
+  Tensor out = empty(shape(), dtype(), device());
+  copy_elements(out, *this);
   return out;
 }
 
@@ -99,6 +144,13 @@ void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
 
 void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
   const OpDef& d = op_def(op);
+  if (common_device(d.name, inputs, out.device()) != out.device())
+    fail<DeviceError>(d.name, "inputs on {}, output on {}", device_name(inputs[0].device()),
+                      device_name(out.device()));
+  if (out.device() >= 0) {
+    cuda::run_kernel(op, inputs, attrs, out);
+    return;
+  }
   switch (d.kind) {
     case OpKind::Unary:
       detail::unary_kernel(d, inputs, attrs, out);
@@ -135,6 +187,11 @@ void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, c
 }
 
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace) {
+  return execute(op, inputs, attrs, inplace, -1);
+}
+
+Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace,
+               int device) {
   const OpDef& d = op_def(op);
   if (inputs.size() > kMaxInputs)
     fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxInputs,
@@ -146,10 +203,11 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
   }
   std::span<const TensorMeta> meta_span(metas.data(), inputs.size());
   InferResult r = infer(op, meta_span, attrs, inplace);
+  device = common_device(d.name, inputs, device);
 
   if (!inplace) {
     if (r.aliases_input) return Tensor(inputs[0].storage(), r.meta);
-    Tensor out = empty(r.meta.shape, r.meta.dtype);
+    Tensor out = empty(r.meta.shape, r.meta.dtype, device);
     run_kernel(op, inputs, attrs, out);
     return out;
   }
@@ -166,7 +224,7 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
     // (int32 tensor add_ int64 tensor, eq_), compute aside and convert into self.
     if (r.computed_dtype != self.dtype()) {
       Tensor tmp = execute(op, safe_span, attrs, false);
-      detail::copy_into(self, tmp);
+      copy_elements(self, tmp);
       return self;
     }
   }
@@ -189,12 +247,18 @@ Tensor random(OpId op, const Shape& shape, RandomDraw draw, DType dtype) {
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype) {
+  return empty(shape, dtype, -1);
+}
+Tensor empty(const Shape& shape, DType dtype, int device) {
   TensorMeta m = infer(OpId::empty, {}, creation::shape(shape, dtype)).meta;
   int64_t n = m.numel();
   auto elem = static_cast<int64_t>(element_size(dtype));
   if (n > std::numeric_limits<int64_t>::max() / elem)
     throw OutOfMemory(fmt::format("empty: {} needs more bytes than int64 can count", describe(m)));
-  return Tensor(Storage::allocate(static_cast<size_t>(n * elem)), m);
+  const auto nbytes = static_cast<size_t>(n * elem);
+  if (device >= 0) return Tensor(cuda::allocate(device, nbytes), m);
+  if (device != -1) throw DeviceError(fmt::format("empty: invalid device {}", device));
+  return Tensor(Storage::allocate(nbytes), m);
 }
 Tensor zeros(const Shape& shape, DType dtype) {
   return full(shape, 0, dtype);

@@ -13,10 +13,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -24,8 +26,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/transport.hpp"
+#include "worker/devices.hpp"
 #include "worker/server.hpp"
 
 namespace {
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
   int64_t collective_timeout_ms = dtr::worker::ServerOptions{}.collective_timeout.count();
   int64_t memory_limit = 0;
   std::string key_file;
+  std::string devices = "all";
   bool insecure = false;
 
   auto* listen_opt = app.add_option("--listen", listen,
@@ -153,6 +158,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  app.add_option("--devices", devices,
+                 "CUDA devices this worker uses: all, none, or indices among the visible ones "
+                 "(e.g. 0,2); masters see them as cuda:0, cuda:1, ... in that order")
+      ->capture_default_str();
+
   app.add_option("--key", key_file,
                  "Cluster key file from dtr-keygen (default: $DTR_KEY_FILE, then $DTR_KEY): "
                  "with it every link is CURVE-encrypted and only holders of the key connect")
@@ -185,6 +195,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dtr-worker: cannot set up logging: %s\n", e.what());
     return 1;
   }
+  // Before anything touches the CUDA runtime, which reads CUDA_VISIBLE_DEVICES once.
+  try {
+    const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::optional<std::string> visible = dtr::worker::select_visible_devices(
+        devices, env ? std::optional<std::string_view>(env) : std::nullopt);
+    if (visible) setenv("CUDA_VISIBLE_DEVICES", visible->c_str(), 1);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  for (const auto& d : dtr::worker::describe_devices())
+    spdlog::info("cuda:{}: {}, {} MiB, compute capability {}.{}", d.index, d.name,
+                 d.total_memory >> 20, d.compute_major, d.compute_minor);
+  if (dtr::cuda_device_count() == 0)
+    spdlog::info("no CUDA device: {}", dtr::cuda_unavailable_reason());
   dtr::protocol::tune_allocator_for_large_messages();
   dtr::set_cpu_memory_limit(memory_limit);
   if (memory_limit > 0) spdlog::info("memory limit: {} bytes of tensors", memory_limit);

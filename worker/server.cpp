@@ -27,10 +27,12 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
+#include "worker/devices.hpp"
 #include "worker/session.hpp"
 
 namespace dtr::worker {
@@ -441,6 +443,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   so.threads = opt.threads;
   so.collective_timeout = opt.collective_timeout;
   so.security = opt.security;
+  so.devices = cuda_device_count();
   session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
   peer = identity ? *identity : std::string();
   peer_client = hello.client;
@@ -461,6 +464,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   cpu.total_memory = physical_memory();
   cpu.free_memory = available_memory();
   reply.devices.push_back(std::move(cpu));
+  for (proto::DeviceInfo& d : describe_devices()) reply.devices.push_back(std::move(d));
   if (!send(identity, proto::encode(reply))) end_session("master went away before the reply");
 }
 

@@ -19,6 +19,7 @@
 
 #include "dtr/process_group.hpp"
 #include "protocol/codec.hpp"
+#include "tensor/cuda/cuda.hpp"
 #include "worker/executor.hpp"
 
 namespace dtr::worker {
@@ -59,6 +60,8 @@ std::string_view command_name(const Command& c) {
       return "wait_event";
     case CmdType::SendPeer:
       return "send_to_node";
+    case CmdType::ToDevice:
+      return "to_device";
     case CmdType::RecvPeer:
       return "recv_from_node";
     case CmdType::NewGroup:
@@ -121,6 +124,10 @@ struct Slot {
   std::mutex mu;
   Failure failure;
   std::vector<StreamPtr> waiters;
+  // A CUDA tensor: its latest write's completion on the device, and the CUDA stream that
+  // wrote it (under mu). Readers on other CUDA streams wait for it on the device.
+  std::shared_ptr<cuda::Event> written;
+  cuda::StreamHandle written_on = nullptr;
 
   static std::shared_ptr<Slot> of(local::Tensor t) {
     auto s = std::make_shared<Slot>();
@@ -209,6 +216,9 @@ struct Barrier {
   CmdType type = CmdType::Sync;
   uint64_t request = 0;
   int64_t live_tensors = 0;
+  int32_t device = -1;  // Stats: whose memory
+  std::mutex mu;
+  std::string device_failure;  // a stream's CUDA work failed (reported with the reply)
 };
 
 struct Task {
@@ -221,7 +231,8 @@ struct Task {
     Barrier,
     SendPeer,
     RecvPeer,
-    Collective
+    Collective,
+    ToDevice
   };
   Kind kind = Kind::Op;
   const Command* cmd = nullptr;  // lives in the batch that the stream's last task of it holds
@@ -338,6 +349,18 @@ struct Session::Impl {
   void dispatch_new_group(const Command& c);
   void dispatch_collective(const Command& c, const StreamPtr& stream);
   bool run_recv_peer(const StreamPtr& self, Task& t);
+  bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
+  void dispatch_to_device(const Command& c, const StreamPtr& stream);
+  // A command's device exists here; otherwise the failure is recorded (for `c.out` when it
+  // is a new tensor) and false returned.
+  bool check_device(const Command& c);
+  // ---- CUDA (executor threads) ----
+  // `slot`'s tensor, ready to be read or written by stream `s`: a CUDA tensor last written
+  // on another CUDA stream is waited for on the device, and its memory kept from reuse
+  // until what `s` queues on it has run.
+  static local::Tensor use(Stream& s, Slot& slot);
+  // Notes that `s` has just queued a write of `t` (a CUDA tensor) into `slot`.
+  static void wrote(Stream& s, Slot& slot, const local::Tensor& t);
 
   Emit emit;
   SessionOptions options;
@@ -387,6 +410,29 @@ struct Stream : Runnable, std::enable_shared_from_this<Stream> {
   bool wake_pending = false;
   // Only the thread running the stream touches these.
   Failure pending_failure;  // first failure since the stream's last record
+  // This stream's CUDA stream on each device it used, made on first use.
+  std::vector<std::unique_ptr<cuda::Stream>> cuda_streams;
+  cuda::StreamHandle cuda_stream(int device) {
+    if (device < 0) return nullptr;
+    if (cuda_streams.size() <= static_cast<size_t>(device))
+      cuda_streams.resize(static_cast<size_t>(device) + 1);
+    auto& cs = cuda_streams[static_cast<size_t>(device)];
+    if (!cs) cs = std::make_unique<cuda::Stream>(device);
+    return cs->handle();
+  }
+  // Waits until the CUDA work this stream queued has run; "" or why it failed.
+  std::string finish_cuda() {
+    std::string why;
+    for (const auto& cs : cuda_streams) {
+      if (!cs) continue;
+      try {
+        cs->synchronize();
+      } catch (const std::exception& e) {
+        if (why.empty()) why = e.what();
+      }
+    }
+    return why;
+  }
 };
 
 void wake(const StreamPtr& s) {
@@ -669,6 +715,7 @@ void Session::Impl::barrier(const Command& c) {
   b->type = c.type;
   b->request = c.request;
   b->live_tensors = static_cast<int64_t>(table.size());
+  b->device = c.type == CmdType::Stats ? c.device : -1;
   b->remaining.store(streams.size() + retired.size());
   auto add = [&](const StreamPtr& s) {
     Task t;
@@ -707,8 +754,19 @@ void Session::Impl::put(const Command& c, std::span<const PayloadFrame> payloads
       storage = Storage::allocate(frame.size);
       if (frame.size) std::memcpy(storage->data(), frame.data, frame.size);
     }
-    table[c.out] =
-        Slot::of(local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)));
+    local::Tensor host(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape));
+    if (c.device < 0) {
+      table[c.out] = Slot::of(std::move(host));
+      return;
+    }
+    // On the device's default stream; streams that read it wait for its event.
+    cuda::StreamScope scope(c.device, nullptr);
+    local::Tensor on_device = host.to_device(c.device);
+    auto written = std::make_shared<cuda::Event>(c.device);
+    written->record(nullptr);
+    SlotPtr slot = Slot::of(std::move(on_device));
+    slot->written = std::move(written);
+    table[c.out] = std::move(slot);
   } catch (const std::exception& e) {
     fail(e.what());
   }
@@ -754,7 +812,7 @@ void Session::Impl::dispatch_op(const Command& c, const StreamPtr& stream) {
 void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> payloads) {
   switch (c.type) {
     case CmdType::Put:
-      if (stream_of(c)) put(c, payloads);
+      if (stream_of(c) && check_device(c)) put(c, payloads);
       return;
     case CmdType::Free:
       if (table.erase(c.inputs[0]) == 0)
@@ -762,6 +820,15 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
       return;
     case CmdType::Sync:
     case CmdType::Stats:
+      if (c.type == CmdType::Stats && c.device >= options.devices) {
+        protocol::Reply r;
+        r.type = protocol::ReplyType::ProtocolError;
+        r.request = c.request;
+        r.message = fmt::format("memory_stats: this node has no CUDA device {} (it has {})",
+                                c.device, options.devices);
+        emit(Outgoing{protocol::encode(r), {}, -1});
+        return;
+      }
       barrier(c);
       return;
     case CmdType::CreateStream: {
@@ -845,12 +912,15 @@ void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> pay
     case CmdType::SendPeer:
     case CmdType::RecvPeer:
     case CmdType::Collective:
+    case CmdType::ToDevice:
       break;
   }
 
   StreamPtr stream = stream_of(c);
   if (!stream) return;
+  if (!check_device(c)) return;
   if (c.type == CmdType::RunOp) return dispatch_op(c, stream);
+  if (c.type == CmdType::ToDevice) return dispatch_to_device(c, stream);
   if (c.type == CmdType::Collective) return dispatch_collective(c, stream);
   Task t;
   t.cmd = &c;
@@ -970,9 +1040,19 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
       t.remote->waiter = self;
       return false;
     }
-    case Task::Kind::Barrier:
+    case Task::Kind::Barrier: {
+      // A sync point covers the device work the stream queued, not only its tasks.
+      std::string why = s.finish_cuda();
+      if (!why.empty()) {
+        std::lock_guard lock(t.barrier->mu);
+        if (t.barrier->device_failure.empty())
+          t.barrier->device_failure = fmt::format("stream {}: {}", s.id, why);
+      }
       if (t.barrier->remaining.fetch_sub(1) == 1) finish_barrier(*t.barrier);
       return true;
+    }
+    case Task::Kind::ToDevice:
+      return run_to_device(s, self, t);
     case Task::Kind::SendPeer:
       return run_send_peer(self, t);
     case Task::Kind::RecvPeer:
@@ -1092,28 +1172,45 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
                          fmt::format("the input on node {} (group rank {}) is failed",
                                      pg.ranks()[static_cast<size_t>(r)], r))));
     auto op = static_cast<ReduceOp>(c.reduce_op);
-    const local::Tensor& x = t.in[0]->tensor;
+    // A CUDA tensor goes through the host (staged copies on this stream's CUDA stream).
+    const local::Tensor x = use(*self, *t.in[0]);
+    const int device = x.device();
+    std::optional<cuda::StreamScope> scope;
+    if (device >= 0) scope.emplace(device, self->cuda_stream(device));
+    const local::Tensor host = device >= 0 ? x.cpu() : x;
+    auto publish = [&](local::Tensor out) {
+      if (device >= 0) {
+        out = out.to_device(device);
+        wrote(*self, *t.out, out);
+      }
+      t.out->publish(std::move(out));
+    };
     switch (c.collective) {
       case protocol::CollectiveKind::AllReduce:
       case protocol::CollectiveKind::Broadcast: {
-        local::Tensor buf = x.is_contiguous() ? x : x.contiguous();
+        local::Tensor buf = host.is_contiguous() ? host : host.contiguous();
         if (c.collective == protocol::CollectiveKind::AllReduce)
           pg.all_reduce(buf, op);
         else
           pg.broadcast(buf, c.root);
-        if (!x.is_contiguous()) local::Tensor(x).copy_(buf);
+        if (device >= 0) {
+          local::Tensor(x).copy_(buf.to_device(device));
+          wrote(*self, *t.in[0], x);
+        } else if (!x.is_contiguous()) {
+          local::Tensor(x).copy_(buf);
+        }
         break;
       }
       case protocol::CollectiveKind::AllGather: {
         local::Tensor out = local::empty(c.meta.shape, c.meta.dtype);
-        pg.all_gather_into_tensor(out, x.contiguous());
-        t.out->publish(std::move(out));
+        pg.all_gather_into_tensor(out, host.contiguous());
+        publish(std::move(out));
         break;
       }
       case protocol::CollectiveKind::ReduceScatter: {
         local::Tensor out = local::empty(c.meta.shape, c.meta.dtype);
-        pg.reduce_scatter_tensor(out, x.contiguous(), op);
-        t.out->publish(std::move(out));
+        pg.reduce_scatter_tensor(out, host.contiguous(), op);
+        publish(std::move(out));
         break;
       }
     }
@@ -1136,7 +1233,12 @@ bool Session::Impl::run_send_peer(const StreamPtr& self, Task& t) {
   n.from_node = node;
   n.token = c.token;
   try {
-    local::Tensor packed = t.in[0]->tensor.contiguous();
+    local::Tensor packed = use(*self, *t.in[0]);
+    if (packed.device() >= 0) {
+      cuda::StreamScope scope(packed.device(), self->cuda_stream(packed.device()));
+      packed = packed.cpu();
+    }
+    packed = packed.contiguous();
     emit(Outgoing{protocol::encode(n), {std::move(packed)}, peer});
   } catch (const std::exception& e) {
     RemoteFailure f = make_failure(c.inputs[0], "send_to_node", e.what());
@@ -1183,8 +1285,14 @@ bool Session::Impl::run_recv_peer(const StreamPtr& self, Task& t) {
       storage = Storage::allocate(frame.size);
       if (frame.size) std::memcpy(storage->data(), frame.data, frame.size);
     }
+    local::Tensor received(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape));
+    if (c.device >= 0) {
+      cuda::StreamScope scope(c.device, self->cuda_stream(c.device));
+      received = received.to_device(c.device);
+      wrote(*self, *t.out, received);
+    }
     w.payload.reset();
-    t.out->publish(local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape)));
+    t.out->publish(std::move(received));
   } catch (const std::exception& e) {
     fail_output(*self, t, root_failure(c.out, "recv_from_node", e.what()));
   }
@@ -1204,16 +1312,107 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
       fail_output(s, t, dependent_failure(target, d.name, c.inputs[i], *cause));
       return true;
     }
-    inputs[i] = t.in[i]->tensor;
   }
   try {
-    local::Tensor result = local::execute(
-        c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs, c.inplace);
+    for (uint8_t i = 0; i < c.n_inputs; ++i) inputs[i] = use(s, *t.in[i]);
+    const int device = c.n_inputs > 0 ? inputs[0].device() : c.device;
+    std::optional<cuda::StreamScope> scope;
+    if (device >= 0) scope.emplace(device, s.cuda_stream(device));
+    local::Tensor result =
+        local::execute(c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs,
+                       c.inplace, c.device);
+    if (result.device() >= 0) wrote(s, *t.out, result);
     if (!c.inplace) t.out->publish(std::move(result));
   } catch (const std::bad_alloc&) {
     fail_output(s, t, root_failure(target, d.name, "out of host memory"));
   } catch (const std::exception& e) {
     fail_output(s, t, root_failure(target, d.name, e.what()));
+  }
+  return true;
+}
+
+local::Tensor Session::Impl::use(Stream& s, Slot& slot) {
+  const local::Tensor& t = slot.tensor;
+  if (t.device() < 0) return t;
+  cuda::StreamHandle mine = s.cuda_stream(t.device());
+  std::lock_guard lock(slot.mu);
+  if (slot.written && slot.written_on != mine) {
+    slot.written->block(mine);
+    cuda::record_stream(*t.storage(), mine);
+  }
+  return t;
+}
+
+void Session::Impl::wrote(Stream& s, Slot& slot, const local::Tensor& t) {
+  cuda::StreamHandle mine = s.cuda_stream(t.device());
+  auto e = std::make_shared<cuda::Event>(t.device());
+  e->record(mine);
+  std::lock_guard lock(slot.mu);
+  slot.written = std::move(e);
+  slot.written_on = mine;
+}
+
+bool Session::Impl::check_device(const Command& c) {
+  if (c.device < options.devices) return true;
+  std::string message =
+      options.devices == 0
+          ? fmt::format("this node has no CUDA device (asked for cuda:{})", c.device)
+          : fmt::format("this node has no CUDA device {} (it has cuda:0 to cuda:{})", c.device,
+                        options.devices - 1);
+  const bool makes_tensor = c.type == CmdType::Put || c.type == CmdType::RecvPeer ||
+                            c.type == CmdType::ToDevice ||
+                            (c.type == CmdType::RunOp && !c.inplace) ||
+                            (c.type == CmdType::Collective && c.out != protocol::kNoTensor);
+  TensorId target = makes_tensor ? c.out : c.inputs[0];
+  Failure f = root_failure(target, command_name(c), std::move(message));
+  if (makes_tensor && c.out != protocol::kNoTensor && !table.count(c.out))
+    table[c.out] = Slot::failed_with(std::move(f));
+  return false;
+}
+
+void Session::Impl::dispatch_to_device(const Command& c, const StreamPtr& stream) {
+  if (!check_new_id(c.out, "to_device")) return;
+  auto it = table.find(c.inputs[0]);
+  if (it == table.end()) {
+    table[c.out] = Slot::failed_with(root_failure(
+        c.out, "to_device", fmt::format("input tensor %{} does not exist", c.inputs[0])));
+    return;
+  }
+  Task t;
+  t.kind = Task::Kind::ToDevice;
+  t.cmd = &c;
+  t.in[0] = it->second;
+  t.out = std::make_shared<Slot>();
+  table[c.out] = t.out;
+  stage(stream, std::move(t));
+}
+
+bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
+  const Command& c = *t.cmd;
+  if (!t.in[0]->ready_or_park(self)) return false;
+  if (Failure cause = t.in[0]->get_failure()) {
+    fail_output(s, t, dependent_failure(c.out, "to_device", c.inputs[0], *cause));
+    return true;
+  }
+  try {
+    local::Tensor in = use(s, *t.in[0]);
+    // Host to device runs on the target's stream; device to host or device to device on
+    // the source's.
+    const int device = in.device() >= 0 ? in.device() : c.device;
+    std::optional<cuda::StreamScope> scope;
+    if (device >= 0) scope.emplace(device, s.cuda_stream(device));
+    local::Tensor out = in.to_device(c.device);
+    if (out.device() >= 0) {
+      if (out.device() != device) {
+        // Device to device across devices: readers of `out` order on the target device.
+        scope.reset();
+        scope.emplace(out.device(), s.cuda_stream(out.device()));
+      }
+      wrote(s, *t.out, out);
+    }
+    t.out->publish(std::move(out));
+  } catch (const std::exception& e) {
+    fail_output(s, t, root_failure(c.out, "to_device", e.what()));
   }
   return true;
 }
@@ -1234,7 +1433,12 @@ bool Session::Impl::run_get(const StreamPtr& self, Task& t) {
     r.failures.push_back(*f);
   } else {
     try {
-      local::Tensor packed = t.in[0]->tensor.contiguous();
+      local::Tensor packed = use(*self, *t.in[0]);
+      if (packed.device() >= 0) {
+        cuda::StreamScope scope(packed.device(), self->cuda_stream(packed.device()));
+        packed = packed.cpu();  // returns once the bytes are here
+      }
+      packed = packed.contiguous();
       r.meta = packed.meta();
       out.payloads.push_back(std::move(packed));
     } catch (const std::exception& e) {
@@ -1251,6 +1455,11 @@ void Session::Impl::run_record(Stream& s, Task& t) {
   std::vector<EventState::Waiter> done;
   int64_t time_ns;
   Failure failure;
+  // The event completes when the device work queued before it has run too (waiters on
+  // this node and on other nodes are told then).
+  std::string why = s.finish_cuda();
+  if (!why.empty() && !s.pending_failure)
+    s.pending_failure = root_failure(protocol::kNoTensor, "record_event", why);
   {
     std::lock_guard lock(e.mu);
     if (t.target >= e.completed) {
@@ -1290,10 +1499,25 @@ void Session::Impl::finish_barrier(Barrier& b) {
       r.failures.push_back(more);
     }
     dropped_failures = 0;
+    std::lock_guard device_lock(b.mu);
+    if (!b.device_failure.empty() && r.failures.size() < protocol::kMaxErrorsPerReply)
+      r.failures.push_back(
+          make_failure(protocol::kNoTensor, "sync", "CUDA work failed: " + b.device_failure));
   } else {
     r.type = protocol::ReplyType::Stats;
-    MemoryStats s = cpu_memory_stats();
-    r.stats = protocol::MemoryStatsWire{s.bytes_in_use, s.peak_bytes, b.live_tensors};
+    if (b.device >= 0) {
+      try {
+        cuda::DeviceMemoryStats s = cuda::memory_stats(b.device);
+        r.stats =
+            protocol::MemoryStatsWire{s.allocated_bytes, s.peak_allocated_bytes, s.live_storages};
+      } catch (const std::exception& e) {
+        r.type = protocol::ReplyType::ProtocolError;
+        r.message = fmt::format("memory_stats(cuda:{}): {}", b.device, e.what());
+      }
+    } else {
+      MemoryStats s = cpu_memory_stats();
+      r.stats = protocol::MemoryStatsWire{s.bytes_in_use, s.peak_bytes, b.live_tensors};
+    }
   }
   emit(Outgoing{protocol::encode(r), {}, -1});
 }

@@ -77,6 +77,9 @@ struct SessionOptions {
   std::chrono::milliseconds collective_timeout{300000};
   // The links of the session's process group use the worker's key (dtr/security.hpp).
   SecurityConfig security;
+  // CUDA devices commands may name (cuda:0 to cuda:devices-1); the server passes
+  // cuda::device_count().
+  int devices = 0;
 };
 
 class Session {

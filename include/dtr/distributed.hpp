@@ -70,8 +70,15 @@ class DistributedTensor : public TensorOps<DistributedTensor> {
   using TensorOps<DistributedTensor>::to;
   // A copy on `node`, sent worker to worker (the master carries no bytes): this node's
   // current stream sends it when it gets there, and `node`'s current stream waits for it.
-  // Returns *this when the tensor already lives on `node`. Never blocks.
+  // Returns *this when the tensor already lives on `node`. A CUDA tensor is staged through
+  // the hosts; the copy lives on `node`'s CPU (move it on with cuda(k)). Never blocks.
   DistributedTensor to(int node) const;
+  // A copy on CUDA device `device` of the same node (-1: the node's CPU), made there
+  // asynchronously on the current stream (host<->device through pinned staging on the
+  // worker). Returns *this when it already lives there. Never blocks.
+  DistributedTensor to_device(int device) const;
+  DistributedTensor cpu() const { return to_device(-1); }
+  DistributedTensor cuda(int device = 0) const { return to_device(device); }
 
   // Engine hooks used by TensorOps.
   DistributedTensor apply(OpId op, const OpAttrs& attrs, const DistributedTensor* other) const;

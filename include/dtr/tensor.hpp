@@ -76,8 +76,17 @@ class Tensor : public TensorOps<Tensor> {
   bool defined() const { return storage_ != nullptr; }
   const TensorMeta& meta() const { return meta_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Where the bytes live: -1 the host, k CUDA device k (ops run there, on the calling
+  // thread's current stream of that device).
+  int device() const;
+  // This tensor on `device` (-1: the host): itself when already there, else a contiguous
+  // copy (host<->device through pinned staging). A copy to the host has finished when
+  // this returns; one to a device is ordered on the device's current stream.
+  Tensor to_device(int device) const;
+  Tensor cpu() const { return to_device(-1); }
+  Tensor cuda(int device = 0) const { return to_device(device); }
 
-  // Address of element 0 (the offset applied).
+  // Address of element 0 (the offset applied); a device address for a CUDA tensor.
   void* raw_data() const;
   // Typed address of element 0; throws DTypeError when T does not match dtype().
   template <typename T>
@@ -116,13 +125,19 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // Runs one op of the table on CPU tensors: checks it with the shape rule, allocates the
 // result (or aliases input 0 for views and in-place calls) and runs the kernel.
 // inputs.size() must be within the op's [min_inputs, max_inputs].
+// Inputs must all live on one device (else DeviceError naming the op and both); the
+// result lives there too. `device` places the result of a creation op (no inputs).
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace);
+Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace,
+               int device);
 // Runs the kernel of `op` into an already allocated `out` whose meta is what infer()
 // gives; the worker uses this when it has allocated the result itself.
 void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out);
 
 // --- creation ---
 Tensor empty(const Shape& shape, DType dtype = DType::Float32);
+// On `device` (-1: the host; k: CUDA device k, from its caching allocator).
+Tensor empty(const Shape& shape, DType dtype, int device);
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
 Tensor ones(const Shape& shape, DType dtype = DType::Float32);
 Tensor full(const Shape& shape, Scalar value, DType dtype = DType::Float32);

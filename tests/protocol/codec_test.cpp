@@ -101,6 +101,7 @@ Batch batch_of(std::vector<Command> commands) {
 void check_same_command(const Command& got, const Command& want) {
   CHECK(got.type == want.type);
   CHECK(got.stream == want.stream);
+  CHECK(got.device == want.device);
   switch (want.type) {
     case CmdType::RunOp:
       CHECK(got.op == want.op);
@@ -177,6 +178,11 @@ void check_same_command(const Command& got, const Command& want) {
       CHECK(got.inputs[0] == want.inputs[0]);
       CHECK(got.out == want.out);
       CHECK(got.meta == want.meta);
+      break;
+    case CmdType::ToDevice:
+      CHECK(got.inputs[0] == want.inputs[0]);
+      CHECK(got.n_inputs == 1);
+      CHECK(got.out == want.out);
       break;
   }
 }
@@ -299,7 +305,15 @@ Batch every_command() {
   coll.inputs[0] = 20;
   coll.out = 31;
   coll.meta = TensorMeta::contiguous(DType::Float64, {2, 2});
+  coll.device = 1;
   cmds.push_back(coll);
+  Command move;
+  move.type = CmdType::ToDevice;
+  move.inputs[0] = 20;
+  move.n_inputs = 1;
+  move.out = 32;
+  move.device = 255;
+  cmds.push_back(move);
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -319,6 +333,7 @@ constexpr size_t kCmdOut = kCmdInputs + 16;
 constexpr size_t kCmdNInts = kCmdOut + 8;
 constexpr size_t kCmdScalars = kCmdNInts + 1;
 constexpr size_t kCmdDType = kCmdScalars + 3;
+constexpr size_t kCmdDevice = kCmdDType + 1;
 constexpr uint16_t kAddCode = static_cast<uint16_t>(OpId::add);
 
 }  // namespace
@@ -650,6 +665,9 @@ TEST_SUITE("protocol/codec") {
                   "attribute dtype has unknown dtype code 5");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdDType, 0, 0xFF), 0),
                   "unknown dtype code 255");
+    CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, -2), 0),
+                  "command 0 has device -2, expected -1 (cpu) or 0 to 255");
+    CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, 256), 0), "device 256");
   }
 
   TEST_CASE("count rejections allocate nothing from the count") {
