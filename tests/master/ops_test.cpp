@@ -2,14 +2,24 @@
 // inputs: same kernels, so the results must match exactly (values, shape, dtype, and for
 // the handle the whole meta). Errors must match too: a call the local library rejects is
 // rejected by the master with the same message, or fails on the worker with it.
+//
+// Built with DTR_GPU_TESTS (the `gpu` label's binary), the same cases run on CUDA device 0:
+// in this process (local tensors moved with cuda()) and on a worker whose current device
+// is cuda:0, against the CPU results. Floating results may differ from the CPU's within a
+// few ulps (other summation orders, CUDA's libm); integers and bools must match exactly.
+// Without a device every case prints "SKIPPED: no CUDA device" (ctest reports it skipped).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "dtr/device.hpp"
 #include "master/cluster.hpp"
 
 namespace {
@@ -395,15 +405,18 @@ struct Outcome {
   TensorMeta meta;
 };
 
-Outcome run_local(const Case& c) {
+// On the host (device -1) or on CUDA device `device`; the value comes back to the host.
+Outcome run_local(const Case& c, int device = -1) {
   Outcome o;
   std::vector<Tensor> in;
-  for (const Tensor& t : c.inputs) in.push_back(t.clone());
+  for (const Tensor& t : c.inputs) in.push_back(t.clone().to_device(device));
   if (c.transpose_first) in[0] = in[0].t();
   try {
-    Tensor r = local::execute(c.op, in, c.attrs, c.inplace);
-    o.value = c.inplace ? in[0] : r;
-    o.meta = o.value.meta();
+    Tensor r = local::execute(c.op, in, c.attrs, c.inplace, device);
+    Tensor value = c.inplace ? in[0] : r;
+    CHECK(value.device() == device);
+    o.meta = value.meta();
+    o.value = value.cpu();
   } catch (const Error& e) {
     o.call_error = e.what();
   }
@@ -432,7 +445,7 @@ Outcome run_remote(const Case& c, int node) {
     return o;
   }
   CHECK(r.get_node() == node);
-  CHECK(r.get_device() == -1);
+  CHECK(r.get_device() == current_device());
   o.meta = r.meta();
   try {
     o.value = r.to_local();
@@ -445,11 +458,31 @@ Outcome run_remote(const Case& c, int node) {
 // Cases that failed on a worker (each leaves one failure for synchronize() to report).
 int g_worker_failures = 0;
 
+// Floats within a few ulps of each other (exact for the other dtypes).
+bool close_values(const Tensor& a, const Tensor& b, std::string* why) {
+  if (!is_floating(a.dtype()) || a.dtype() != b.dtype() || !(a.shape() == b.shape()))
+    return same_values(a, b, why);
+  const double tol = a.dtype() == DType::Float32 ? 2e-5 : 1e-12;
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]))) continue;
+    if (std::abs(x[i] - y[i]) <= tol * std::max(1.0, std::abs(y[i]))) continue;
+    if (why)
+      *why = "element " + std::to_string(i) + ": " + std::to_string(x[i]) + " vs " +
+             std::to_string(y[i]);
+    return false;
+  }
+  return true;
+}
+
 // Runs the case on both sides and CHECKs that they agree; true when both succeeded.
-bool check_case(const Case& c, int node) {
+// `other`: the second side (remote on `node` by default); `tolerant`: floats may differ
+// within a few ulps (a CUDA side).
+bool check_case(const Case& c, int node, const std::function<Outcome()>& other = {},
+                bool tolerant = false) {
   INFO("case: ", c.label, " on node ", node);
   Outcome l = run_local(c);
-  Outcome r = run_remote(c, node);
+  Outcome r = other ? other() : run_remote(c, node);
   if (!l.call_error.empty()) {
     // The local library rejected the call: the master must reject it at the call with the
     // same message (the shape rules), or the worker must fail with it (the kernels).
@@ -472,7 +505,8 @@ bool check_case(const Case& c, int node) {
   std::string why;
   if (c.compare_values) {
     INFO("remote ", r.value.to_string(), "\nlocal  ", l.value.to_string());
-    CHECK_MESSAGE(same_values(r.value, l.value, &why), why);
+    CHECK_MESSAGE(
+        tolerant ? close_values(r.value, l.value, &why) : same_values(r.value, l.value, &why), why);
   } else {
     CHECK(r.value.shape() == l.value.shape());
     CHECK(r.value.dtype() == l.value.dtype());
@@ -486,6 +520,7 @@ std::string op_names(const std::set<OpId>& ops) {
   return s;
 }
 
+#ifndef DTR_GPU_TESTS
 // Runs a TensorOps program on local tensors and on remote copies of them; both results
 // and both (possibly mutated) first inputs must match.
 template <typename F>
@@ -504,8 +539,11 @@ void check_program(const char* text, F&& fn, const Tensor& x, const Tensor& y) {
   check_program(                 \
       #expr, []([[maybe_unused]] auto& a, [[maybe_unused]] auto& b) { return expr; }, x, y)
 
+#endif
+
 }  // namespace
 
+#ifndef DTR_GPU_TESTS
 TEST_CASE("every op of the table gives the local library's result remotely") {
   Cluster cluster(2);
   Inputs in;
@@ -669,3 +707,52 @@ TEST_CASE("the handle methods and creation functions match the local library") {
   }
   CHECK_NOTHROW(synchronize());
 }
+#else   // DTR_GPU_TESTS
+
+namespace {
+// True (and "SKIPPED: ..." printed for ctest) when this machine has no CUDA device.
+bool no_gpu() {
+  if (cuda_device_count() > 0) return false;
+  std::printf("SKIPPED: no CUDA device (%s)\n", cuda_unavailable_reason().c_str());
+  return true;
+}
+
+// Every case of every op through `side` (CUDA) against the CPU; ops no case exercised are
+// reported.
+void check_every_op(int node, const std::function<Outcome(const Case&)>& side) {
+  Inputs in;
+  std::set<OpId> exercised;
+  int cases = 0;
+  for (const OpDef& d : all_ops()) {
+    for (const Case& c : cases_for(d, in)) {
+      ++cases;
+      if (check_case(
+              c, node, [&] { return side(c); }, true))
+        exercised.insert(d.id);
+    }
+  }
+  MESSAGE(cases, " cases over ", all_ops().size(), " ops");
+  std::set<OpId> missing;
+  for (const OpDef& d : all_ops())
+    if (!exercised.count(d.id)) missing.insert(d.id);
+  CHECK_MESSAGE(missing.empty(), "ops not exercised: ", op_names(missing));
+}
+}  // namespace
+
+TEST_CASE("gpu: every op of the table on cuda:0 in this process matches the CPU") {
+  if (no_gpu()) return;
+  check_every_op(0, [](const Case& c) { return run_local(c, 0); });
+}
+
+TEST_CASE("gpu: every op of the table on a worker's cuda:0 matches the CPU") {
+  if (no_gpu()) return;
+  Cluster cluster(1);
+  REQUIRE(device_count(0) >= 1);
+  device_guard on_gpu(0);
+  check_every_op(0, [](const Case& c) { return run_remote(c, 0); });
+  if (g_worker_failures > 0) {
+    CHECK_THROWS_AS(synchronize(), RemoteError);
+  }
+  CHECK_NOTHROW(synchronize());
+}
+#endif  // DTR_GPU_TESTS
