@@ -1,0 +1,203 @@
+// CUDA binary kernels: add, sub, mul, div, pow, maximum, minimum and the comparisons,
+// over two broadcast tensors or a tensor and a scalar operand (attrs.scalars[0], on the
+// left when scalar_first). One kernel per compute dtype and operand count serves every op
+// (the op is a runtime code in BinaryFn); contiguous same-shaped operands take the
+// vectorized kernel.
+//
+// Semantics are the CPU kernel's (tensor/kernels_elementwise.cpp): operands converted to
+// the result dtype (comparisons: to binary_operand_dtype) as they are loaded; wrapping
+// integer add/sub/mul; bool add = or, mul = and; div is true division (integral operands
+// compute in float32, there is no integer division); integer pow by squaring with wrapping
+// multiplies, a negative integer exponent refused with InvalidArgument before anything is
+// written; maximum/minimum return NaN when either operand is NaN. Float pow uses CUDA's
+// pow (within an ulp or two of glibc's); everything else is bit-for-bit the CPU's.
+//
+// The negative-exponent check of an integer pow whose exponent is a tensor reads the
+// exponent's minimum on the host: it waits for the current stream (the only call here that
+// does). A scalar exponent is checked without touching the device.
+//
+// Thread safety: any thread; launches on the calling thread's current stream.
+#include "tensor/cuda/kernels.cuh"
+
+namespace dtr::cuda::detail {
+
+namespace {
+
+enum class BOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+
+template <typename T>
+__device__ inline T int_pow(T base, T exp) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return base || !exp;
+  } else {
+    if (exp < 0) return 0;  // unreachable: the host refuses negative exponents first
+    T result = 1;
+    while (exp) {
+      if (exp & 1) result = wrap_mul(result, base);
+      exp >>= 1;
+      if (exp) base = wrap_mul(base, base);
+    }
+    return result;
+  }
+}
+
+template <typename T>
+struct BinaryFn {
+  BOp op = BOp::Add;
+  bool scalar_first = false;
+  T s{};  // the scalar operand (one-input form)
+
+  __device__ T apply(T u, T v) const {
+    switch (op) {
+      case BOp::Add:
+        return wrap_add(u, v);
+      case BOp::Sub:
+        return wrap_sub(u, v);
+      case BOp::Mul:
+        return wrap_mul(u, v);
+      case BOp::Div:
+        if constexpr (std::is_floating_point_v<T>)
+          return u / v;
+        else
+          return T(0);  // unreachable: refused on the host
+      case BOp::Pow:
+        if constexpr (std::is_same_v<T, float>)
+          return powf(u, v);
+        else if constexpr (std::is_same_v<T, double>)
+          return pow(u, v);
+        else
+          return int_pow(u, v);
+      case BOp::Maximum:
+        if (is_nan(u) || is_nan(v)) return std::numeric_limits<T>::quiet_NaN();
+        return u > v ? u : v;
+      case BOp::Minimum:
+        if (is_nan(u) || is_nan(v)) return std::numeric_limits<T>::quiet_NaN();
+        return u < v ? u : v;
+      // Comparisons give 1 or 0 in T; the store converts to bool (nonzero).
+      case BOp::Eq:
+        return T(u == v);
+      case BOp::Ne:
+        return T(u != v);
+      case BOp::Lt:
+        return T(u < v);
+      case BOp::Le:
+        return T(u <= v);
+      case BOp::Gt:
+        return T(u > v);
+      case BOp::Ge:
+        return T(u >= v);
+    }
+    return T(0);
+  }
+  __device__ T operator()(T u, T v) const { return apply(u, v); }
+  __device__ T operator()(T u) const { return scalar_first ? apply(s, u) : apply(u, s); }
+};
+
+BOp binary_code(const OpDef& d) {
+  switch (d.id) {
+    case OpId::add:
+      return BOp::Add;
+    case OpId::sub:
+      return BOp::Sub;
+    case OpId::mul:
+      return BOp::Mul;
+    case OpId::div:
+      return BOp::Div;
+    case OpId::pow:
+      return BOp::Pow;
+    case OpId::maximum:
+      return BOp::Maximum;
+    case OpId::minimum:
+      return BOp::Minimum;
+    case OpId::eq:
+      return BOp::Eq;
+    case OpId::ne:
+      return BOp::Ne;
+    case OpId::lt:
+      return BOp::Lt;
+    case OpId::le:
+      return BOp::Le;
+    case OpId::gt:
+      return BOp::Gt;
+    case OpId::ge:
+      return BOp::Ge;
+    default:
+      fail<InvalidArgument>(d.name, "is not a binary op");
+  }
+}
+
+// *lowest = min(*lowest, every negative element of t converted to T).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    negative_min_kernel(const char* p, DType dt, Indexer<1> ix, int64_t n,
+                        unsigned long long* lowest) {
+  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  long long local = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    T v = load_as<T>(p + off[0], dt);
+    if (v < local) local = v;
+  }
+  if (local < 0) atomicMin(reinterpret_cast<long long*>(lowest), local);
+}
+
+// The smallest element of t (as T) when it is negative, else 0. Waits for the stream.
+template <typename T>
+int64_t lowest_negative(const Ctx& c, const local::Tensor& t) {
+  const int64_t n = t.numel();
+  if (n == 0) return 0;
+  std::shared_ptr<Storage> tmp = allocate(c.device, sizeof(long long));
+  check_cuda(c, "cudaMemsetAsync", cudaMemsetAsync(tmp->data(), 0, sizeof(long long), c.stream));
+  Indexer<1> ix =
+      make_indexer<1>(t.shape(), {t.strides()}, {static_cast<int64_t>(element_size(t.dtype()))});
+  negative_min_kernel<T><<<grid_for(c, n), kThreads, 0, c.stream>>>(
+      static_cast<const char*>(t.raw_data()), t.dtype(), ix, n,
+      static_cast<unsigned long long*>(tmp->data()));
+  check_launch(c, "pow exponent check kernel");
+  long long lowest = 0;
+  check_cuda(
+      c, "cudaMemcpyAsync",
+      cudaMemcpyAsync(&lowest, tmp->data(), sizeof(long long), cudaMemcpyDeviceToHost, c.stream));
+  check_cuda(c, "cudaStreamSynchronize", cudaStreamSynchronize(c.stream));
+  return lowest;
+}
+
+}  // namespace
+
+void binary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+               const local::Tensor& out) {
+  // Comparisons compute in the dtype both operands promote to; the rest in the result's.
+  DType compute = out.dtype();
+  if (d.dtype_rule == DTypeRule::ToBool) {
+    std::array<TensorMeta, 2> metas{in[0].meta(), in.size() == 2 ? in[1].meta() : TensorMeta{}};
+    compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
+  }
+  const BOp op = binary_code(d);
+  dispatch(compute, [&]<typename T>() {
+    const bool scalar = in.size() == 1;
+    BinaryFn<T> f;
+    f.op = op;
+    f.scalar_first = scalar && a.scalar_first;
+    f.s = scalar ? a.scalars[0].to<T>() : T(0);
+    if constexpr (!std::is_floating_point_v<T>) {
+      if (op == BOp::Div) fail<InvalidArgument>(d.name, "has no kernel for {}", compute);
+    }
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (op == BOp::Pow) {
+        // Refuse before writing anything, so an in-place pow_ never half-updates.
+        int64_t lowest = f.s;  // the exponent: y, x when the scalar is the base, else s
+        if (!scalar || f.scalar_first) lowest = lowest_negative<T>(c, scalar ? in[0] : in[1]);
+        if (lowest < 0)
+          fail<InvalidArgument>(
+              "pow", "integers to negative integer powers are not allowed (exponent {})", lowest);
+      }
+    }
+    if (scalar)
+      launch_elementwise<T, 1, true>(c, out, {&in[0]}, f, "binary kernel");
+    else
+      launch_elementwise<T, 2, true>(c, out, {&in[0], &in[1]}, f, "binary kernel");
+  });
+}
+
+}  // namespace dtr::cuda::detail

@@ -1,0 +1,331 @@
+// CUDA elementwise kernels: the unary ops, clamp, copy_into (broadcast and dtype
+// conversion) and fill, plus the host helpers every kernel file shares (errors, device
+// guard, device checks, launch sizes, temporaries). One strided kernel per compute dtype
+// serves every unary op, clamp and copy (the op is a runtime code in UnaryFn); contiguous
+// operands of the compute dtype take the vectorized kernel (16-byte loads).
+//
+// Semantics are the CPU kernels' (tensor/kernels_elementwise.cpp): wrapping integer neg
+// and abs, relu, clamp with open ends that passes NaN through, integral/bool inputs of the
+// float ops converted to float32 first, copy conversions saturating (NaN to 0) and "nonzero"
+// into bool. Float math (exp, log, sin, cos, tanh, sigmoid) uses CUDA's libdevice, which
+// may differ from glibc by an ulp or two; neg, abs, relu, sqrt and rsqrt (IEEE sqrt and
+// division) and every conversion are bit-for-bit the CPU's.
+//
+// Thread safety: any thread; every function launches on the calling thread's current
+// stream of the tensors' device and returns without waiting for the kernels.
+#include <atomic>
+#include <cstring>
+
+#include "tensor/cuda/kernels.cuh"
+
+namespace dtr::cuda::detail {
+
+// ---- shared host helpers ----
+
+void throw_cuda(const Ctx& c, std::string_view what, cudaError_t err) {
+  cudaGetLastError();  // clear a non-sticky error so that later calls do not see it again
+  fail<DeviceError>(c.op, "{} failed on cuda:{}: {} ({})", what, c.device, cudaGetErrorString(err),
+                    cudaGetErrorName(err));
+}
+
+DeviceGuard::DeviceGuard(const Ctx& c) : device_(c.device) {
+  check_cuda(c, "cudaGetDevice", cudaGetDevice(&previous_));
+  if (previous_ != device_) check_cuda(c, "cudaSetDevice", cudaSetDevice(device_));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+}
+
+namespace {
+std::string device_name(int device) {
+  return device < 0 ? std::string("cpu") : fmt::format("cuda:{}", device);
+}
+}  // namespace
+
+int common_device(std::string_view op, std::span<const local::Tensor> inputs,
+                  const local::Tensor& out) {
+  if (!out.defined()) fail<InvalidArgument>(op, "called with an undefined output tensor");
+  const int device = out.storage()->device();
+  for (const local::Tensor& t : inputs) {
+    if (!t.defined()) fail<InvalidArgument>(op, "called on an undefined tensor");
+    int other = t.storage()->device();
+    if (other != device)
+      fail<DeviceError>(op, "expected all tensors on one device, got {} and {}",
+                        device_name(device), device_name(other));
+  }
+  if (device < 0) fail<DeviceError>(op, "the CUDA kernels were given tensors on the cpu");
+  return device;
+}
+
+Ctx make_ctx(std::string_view op, int device) {
+  return Ctx{op, device, static_cast<cudaStream_t>(current_stream(device))};
+}
+
+int sm_count(const Ctx& c) {
+  constexpr int kCached = 64;
+  static std::atomic<int> cache[kCached] = {};
+  if (c.device < kCached) {
+    int v = cache[c.device].load(std::memory_order_relaxed);
+    if (v > 0) return v;
+  }
+  int v = 0;
+  check_cuda(c, "cudaDeviceGetAttribute",
+             cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, c.device));
+  if (v < 1) v = 1;
+  if (c.device < kCached) cache[c.device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+local::Tensor empty_on(const Ctx& c, const Shape& shape, DType dtype) {
+  TensorMeta m = TensorMeta::contiguous(dtype, shape);
+  size_t bytes = static_cast<size_t>(m.numel()) * element_size(dtype);
+  return local::Tensor(allocate(c.device, bytes > 0 ? bytes : 1), m);
+}
+
+local::Tensor contiguous_on(const Ctx& c, const local::Tensor& t) {
+  if (t.meta().is_contiguous()) return t;
+  local::Tensor out = empty_on(c, t.shape(), t.dtype());
+  copy_impl(c, out, t);
+  return out;
+}
+
+// ---- unary ops, clamp, copy: one functor, the op a runtime code ----
+
+namespace {
+
+enum class UOp : uint8_t {
+  Copy,
+  Neg,
+  Abs,
+  Relu,
+  Clamp,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid
+};
+
+template <typename T>
+struct UnaryFn {
+  UOp op = UOp::Copy;
+  bool has_lo = false, has_hi = false;
+  T lo{}, hi{};
+
+  __device__ T operator()(T v) const {
+    switch (op) {
+      case UOp::Copy:
+        return v;
+      case UOp::Neg:
+        return wrap_sub(T(0), v);
+      case UOp::Abs:
+        if constexpr (std::is_floating_point_v<T>)
+          return fabs(v);
+        else
+          return v < T(0) ? wrap_sub(T(0), v) : v;
+      case UOp::Relu:
+        return v > T(0) ? v : T(0);
+      case UOp::Clamp:
+        if (is_nan(v)) return v;
+        if (has_lo && v < lo) v = lo;
+        if (has_hi && v > hi) v = hi;
+        return v;
+      default:
+        break;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      switch (op) {
+        case UOp::Exp:
+          return expf(v);
+        case UOp::Log:
+          return logf(v);
+        case UOp::Sqrt:
+          return sqrtf(v);
+        case UOp::Rsqrt:
+          return 1.0f / sqrtf(v);
+        case UOp::Sin:
+          return sinf(v);
+        case UOp::Cos:
+          return cosf(v);
+        case UOp::Tanh:
+          return tanhf(v);
+        case UOp::Sigmoid:
+          return 1.0f / (1.0f + expf(-v));
+        default:
+          break;
+      }
+    } else if constexpr (std::is_same_v<T, double>) {
+      switch (op) {
+        case UOp::Exp:
+          return exp(v);
+        case UOp::Log:
+          return log(v);
+        case UOp::Sqrt:
+          return sqrt(v);
+        case UOp::Rsqrt:
+          return 1.0 / sqrt(v);
+        case UOp::Sin:
+          return sin(v);
+        case UOp::Cos:
+          return cos(v);
+        case UOp::Tanh:
+          return tanh(v);
+        case UOp::Sigmoid:
+          return 1.0 / (1.0 + exp(-v));
+        default:
+          break;
+      }
+    }
+    return v;  // unreachable: the host refuses float ops on other dtypes
+  }
+};
+
+bool float_only(UOp op) {
+  return op != UOp::Copy && op != UOp::Neg && op != UOp::Abs && op != UOp::Relu && op != UOp::Clamp;
+}
+
+template <typename T>
+void run_unary(const Ctx& c, const local::Tensor& out, const local::Tensor& in, UnaryFn<T> f) {
+  launch_elementwise<T, 1>(c, out, {&in}, f, "unary kernel");
+}
+
+void run_unary_any(const Ctx& c, std::string_view name, UOp op, const local::Tensor& out,
+                   const local::Tensor& in) {
+  dispatch(out.dtype(), [&]<typename T>() {
+    if constexpr (!std::is_floating_point_v<T>) {
+      if (float_only(op))
+        fail<DTypeError>(name, "expected a floating point tensor, got {}", out.dtype());
+    }
+    UnaryFn<T> f;
+    f.op = op;
+    run_unary<T>(c, out, in, f);
+  });
+}
+
+}  // namespace
+
+void unary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs&,
+              const local::Tensor& out) {
+  UOp op;
+  switch (d.id) {
+    case OpId::neg:
+      op = UOp::Neg;
+      break;
+    case OpId::abs:
+      op = UOp::Abs;
+      break;
+    case OpId::relu:
+      op = UOp::Relu;
+      break;
+    case OpId::exp:
+      op = UOp::Exp;
+      break;
+    case OpId::log:
+      op = UOp::Log;
+      break;
+    case OpId::sqrt:
+      op = UOp::Sqrt;
+      break;
+    case OpId::rsqrt:
+      op = UOp::Rsqrt;
+      break;
+    case OpId::sin:
+      op = UOp::Sin;
+      break;
+    case OpId::cos:
+      op = UOp::Cos;
+      break;
+    case OpId::tanh:
+      op = UOp::Tanh;
+      break;
+    case OpId::sigmoid:
+      op = UOp::Sigmoid;
+      break;
+    default:
+      fail<InvalidArgument>(d.name, "is not a unary op");
+  }
+  // As the CPU kernel: the input converted to the result's dtype (int -> float32 for exp).
+  run_unary_any(c, d.name, op, out, in[0]);
+}
+
+void clamp_op(const Ctx& c, std::span<const local::Tensor> in, const OpAttrs& a,
+              const local::Tensor& out) {
+  dispatch(out.dtype(), [&]<typename T>() {
+    UnaryFn<T> f;
+    f.op = UOp::Clamp;
+    f.has_lo = !a.scalars[0].is_none();
+    f.has_hi = !a.scalars[1].is_none();
+    f.lo = f.has_lo ? a.scalars[0].to<T>() : T(0);
+    f.hi = f.has_hi ? a.scalars[1].to<T>() : T(0);
+    run_unary<T>(c, out, in[0], f);
+  });
+}
+
+void copy_impl(const Ctx& c, const local::Tensor& dst, const local::Tensor& src) {
+  if (dst.numel() == 0) return;
+  if (dst.dtype() == src.dtype() && dst.shape() == src.shape() && dst.meta().is_contiguous() &&
+      src.meta().is_contiguous()) {
+    if (dst.raw_data() == src.raw_data()) return;
+    check_cuda(c, "cudaMemcpyAsync",
+               cudaMemcpyAsync(dst.raw_data(), src.raw_data(),
+                               static_cast<size_t>(dst.numel()) * element_size(dst.dtype()),
+                               cudaMemcpyDeviceToDevice, c.stream));
+    return;
+  }
+  // The compute type is dst's: load_as converts each source element as copy_into does.
+  dispatch(dst.dtype(), [&]<typename T>() { run_unary<T>(c, dst, src, UnaryFn<T>{}); });
+}
+
+namespace {
+template <typename T>
+struct Constant {
+  T v;
+  __device__ T operator()(int64_t) const { return v; }
+};
+}  // namespace
+
+void fill_impl(const Ctx& c, const local::Tensor& t, Scalar v) {
+  if (t.numel() == 0) return;
+  dispatch(t.dtype(), [&]<typename T>() {
+    const T value = v.to<T>();
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    bool zero = true;
+    for (unsigned char b : bytes) zero = zero && b == 0;
+    if (zero && t.meta().is_contiguous()) {
+      check_cuda(
+          c, "cudaMemsetAsync",
+          cudaMemsetAsync(t.raw_data(), 0, static_cast<size_t>(t.numel()) * sizeof(T), c.stream));
+      return;
+    }
+    launch_generate<T>(c, t, Constant<T>{value}, "fill kernel");
+  });
+}
+
+}  // namespace dtr::cuda::detail
+
+namespace dtr::cuda {
+
+void copy_into(const local::Tensor& dst, const local::Tensor& src) {
+  int device = detail::common_device("copy", std::span<const local::Tensor>(&src, 1), dst);
+  detail::Ctx c = detail::make_ctx("copy", device);
+  detail::DeviceGuard guard(c);
+  Shape b = broadcast_shapes("copy", dst.shape(), src.shape());
+  if (!(b == dst.shape()))
+    detail::fail<ShapeError>("copy", "source shape {} does not broadcast to destination shape {}",
+                             src.shape(), dst.shape());
+  detail::copy_impl(c, dst, src);
+}
+
+void fill(const local::Tensor& t, Scalar v) {
+  int device = detail::common_device("fill", {}, t);
+  detail::Ctx c = detail::make_ctx("fill", device);
+  detail::DeviceGuard guard(c);
+  detail::fill_impl(c, t, v);
+}
+
+}  // namespace dtr::cuda
