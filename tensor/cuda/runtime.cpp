@@ -200,6 +200,17 @@ struct Staging {
   int event_device = -1;
   bool pending = false;  // event recorded after the last copy that used ptr
 
+  // True while the last copy that used the buffer may still run.
+  bool busy() {
+    if (!pending) return false;
+    cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) {
+      pending = false;
+      return false;
+    }
+    (void)cudaGetLastError();  // not ready; an error is reported by wait()
+    return true;
+  }
   void wait() {
     if (!pending) return;
     check(cudaEventSynchronize(event), "cudaEventSynchronize (staging buffer)", event_device);
@@ -232,12 +243,23 @@ class StagingCache {
   // (call wait() before writing it). Needs `device` current.
   Staging acquire(size_t nbytes, int device) {
     {
+      // An idle cached buffer; else a new one while the cache is not full; else the
+      // smallest that fits, which the caller waits for.
       std::lock_guard lock(mu_);
-      auto it = free_.lower_bound(nbytes);
-      if (it != free_.end()) {
-        Staging s = it->second;
+      auto first = free_.lower_bound(nbytes);
+      auto pick = free_.end();
+      int scanned = 0;
+      for (auto it = first; it != free_.end() && scanned < 8; ++it, ++scanned)
+        if (!it->second.busy()) {
+          pick = it;
+          break;
+        }
+      if (pick == free_.end() && first != free_.end() && cached_ >= kMaxStagingCached / 2)
+        pick = first;
+      if (pick != free_.end()) {
+        Staging s = pick->second;
         cached_ -= s.size;
-        free_.erase(it);
+        free_.erase(pick);
         return s;
       }
     }
@@ -647,9 +669,9 @@ void copy_between(const local::Tensor& dst, const local::Tensor& src) {
   enable_peer_access(dd, sd);
   StreamHandle dst_stream = current_stream(dd);
   local::Tensor from = src;
-  if (!src.is_contiguous()) {
-    // Made contiguous on src's device and stream; dst's stream waits for that, and the
-    // temporary's block is not reused before dst's stream has read it.
+  const bool staged = !src.is_contiguous();
+  if (staged) {
+    // Made contiguous on src's device and its current stream; dst's stream waits for that.
     DeviceGuard guard(sd);
     from = device_temporary(sd, src.meta());
     copy_into(from, src);
@@ -657,13 +679,22 @@ void copy_between(const local::Tensor& dst, const local::Tensor& src) {
     ready.record(current_stream(sd));
     DeviceGuard to_dst(dd);
     ready.block(dst_stream);
-    record_stream(*from.storage(), dst_stream);
   }
-  DeviceGuard guard(dd);
-  local::Tensor to = dst.is_contiguous() ? dst : device_temporary(dd, dst.meta());
-  check(cudaMemcpyPeerAsync(to.raw_data(), dd, from.raw_data(), sd, n, as_stream(dst_stream)),
-        fmt::format("cudaMemcpyPeerAsync (from cuda:{})", sd), dd);
-  if (!dst.is_contiguous()) copy_into(dst, to);
+  {
+    DeviceGuard guard(dd);
+    local::Tensor to = dst.is_contiguous() ? dst : device_temporary(dd, dst.meta());
+    check(cudaMemcpyPeerAsync(to.raw_data(), dd, from.raw_data(), sd, n, as_stream(dst_stream)),
+          fmt::format("cudaMemcpyPeerAsync (from cuda:{})", sd), dd);
+    if (!dst.is_contiguous()) copy_into(dst, to);  // dst's stream: after the copy
+  }
+  if (staged) {
+    // The temporary goes back to the cache of src's stream: that stream waits for the
+    // copy, so that no later use of the block there overtakes it.
+    Event copied(dd);
+    copied.record(dst_stream);
+    DeviceGuard guard(sd);
+    copied.block(current_stream(sd));
+  }
 }
 
 }  // namespace dtr::cuda

@@ -41,6 +41,8 @@ struct FakeDevice {
   int failed_allocs = 0;
   int raw_frees = 0;
   int syncs = 0;
+  bool fail_records = false;  // record_event throws, as a CUDA error would
+  bool fail_syncs = false;
   intptr_t next_event = 1;
   struct EventState {
     StreamHandle stream = nullptr;
@@ -111,6 +113,7 @@ class FakeBackend : public AllocatorBackend {
   }
   void record_event(EventHandle e, StreamHandle s) override {
     std::lock_guard lock(d_->mu);
+    if (d_->fail_records) throw dtr::DeviceError("cudaEventRecord on cuda:3: fake failure");
     auto& ev = d_->events.at(reinterpret_cast<intptr_t>(e));
     ev.stream = s;
     ev.done = false;
@@ -121,6 +124,7 @@ class FakeBackend : public AllocatorBackend {
   }
   void synchronize() override {
     std::lock_guard lock(d_->mu);
+    if (d_->fail_syncs) throw dtr::DeviceError("cudaDeviceSynchronize on cuda:3: fake failure");
     d_->syncs++;
     for (auto& [id, e] : d_->events) e.done = true;
   }
@@ -297,6 +301,32 @@ TEST_CASE("cuda allocator: record_stream holds a block until the other streams' 
     f.alloc.record_stream(&local, B);
     z.reset();
     CHECK(f.dev->pending_events() == 0);
+  }
+}
+
+TEST_CASE("cuda allocator: a block whose event cannot be recorded is reused only when safe") {
+  Fixture f;
+  f.dev->fail_records = true;
+  auto s = f.alloc.allocate(1000, A);
+  void* p = s->data();
+  f.alloc.record_stream(p, B);
+  SUBCASE("the device is synchronized instead") {
+    s.reset();  // never throws from a storage's destructor
+    CHECK(f.dev->syncs == 1);
+    auto again = f.alloc.allocate(1000, A);
+    CHECK(again->data() == p);
+  }
+  SUBCASE("or, when that fails too, the block is never reused") {
+    f.dev->fail_syncs = true;
+    s.reset();
+    auto again = f.alloc.allocate(1000, A);
+    CHECK(again->data() != p);
+    again.reset();
+    f.alloc.empty_cache();  // its segment cannot go back
+    auto st = f.alloc.stats();
+    CHECK(st.driver_frees == 0);
+    CHECK(st.allocated_bytes == 0);
+    CHECK(st.cached_bytes == static_cast<int64_t>(2 * MiB));
   }
 }
 
