@@ -59,6 +59,10 @@ int common_device(std::string_view op, std::span<const local::Tensor> inputs,
 }
 
 Ctx make_ctx(std::string_view op, int device) {
+  // Clear a stale non-sticky error left by an unrelated runtime call (cudaErrorNotReady of
+  // a query), so that check_launch reports only what our launches caused. Sticky errors
+  // (a faulted kernel) cannot be cleared and are reported by the next check.
+  cudaGetLastError();
   return Ctx{op, device, static_cast<cudaStream_t>(current_stream(device))};
 }
 
