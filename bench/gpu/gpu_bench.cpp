@@ -1,0 +1,740 @@
+// dtr_gpu_bench: the CUDA backend of dtr against hand-written CUDA / cuBLAS baselines,
+// each pair measured in the same run, on the same device buffers where both can use them.
+//
+//   1 add        a.add_(b) over two 1 GiB float32 tensors on cuda:0 (the local engine),
+//                GB/s counting 3 GiB (a and b read, a written). Baseline: cudaMemcpyAsync
+//                device to device of 1 GiB (b into a cudaMalloc'd buffer), GB/s counting
+//                2 GiB (read + written). Goal: ratio of the two GB/s >= 0.8. Also reported
+//                (info): `c = a + b` with a fresh output from dtr's caching allocator.
+//   2 matmul     A.matmul(B), 8192 x 8192 float32 on cuda:0, TFLOP/s counting 2 n^3.
+//                Baseline: cublasSgemm (default math mode, so FP32) on the same A and B
+//                buffers into a cudaMalloc'd C. Goal: ratio >= 0.95. Also reported
+//                (baseline only: dtr has no TF32 switch): cublasGemmEx with
+//                CUBLAS_COMPUTE_32F_FAST_TF32. Results are checked on 64 sampled entries
+//                against a double-precision reference computed on the host.
+//   3 dispatch   One dtr-worker started here (the dtr-worker of this build, or
+//                $DTR_WORKER_BIN) on a loopback port: N x.add_(1.0) on a 4-element float32
+//                tensor on the worker's cuda:0, then dtr::synchronize(); ops/s. Baseline:
+//                the same on a CPU tensor of the same worker. Goal: ratio >= 0.5. The
+//                values are checked after every rep (each element == N).
+//   4 copies     256 MiB float32: local::Tensor::cuda() of a host tensor and cpu() of a
+//                device tensor (dtr's pinned staging) against cudaMemcpy from / to pinned
+//                memory (cudaHostAlloc) to / from a cudaMalloc'd buffer; GB/s counting the
+//                bytes once. No goal set. Also reported (info): cudaMemcpy from / to the
+//                same pageable host memory that dtr copies from.
+//
+// Method: warm-up reps first, then the contestants interleaved rep by rep (order rotated),
+// median of the reps per contestant; ratio = dtr rate / baseline rate (>= 1: as fast).
+// Device work is timed with steady_clock between two cudaDeviceSynchronize() calls, so
+// that it covers whatever stream dtr queues on. Every CUDA and cuBLAS call is checked.
+// Prints a markdown table and RESULT {json} lines; exits 1 when a check or a benchmark
+// fails (not when a goal is missed). Without a CUDA device it prints the table with every
+// figure "not yet measured" and the reason, and exits 0.
+//
+// Usage: dtr_gpu_bench [--quick] [--only N] [--reps N]
+//   --quick    fewer reps and ops: a smoke run; figures are rough
+//   --only N   run benchmark N only (1..4 as numbered above)
+//   --reps N   timed reps per contestant (default 10; dispatch: 5)
+//
+// Thread safety: single-threaded program (the dtr master session has its own threads);
+// nothing here is shared between threads.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dtr/device.hpp"
+#include "dtr/distributed.hpp"
+#include "dtr/generator.hpp"
+#include "dtr/tensor.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using dtr::local::Tensor;
+
+constexpr int kDevice = 0;
+constexpr char kNotMeasured[] = "not yet measured";
+
+// ---------------------------------------------------------------------------------------
+// Checked CUDA and cuBLAS calls.
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(err) + ": " +
+                             cudaGetErrorString(err));
+}
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": " + cublasGetStatusName(status) + ": " +
+                             cublasGetStatusString(status));
+}
+
+// Owned device memory from cudaMalloc.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) { check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc"); }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);  // teardown: an error here cannot be acted on
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// Owned pinned host memory from cudaHostAlloc.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t bytes) {
+    check_cuda(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  }
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);  // teardown: an error here cannot be acted on
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+class CublasHandle {
+ public:
+  CublasHandle() {
+    check_cublas(cublasCreate(&handle_), "cublasCreate");
+    // The legacy default stream, as dtr's local engine uses by default; FP32 math unless
+    // a call asks for another compute type.
+    check_cublas(cublasSetStream(handle_, nullptr), "cublasSetStream");
+    check_cublas(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  }
+  ~CublasHandle() {
+    if (handle_) cublasDestroy(handle_);  // teardown: an error here cannot be acted on
+  }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+float read_device_float(const void* base, int64_t index) {
+  float v = 0;
+  check_cuda(
+      cudaMemcpy(&v, static_cast<const float*>(base) + index, sizeof v, cudaMemcpyDeviceToHost),
+      "cudaMemcpy (reading one element back)");
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------
+// Timing and statistics.
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Seconds that `body` and all device work it queued take: the device is idle before.
+double time_device(const std::function<void()>& body) {
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before a timed rep)");
+  auto t0 = Clock::now();
+  body();
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (after a timed rep)");
+  return seconds_since(t0);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+// Runs `warmup` untimed reps of every contestant, then `reps` timed reps each, interleaved
+// with the order rotated per rep. A contestant returns the seconds of one rep. Returns
+// the rep times per contestant.
+std::vector<std::vector<double>> interleave(int warmup, int reps,
+                                            const std::vector<std::function<double()>>& cs) {
+  for (int w = 0; w < warmup; ++w)
+    for (const auto& c : cs) c();
+  std::vector<std::vector<double>> out(cs.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < cs.size(); ++i) {
+      size_t k = (i + static_cast<size_t>(r)) % cs.size();
+      out[k].push_back(cs[k]());
+    }
+  return out;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// ---------------------------------------------------------------------------------------
+// The result table.
+
+struct Row {
+  Row(std::string what_, std::string goal_) : what(std::move(what_)), goal(std::move(goal_)) {}
+  std::string what;
+  std::string goal;
+  std::string dtr = kNotMeasured;
+  std::string baseline = kNotMeasured;
+  std::string ratio = kNotMeasured;
+};
+
+struct Table {
+  Row add{"1 add_ 1 GiB f32 (GB/s r+w): `a.add_(b)` vs cudaMemcpyAsync D2D", ">= 0.8"};
+  Row add_fresh{"1 (info) `c = a + b`, fresh output from the caching allocator, vs the same", "-"};
+  Row matmul{"2 matmul 8192^2 f32 (TFLOP/s): `A.matmul(B)` vs cublasSgemm", ">= 0.95"};
+  Row matmul_tf32{"2 (info) matmul tf32: cublasGemmEx FAST_TF32 (baseline only)", "-"};
+  Row dispatch{"3 dispatch `x.add_(1.0)`, 4 f32 (ops/s): worker cuda:0 vs worker CPU", ">= 0.5"};
+  Row h2d{"4 host->device 256 MiB (GB/s): `t.cuda()` vs cudaMemcpy from pinned", "none set"};
+  Row d2h{"4 device->host 256 MiB (GB/s): `t.cpu()` vs cudaMemcpy to pinned", "none set"};
+  Row h2d_pageable{"4 (info) `t.cuda()` vs cudaMemcpy from the same pageable memory", "-"};
+  Row d2h_pageable{"4 (info) `t.cpu()` vs cudaMemcpy to pageable memory", "-"};
+
+  Table() {
+    // dtr has no TF32 switch: this row is a baseline figure only.
+    matmul_tf32.dtr = "- (dtr has no tf32 switch)";
+    matmul_tf32.ratio = "-";
+  }
+
+  std::vector<const Row*> rows() const {
+    return {&add, &add_fresh, &matmul,       &matmul_tf32, &dispatch,
+            &h2d, &d2h,       &h2d_pageable, &d2h_pageable};
+  }
+};
+
+void print_table(const Table& t) {
+  std::printf("\n| what | dtr | baseline | ratio | goal |\n|---|---|---|---|---|\n");
+  for (const Row* r : t.rows())
+    std::printf("| %s | %s | %s | %s | %s |\n", r->what.c_str(), r->dtr.c_str(),
+                r->baseline.c_str(), r->ratio.c_str(), r->goal.c_str());
+  std::fflush(stdout);
+}
+
+// Fills a row from two rates (higher is better) and prints its RESULT line.
+void set_rates(Row& row, const char* bench, const char* unit, double dtr_rate, double base_rate,
+               double goal) {
+  double ratio = dtr_rate / base_rate;
+  row.dtr = fmt("%.3g ", dtr_rate) + unit;
+  row.baseline = fmt("%.3g ", base_rate) + unit;
+  row.ratio = fmt("%.3f", ratio);
+  if (goal > 0) row.ratio += ratio >= goal ? " (met)" : " (not met)";
+  std::printf(
+      "RESULT {\"bench\":\"%s\",\"unit\":\"%s\",\"dtr\":%.6g,\"baseline\":%.6g,"
+      "\"ratio\":%.6g}\n",
+      bench, unit, dtr_rate, base_rate, ratio);
+  std::fflush(stdout);
+}
+
+void mark_failed(Row& row, const std::string& why) {
+  row.dtr = "failed: " + why;
+  // Moved-in strings: g++ 12 warns (-Wrestrict, a false positive) on operator=("-") here.
+  row.baseline = std::string("-");
+  row.ratio = std::string("-");
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Elementwise add against a device-to-device copy.
+
+bool bench_add(Table& t, bool quick, int reps) {
+  const int64_t n = int64_t{1} << 28;  // 1 GiB of float32
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  const int ops_per_rep = quick ? 2 : 5;
+  const int warmup = 2;
+  std::printf(
+      "\n[1] add: a.add_(b) over 2 x 1 GiB float32 on cuda:%d, %d per rep, vs "
+      "cudaMemcpyAsync D2D of 1 GiB\n",
+      kDevice, ops_per_rep);
+  std::fflush(stdout);
+
+  Tensor a = dtr::local::empty({n}, dtr::DType::Float32, kDevice);
+  Tensor b = dtr::local::empty({n}, dtr::DType::Float32, kDevice);
+  a.fill_(1.0);
+  b.fill_(2.0);
+  DeviceBuffer dst(bytes);
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (add setup)");
+
+  auto dtr_inplace = [&] {
+    return time_device([&] {
+      for (int i = 0; i < ops_per_rep; ++i) a.add_(b);
+    });
+  };
+  auto dtr_fresh = [&] {
+    return time_device([&] {
+      for (int i = 0; i < ops_per_rep; ++i) {
+        Tensor c = a + b;  // freed at once: its block goes back to the cache
+      }
+    });
+  };
+  auto memcpy_d2d = [&] {
+    return time_device([&] {
+      for (int i = 0; i < ops_per_rep; ++i)
+        check_cuda(
+            cudaMemcpyAsync(dst.get(), b.raw_data(), bytes, cudaMemcpyDeviceToDevice, nullptr),
+            "cudaMemcpyAsync D2D");
+    });
+  };
+  auto times = interleave(warmup, reps, {dtr_inplace, dtr_fresh, memcpy_d2d});
+  const int64_t adds = static_cast<int64_t>(warmup + reps) * ops_per_rep;
+
+  // Checks: a == 1 + 2 * adds, a + b == a's value + 2, the copy == 2.
+  bool ok = true;
+  const float expect_a = 1.0f + 2.0f * static_cast<float>(adds);
+  Tensor c = a + b;
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (add check)");
+  for (int64_t idx : {int64_t{0}, n / 2 + 12345, n - 1}) {
+    float va = read_device_float(a.raw_data(), idx);
+    float vc = read_device_float(c.raw_data(), idx);
+    float vd = read_device_float(dst.get(), idx);
+    if (va != expect_a || vc != expect_a + 2.0f || vd != 2.0f) {
+      std::printf(
+          "CHECK FAILED add at %lld: a %g (want %g), a + b %g (want %g), copy %g "
+          "(want 2)\n",
+          static_cast<long long>(idx), va, expect_a, vc, expect_a + 2.0f, vd);
+      ok = false;
+    }
+  }
+
+  const double gib = static_cast<double>(bytes);
+  double t_inplace = median(times[0]) / ops_per_rep;
+  double t_fresh = median(times[1]) / ops_per_rep;
+  double t_copy = median(times[2]) / ops_per_rep;
+  double copy_rate = 2 * gib / t_copy / 1e9;
+  set_rates(t.add, "add_inplace_1GiB", "GB/s", 3 * gib / t_inplace / 1e9, copy_rate, 0.8);
+  set_rates(t.add_fresh, "add_fresh_1GiB", "GB/s", 3 * gib / t_fresh / 1e9, copy_rate, 0);
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Matmul against cuBLAS.
+
+bool bench_matmul(Table& t, bool quick, int reps) {
+  const int n = 8192;
+  const int64_t nn = int64_t{n} * n;
+  const size_t bytes = static_cast<size_t>(nn) * sizeof(float);
+  const int warmup = quick ? 1 : 2;
+  std::printf(
+      "\n[2] matmul: %d x %d float32 on cuda:%d, A.matmul(B) vs cublasSgemm on the "
+      "same buffers (and cublasGemmEx FAST_TF32)\n",
+      n, n, kDevice);
+  std::fflush(stdout);
+
+  dtr::Generator gen(2026);
+  Tensor a_host = dtr::local::randn({n, n}, gen);
+  Tensor b_host = dtr::local::randn({n, n}, gen);
+  Tensor a = a_host.cuda(kDevice);
+  Tensor b = b_host.cuda(kDevice);
+  DeviceBuffer c_sgemm(bytes);
+  DeviceBuffer c_tf32(bytes);
+  CublasHandle handle;
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (matmul setup)");
+
+  const float alpha = 1.0f, beta = 0.0f;
+  // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+  auto dtr_matmul = [&] { return time_device([&] { Tensor c = a.matmul(b); }); };
+  auto sgemm = [&] {
+    return time_device([&] {
+      check_cublas(cublasSgemm(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
+                               static_cast<const float*>(b.raw_data()), n,
+                               static_cast<const float*>(a.raw_data()), n, &beta,
+                               static_cast<float*>(c_sgemm.get()), n),
+                   "cublasSgemm");
+    });
+  };
+  auto tf32 = [&] {
+    return time_device([&] {
+      check_cublas(
+          cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, b.raw_data(),
+                       CUDA_R_32F, n, a.raw_data(), CUDA_R_32F, n, &beta, c_tf32.get(), CUDA_R_32F,
+                       n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx (CUBLAS_COMPUTE_32F_FAST_TF32)");
+    });
+  };
+  auto times = interleave(warmup, reps, {dtr_matmul, sgemm, tf32});
+
+  // Check 64 sampled entries of dtr's and cuBLAS's FP32 results against a double
+  // reference. FP32 accumulation over k = 8192 of N(0,1) products errs by ~1e-3 at most;
+  // TF32 inputs would err by ~1e-1, so the bound also tells FP32 from TF32.
+  Tensor c = a.matmul(b);
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (matmul check)");
+  const float* ah = a_host.data<float>();
+  const float* bh = b_host.data<float>();
+  double err_dtr = 0, err_sgemm = 0, err_tf32 = 0;
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (int sample = 0; sample < 64; ++sample) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    int i = static_cast<int>((s >> 33) % n);
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    int j = static_cast<int>((s >> 33) % n);
+    double ref = 0;
+    for (int k = 0; k < n; ++k)
+      ref +=
+          static_cast<double>(ah[int64_t{i} * n + k]) * static_cast<double>(bh[int64_t{k} * n + j]);
+    int64_t at = int64_t{i} * n + j;
+    err_dtr = std::max(err_dtr, std::fabs(read_device_float(c.raw_data(), at) - ref));
+    err_sgemm = std::max(err_sgemm, std::fabs(read_device_float(c_sgemm.get(), at) - ref));
+    err_tf32 = std::max(err_tf32, std::fabs(read_device_float(c_tf32.get(), at) - ref));
+  }
+  std::printf(
+      "max abs error on 64 entries vs a double reference: dtr %.3g, cublasSgemm %.3g, "
+      "tf32 %.3g\n",
+      err_dtr, err_sgemm, err_tf32);
+  const double tol = 1e-2;
+  bool ok = err_dtr <= tol && err_sgemm <= tol;
+  if (!ok) std::printf("CHECK FAILED matmul: an FP32 result errs by more than %g\n", tol);
+
+  const double flops = 2.0 * n * static_cast<double>(n) * n;
+  double dtr_rate = flops / median(times[0]) / 1e12;
+  double sgemm_rate = flops / median(times[1]) / 1e12;
+  double tf32_rate = flops / median(times[2]) / 1e12;
+  set_rates(t.matmul, "matmul_8192_f32", "TFLOP/s", dtr_rate, sgemm_rate, 0.95);
+  t.matmul_tf32.baseline = fmt("%.3g TFLOP/s", tf32_rate);
+  std::printf(
+      "RESULT {\"bench\":\"matmul_8192_tf32_baseline\",\"unit\":\"TFLOP/s\","
+      "\"baseline\":%.6g}\n",
+      tf32_rate);
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Tiny-op dispatch through a worker: its cuda:0 against its CPU.
+
+std::string worker_binary() {
+  const char* env = std::getenv("DTR_WORKER_BIN");
+  return env && *env ? env : DTR_WORKER_BIN;
+}
+
+// The dtr-worker daemon, listening on an ephemeral loopback port: fork/exec, then a
+// bounded wait for its endpoint file. Stopped with SIGTERM, then SIGKILL after 10 s.
+class WorkerDaemon {
+ public:
+  WorkerDaemon() {
+    std::string bin = worker_binary();
+    char tmpl[] = "/tmp/dtr-gpubench-endpoint-XXXXXX";
+    int fd = mkstemp(tmpl);
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    close(fd);
+    unlink(tmpl);
+    file_ = tmpl;
+    std::vector<std::string> args = {
+        bin, "--listen", "tcp://127.0.0.1:*", "--endpoint-file", file_, "--log-level", "warn"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (Clock::now() < deadline) {
+      std::ifstream in(file_);
+      if (in && std::getline(in, endpoint_) && !endpoint_.empty()) return;
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("dtr-worker (" + bin + ") exited at start");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    stop();
+    throw std::runtime_error("dtr-worker did not report its endpoint within 30 s");
+  }
+  WorkerDaemon(const WorkerDaemon&) = delete;
+  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
+  ~WorkerDaemon() { stop(); }
+
+  const std::string& endpoint() const { return endpoint_; }
+
+  void stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      auto deadline = Clock::now() + std::chrono::seconds(10);
+      int status = 0;
+      bool gone = false;
+      while (Clock::now() < deadline) {
+        if (waitpid(pid_, &status, WNOHANG) != 0) {
+          gone = true;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (!gone) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);  // bounded: SIGKILL cannot be ignored
+      }
+      pid_ = -1;
+    }
+    if (!file_.empty()) {
+      unlink(file_.c_str());
+      file_.clear();
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string file_, endpoint_;
+};
+
+// Shuts the master session down on every way out of the dispatch benchmark.
+struct SessionGuard {
+  ~SessionGuard() {
+    try {
+      if (dtr::is_master_worker_initialized()) dtr::shutdown_master_worker();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shutdown_master_worker: %s\n", e.what());
+    }
+  }
+};
+
+bool bench_dispatch(Table& t, bool quick, int reps) {
+  const int64_t ops = quick ? 20000 : 200000;
+  const int warmup = 1;
+  std::printf(
+      "\n[3] dispatch: %lld x.add_(1.0) on a 4-element float32 tensor then "
+      "synchronize(), on the worker's cuda:%d vs its CPU\n",
+      static_cast<long long>(ops), kDevice);
+  std::fflush(stdout);
+
+  WorkerDaemon worker;
+  SessionGuard session;
+  dtr::MasterOptions options;
+  options.workers = {worker.endpoint()};
+  options.connect_timeout = std::chrono::milliseconds(30000);
+  options.sync_timeout = std::chrono::milliseconds(300000);
+  dtr::init_master_worker(options);
+  if (dtr::device_count(0) <= kDevice) {
+    mark_failed(t.dispatch, "the worker reports no CUDA device");
+    std::printf("the worker reports %d CUDA devices\n", dtr::device_count(0));
+    return false;
+  }
+
+  dtr::DistributedTensor x_cuda, x_cpu = dtr::zeros({4});
+  {
+    dtr::device_guard on(kDevice);
+    x_cuda = dtr::zeros({4});
+  }
+  if (x_cuda.get_device() != kDevice || x_cpu.get_device() != -1)
+    throw std::runtime_error("dispatch: the tensors are not where they were asked to be");
+  dtr::synchronize();
+
+  bool ok = true;
+  auto run = [&](dtr::DistributedTensor& x, const char* where) {
+    x.fill_(0.0);
+    dtr::synchronize();
+    auto t0 = Clock::now();
+    for (int64_t i = 0; i < ops; ++i) x.add_(1.0);
+    dtr::synchronize();
+    double secs = seconds_since(t0);
+    std::vector<float> v = x.cpu().to_local().to_vector<float>();
+    for (float e : v)
+      if (e != static_cast<float>(ops)) {
+        std::printf("CHECK FAILED dispatch on %s: an element is %g, want %lld\n", where, e,
+                    static_cast<long long>(ops));
+        ok = false;
+        break;
+      }
+    return secs;
+  };
+  auto times = interleave(warmup, reps,
+                          {[&] { return run(x_cuda, "cuda"); }, [&] { return run(x_cpu, "cpu"); }});
+  double cuda_rate = static_cast<double>(ops) / median(times[0]);
+  double cpu_rate = static_cast<double>(ops) / median(times[1]);
+  set_rates(t.dispatch, "dispatch_add_4", "ops/s", cuda_rate, cpu_rate, 0.5);
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Host <-> device copies.
+
+bool bench_copies(Table& t, bool quick, int reps) {
+  const int64_t n = int64_t{1} << 26;  // 256 MiB of float32
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  const int warmup = quick ? 1 : 2;
+  std::printf(
+      "\n[4] copies: 256 MiB float32, t.cuda() / t.cpu() vs cudaMemcpy from / to "
+      "pinned memory (and the same pageable memory)\n");
+  std::fflush(stdout);
+
+  Tensor host = dtr::local::empty({n}, dtr::DType::Float32);
+  float* hp = host.data<float>();
+  for (int64_t i = 0; i < n; ++i) hp[i] = static_cast<float>(i % 1000003) * 0.5f;
+  Tensor dev = host.cuda(kDevice);  // the source of the device-to-host copies
+  PinnedBuffer pinned(bytes);
+  std::memcpy(pinned.get(), hp, bytes);
+  std::vector<float> pageable_back(static_cast<size_t>(n));
+  DeviceBuffer dev_raw(bytes);
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (copies setup)");
+
+  // The previous result is dropped before the timed region (a 256 MiB host free is a
+  // munmap); the fresh result's allocation is part of cuda()/cpu() and is timed.
+  Tensor last_h2d, last_d2h;
+  auto dtr_h2d = [&] {
+    last_h2d = Tensor();
+    return time_device([&] { last_h2d = host.cuda(kDevice); });
+  };
+  auto pinned_h2d = [&] {
+    return time_device([&] {
+      check_cuda(cudaMemcpy(dev_raw.get(), pinned.get(), bytes, cudaMemcpyHostToDevice),
+                 "cudaMemcpy H2D from pinned");
+    });
+  };
+  auto pageable_h2d = [&] {
+    return time_device([&] {
+      check_cuda(cudaMemcpy(dev_raw.get(), hp, bytes, cudaMemcpyHostToDevice),
+                 "cudaMemcpy H2D from pageable");
+    });
+  };
+  auto dtr_d2h = [&] {
+    last_d2h = Tensor();
+    return time_device([&] { last_d2h = dev.cpu(); });
+  };
+  auto pinned_d2h = [&] {
+    return time_device([&] {
+      check_cuda(cudaMemcpy(pinned.get(), dev.raw_data(), bytes, cudaMemcpyDeviceToHost),
+                 "cudaMemcpy D2H to pinned");
+    });
+  };
+  auto pageable_d2h = [&] {
+    return time_device([&] {
+      check_cuda(cudaMemcpy(pageable_back.data(), dev.raw_data(), bytes, cudaMemcpyDeviceToHost),
+                 "cudaMemcpy D2H to pageable");
+    });
+  };
+  auto times = interleave(warmup, reps,
+                          {dtr_h2d, pinned_h2d, pageable_h2d, dtr_d2h, pinned_d2h, pageable_d2h});
+
+  // Checks: every copy holds the host tensor's bytes.
+  bool ok = true;
+  auto same = [&](const void* p, const char* what) {
+    if (std::memcmp(p, hp, bytes) != 0) {
+      std::printf("CHECK FAILED copies: %s differs from the source\n", what);
+      ok = false;
+    }
+  };
+  if (last_h2d.device() != kDevice || last_d2h.device() != -1)
+    throw std::runtime_error("copies: cuda()/cpu() returned a tensor on the wrong device");
+  same(last_d2h.raw_data(), "t.cpu()");
+  same(pinned.get(), "cudaMemcpy D2H to pinned");
+  same(pageable_back.data(), "cudaMemcpy D2H to pageable");
+  check_cuda(cudaMemcpy(pageable_back.data(), last_h2d.raw_data(), bytes, cudaMemcpyDeviceToHost),
+             "cudaMemcpy (reading t.cuda() back)");
+  same(pageable_back.data(), "t.cuda()");
+  check_cuda(cudaMemcpy(pageable_back.data(), dev_raw.get(), bytes, cudaMemcpyDeviceToHost),
+             "cudaMemcpy (reading the cudaMemcpy H2D buffer back)");
+  same(pageable_back.data(), "cudaMemcpy H2D");
+
+  const double gb = static_cast<double>(bytes) / 1e9;
+  auto rate = [&](size_t k) { return gb / median(times[k]); };
+  set_rates(t.h2d, "h2d_256MiB_vs_pinned", "GB/s", rate(0), rate(1), 0);
+  set_rates(t.h2d_pageable, "h2d_256MiB_vs_pageable", "GB/s", rate(0), rate(2), 0);
+  set_rates(t.d2h, "d2h_256MiB_vs_pinned", "GB/s", rate(3), rate(4), 0);
+  set_rates(t.d2h_pageable, "d2h_256MiB_vs_pageable", "GB/s", rate(3), rate(5), 0);
+  return ok;
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s [--quick] [--only N (1..4)] [--reps N]\n", argv0);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int only = 0;
+  int reps = -1;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if ((arg == "--only" || arg == "--reps") && i + 1 < argc) {
+      char* end = nullptr;
+      long v = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1 || v > 1000) return usage(argv[0]);
+      (arg == "--only" ? only : reps) = static_cast<int>(v);
+    } else {
+      return usage(argv[0]);
+    }
+  }
+  if (only > 4) return usage(argv[0]);
+
+  std::printf("dtr_gpu_bench: the CUDA backend vs CUDA/cuBLAS baselines in the same run\n");
+  Table table;
+  int devices = dtr::cuda_device_count();
+  if (devices == 0) {
+    std::string reason = dtr::cuda_unavailable_reason();
+    print_table(table);
+    std::printf("\nNo figure was measured: no CUDA device (%s).\n",
+                reason.empty() ? "none reported" : reason.c_str());
+    return 0;
+  }
+
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, kDevice), "cudaGetDeviceProperties");
+  int runtime_version = 0, driver_version = 0;
+  check_cuda(cudaRuntimeGetVersion(&runtime_version), "cudaRuntimeGetVersion");
+  check_cuda(cudaDriverGetVersion(&driver_version), "cudaDriverGetVersion");
+  std::printf("device %d of %d: %s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d, driver %d\n",
+              kDevice, devices, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+              static_cast<double>(prop.totalGlobalMem) / (1 << 30), runtime_version,
+              driver_version);
+  check_cuda(cudaSetDevice(kDevice), "cudaSetDevice");
+
+  const int timed = reps > 0 ? reps : (quick ? 3 : 10);
+  const int dispatch_reps = reps > 0 ? reps : (quick ? 2 : 5);
+  bool ok = true;
+  auto guarded = [&](int which, std::vector<Row*> rows, const std::function<bool()>& body) {
+    if (only != 0 && only != which) return;
+    try {
+      if (!body()) ok = false;
+    } catch (const std::exception& e) {
+      std::printf("benchmark %d failed: %s\n", which, e.what());
+      for (Row* r : rows) mark_failed(*r, e.what());
+      ok = false;
+    }
+    std::fflush(stdout);
+  };
+  guarded(1, {&table.add, &table.add_fresh}, [&] { return bench_add(table, quick, timed); });
+  guarded(2, {&table.matmul, &table.matmul_tf32},
+          [&] { return bench_matmul(table, quick, timed); });
+  guarded(4, {&table.h2d, &table.d2h, &table.h2d_pageable, &table.d2h_pageable},
+          [&] { return bench_copies(table, quick, timed); });
+  // Last: the worker is a second process on the same GPU.
+  guarded(3, {&table.dispatch}, [&] { return bench_dispatch(table, quick, dispatch_reps); });
+
+  print_table(table);
+  std::printf("\nratio = dtr / baseline (>= 1: as fast); medians of %d reps (dispatch: %d)%s\n",
+              timed, dispatch_reps, ok ? "" : "; SOME CHECK OR BENCHMARK FAILED (see above)");
+  return ok ? 0 : 1;
+}
