@@ -407,6 +407,32 @@ int main(int argc, char** argv) {
                    with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}},
             {16});
   }
+  {
+    // Devices (protocol 3): creation on cuda:0, a move there and back, device stats; on a
+    // worker without that device each fails naming it.
+    Command full;
+    full.type = CmdType::RunOp;
+    full.op = OpId::full;
+    full.attrs = creation::full({4}, 2.0, DType::Float32);
+    full.out = 1;
+    full.device = 0;
+    Command to_gpu;
+    to_gpu.type = CmdType::ToDevice;
+    to_gpu.inputs[0] = 2;
+    to_gpu.n_inputs = 1;
+    to_gpu.out = 3;
+    to_gpu.device = 0;
+    Command to_cpu = to_gpu;
+    to_cpu.inputs[0] = 3;
+    to_cpu.out = 4;
+    to_cpu.device = -1;
+    Command stats = request(CmdType::Stats, 5);
+    stats.device = 0;
+    s.batch("devices",
+            Batch{{full, put(2, DType::Float32, {4}, 1), to_gpu, to_cpu,
+                   with_input(CmdType::Get, 4, 3), stats, request(CmdType::Sync, 6)}},
+            {16});
+  }
 
   // ---- codec-only seeds: every other message type ----
   s.codec("hello", encode(Hello{kVersion, "head:1234"}));

@@ -152,7 +152,7 @@ TEST_CASE("gpu: a worker reports its GPU and runs ops, copies and streams on it"
   CHECK_NOTHROW(synchronize());
 }
 
-TEST_CASE("gpu: out of memory on a worker names node, device and bytes; the worker goes on") {
+TEST_CASE("gpu: out of memory on a worker names node, device and bytes, and the worker goes on") {
   if (no_gpu()) return;
   Cluster cluster(1);
   device_guard on_gpu(0);

@@ -635,8 +635,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 20), 0),
-                  "command 0 has unknown type 20");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 21), 0),
+                  "command 0 has unknown type 21");
     Command coll;
     coll.type = CmdType::Collective;
     std::string c = encode(batch_of({coll}));
@@ -746,8 +746,8 @@ TEST_SUITE("protocol/codec") {
     CHECK(decode_batch(one_put, 1).commands.size() == 1);
     CHECK_REJECTS(decode_batch(one_put, 0),
                   "references payload frame 1, the message has frames 1 to 0");
-    // Payload index 2 of 1 frame, and index 0.
-    size_t payload_at = one_put.size() - 4;
+    // Payload index 2 of 1 frame, and index 0 (the device, 4 bytes, comes last).
+    size_t payload_at = one_put.size() - 8;
     CHECK_REJECTS(decode_batch(patched<uint32_t>(one_put, payload_at, 1, 2), 1),
                   "references payload frame 2");
     CHECK_REJECTS(decode_batch(patched<uint32_t>(one_put, payload_at, 1, 0), 1),
@@ -757,7 +757,7 @@ TEST_SUITE("protocol/codec") {
     std::string reused =
         encode(batch_of({put(5, DType::Float32, {2}, 1), put(6, DType::Float32, {2}, 2)}));
     CHECK(decode_batch(reused, 2).commands.size() == 2);
-    CHECK_REJECTS(decode_batch(patched<uint32_t>(reused, reused.size() - 4, 2, 1), 2),
+    CHECK_REJECTS(decode_batch(patched<uint32_t>(reused, reused.size() - 8, 2, 1), 2),
                   "command 1 (put) reuses payload frame 1");
   }
 
