@@ -333,7 +333,9 @@ struct Session::Impl {
   void finish_barrier(Barrier& b);
 
   // ---- shared ----
-  Failure root_failure(TensorId tensor, std::string_view op, std::string message);
+  // `device`: where the failed tensor lives (-1 the CPU), named in the master's error.
+  Failure root_failure(TensorId tensor, std::string_view op, std::string message,
+                       int32_t device = -1);
   void mark_reported(const RemoteFailure& f);
   void send_notify(int32_t peer, uint64_t token, const RemoteFailure* failure = nullptr);
   // The wait for `token` from `peer`: the entry its notification made, or a new one.
@@ -482,8 +484,10 @@ void Stream::run() {
 
 // ---- shared ----
 
-Failure Session::Impl::root_failure(TensorId tensor, std::string_view op, std::string message) {
+Failure Session::Impl::root_failure(TensorId tensor, std::string_view op, std::string message,
+                                    int32_t device) {
   auto f = std::make_shared<RemoteFailure>(make_failure(tensor, op, std::move(message)));
+  f->device = device;
   std::lock_guard lock(failures_mu);
   if (unreported.size() < protocol::kMaxErrorsPerReply) {
     unreported.push_back(*f);
@@ -730,7 +734,7 @@ void Session::Impl::barrier(const Command& c) {
 void Session::Impl::put(const Command& c, std::span<const PayloadFrame> payloads) {
   if (!check_new_id(c.out, "put")) return;
   auto fail = [&](std::string message) {
-    table[c.out] = Slot::failed_with(root_failure(c.out, "put", std::move(message)));
+    table[c.out] = Slot::failed_with(root_failure(c.out, "put", std::move(message), c.device));
   };
   if (c.payload < 1 || c.payload > payloads.size())  // the decoder checks it too
     return fail(
@@ -1313,9 +1317,9 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
       return true;
     }
   }
+  const int device = c.n_inputs > 0 ? t.in[0]->tensor.device() : c.device;
   try {
     for (uint8_t i = 0; i < c.n_inputs; ++i) inputs[i] = use(s, *t.in[i]);
-    const int device = c.n_inputs > 0 ? inputs[0].device() : c.device;
     std::optional<cuda::StreamScope> scope;
     if (device >= 0) scope.emplace(device, s.cuda_stream(device));
     local::Tensor result =
@@ -1324,9 +1328,9 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
     if (result.device() >= 0) wrote(s, *t.out, result);
     if (!c.inplace) t.out->publish(std::move(result));
   } catch (const std::bad_alloc&) {
-    fail_output(s, t, root_failure(target, d.name, "out of host memory"));
+    fail_output(s, t, root_failure(target, d.name, "out of host memory", device));
   } catch (const std::exception& e) {
-    fail_output(s, t, root_failure(target, d.name, e.what()));
+    fail_output(s, t, root_failure(target, d.name, e.what(), device));
   }
   return true;
 }
@@ -1364,7 +1368,7 @@ bool Session::Impl::check_device(const Command& c) {
                             (c.type == CmdType::RunOp && !c.inplace) ||
                             (c.type == CmdType::Collective && c.out != protocol::kNoTensor);
   TensorId target = makes_tensor ? c.out : c.inputs[0];
-  Failure f = root_failure(target, command_name(c), std::move(message));
+  Failure f = root_failure(target, command_name(c), std::move(message), c.device);
   if (makes_tensor && c.out != protocol::kNoTensor && !table.count(c.out))
     table[c.out] = Slot::failed_with(std::move(f));
   return false;
@@ -1412,7 +1416,7 @@ bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
     }
     t.out->publish(std::move(out));
   } catch (const std::exception& e) {
-    fail_output(s, t, root_failure(c.out, "to_device", e.what()));
+    fail_output(s, t, root_failure(c.out, "to_device", e.what(), c.device));
   }
   return true;
 }

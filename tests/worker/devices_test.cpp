@@ -114,6 +114,7 @@ TEST_CASE("a session fails commands naming a CUDA device its worker lacks") {
   REQUIRE(sync_reply.failures.size() == 2);
   CHECK(sync_reply.failures[0].tensor == 1);
   CHECK(sync_reply.failures[0].op == "full");
+  CHECK(sync_reply.failures[0].device == missing);  // the master's error names it
   CHECK(contains(sync_reply.failures[0].message, "this node has no CUDA device"));
   CHECK(sync_reply.failures[1].tensor == 3);
   CHECK(sync_reply.failures[1].op == "to_device");
