@@ -77,6 +77,7 @@
 #include "dtr/stream.hpp"
 #include "dtr/tensor.hpp"
 #include "protocol/transport.hpp"
+#include "worker_daemon.hpp"
 
 namespace {
 
@@ -186,85 +187,7 @@ class PeerProcess {
 // The dtr-worker daemon of this build (or $DTR_WORKER_BIN), listening on an ephemeral
 // loopback port: fork/exec, then a bounded wait for its endpoint file. Stopped with
 // SIGTERM, then SIGKILL after 10 s.
-std::string worker_binary() {
-  const char* env = std::getenv("DTR_WORKER_BIN");
-  return env && *env ? env : DTR_WORKER_BIN;
-}
-
-class WorkerDaemon {
- public:
-  WorkerDaemon() {
-    std::string bin = worker_binary();
-    char tmpl[] = "/tmp/dtr-rbench-endpoint-XXXXXX";
-    int fd = mkstemp(tmpl);
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    close(fd);
-    unlink(tmpl);
-    file_ = tmpl;
-    std::vector<std::string> args = {
-        bin, "--listen", "tcp://127.0.0.1:*", "--endpoint-file", file_, "--log-level", "warn"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      execv(bin.c_str(), argv.data());
-      _exit(127);
-    }
-    auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (Clock::now() < deadline) {
-      std::ifstream in(file_);
-      if (in && std::getline(in, endpoint_) && !endpoint_.empty()) return;
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("dtr-worker (" + bin + ") exited at start");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    stop();
-    throw std::runtime_error("dtr-worker did not report its endpoint within 20 s");
-  }
-  WorkerDaemon(const WorkerDaemon&) = delete;
-  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
-  ~WorkerDaemon() { stop(); }
-
-  const std::string& endpoint() const { return endpoint_; }
-  pid_t pid() const { return pid_; }
-
-  void stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      auto deadline = Clock::now() + std::chrono::seconds(10);
-      int status = 0;
-      bool gone = false;
-      while (Clock::now() < deadline) {
-        if (waitpid(pid_, &status, WNOHANG) != 0) {
-          gone = true;
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      if (!gone) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-      }
-      pid_ = -1;
-    }
-    if (!file_.empty()) {
-      unlink(file_.c_str());
-      file_.clear();
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string file_, endpoint_;
-};
+using dtr::bench::WorkerDaemon;
 
 zmq::socket_t bound_socket(zmq::context_t& ctx, zmq::socket_type type) {
   zmq::socket_t s(ctx, type);
@@ -1121,7 +1044,7 @@ int main(int argc, char** argv) {
       ~SessionGuard() { dtr::shutdown_master_worker(); }
     };
     std::printf("dtr_runtime_bench%s (worker: %s); load average %s\n", quick ? " --quick" : "",
-                worker_binary().c_str(), load_average().c_str());
+                dtr::bench::worker_binary().c_str(), load_average().c_str());
     if (want(5)) {
       SessionGuard guard;
       bench_memory(quick, rep);

@@ -65,6 +65,7 @@
 #include "dtr/distributed.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/tensor.hpp"
+#include "worker_daemon.hpp"
 
 namespace {
 
@@ -425,86 +426,7 @@ bool bench_matmul(Table& t, bool quick, int reps) {
 // ---------------------------------------------------------------------------------------
 // 3. Tiny-op dispatch through a worker: its cuda:0 against its CPU.
 
-std::string worker_binary() {
-  const char* env = std::getenv("DTR_WORKER_BIN");
-  return env && *env ? env : DTR_WORKER_BIN;
-}
-
-// The dtr-worker daemon, listening on an ephemeral loopback port: fork/exec, then a
-// bounded wait for its endpoint file. Stopped with SIGTERM, then SIGKILL after 10 s.
-class WorkerDaemon {
- public:
-  WorkerDaemon() {
-    std::string bin = worker_binary();
-    char tmpl[] = "/tmp/dtr-gpubench-endpoint-XXXXXX";
-    int fd = mkstemp(tmpl);
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    close(fd);
-    unlink(tmpl);
-    file_ = tmpl;
-    std::vector<std::string> args = {
-        bin, "--listen", "tcp://127.0.0.1:*", "--endpoint-file", file_, "--log-level", "warn"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      execv(bin.c_str(), argv.data());
-      _exit(127);
-    }
-    auto deadline = Clock::now() + std::chrono::seconds(30);
-    while (Clock::now() < deadline) {
-      std::ifstream in(file_);
-      if (in && std::getline(in, endpoint_) && !endpoint_.empty()) return;
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("dtr-worker (" + bin + ") exited at start");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    stop();
-    throw std::runtime_error("dtr-worker did not report its endpoint within 30 s");
-  }
-  WorkerDaemon(const WorkerDaemon&) = delete;
-  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
-  ~WorkerDaemon() { stop(); }
-
-  const std::string& endpoint() const { return endpoint_; }
-
-  void stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      auto deadline = Clock::now() + std::chrono::seconds(10);
-      int status = 0;
-      bool gone = false;
-      while (Clock::now() < deadline) {
-        if (waitpid(pid_, &status, WNOHANG) != 0) {
-          gone = true;
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      if (!gone) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);  // bounded: SIGKILL cannot be ignored
-      }
-      pid_ = -1;
-    }
-    if (!file_.empty()) {
-      unlink(file_.c_str());
-      file_.clear();
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string file_, endpoint_;
-};
+using dtr::bench::WorkerDaemon;
 
 // Shuts the master session down on every way out of the dispatch benchmark.
 struct SessionGuard {
