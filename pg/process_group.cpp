@@ -306,6 +306,13 @@ struct Checker {
   void tensor(const local::Tensor& t, const char* role) const {
     if (!t.defined())
       throw InvalidArgument(fmt::format("{}: the {} tensor is undefined", what, role));
+    if (t.device() >= 0) {
+      // The mesh reads and writes host memory; the nccl backend is not built yet.
+      throw DeviceError(fmt::format(
+          "{}: the {} tensor lives on cuda:{}; process groups take host tensors for now (no "
+          "nccl backend yet): pass t.cpu() and copy the result back with cuda()",
+          what, role, t.device()));
+    }
     if (!t.meta().is_contiguous()) {
       throw InvalidArgument(
           fmt::format("{}: the {} tensor must be contiguous (got {} with "

@@ -2,7 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
+#include <memory>
+#include <vector>
 
 #include "pg_test_util.hpp"
 
@@ -132,6 +135,27 @@ TEST_CASE("p2p: argument errors are InvalidArgument") {
     CHECK_THROWS_AS(g.send(tt, 1 - g.rank()), InvalidArgument);
     local::Tensor undefined;
     CHECK_THROWS_AS(g.recv(undefined, 0), InvalidArgument);
+    g.barrier();
+  });
+  check_no_errors(errors);
+}
+
+TEST_CASE("p2p and collectives: a CUDA tensor is refused, naming its device") {
+  auto errors = run_ranks(2, [&](ProcessGroup& g) {
+    // A storage that says it is on cuda:3 (the bytes are host bytes; nothing may read them).
+    auto bytes = std::make_shared<std::vector<float>>(4);
+    local::Tensor gpu(Storage::wrap_device(3, bytes->data(), 16, bytes),
+                      TensorMeta::contiguous(DType::Float32, {4}));
+    for (auto call : std::vector<std::function<void()>>{[&] { g.send(gpu, 1 - g.rank()); },
+                                                        [&] { g.all_reduce(gpu); },
+                                                        [&] { g.broadcast(gpu, 0); }}) {
+      try {
+        call();
+        throw Error("a CUDA tensor was accepted");
+      } catch (const DeviceError& e) {
+        if (std::string(e.what()).find("cuda:3") == std::string::npos) throw Error(e.what());
+      }
+    }
     g.barrier();
   });
   check_no_errors(errors);
