@@ -8,6 +8,7 @@
 
 #include "check.hpp"
 #include "dtr/tensor.hpp"
+#include "strided.hpp"
 
 namespace dtr::local::detail {
 
@@ -55,53 +56,31 @@ template <size_t N, typename Loop>
 void for_each_strided(const Shape& shape, std::array<char*, N> base,
                       const std::array<Strides, N>& elem_strides,
                       const std::array<int64_t, N>& elem_size, Loop&& loop) {
-  int64_t size[kMaxDims];
-  int64_t stride[N][kMaxDims];
-  int nd = 0;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) return;
-    if (shape[i] == 1) continue;
-    size[nd] = shape[i];
-    for (size_t k = 0; k < N; ++k) stride[k][nd] = elem_strides[k][i] * elem_size[k];
-    ++nd;
-  }
-  // Merge dim i into dim i+1 (inner) when every operand steps contiguously across them.
-  int out = nd - 1;
-  for (int i = nd - 2; i >= 0; --i) {
-    bool merge = true;
-    for (size_t k = 0; k < N; ++k) merge &= stride[k][i] == stride[k][out] * size[out];
-    if (merge) {
-      size[out] *= size[i];
-    } else {
-      --out;
-      size[out] = size[i];
-      for (size_t k = 0; k < N; ++k) stride[k][out] = stride[k][i];
-    }
-  }
-  int first = nd > 0 ? out : 0;
-  int ndims = nd - first;
-  if (ndims <= 0) {
+  const dtr::detail::CollapsedDims<N> c =
+      dtr::detail::collapse_dims(shape, elem_strides, elem_size);
+  if (c.empty) return;
+  if (c.ndim == 0) {
     int64_t zero[N] = {};
     loop(base.data(), zero, int64_t{1});
     return;
   }
-  int inner = nd - 1;
+  const int inner = c.ndim - 1;
   int64_t inner_stride[N];
-  for (size_t k = 0; k < N; ++k) inner_stride[k] = stride[k][inner];
+  for (size_t k = 0; k < N; ++k) inner_stride[k] = c.stride[k][inner];
   int64_t counter[kMaxDims] = {};
   std::array<char*, N> ptr = base;
   while (true) {
-    loop(ptr.data(), inner_stride, size[inner]);
+    loop(ptr.data(), inner_stride, c.size[inner]);
     int d = inner - 1;
-    for (; d >= first; --d) {
-      if (++counter[d] < size[d]) {
-        for (size_t k = 0; k < N; ++k) ptr[k] += stride[k][d];
+    for (; d >= 0; --d) {
+      if (++counter[d] < c.size[d]) {
+        for (size_t k = 0; k < N; ++k) ptr[k] += c.stride[k][d];
         break;
       }
-      for (size_t k = 0; k < N; ++k) ptr[k] -= stride[k][d] * (size[d] - 1);
+      for (size_t k = 0; k < N; ++k) ptr[k] -= c.stride[k][d] * (c.size[d] - 1);
       counter[d] = 0;
     }
-    if (d < first) return;
+    if (d < 0) return;
   }
 }
 

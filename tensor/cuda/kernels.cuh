@@ -37,6 +37,7 @@
 #include "dtr/tensor.hpp"
 #include "tensor/check.hpp"
 #include "tensor/cuda/cuda.hpp"
+#include "tensor/strided.hpp"
 
 namespace dtr::cuda::detail {
 
@@ -284,34 +285,13 @@ template <int N>
 Indexer<N> make_indexer(const Shape& shape, const std::array<Strides, N>& st,
                         const std::array<int64_t, N>& esz) {
   Indexer<N> ix;
-  int64_t size[kMaxDims];
-  int64_t stride[kMaxDims][N];
-  int nd = 0;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    size[nd] = shape[i];
-    for (int k = 0; k < N; ++k) stride[nd][k] = st[k][i] * esz[k];
-    ++nd;
-  }
-  int out = nd - 1;
-  for (int i = nd - 2; i >= 0; --i) {
-    bool merge = true;
-    for (int k = 0; k < N; ++k) merge &= stride[i][k] == stride[out][k] * size[out];
-    if (merge) {
-      size[out] *= size[i];
-    } else {
-      --out;
-      size[out] = size[i];
-      for (int k = 0; k < N; ++k) stride[out][k] = stride[i][k];
-    }
-  }
-  int first = nd > 0 ? out : 0;
-  ix.ndim = nd - first;
+  const auto c = ::dtr::detail::collapse_dims(shape, st, esz);
+  ix.ndim = c.ndim;
   int64_t n = 1;
   for (int d = 0; d < ix.ndim; ++d) {
-    ix.sizes[d] = size[first + d];
+    ix.sizes[d] = c.size[d];
     n *= ix.sizes[d];
-    for (int k = 0; k < N; ++k) ix.strides[d][k] = stride[first + d][k];
+    for (int k = 0; k < N; ++k) ix.strides[d][k] = c.stride[k][d];
   }
   ix.small = n <= std::numeric_limits<int32_t>::max();
   return ix;
