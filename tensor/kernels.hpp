@@ -6,6 +6,7 @@
 #include <span>
 #include <type_traits>
 
+#include "arith.hpp"
 #include "check.hpp"
 #include "dtr/tensor.hpp"
 #include "strided.hpp"
@@ -84,38 +85,10 @@ void for_each_strided(const Shape& shape, std::array<char*, N> base,
   }
 }
 
-// Wrapping integer arithmetic (no signed-overflow UB), plain arithmetic otherwise.
-template <typename T>
-T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return a || b;
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-T wrap_sub(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-  } else {
-    return a - b;
-  }
-}
-template <typename T>
-T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return a && b;
-  } else {
-    return a * b;
-  }
-}
+using dtr::detail::int_pow;
+using dtr::detail::wrap_add;
+using dtr::detail::wrap_mul;
+using dtr::detail::wrap_sub;
 
 // Kernels, one per op kind. `out` is allocated with the meta infer() gives (for in-place
 // calls, out is input 0) and does not overlap any other input.

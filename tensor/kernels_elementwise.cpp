@@ -76,22 +76,6 @@ Tensor as_dtype(const Tensor& t, DType dtype) {
 }
 
 template <typename T>
-T int_pow(T base, T exp) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return base || !exp;
-  } else {
-    if (exp < 0) return 0;  // unreachable: binary_kernel refuses negative exponents first
-    T result = 1;
-    while (exp) {
-      if (exp & 1) result = wrap_mul(result, base);
-      exp >>= 1;
-      if (exp) base = wrap_mul(base, base);
-    }
-    return result;
-  }
-}
-
-template <typename T>
 T nan_max(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();

@@ -7,11 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#ifdef __CUDACC__
-#define DTR_HOST_DEVICE __host__ __device__
-#else
-#define DTR_HOST_DEVICE
-#endif
+#include "arith.hpp"  // DTR_HOST_DEVICE
 
 namespace dtr::detail {
 

@@ -142,11 +142,10 @@ void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
   }
 }
 
-void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
+namespace {
+// run_kernel once the devices are known to agree (execute() has checked them).
+void run_checked(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
   const OpDef& d = op_def(op);
-  if (common_device(d.name, inputs, out.device()) != out.device())
-    fail<DeviceError>(d.name, "inputs on {}, output on {}", device_name(inputs[0].device()),
-                      device_name(out.device()));
   if (out.device() >= 0) {
     cuda::run_kernel(op, inputs, attrs, out);
     return;
@@ -186,6 +185,16 @@ void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, c
   }
 }
 
+}  // namespace
+
+void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
+  const OpDef& d = op_def(op);
+  if (common_device(d.name, inputs, out.device()) != out.device())
+    fail<DeviceError>(d.name, "inputs on {}, output on {}", device_name(inputs[0].device()),
+                      device_name(out.device()));
+  run_checked(op, inputs, attrs, out);
+}
+
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace) {
   return execute(op, inputs, attrs, inplace, -1);
 }
@@ -208,7 +217,7 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
   if (!inplace) {
     if (r.aliases_input) return Tensor(inputs[0].storage(), r.meta);
     Tensor out = empty(r.meta.shape, r.meta.dtype, device);
-    run_kernel(op, inputs, attrs, out);
+    run_checked(op, inputs, attrs, out);
     return out;
   }
 
@@ -228,7 +237,7 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
       return self;
     }
   }
-  run_kernel(op, safe_span, attrs, self);
+  run_checked(op, safe_span, attrs, self);
   return self;
 }
 

@@ -37,6 +37,7 @@
 #include "dtr/tensor.hpp"
 #include "tensor/check.hpp"
 #include "tensor/cuda/cuda.hpp"
+#include "tensor/kernels.hpp"
 #include "tensor/strided.hpp"
 
 namespace dtr::cuda::detail {
@@ -102,65 +103,16 @@ local::Tensor contiguous_on(const Ctx& c, const local::Tensor& t);
 void copy_impl(const Ctx& c, const local::Tensor& dst, const local::Tensor& src);
 void fill_impl(const Ctx& c, const local::Tensor& t, Scalar v);
 
-// Calls f.template operator()<T>() with T the C++ type of `t`.
-template <typename F>
-decltype(auto) dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Int32:
-      return f.template operator()<int32_t>();
-    case DType::Int64:
-      return f.template operator()<int64_t>();
-    case DType::Bool:
-      return f.template operator()<bool>();
-  }
-  throw DTypeError(fmt::format("invalid dtype code {}", static_cast<int>(t)));
-}
-
-// Strides of `m` broadcast to `shape` (0 where m has size 1 or lacks the dim).
-inline Strides broadcast_strides(const TensorMeta& m, const Shape& shape) {
-  Strides out(shape.size(), 0);
-  size_t lead = shape.size() - m.shape.size();
-  for (size_t i = 0; i < m.shape.size(); ++i) out[lead + i] = m.shape[i] == 1 ? 0 : m.strides[i];
-  return out;
-}
-
 // ---- device side: arithmetic with the CPU kernels' semantics ----
 
-template <typename T>
-__host__ __device__ inline T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return a || b;
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-__host__ __device__ inline T wrap_sub(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-  } else {
-    return static_cast<T>(a - b);
-  }
-}
-template <typename T>
-__host__ __device__ inline T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return a && b;
-  } else {
-    return a * b;
-  }
-}
+// The CPU kernels' own helpers: dtype dispatch, broadcast strides (host), and the
+// wrapping arithmetic of tensor/arith.hpp (host and device).
+using ::dtr::detail::int_pow;
+using ::dtr::detail::wrap_add;
+using ::dtr::detail::wrap_mul;
+using ::dtr::detail::wrap_sub;
+using local::detail::broadcast_strides;
+using local::detail::dispatch;
 
 template <typename T>
 __device__ inline bool is_nan(T v) {

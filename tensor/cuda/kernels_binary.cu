@@ -26,22 +26,6 @@ namespace {
 enum class BOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
 
 template <typename T>
-__device__ inline T int_pow(T base, T exp) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return base || !exp;
-  } else {
-    if (exp < 0) return 0;  // unreachable: the host refuses negative exponents first
-    T result = 1;
-    while (exp) {
-      if (exp & 1) result = wrap_mul(result, base);
-      exp >>= 1;
-      if (exp) base = wrap_mul(base, base);
-    }
-    return result;
-  }
-}
-
-template <typename T>
 struct BinaryFn {
   BOp op = BOp::Add;
   bool scalar_first = false;
