@@ -20,6 +20,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "support/disconnect_monitor.hpp"
+
 #include "master/cluster.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
@@ -128,20 +130,7 @@ class RawClient {
   bool silent(std::chrono::milliseconds limit) { return !next(limit).has_value(); }
   // Waits (bounded) for ZeroMQ to report the connection dropped.
   bool dropped(std::chrono::milliseconds limit = kWait) {
-    auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-      zmq::pollitem_t item{mon_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
-      zmq::message_t ev;
-      while (mon_.recv(ev, zmq::recv_flags::dontwait)) {
-        uint16_t event = 0;
-        if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
-        zmq::message_t rest;
-        if (ev.more()) (void)mon_.recv(rest, zmq::recv_flags::dontwait);
-        if (event == ZMQ_EVENT_DISCONNECTED) return true;
-      }
-    }
-    return false;
+    return dtr::test::wait_disconnected(mon_, limit);
   }
 
  private:

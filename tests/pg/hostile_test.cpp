@@ -14,6 +14,8 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "support/disconnect_monitor.hpp"
+
 #include "pg/wire.hpp"
 #include "pg_test_util.hpp"
 
@@ -111,20 +113,7 @@ class RawDealer {
   }
   // Waits (bounded) for the connection to be dropped.
   bool dropped(std::chrono::milliseconds limit = kWait) {
-    auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-      zmq::pollitem_t item{mon_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, 50ms);
-      zmq::message_t ev;
-      while (mon_.recv(ev, zmq::recv_flags::dontwait)) {
-        uint16_t event = 0;
-        if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
-        zmq::message_t rest;
-        if (ev.more()) (void)mon_.recv(rest, zmq::recv_flags::dontwait);
-        if (event == ZMQ_EVENT_DISCONNECTED) return true;
-      }
-    }
-    return false;
+    return dtr::test::wait_disconnected(mon_, limit);
   }
   zmq::socket_t& socket() { return sock_; }
 
