@@ -39,6 +39,9 @@ using EventHandle = void*;   // a cudaEvent_t
 
 // ---- devices ----
 int device_count();  // 0 without CUDA or without a GPU (never throws)
+// Why device_count() is 0 (the driver's error, "no CUDA device found", or that dtr was
+// built without CUDA); "" when there are devices. Never throws.
+std::string unavailable_reason();
 struct DeviceProperties {
   int index = 0;
   std::string name;

@@ -16,6 +16,9 @@ namespace {
 int device_count() {
   return 0;
 }
+std::string unavailable_reason() {
+  return "dtr was built without CUDA (DTR_WITH_CUDA=OFF)";
+}
 DeviceProperties device_properties(int) {
   no_cuda("device_properties");
 }

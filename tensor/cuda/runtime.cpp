@@ -441,14 +441,24 @@ int device_count() {
   }
 }
 
+std::string unavailable_reason() {
+  try {
+    const DeviceInfo& info = device_info();
+    if (info.count > 0) return "";
+    return info.error.empty() ? "no CUDA device found" : info.error;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 void check_device(int device, std::string_view what) {
   const DeviceInfo& info = device_info();
   if (device >= 0 && device < info.count) return;
   if (info.count == 0 && !info.error.empty())
     throw DeviceError(
-        fmt::format("{}: no CUDA device {} on this machine ({})", what, device, info.error));
-  throw DeviceError(
-      fmt::format("{}: no CUDA device {} on this machine (it has {})", what, device, info.count));
+        fmt::format("{}: no CUDA device cuda:{} on this machine ({})", what, device, info.error));
+  throw DeviceError(fmt::format("{}: no CUDA device cuda:{} on this machine (it has {})", what,
+                                device, info.count));
 }
 
 DeviceProperties device_properties(int device) {

@@ -129,8 +129,10 @@ TEST_CASE("local tensors name the device when there is none or it is wrong") {
     (void)t.cuda(0);
     FAIL("cuda() without a device did not throw");
   } catch (const DeviceError& e) {
-    INFO(e.what());
-    CHECK(contains(e.what(), "no CUDA device 0"));
+    // "no CUDA device cuda:0 on this machine (...)", or "... built without CUDA".
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(contains(what, "cuda:0"));
   }
   CHECK_THROWS_AS((void)local::empty({2}, DType::Float32, 0), DeviceError);
   CHECK_THROWS_AS((void)local::empty({2}, DType::Float32, -2), DeviceError);
