@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,8 @@ class Backend {
   virtual Work irecv(const local::Tensor& tensor, int src, int tag) = 0;
   virtual Work collective(CollectiveArgs args) = 0;
   virtual void shutdown() = 0;
+  // How CUDA tensors travel (ProcessGroup::cuda_path()); "" for a backend without them.
+  virtual std::string cuda_path() const { return ""; }
 };
 
 class Mesh;

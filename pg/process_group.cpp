@@ -12,6 +12,8 @@
 #include <set>
 
 #include "backend.hpp"
+#include "device_backend.hpp"
+#include "dtr/config.hpp"
 #include "mesh.hpp"
 #include "util.hpp"
 
@@ -62,7 +64,8 @@ std::string_view comm_op_name(CommOp op) {
 }
 
 bool backend_available(std::string_view backend) {
-  return backend == "zmq";
+  // "nccl" needs CUDA; without NCCL itself its groups stage CUDA tensors through the host.
+  return backend == "zmq" || (backend == "nccl" && DTR_WITH_CUDA);
 }
 
 // ---------------------------------------------------------------- Work
@@ -110,8 +113,9 @@ void check_options(const ProcessGroupOptions& o) {
   if (!backend_available(o.backend)) {
     bool known = false;
     for (auto b : kKnownBackends) known = known || b == o.backend;
-    throw InvalidArgument(fmt::format("process group: backend '{}' is {} (available: zmq)",
-                                      o.backend, known ? "not built into this dtr" : "unknown"));
+    throw InvalidArgument(fmt::format("process group: backend '{}' is {} (available: {})",
+                                      o.backend, known ? "not built into this dtr" : "unknown",
+                                      DTR_WITH_CUDA ? "zmq, nccl" : "zmq"));
   }
   if (o.transport != "tcp" && o.transport != "ipc") {
     throw InvalidArgument(
@@ -203,7 +207,8 @@ ProcessGroup ProcessGroup::create(std::shared_ptr<Store> store, int rank, int wo
     }
   }
   auto impl = std::make_shared<Impl>();
-  impl->backend = pg::make_zmq_world(mesh);
+  impl->backend =
+      pg::make_device_backend(pg::make_zmq_world(mesh), options.backend, options.timeout);
   impl->options = options;
   impl->store = std::move(store);
   impl->backend_name = options.backend;
@@ -224,7 +229,8 @@ ProcessGroup ProcessGroup::create(const std::vector<std::string>& endpoints, int
   for (const auto& e : endpoints) token = fnv1a(e, token) ^ 0x9e3779b97f4a7c15ull;
   mesh->connect(rank, endpoints, token);
   auto impl = std::make_shared<Impl>();
-  impl->backend = pg::make_zmq_world(mesh);
+  impl->backend =
+      pg::make_device_backend(pg::make_zmq_world(mesh), options.backend, options.timeout);
   impl->options = options;
   impl->backend_name = options.backend;
   return ProcessGroup(std::move(impl));
@@ -249,6 +255,9 @@ const std::string& ProcessGroup::backend_name() const {
 }
 const ProcessGroup::Options& ProcessGroup::options() const {
   return impl().options;
+}
+std::string ProcessGroup::cuda_path() const {
+  return impl().backend->cuda_path();
 }
 
 ProcessGroup ProcessGroup::new_group(std::vector<int> ranks) const {
@@ -286,9 +295,17 @@ void ProcessGroup::check_supported(CommOp op, DeviceKind device) const {
 
 namespace {
 
+std::string device_name(int device) {
+  return device < 0 ? std::string("cpu") : fmt::format("cuda:{}", device);
+}
+
 struct Checker {
+  static constexpr int kUnset = -2;
   const ProcessGroup& g;
   const char* what;
+  // The device of the first tensor checked; the others must live there too.
+  mutable int device = kUnset;
+  mutable const char* device_role = "";
   void member() const {
     if (!g.is_member()) {
       throw InvalidArgument(
@@ -306,12 +323,14 @@ struct Checker {
   void tensor(const local::Tensor& t, const char* role) const {
     if (!t.defined())
       throw InvalidArgument(fmt::format("{}: the {} tensor is undefined", what, role));
-    if (t.device() >= 0) {
-      // The mesh reads and writes host memory; the nccl backend is not built yet.
-      throw DeviceError(fmt::format(
-          "{}: the {} tensor lives on cuda:{}; process groups take host tensors for now (no "
-          "nccl backend yet): pass t.cpu() and copy the result back with cuda()",
-          what, role, t.device()));
+    if (device == kUnset) {
+      device = t.device();
+      device_role = role;
+    } else if (t.device() != device) {
+      throw DeviceError(
+          fmt::format("{}: the {} tensor is on {}, the {} tensor on {}; the tensors "
+                      "of one call must live on one device",
+                      what, role, device_name(t.device()), device_role, device_name(device)));
     }
     if (!t.meta().is_contiguous()) {
       throw InvalidArgument(

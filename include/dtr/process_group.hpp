@@ -10,12 +10,19 @@
 //    independent groups may live in one process (a worker daemon builds one per master
 //    session); each owns its sockets and threads.
 //
-// Tensors must be contiguous CPU tensors (any dtype of dtr/dtype.hpp). A collective's
+// Tensors must be contiguous (any dtype of dtr/dtype.hpp), and the tensors of one call must
+// live on one device: the host, or one CUDA device. CUDA tensors of a "nccl" group's
+// collectives run on NCCL (the communicator is set up at the group's first collective on
+// CUDA tensors, its unique id broadcast over the group); every other CUDA-tensor call
+// (a "zmq" group, point-to-point calls, ranks sharing one GPU, a build without NCCL) goes
+// through host staging: copied to the host at issue, on the caller's current stream, and
+// back before the Work completes. cuda_path() says which. A collective's
 // tensors must have the same dtype and sizes on every rank; a mismatch fails on every rank
 // with an error naming the op, the ranks and both sizes/dtypes, never corrupting memory.
 // Every wait is bounded (Options::timeout, default 300 s). A peer that dies makes every
 // pending and later operation that needs it fail with TransportError naming its rank and
-// address. Backends other than "zmq" (nccl, mpi, gloo) plug in behind the Backend
+// address. Backends "zmq" and "nccl" are built ("nccl" with CUDA; its host tensors use the
+// zmq mesh every group has); others (mpi, gloo) would plug in behind the Backend
 // interface; unsupported (backend, op, device) combinations throw InvalidArgument. See
 // docs/process_groups.md.
 //
@@ -65,24 +72,24 @@ enum class CommOp : uint8_t {
 inline constexpr int kNumCommOps = 11;
 std::string_view comm_op_name(CommOp op);
 
-// Where a tensor lives, for the capability table (local::Tensor is CPU today).
+// Where a tensor lives, for the capability table.
 enum class DeviceKind : uint8_t { CPU = 0, CUDA = 1 };
 
-// Backends dtr knows of. Only "zmq" is built today; the others are listed so that the
-// capability table is complete and a request for them fails with a clear message.
+// Backends dtr knows of. "zmq" is built, and "nccl" with CUDA; the others are listed so that
+// the capability table is complete and a request for them fails with a clear message.
 inline constexpr std::string_view kKnownBackends[] = {"zmq", "nccl", "mpi", "gloo"};
 
 // Whether `backend` (built or planned) supports `op` on `device`. constexpr: the table in
 // docs/process_groups.md is checked against it by a test.
 constexpr bool backend_supports(std::string_view backend, CommOp op, DeviceKind device) {
-  if (backend == "zmq") return device == DeviceKind::CPU;
-  if (backend == "nccl") {
-    // NCCL (with the CUDA issue): CUDA tensors only, every op but any-source receive.
-    return device == DeviceKind::CUDA && op != CommOp::RecvAnySource;
-  }
+  // zmq: CUDA tensors through host staging. nccl: CUDA collectives on NCCL, its
+  // point-to-point calls (any-source too) staged, host tensors on its zmq mesh.
+  (void)op;
+  (void)device;
+  if (backend == "zmq" || backend == "nccl") return true;
   return false;  // mpi, gloo: not built
 }
-// Whether a backend is compiled into this build ("zmq" only, for now).
+// Whether a backend is compiled into this build ("zmq"; "nccl" when built with CUDA).
 bool backend_available(std::string_view backend);
 
 // Rank of any sender, for recv/irecv.
@@ -194,6 +201,10 @@ class ProcessGroup {
   const std::vector<int>& ranks() const;
   const std::string& backend_name() const;
   const Options& options() const;
+  // How this group moves CUDA tensors: "host staging (...)", "nccl: set up at the group's
+  // first collective on CUDA tensors", then "nccl 2.28.3 on cuda:0 (rank 0 of 2)" or
+  // "host staging: ranks 0 and 1 share one GPU, ...".
+  std::string cuda_path() const;
 
   // A subgroup of this group's members (ranks given in this group's numbering, distinct).
   // Like torch: every member of *this* group must call it, in the same order, even those
@@ -262,8 +273,8 @@ class ProcessGroup {
 
 // ---- the global (torch.distributed-like) API ----
 
-// backend: "zmq". init_method: "env://" (MASTER_ADDR, MASTER_PORT, and WORLD_SIZE/RANK,
-// else SLURM_NTASKS/SLURM_PROCID, else OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK),
+// backend: "zmq" or "nccl" (with CUDA). init_method: "env://" (MASTER_ADDR, MASTER_PORT, and
+// WORLD_SIZE/RANK, else SLURM_NTASKS/SLURM_PROCID, else OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK),
 // "tcp://host:port" (rank 0 hosts the rendezvous) or "file:///path". world_size/rank -1
 // mean "from the environment" for env://; with tcp:// and file:// rank -1 assigns ranks
 // in arrival order (world_size is required). group_name lets several jobs share one file

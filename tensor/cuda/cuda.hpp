@@ -24,6 +24,7 @@
 // stream and read by another must be ordered by an event, as in CUDA.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,9 @@ struct DeviceProperties {
   int major = 0;  // compute capability
   int minor = 0;
   int multiprocessors = 0;
+  // The GPU's UUID (cudaDeviceProp::uuid): the same physical GPU has the same UUID in every
+  // process, whatever CUDA_VISIBLE_DEVICES numbers it as.
+  std::array<uint8_t, 16> uuid{};
 };
 // Throws DeviceError for an index outside [0, device_count()).
 DeviceProperties device_properties(int device);

@@ -472,6 +472,7 @@ DeviceProperties device_properties(int device) {
   out.major = p.major;
   out.minor = p.minor;
   out.multiprocessors = p.multiProcessorCount;
+  std::memcpy(out.uuid.data(), p.uuid.bytes, out.uuid.size());
   DeviceGuard guard(device);
   size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo", device);

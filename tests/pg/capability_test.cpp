@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "dtr/config.hpp"
 #include "pg_test_util.hpp"
 
 using namespace dtr;
@@ -136,7 +137,7 @@ TEST_CASE("capability table in docs/process_groups.md matches backend_supports a
   }));
   // Unbuilt backends are refused up front.
   for (auto b : kKnownBackends) {
-    CHECK(backend_available(b) == (b == "zmq"));
+    CHECK(backend_available(b) == (b == "zmq" || (b == "nccl" && DTR_WITH_CUDA)));
     if (backend_available(b)) continue;
     ProcessGroupOptions o;
     o.backend = std::string(b);

@@ -94,7 +94,7 @@ TEST_CASE("init: argument errors") {
   CHECK_FALSE(is_initialized());
   CHECK_THROWS_AS(get_rank(), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("zmq", "bogus://x"), InvalidArgument);
-  CHECK_THROWS_AS(init_process_group("nccl", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  CHECK_THROWS_AS(init_process_group("mpi", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("gloo", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("carrier-pigeon", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("zmq", "tcp://127.0.0.1:1", -1, 0), InvalidArgument);

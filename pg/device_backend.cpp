@@ -1,0 +1,452 @@
+#include "device_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "mesh.hpp"
+#include "nccl.hpp"
+#include "tensor/cuda/cuda.hpp"
+#include "util.hpp"
+
+namespace dtr::pg {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::atomic<bool> g_stage_host{false};
+
+// One thread running posted tasks in order; started by the first post(). Tasks must not
+// throw.
+class Finisher {
+ public:
+  Finisher() = default;
+  ~Finisher() { stop(); }
+  Finisher(const Finisher&) = delete;
+  Finisher& operator=(const Finisher&) = delete;
+
+  void post(std::function<void()> task) {
+    std::lock_guard lock(m_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    queue_.push_back(std::move(task));
+    cv_.notify_one();
+  }
+
+  // Runs what is queued, then ends the thread.
+  void stop() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The device all tensors of a call live on (ProcessGroup checked they agree); -1 for host
+// tensors or none.
+int device_of(const CollectiveArgs& a) {
+  for (const auto& t : a.inputs) {
+    if (t.defined()) return t.device();
+  }
+  for (const auto& t : a.outputs) {
+    if (t.defined()) return t.device();
+  }
+  return -1;
+}
+
+// The tensor whose size and dtype every rank must agree on.
+const local::Tensor* reference_tensor(const CollectiveArgs& a) {
+  switch (a.op) {
+    case CommOp::AllGather:
+    case CommOp::Gather:
+      return a.inputs.empty() ? nullptr : &a.inputs[0];
+    default:
+      return a.outputs.empty() ? nullptr : &a.outputs[0];
+  }
+}
+
+// A host copy of t with its own storage (t.cpu() would return a host tensor itself).
+local::Tensor host_copy(const local::Tensor& t) {
+  return t.device() >= 0 ? t.cpu() : t.clone();
+}
+
+local::Tensor host_like(const local::Tensor& t) {
+  return local::empty(t.meta().shape, t.meta().dtype);
+}
+
+std::array<int64_t, 2> uuid_words(const std::array<uint8_t, 16>& uuid) {
+  std::array<int64_t, 2> w{};
+  std::memcpy(w.data(), uuid.data(), uuid.size());
+  return w;
+}
+
+// Fields of the per-collective signature NCCL collectives exchange first.
+enum Sig : int { kOp, kRoot, kReduce, kDType, kCount, kDevice, kCommDevice, kSigWords };
+constexpr const char* kSigNames[] = {"op", "root", "ReduceOp", "dtype", "element count"};
+
+std::string sig_value(int field, int64_t v) {
+  switch (field) {
+    case kOp:
+      return std::string(comm_op_name(static_cast<CommOp>(v)));
+    case kReduce:
+      return std::string(reduce_op_name(static_cast<ReduceOp>(v)));
+    case kDType:
+      return std::string(dtype_name(static_cast<DType>(v)));
+    default:
+      return std::to_string(v);
+  }
+}
+
+class DeviceBackend final : public Backend {
+ public:
+  DeviceBackend(std::shared_ptr<Backend> host, std::string name, std::chrono::milliseconds timeout,
+                bool stage_host)
+      : host_(std::move(host)),
+        name_(std::move(name)),
+        timeout_(timeout),
+        stage_host_(stage_host),
+        want_nccl_(name_ == "nccl") {}
+
+  ~DeviceBackend() override {
+    closing_ = true;
+    finisher_.stop();
+  }
+
+  std::string_view name() const override { return name_; }
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  const std::vector<int>& world_ranks() const override { return host_->world_ranks(); }
+
+  std::shared_ptr<Backend> new_group(const std::vector<int>& group_ranks) override {
+    return std::make_shared<DeviceBackend>(host_->new_group(group_ranks), name_, timeout_,
+                                           stage_host_);
+  }
+
+  Work isend(const local::Tensor& tensor, int dst, int tag) override {
+    if (!staged(tensor)) return host_->isend(tensor, dst, tag);
+    // The host copy is the transport's to keep until it has gone.
+    return host_->isend(host_copy(tensor), dst, tag);
+  }
+
+  Work irecv(const local::Tensor& tensor, int src, int tag) override {
+    if (!staged(tensor)) return host_->irecv(tensor, src, tag);
+    local::Tensor host = host_like(tensor);
+    Work inner = host_->irecv(host, src, tag);
+    auto state = std::make_shared<Work::State>(fmt::format(
+        "recv on rank {} from {} (tag {}, staged through host memory)", rank(),
+        src == kAnySource ? std::string("any rank") : fmt::format("rank {}", src), tag));
+    finish(state, [this, inner, tensor, host]() mutable {
+      await(inner);
+      copy_back(tensor, host);
+      return inner.source_rank();
+    });
+    return Work(state);
+  }
+
+  Work collective(CollectiveArgs args) override {
+    const int device = device_of(args);
+    if (device < 0 && !stage_host_) return host_->collective(std::move(args));
+    if (device >= 0 && want_nccl_) {
+      if (std::shared_ptr<NcclComm> comm = nccl_for(device)) {
+        return nccl_collective(std::move(args), device, std::move(comm));
+      }
+    }
+    if (device < 0 && reference_tensor(args) == nullptr) {
+      return host_->collective(std::move(args));  // barrier
+    }
+    return staged_collective(std::move(args));
+  }
+
+  void shutdown() override {
+    closing_ = true;
+    host_->shutdown();
+  }
+
+  std::string cuda_path() const override {
+    std::lock_guard lock(m_);
+    if (!want_nccl_)
+      return "host staging (the zmq backend copies CUDA tensors through host memory)";
+    if (!setup_done_) {
+      return nccl_built() ? "nccl: set up at the group's first collective on CUDA tensors"
+                          : "host staging (this dtr was built without NCCL)";
+    }
+    return path_;
+  }
+
+ private:
+  bool staged(const local::Tensor& t) const { return t.device() >= 0 || stage_host_; }
+
+  // Runs `body` on the finisher thread and completes `state` with its result or error.
+  template <typename Body>
+  void finish(const std::shared_ptr<Work::State>& state, Body body) {
+    finisher_.post([state, body = std::move(body)]() mutable {
+      try {
+        const int source = body();
+        state->complete(nullptr, source);
+      } catch (...) {
+        state->complete(std::current_exception());
+      }
+    });
+  }
+
+  // Waits for an operation of the host transport. It ends by its own deadline; this bound
+  // only guards against a transport that never completes it, and a closing group stops
+  // waiting at once.
+  void await(Work& inner) const {
+    const auto deadline = Clock::now() + timeout_ * 2 + 10s;
+    while (true) {
+      try {
+        inner.wait(50ms);
+        return;
+      } catch (const TimeoutError&) {
+        if (inner.is_completed()) throw;  // the operation's own timeout
+      }
+      if (closing_.load()) {
+        throw TransportError(fmt::format("{}: the process group was shut down", name_));
+      }
+      if (Clock::now() > deadline) {
+        throw TimeoutError(fmt::format("{}: the host transport did not complete within {} ms",
+                                       name_, (timeout_ * 2 + 10s).count()));
+      }
+    }
+  }
+
+  // Finisher thread only.
+  void copy_back(const local::Tensor& dst, const local::Tensor& src) {
+    if (dst.device() < 0) {
+      local::Tensor d = dst;
+      d.copy_(src);
+      return;
+    }
+    auto& stream = streams_[dst.device()];
+    if (!stream) stream = std::make_unique<cuda::Stream>(dst.device());
+    cuda::StreamScope scope(dst.device(), stream->handle());
+    cuda::copy_between(dst, src);
+    stream->synchronize();  // the Work completes once the device holds the result
+  }
+
+  Work staged_collective(CollectiveArgs a) {
+    auto state = std::make_shared<Work::State>(
+        fmt::format("{} on rank {} (staged through host memory)", comm_op_name(a.op), rank()));
+    std::vector<std::pair<local::Tensor, local::Tensor>> back;  // (device, host)
+    auto in = [&](local::Tensor& t) {
+      if (staged(t)) t = host_copy(t);
+    };
+    auto out = [&](local::Tensor& t, bool keep_values) {
+      if (!staged(t)) return;
+      local::Tensor h = keep_values ? host_copy(t) : host_like(t);
+      back.emplace_back(t, h);
+      t = h;
+    };
+    switch (a.op) {
+      case CommOp::Broadcast:
+      case CommOp::AllReduce:
+        out(a.outputs[0], true);
+        break;
+      case CommOp::Reduce:
+        // Only the root's tensor receives the result.
+        if (rank() == a.root) {
+          out(a.outputs[0], true);
+        } else {
+          in(a.outputs[0]);
+        }
+        break;
+      default:
+        for (auto& t : a.inputs) in(t);
+        for (auto& t : a.outputs) out(t, false);
+        break;
+    }
+    Work inner = host_->collective(std::move(a));
+    finish(state, [this, inner, back = std::move(back)]() mutable {
+      await(inner);
+      for (auto& [dev, host] : back) copy_back(dev, host);
+      return -1;
+    });
+    return Work(state);
+  }
+
+  // The group's communicator for `device`, set up at the first call (a collective); null
+  // when this group stages CUDA tensors instead.
+  std::shared_ptr<NcclComm> nccl_for(int device) {
+    std::lock_guard lock(m_);
+    if (!setup_done_) setup(device);
+    if (!setup_error_.empty()) throw TransportError(setup_error_);
+    return nccl_;
+  }
+
+  // Every member decides the same from the same gathered facts: NCCL when every rank has it
+  // and no two ranks share a GPU (NCCL refuses two ranks on one device), else staging.
+  void setup(int device) {
+    const int n = size();
+    const auto props = cuda::device_properties(device);
+    const auto uuid = uuid_words(props.uuid);
+    local::Tensor mine = local::from_vector<int64_t>({uuid[0], uuid[1], nccl_built() ? 1 : 0});
+    local::Tensor all = local::empty(Shape{3 * n}, DType::Int64);
+    CollectiveArgs g;
+    g.op = CommOp::AllGather;
+    g.inputs = {mine};
+    for (int r = 0; r < n; ++r) {
+      TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{3});
+      m.offset = 3 * r;
+      g.outputs.emplace_back(all.storage(), m);
+    }
+    g.blocking = true;
+    host_->collective(std::move(g)).wait(timeout_ * 2 + 10s);
+    const std::string staging = staging_reason(all.data<int64_t>(), n);
+    setup_done_ = true;
+    if (!staging.empty()) {
+      path_ = "host staging: " + staging;
+      return;
+    }
+    try {
+      nccl_ = nccl_connect(*host_, device, timeout_);
+      path_ = nccl_->describe();
+    } catch (const std::exception& e) {
+      setup_error_ = fmt::format("{}: setting up NCCL for the group failed: {}", name_, e.what());
+      path_ = setup_error_;
+      throw TransportError(setup_error_);
+    }
+  }
+
+  Work nccl_collective(CollectiveArgs a, int device, std::shared_ptr<NcclComm> comm) {
+    const int n = size();
+    local::Tensor mine = local::from_vector<int64_t>(nccl_signature(a, device, comm->device()));
+    local::Tensor all = local::empty(Shape{kSigWords * n}, DType::Int64);
+    CollectiveArgs g;
+    g.op = CommOp::AllGather;
+    g.inputs = {mine};
+    for (int r = 0; r < n; ++r) {
+      TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{kSigWords});
+      m.offset = kSigWords * r;
+      g.outputs.emplace_back(all.storage(), m);
+    }
+    Work signatures = host_->collective(std::move(g));  // in program order, like the op
+    auto ready = std::make_shared<cuda::Event>(device);
+    ready->record(cuda::current_stream(device));
+    auto state = std::make_shared<Work::State>(
+        fmt::format("{} on rank {} (nccl, cuda:{})", comm_op_name(a.op), rank(), device));
+    finish(state, [this, signatures, all, a = std::move(a), ready, comm]() mutable {
+      await(signatures);
+      check_nccl_signatures(a.op, all.data<int64_t>(), size());
+      comm->run(a, *ready, Clock::now() + timeout_, closing_);
+      return -1;
+    });
+    return Work(state);
+  }
+
+  std::shared_ptr<Backend> host_;
+  const std::string name_;
+  const std::chrono::milliseconds timeout_;
+  const bool stage_host_;
+  const bool want_nccl_;
+  std::atomic<bool> closing_{false};
+
+  mutable std::mutex m_;  // the set-up state below
+  bool setup_done_ = false;
+  std::string setup_error_;
+  std::string path_;
+  std::shared_ptr<NcclComm> nccl_;
+
+  std::map<int, std::unique_ptr<cuda::Stream>> streams_;  // finisher thread only
+  Finisher finisher_;  // last: stopped (joined) before the members its tasks use go
+};
+
+}  // namespace
+
+std::vector<int64_t> nccl_signature(const CollectiveArgs& a, int device, int comm_device) {
+  const local::Tensor* ref = reference_tensor(a);
+  std::vector<int64_t> sig(kSigWords, 0);
+  sig[kOp] = static_cast<int64_t>(a.op);
+  sig[kRoot] = a.root;
+  sig[kReduce] = static_cast<int64_t>(a.reduce);
+  sig[kDType] = ref ? static_cast<int64_t>(ref->dtype()) : -1;
+  sig[kCount] = ref ? ref->meta().numel() : 0;
+  sig[kDevice] = device;
+  sig[kCommDevice] = comm_device;
+  return sig;
+}
+
+void check_nccl_signatures(CommOp op, const int64_t* w, int n) {
+  const std::string what = fmt::format("{} (nccl)", comm_op_name(op));
+  for (int r = 0; r < n; ++r) {
+    const int64_t* s = w + kSigWords * r;
+    if (s[kDevice] != s[kCommDevice]) {
+      throw DeviceError(fmt::format(
+          "{}: rank {} passed a tensor on cuda:{}, but its NCCL communicator for this group "
+          "is on cuda:{} (a group uses one GPU per rank)",
+          what, r, s[kDevice], s[kCommDevice]));
+    }
+  }
+  for (int f = kOp; f <= kCount; ++f) {
+    if (f == kRoot && op != CommOp::Broadcast && op != CommOp::Reduce && op != CommOp::Gather &&
+        op != CommOp::Scatter) {
+      continue;
+    }
+    if (f == kReduce && op != CommOp::AllReduce && op != CommOp::Reduce &&
+        op != CommOp::ReduceScatter) {
+      continue;
+    }
+    for (int r = 1; r < n; ++r) {
+      const int64_t v0 = w[f], v = w[kSigWords * r + f];
+      if (v == v0) continue;
+      const std::string msg = fmt::format("{}: rank 0 has {} {}, rank {} has {}", what,
+                                          kSigNames[f], sig_value(f, v0), r, sig_value(f, v));
+      if (f == kDType) throw DTypeError(msg);
+      if (f == kCount) throw ShapeError(msg);
+      throw InvalidArgument(msg);
+    }
+  }
+}
+
+std::string staging_reason(const int64_t* facts, int n) {
+  for (int r = 0; r < n; ++r) {
+    if (facts[3 * r + 2] != 1) return fmt::format("rank {} was built without NCCL", r);
+    for (int q = 0; q < r; ++q) {
+      if (facts[3 * q] == facts[3 * r] && facts[3 * q + 1] == facts[3 * r + 1]) {
+        return fmt::format("ranks {} and {} share one GPU, which NCCL does not allow", q, r);
+      }
+    }
+  }
+  return "";
+}
+
+std::shared_ptr<Backend> make_device_backend(std::shared_ptr<Backend> host, std::string backend,
+                                             std::chrono::milliseconds timeout) {
+  return std::make_shared<DeviceBackend>(std::move(host), std::move(backend), timeout,
+                                         g_stage_host.load());
+}
+
+void set_stage_host_tensors_for_testing(bool on) {
+  g_stage_host = on;
+}
+
+}  // namespace dtr::pg
