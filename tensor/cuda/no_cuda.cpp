@@ -19,8 +19,8 @@ int device_count() {
 std::string unavailable_reason() {
   return "dtr was built without CUDA (DTR_WITH_CUDA=OFF)";
 }
-DeviceProperties device_properties(int) {
-  no_cuda("device_properties");
+DeviceProperties device_properties(int device) {
+  no_cuda(fmt::format("device_properties of cuda:{}", device));
 }
 void check_device(int device, std::string_view what) {
   no_cuda(fmt::format("{} (cuda:{})", what, device));
@@ -70,8 +70,9 @@ void empty_cache(int device) {
 void set_memory_limit(int device, int64_t) {
   no_cuda(fmt::format("set_memory_limit(cuda:{})", device));
 }
-void copy_between(const local::Tensor&, const local::Tensor&) {
-  no_cuda("copy to or from a CUDA device");
+void copy_between(const local::Tensor& dst, const local::Tensor& src) {
+  auto where = [](int d) { return d < 0 ? std::string("cpu") : fmt::format("cuda:{}", d); };
+  no_cuda(fmt::format("copy from {} to {}", where(src.device()), where(dst.device())));
 }
 void run_kernel(OpId op, std::span<const local::Tensor>, const OpAttrs&, const local::Tensor&) {
   no_cuda(op_def(op).name);
