@@ -7,7 +7,9 @@
 #   --tsan       build-tsan/  ThreadSanitizer build, then ctest
 #   CTEST_ARG... passed to ctest, e.g. -L unit or -R tensor/
 #
-# Sanitizer builds are RelWithDebInfo without the benchmarks. Under --tsan every process
+# Sanitizer builds are RelWithDebInfo without the benchmarks, and without CUDA (nvcc's device
+# code is not instrumented, and CI has no GPU): they are also the check that dtr builds
+# and passes where there is no CUDA toolkit. Under --tsan every process
 # (workers and ranks too) writes its reports to build-tsan/tsan-logs/, printed at the end;
 # any report there fails the run. Exits non-zero when the build or any test fails.
 set -euo pipefail
@@ -24,7 +26,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTR_WITH_CUDA=OFF)
 case "${mode}" in
   normal)
     build_dir="${repo_root}/build"

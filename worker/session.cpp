@@ -1162,26 +1162,35 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
                              fmt::format("node {} is not a member of group {}", node, c.group)));
   try {
     // The members agree first: whoever's input is failed says so, and nobody computes.
+    // Each member also says whether its input is a CUDA tensor (flag 2): only when all are
+    // does the group get device tensors (NCCL, or the group's own host staging); otherwise
+    // every member stages its CUDA input through the host itself.
     local::Tensor flags = local::zeros({pg.size()}, DType::Int32);
     Failure own = t.in[0]->get_failure();
-    if (own) static_cast<int32_t*>(flags.raw_data())[pg.rank()] = 1;
+    const local::Tensor x = own ? local::Tensor() : use(*self, *t.in[0]);
+    const int device = own ? -1 : x.device();
+    static_cast<int32_t*>(flags.raw_data())[pg.rank()] = own ? 1 : (device >= 0 ? 2 : 0);
     pg.all_reduce(flags, ReduceOp::Max);
     if (own) return fail(dependent_failure(target, name, c.inputs[0], *own));
     const auto* f = static_cast<const int32_t*>(flags.raw_data());
+    bool all_on_devices = true;
     // Not a root failure here: the node whose input failed reports its own cause.
-    for (int r = 0; r < pg.size(); ++r)
-      if (f[r])
+    for (int r = 0; r < pg.size(); ++r) {
+      if (f[r] == 1)
         return fail(std::make_shared<RemoteFailure>(
             make_failure(target, name,
                          fmt::format("the input on node {} (group rank {}) is failed",
                                      pg.ranks()[static_cast<size_t>(r)], r))));
+      all_on_devices = all_on_devices && f[r] == 2;
+    }
     auto op = static_cast<ReduceOp>(c.reduce_op);
-    // A CUDA tensor goes through the host (staged copies on this stream's CUDA stream).
-    const local::Tensor x = use(*self, *t.in[0]);
-    const int device = x.device();
+    // CUDA work (copies, the collective's wait for earlier work) goes to this stream's CUDA
+    // stream.
     std::optional<cuda::StreamScope> scope;
     if (device >= 0) scope.emplace(device, self->cuda_stream(device));
-    const local::Tensor host = device >= 0 ? x.cpu() : x;
+    // Where the group's tensors live: the device when every member's input is on one.
+    const int pg_device = all_on_devices ? device : -1;
+    const local::Tensor in = x.to_device(pg_device);
     auto publish = [&](local::Tensor out) {
       if (device >= 0) {
         out = out.to_device(device);
@@ -1192,28 +1201,24 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
     switch (c.collective) {
       case protocol::CollectiveKind::AllReduce:
       case protocol::CollectiveKind::Broadcast: {
-        local::Tensor buf = host.is_contiguous() ? host : host.contiguous();
+        local::Tensor buf = in.is_contiguous() ? in : in.contiguous();
         if (c.collective == protocol::CollectiveKind::AllReduce)
           pg.all_reduce(buf, op);
         else
           pg.broadcast(buf, c.root);
-        if (device >= 0) {
-          local::Tensor(x).copy_(buf.to_device(device));
-          wrote(*self, *t.in[0], x);
-        } else if (!x.is_contiguous()) {
-          local::Tensor(x).copy_(buf);
-        }
+        if (buf.storage() != x.storage()) local::Tensor(x).copy_(buf.to_device(device));
+        if (device >= 0) wrote(*self, *t.in[0], x);
         break;
       }
       case protocol::CollectiveKind::AllGather: {
-        local::Tensor out = local::empty(c.meta.shape, c.meta.dtype);
-        pg.all_gather_into_tensor(out, host.contiguous());
+        local::Tensor out = local::empty(c.meta.shape, c.meta.dtype, pg_device);
+        pg.all_gather_into_tensor(out, in.contiguous());
         publish(std::move(out));
         break;
       }
       case protocol::CollectiveKind::ReduceScatter: {
-        local::Tensor out = local::empty(c.meta.shape, c.meta.dtype);
-        pg.reduce_scatter_tensor(out, host.contiguous(), op);
+        local::Tensor out = local::empty(c.meta.shape, c.meta.dtype, pg_device);
+        pg.reduce_scatter_tensor(out, in.contiguous(), op);
         publish(std::move(out));
         break;
       }
@@ -1563,6 +1568,9 @@ void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id,
   o.timeout = s.options.collective_timeout;
   o.security = s.options.security;
   o.group_name = fmt::format("dtr-session-{:x}", session_id);
+  // With CUDA, collectives whose members all hold CUDA tensors run on NCCL (or the group's
+  // host staging where NCCL cannot: workers sharing one GPU); host tensors use the mesh.
+  if (backend_available("nccl")) o.backend = "nccl";
   s.group_thread->post([promise, pg_endpoints = std::move(pg_endpoints), node, o] {
     try {
       promise->set_value(ProcessGroup::create(pg_endpoints, static_cast<int>(node), o));
