@@ -41,6 +41,16 @@ DTR_HOST_DEVICE inline float bits_float(uint32_t u) {
 #endif
 }
 
+// static_cast<float>, with a double past float's range becoming ±inf (not UB).
+template <typename T>
+DTR_HOST_DEVICE inline float to_float(T v) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, long double>) {
+    if (v > 3.4028234663852886e38) return bits_float(0x7f800000u);
+    if (v < -3.4028234663852886e38) return bits_float(0xff800000u);
+  }
+  return static_cast<float>(v);
+}
+
 // IEEE binary16 (1 sign, 5 exponent, 10 mantissa bits) from float, round to nearest even.
 DTR_HOST_DEVICE inline uint16_t float_to_half_bits(float f) {
   uint32_t x = float_bits(f);
@@ -103,7 +113,7 @@ struct float16 {
   // From any arithmetic value, through float (a double rounds twice, as in torch).
   template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
   DTR_HOST_DEVICE explicit float16(T v)
-      : bits(half_detail::float_to_half_bits(static_cast<float>(v))) {}
+      : bits(half_detail::float_to_half_bits(half_detail::to_float(v))) {}
   DTR_HOST_DEVICE operator float() const { return half_detail::half_bits_to_float(bits); }
   DTR_HOST_DEVICE static float16 from_bits(uint16_t b) {
     float16 h;
@@ -119,7 +129,7 @@ struct bfloat16 {
   bfloat16() = default;
   template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
   DTR_HOST_DEVICE explicit bfloat16(T v)
-      : bits(half_detail::float_to_bfloat16_bits(static_cast<float>(v))) {}
+      : bits(half_detail::float_to_bfloat16_bits(half_detail::to_float(v))) {}
   DTR_HOST_DEVICE operator float() const { return half_detail::bfloat16_bits_to_float(bits); }
   DTR_HOST_DEVICE static bfloat16 from_bits(uint16_t b) {
     bfloat16 h;
@@ -130,6 +140,16 @@ struct bfloat16 {
 
 static_assert(sizeof(float16) == 2 && std::is_trivially_copyable_v<float16>);
 static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>);
+
+// The next value of H (float16 or bfloat16) after x in the direction of y; x and y finite.
+template <typename H>
+DTR_HOST_DEVICE inline H next_toward(H x, H y) {
+  const float fx = x, fy = y;
+  if (fx == fy) return y;
+  if (fx == 0.0f) return H::from_bits(static_cast<uint16_t>(fy > 0.0f ? 0x0001u : 0x8001u));
+  const bool away_from_zero = (fy > fx) == (fx > 0.0f);
+  return H::from_bits(static_cast<uint16_t>(away_from_zero ? x.bits + 1u : x.bits - 1u));
+}
 
 // True for float16 and bfloat16.
 template <typename T>
