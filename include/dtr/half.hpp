@@ -44,7 +44,7 @@ DTR_HOST_DEVICE inline float bits_float(uint32_t u) {
 // static_cast<float>, with a double past float's range becoming ±inf (not UB).
 template <typename T>
 DTR_HOST_DEVICE inline float to_float(T v) {
-  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, long double>) {
+  if constexpr (std::is_same_v<T, double>) {
     if (v > 3.4028234663852886e38) return bits_float(0x7f800000u);
     if (v < -3.4028234663852886e38) return bits_float(0xff800000u);
   }
