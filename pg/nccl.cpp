@@ -39,6 +39,10 @@ ncclDataType_t nccl_type(DType t) {
       return ncclInt64;
     case DType::Bool:
       return ncclUint8;  // bytes 0/1: OR is max, AND is min
+    case DType::Float16:
+      return ncclFloat16;
+    case DType::BFloat16:
+      return ncclBfloat16;
   }
   throw DTypeError(fmt::format("nccl: no NCCL type for dtype {}", dtype_name(t)));
 }

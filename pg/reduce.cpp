@@ -15,7 +15,7 @@ T wrap_add(T a, T b) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
   } else {
-    return a + b;
+    return static_cast<T>(a + b);  // float16/bfloat16: in float, rounded to nearest even
   }
 }
 
@@ -25,24 +25,24 @@ T wrap_mul(T a, T b) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
   } else {
-    return a * b;
+    return static_cast<T>(a * b);
   }
 }
 
 template <typename T>
 T min_of(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
+  if constexpr (is_floating_v<T>) {
+    if (std::isnan(static_cast<double>(a))) return a;
+    if (std::isnan(static_cast<double>(b))) return b;
   }
   return b < a ? b : a;
 }
 
 template <typename T>
 T max_of(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
+  if constexpr (is_floating_v<T>) {
+    if (std::isnan(static_cast<double>(a))) return a;
+    if (std::isnan(static_cast<double>(b))) return b;
   }
   return a < b ? b : a;
 }
@@ -88,6 +88,14 @@ void bools(void* dst, const void* lo, const void* hi, int64_t n, ReduceOp op) {
   }
 }
 
+// Each element divided in float and rounded back to T (float16 or bfloat16).
+template <typename T>
+void divide_half(void* data, int64_t n, int64_t divisor) {
+  auto* p = static_cast<T*>(data);
+  const float d = static_cast<float>(divisor);
+  for (int64_t i = 0; i < n; ++i) p[i] = T(static_cast<float>(p[i]) / d);
+}
+
 }  // namespace
 
 void reduce_into(void* dst, const void* lo, const void* hi, int64_t n, DType dtype, ReduceOp op) {
@@ -103,6 +111,10 @@ void reduce_into(void* dst, const void* lo, const void* hi, int64_t n, DType dty
       return typed<int64_t>(dst, lo, hi, n, op);
     case DType::Bool:
       return bools(dst, lo, hi, n, op);
+    case DType::Float16:
+      return typed<float16>(dst, lo, hi, n, op);
+    case DType::BFloat16:
+      return typed<bfloat16>(dst, lo, hi, n, op);
   }
 }
 
@@ -115,6 +127,10 @@ void divide_by(void* data, int64_t n, DType dtype, int64_t divisor) {
     auto* p = static_cast<double*>(data);
     const double d = static_cast<double>(divisor);
     for (int64_t i = 0; i < n; ++i) p[i] /= d;
+  } else if (dtype == DType::Float16) {
+    divide_half<float16>(data, n, divisor);
+  } else if (dtype == DType::BFloat16) {
+    divide_half<bfloat16>(data, n, divisor);
   }
 }
 

@@ -336,6 +336,14 @@ const std::vector<Builtin> kMethods = {
      [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
        return convert_method("double", DType::Float64, args, kw);
      }},
+    {"half", "x.half(): to(x, float16)",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       return convert_method("half", DType::Float16, args, kw);
+     }},
+    {"bfloat16", "x.bfloat16(): to(x, bfloat16)",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       return convert_method("bfloat16", DType::BFloat16, args, kw);
+     }},
     {"int", "x.int(): to(x, int32)",
      [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
        return convert_method("int", DType::Int32, args, kw);

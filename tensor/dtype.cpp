@@ -18,6 +18,8 @@ bool parse_dtype(std::string_view name, DType& out) {
       {"float32", DType::Float32}, {"float", DType::Float32}, {"float64", DType::Float64},
       {"double", DType::Float64},  {"int32", DType::Int32},   {"int", DType::Int32},
       {"int64", DType::Int64},     {"long", DType::Int64},    {"bool", DType::Bool},
+      {"float16", DType::Float16}, {"half", DType::Float16},  {"bfloat16", DType::BFloat16},
+      {"bf16", DType::BFloat16},
   };
   for (const Alias& a : kAliases) {
     if (a.name == name) {

@@ -95,6 +95,8 @@ std::string Tensor::to_string() const {
     f.cells = detail::dispatch(dtype(), [&]<typename T>() {
       if constexpr (std::is_same_v<T, bool>)
         return format_cells(to_vector<bool>());
+      else if constexpr (is_half_v<T>)  // every float16 and bfloat16 value is a float
+        return format_cells(to_vector<float>());
       else
         return format_cells(to_vector<T>());
     });

@@ -15,7 +15,8 @@ namespace dtr::local::detail {
 
 using dtr::detail::fail;
 
-// Calls f.template operator()<T>() with T the C++ type of `t`.
+// Calls f.template operator()<T>() with T the C++ (storage) type of `t`: dtr::float16 and
+// dtr::bfloat16 for the 16-bit dtypes.
 template <typename F>
 decltype(auto) dispatch(DType t, F&& f) {
   switch (t) {
@@ -29,14 +30,53 @@ decltype(auto) dispatch(DType t, F&& f) {
       return f.template operator()<int64_t>();
     case DType::Bool:
       return f.template operator()<bool>();
+    case DType::Float16:
+      return f.template operator()<float16>();
+    case DType::BFloat16:
+      return f.template operator()<bfloat16>();
   }
   throw DTypeError(fmt::format("invalid dtype code {}", static_cast<int>(t)));
 }
 
+// Like dispatch, but T is the type `t` computes in: float for float16 and bfloat16, whose
+// elements are converted as they are loaded and rounded as they are stored.
+template <typename F>
+decltype(auto) dispatch_compute(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
+    case DType::Bool:
+      return f.template operator()<bool>();
+  }
+  throw DTypeError(fmt::format("invalid dtype code {}", static_cast<int>(t)));
+}
+
+// dispatch for the CPU's computing kernels (unary, clamp, binary, reductions, linalg),
+// which never see float16 or bfloat16: execute() runs them on float32 copies and rounds
+// the result (tensor.cpp, run_through_float32). Not instantiated for the 16-bit types.
+template <typename F>
+decltype(auto) dispatch_wide(std::string_view op, DType t, F&& f) {
+  if (t == DType::Float16 || t == DType::BFloat16)
+    fail<DTypeError>(op, "internal: {} operands reach the kernels as float32", t);
+  return dispatch_compute(t, std::forward<F>(f));
+}
+
+// T the compute type of a floating dtype (float for float16 and bfloat16); throws
+// DTypeError naming `op` for any other dtype.
 template <typename F>
 decltype(auto) dispatch_float(std::string_view op, DType t, F&& f) {
   switch (t) {
     case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16:
       return f.template operator()<float>();
     case DType::Float64:
       return f.template operator()<double>();

@@ -77,14 +77,14 @@ Tensor as_dtype(const Tensor& t, DType dtype) {
 
 template <typename T>
 T nan_max(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (is_floating_v<T>) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
   }
   return a > b ? a : b;
 }
 template <typename T>
 T nan_min(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (is_floating_v<T>) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
   }
   return a < b ? a : b;
@@ -100,14 +100,14 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
   };
   switch (d.id) {
     case OpId::neg:
-      dispatch(out.dtype(), [&]<typename T>() {
+      dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
         run.template operator()<T>([](T v) { return wrap_sub(T(0), v); });
       });
       return;
     case OpId::abs:
-      dispatch(out.dtype(), [&]<typename T>() {
+      dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
         run.template operator()<T>([](T v) {
-          if constexpr (std::is_floating_point_v<T>)
+          if constexpr (is_floating_v<T>)
             return std::abs(v);
           else
             return v < T(0) ? wrap_sub(T(0), v) : v;
@@ -115,7 +115,7 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
       });
       return;
     case OpId::relu:
-      dispatch(out.dtype(), [&]<typename T>() {
+      dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
         run.template operator()<T>([](T v) { return v > T(0) ? v : T(0); });
       });
       return;
@@ -153,11 +153,11 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
 
 void clamp_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
   (void)d;
-  dispatch(out.dtype(), [&]<typename T>() {
+  dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
     bool has_lo = !a.scalars[0].is_none(), has_hi = !a.scalars[1].is_none();
     T lo = has_lo ? a.scalars[0].to<T>() : T(0), hi = has_hi ? a.scalars[1].to<T>() : T(0);
     map1<T, T>(out, in[0], [=](T v) {
-      if constexpr (std::is_floating_point_v<T>) {
+      if constexpr (is_floating_v<T>) {
         if (std::isnan(v)) return v;
       }
       if (has_lo && v < lo) v = lo;
@@ -175,7 +175,7 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
     std::array<TensorMeta, 2> metas{in[0].meta(), in.size() == 2 ? in[1].meta() : TensorMeta{}};
     compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
   }
-  dispatch(compute, [&]<typename T>() {
+  dispatch_wide(d.name, compute, [&]<typename T>() {
     Tensor x = as_dtype(in[0], compute);
     const bool scalar = in.size() == 1;
     Tensor y = scalar ? Tensor() : as_dtype(in[1], compute);
@@ -205,13 +205,13 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
         arith([](T u, T v) { return wrap_mul(u, v); });
         return;
       case OpId::div:
-        if constexpr (std::is_floating_point_v<T>) {
+        if constexpr (is_floating_v<T>) {
           arith([](T u, T v) { return u / v; });
           return;
         }
         break;
       case OpId::pow:
-        if constexpr (std::is_floating_point_v<T>) {
+        if constexpr (is_floating_v<T>) {
           arith([](T u, T v) { return std::pow(u, v); });
         } else {
           // Refuse before writing anything, so an in-place pow_ never half-updates.

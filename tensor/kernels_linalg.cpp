@@ -61,7 +61,7 @@ void linalg_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, c
   Strides sa = batch_strides(a), sb = batch_strides(b);
   int64_t batches = numel_of(batch);
 
-  dispatch(out.dtype(), [&]<typename T>() {
+  dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
     if constexpr (std::is_same_v<T, bool>) {
       fail<DTypeError>(d.name, "not supported for bool tensors");
     } else {

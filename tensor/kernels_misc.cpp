@@ -86,13 +86,15 @@ void mutate_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
     case OpId::uniform_: {
       double from = a.scalars[0].is_none() ? 0.0 : a.scalars[0].to_double();
       double to = a.scalars[1].is_none() ? 1.0 : a.scalars[1].to_double();
-      generate(out, [&]<typename T>(int64_t i) {
+      generate(out, [&]<typename T>(int64_t i) -> T {
         double u = philox_uniform<T>(a.seed, a.offset + static_cast<uint64_t>(i));
         T v = static_cast<T>(from + (to - from) * u);
         // Rounding may land on `to`; keep the interval half-open.
-        return v >= static_cast<T>(to) && to > from
-                   ? std::nextafter(static_cast<T>(to), static_cast<T>(from))
-                   : v;
+        if (!(v >= static_cast<T>(to) && to > from)) return v;
+        if constexpr (is_half_v<T>)
+          return next_toward(static_cast<T>(to), static_cast<T>(from));
+        else
+          return std::nextafter(static_cast<T>(to), static_cast<T>(from));
       });
       return;
     }

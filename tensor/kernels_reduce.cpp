@@ -11,7 +11,7 @@ namespace dtr::local::detail {
 namespace {
 
 template <typename T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+using Acc = std::conditional_t<is_floating_v<T>, double, T>;
 
 template <typename T>
 double sum_double(const T* p, int64_t n) {
@@ -25,7 +25,7 @@ template <bool Greater, typename T>
 int64_t arg_extreme(const T* p, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_floating_v<T>) {
       if (std::isnan(p[best])) return best;
       if (std::isnan(p[i])) return i;
     }
@@ -103,7 +103,7 @@ void reduce_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
   int64_t outer = out.numel();
   char* out_base = static_cast<char*>(out.raw_data());
 
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_wide(d.name, x.dtype(), [&]<typename T>() {
     const T* base = static_cast<const T*>(packed.raw_data());
     auto each_row = [&]<typename O>(auto f) {
       O* o = reinterpret_cast<O*>(out_base);
@@ -145,7 +145,7 @@ void reduce_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
       default:
         break;
     }
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_floating_v<T>) {
       switch (d.id) {
         case OpId::mean:
           each_row.template operator()<T>([&](const T* p) {

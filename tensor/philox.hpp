@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "arith.hpp"  // DTR_HOST_DEVICE
+#include "dtr/half.hpp"
 
 namespace dtr::detail {
 
@@ -36,12 +37,17 @@ DTR_HOST_DEVICE inline Philox4 philox4x32(uint64_t seed, uint64_t counter) {
   return Philox4{{c0, c1, c2, c3}};
 }
 
-// Uniform on [0, 1): 24 random bits for float, 53 for every other T (computed in double).
+// Uniform on [0, 1): 24 random bits for float, 11 for float16 and 8 for bfloat16 (as torch:
+// each value exact in T, so rounding never reaches 1), 53 for every other T (in double).
 template <typename T>
 DTR_HOST_DEVICE inline auto philox_uniform(uint64_t seed, uint64_t pos) {
   Philox4 r = philox4x32(seed, pos);
   if constexpr (std::is_same_v<T, float>) {
     return static_cast<float>(r.v[0] >> 8) * (1.0f / 16777216.0f);
+  } else if constexpr (std::is_same_v<T, float16>) {  // 11 bits, exact in float16 (torch)
+    return static_cast<float>(r.v[0] >> 21) * (1.0f / 2048.0f);
+  } else if constexpr (std::is_same_v<T, bfloat16>) {  // 8 bits, exact in bfloat16
+    return static_cast<float>(r.v[0] >> 24) * (1.0f / 256.0f);
   } else {
     uint64_t bits =
         ((static_cast<uint64_t>(r.v[0]) << 21) ^ (r.v[1] >> 11)) & ((uint64_t{1} << 53) - 1);

@@ -117,6 +117,8 @@ template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
+template std::vector<float16> Tensor::to_vector<float16>() const;
+template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 
 Tensor Tensor::clone() const {
   check_defined(*this, "clone");
@@ -143,6 +145,53 @@ void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
 }
 
 namespace {
+
+bool is_half(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
+
+// The CPU kernels of the computing kinds (elementwise, reductions, linalg) over float16 or
+// bfloat16 operands: as torch's CPU kernels do, compute in float32 and round on store. The
+// 16-bit inputs are converted to float32 (exactly), the kernel writes a float32 result,
+// which is rounded (to nearest even) into `out`. Creation and copy kernels handle the
+// 16-bit types themselves.
+bool computes_through_float32(const OpDef& d, std::span<const Tensor> inputs, const Tensor& out) {
+  switch (d.kind) {
+    case OpKind::Unary:
+    case OpKind::Clamp:
+    case OpKind::Binary:
+    case OpKind::Reduce:
+    case OpKind::Norm:
+    case OpKind::Moment:
+    case OpKind::Linalg:
+      break;
+    default:
+      return false;
+  }
+  if (is_half(out.dtype())) return true;
+  for (const Tensor& t : inputs)
+    if (is_half(t.dtype())) return true;
+  return false;
+}
+
+void run_cpu_kernel(const OpDef& d, std::span<const Tensor> inputs, const OpAttrs& attrs,
+                    const Tensor& out);
+
+void run_through_float32(const OpDef& d, std::span<const Tensor> inputs, const OpAttrs& attrs,
+                         const Tensor& out) {
+  std::array<Tensor, kMaxInputs> wide;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    wide[i] = is_half(inputs[i].dtype()) ? inputs[i].to(DType::Float32) : inputs[i];
+  std::span<const Tensor> wide_in(wide.data(), inputs.size());
+  if (!is_half(out.dtype())) {  // comparisons (bool), argmax/argmin (int64)
+    run_cpu_kernel(d, wide_in, attrs, out);
+    return;
+  }
+  Tensor result = empty(out.shape(), DType::Float32);
+  run_cpu_kernel(d, wide_in, attrs, result);
+  detail::copy_into(out, result);
+}
+
 // run_kernel once the devices are known to agree (execute() has checked them).
 void run_checked(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
   const OpDef& d = op_def(op);
@@ -150,6 +199,15 @@ void run_checked(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, 
     cuda::run_kernel(op, inputs, attrs, out);
     return;
   }
+  if (computes_through_float32(d, inputs, out)) {
+    run_through_float32(d, inputs, attrs, out);
+    return;
+  }
+  run_cpu_kernel(d, inputs, attrs, out);
+}
+
+void run_cpu_kernel(const OpDef& d, std::span<const Tensor> inputs, const OpAttrs& attrs,
+                    const Tensor& out) {
   switch (d.kind) {
     case OpKind::Unary:
       detail::unary_kernel(d, inputs, attrs, out);
@@ -319,6 +377,8 @@ template Tensor from_vector<double>(const std::vector<double>&, const Shape&);
 template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&);
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&);
+template Tensor from_vector<float16>(const std::vector<float16>&, const Shape&);
+template Tensor from_vector<bfloat16>(const std::vector<bfloat16>&, const Shape&);
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   return os << t.to_string();

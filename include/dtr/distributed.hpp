@@ -118,6 +118,8 @@ using DistributedDoubleTensor = DistributedTypedTensor<DType::Float64>;
 using DistributedIntTensor = DistributedTypedTensor<DType::Int32>;
 using DistributedLongTensor = DistributedTypedTensor<DType::Int64>;
 using DistributedBoolTensor = DistributedTypedTensor<DType::Bool>;
+using DistributedHalfTensor = DistributedTypedTensor<DType::Float16>;
+using DistributedBFloat16Tensor = DistributedTypedTensor<DType::BFloat16>;
 
 // ---- session ----
 

@@ -10,15 +10,22 @@
 #include <string>
 #include <type_traits>
 
+#include "dtr/half.hpp"
+
 namespace dtr {
 
 // static_cast with a defined result where C++ leaves one undefined (values that arrive
 // over the network reach every conversion): a floating value to an integer type maps NaN
 // to 0 and saturates past the type's range; a double past float's range becomes ±inf.
+// float16 and bfloat16 convert through float (rounding to nearest even; see dtr/half.hpp).
 template <typename To, typename From>
 constexpr To saturating_cast(From v) {
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> &&
-                !std::is_same_v<To, bool>) {
+  if constexpr (is_half_v<From> && !std::is_same_v<To, From>) {
+    return saturating_cast<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To> && !std::is_same_v<To, From>) {
+    return To(saturating_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> &&
+                       !std::is_same_v<To, bool>) {
     if (v != v) return To(0);
     constexpr From hi = static_cast<From>(std::numeric_limits<To>::max());  // may round up
     constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());  // exact
@@ -46,7 +53,7 @@ class Scalar {
   template <typename T,
             std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
   Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)) {}
-  template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+  template <typename T, std::enable_if_t<is_floating_v<T>, int> = 0>
   Scalar(T v) : kind_(Kind::Float), f_(static_cast<double>(v)) {}
 
   Kind kind() const { return kind_; }
@@ -62,7 +69,7 @@ class Scalar {
   T to() const {
     if constexpr (std::is_same_v<T, bool>) {
       return kind_ == Kind::Float ? f_ != 0.0 : i_ != 0;
-    } else if constexpr (std::is_floating_point_v<T>) {
+    } else if constexpr (is_floating_v<T>) {
       return saturating_cast<T>(to_double());
     } else if (kind_ == Kind::Float) {
       return saturating_cast<T>(f_);

@@ -3,9 +3,11 @@
 // conversions of copy_into (saturating, bool = nonzero) for device code, the strided
 // offset calculator (Indexer) and the generic elementwise kernels built on it.
 //
-// Elementwise kernels are templated on the compute type only; the op is a runtime code in
-// a small functor (one kernel per dtype serves every unary op, one per dtype every binary
-// op), and operands of another dtype are converted as they are loaded, so the number of
+// Elementwise kernels are templated on the compute type only (float for float16 and
+// bfloat16: their elements are converted to float as they are loaded and rounded to
+// nearest even as they are stored, by dtr/half.hpp's conversions, the CPU's own); the op is a
+// runtime code in a small functor (one kernel per dtype serves every unary op, one per dtype every
+// binary op), and operands of another dtype are converted as they are loaded, so the number of
 // instantiations stays small.
 //
 // Thread safety: the host helpers are safe from any thread (the SM-count cache is atomic);
@@ -113,10 +115,11 @@ using ::dtr::detail::wrap_mul;
 using ::dtr::detail::wrap_sub;
 using local::detail::broadcast_strides;
 using local::detail::dispatch;
+using local::detail::dispatch_compute;
 
 template <typename T>
 __device__ inline bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (is_floating_v<T>)
     return isnan(v);
   else
     return false;
@@ -149,6 +152,10 @@ __device__ inline T load_as(const char* p, DType dt) {
       return convert<T>(*reinterpret_cast<const int64_t*>(p));
     case DType::Bool:
       return convert<T>(*reinterpret_cast<const bool*>(p));
+    case DType::Float16:
+      return convert<T>(static_cast<float>(*reinterpret_cast<const float16*>(p)));
+    case DType::BFloat16:
+      return convert<T>(static_cast<float>(*reinterpret_cast<const bfloat16*>(p)));
   }
   return T(0);
 }
@@ -175,6 +182,12 @@ __device__ inline void store_as(char* p, DType dt, T v) {
       return;
     case DType::Bool:
       *reinterpret_cast<bool*>(p) = convert<bool>(v);
+      return;
+    case DType::Float16:
+      *reinterpret_cast<float16*>(p) = float16(convert<float>(v));
+      return;
+    case DType::BFloat16:
+      *reinterpret_cast<bfloat16*>(p) = bfloat16(convert<float>(v));
       return;
   }
 }

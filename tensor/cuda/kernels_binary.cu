@@ -40,7 +40,7 @@ struct BinaryFn {
       case BOp::Mul:
         return wrap_mul(u, v);
       case BOp::Div:
-        if constexpr (std::is_floating_point_v<T>)
+        if constexpr (is_floating_v<T>)
           return u / v;
         else
           return T(0);  // unreachable: refused on the host
@@ -158,13 +158,14 @@ void binary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
     compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
   }
   const BOp op = binary_code(d);
-  dispatch(compute, [&]<typename T>() {
+  // float16/bfloat16 compute in float: converted on load, rounded on store.
+  dispatch_compute(compute, [&]<typename T>() {
     const bool scalar = in.size() == 1;
     BinaryFn<T> f;
     f.op = op;
     f.scalar_first = scalar && a.scalar_first;
     f.s = scalar ? a.scalars[0].to<T>() : T(0);
-    if constexpr (!std::is_floating_point_v<T>) {
+    if constexpr (!is_floating_v<T>) {
       if (op == BOp::Div) fail<InvalidArgument>(d.name, "has no kernel for {}", compute);
     }
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {

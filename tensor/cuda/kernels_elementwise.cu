@@ -4,6 +4,7 @@
 // serves every unary op, clamp and copy (the op is a runtime code in UnaryFn); contiguous
 // operands of the compute dtype take the vectorized kernel (16-byte loads).
 //
+// float16 and bfloat16 compute in float (the float kernels; loaded and stored converted).
 // Semantics are the CPU kernels' (tensor/kernels_elementwise.cpp): wrapping integer neg
 // and abs, relu, clamp with open ends that passes NaN through, integral/bool inputs of the
 // float ops converted to float32 first, copy conversions saturating (NaN to 0) and "nonzero"
@@ -127,7 +128,7 @@ struct UnaryFn {
       case UOp::Neg:
         return wrap_sub(T(0), v);
       case UOp::Abs:
-        if constexpr (std::is_floating_point_v<T>)
+        if constexpr (is_floating_v<T>)
           return fabs(v);
         else
           return v < T(0) ? wrap_sub(T(0), v) : v;
@@ -199,8 +200,8 @@ void run_unary(const Ctx& c, const local::Tensor& out, const local::Tensor& in, 
 
 void run_unary_any(const Ctx& c, std::string_view name, UOp op, const local::Tensor& out,
                    const local::Tensor& in) {
-  dispatch(out.dtype(), [&]<typename T>() {
-    if constexpr (!std::is_floating_point_v<T>) {
+  dispatch_compute(out.dtype(), [&]<typename T>() {
+    if constexpr (!is_floating_v<T>) {
       if (float_only(op))
         fail<DTypeError>(name, "expected a floating point tensor, got {}", out.dtype());
     }
@@ -258,7 +259,7 @@ void unary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, c
 
 void clamp_op(const Ctx& c, std::span<const local::Tensor> in, const OpAttrs& a,
               const local::Tensor& out) {
-  dispatch(out.dtype(), [&]<typename T>() {
+  dispatch_compute(out.dtype(), [&]<typename T>() {
     UnaryFn<T> f;
     f.op = UOp::Clamp;
     f.has_lo = !a.scalars[0].is_none();
@@ -280,8 +281,9 @@ void copy_impl(const Ctx& c, const local::Tensor& dst, const local::Tensor& src)
                                cudaMemcpyDeviceToDevice, c.stream));
     return;
   }
-  // The compute type is dst's: load_as converts each source element as copy_into does.
-  dispatch(dst.dtype(), [&]<typename T>() { run_unary<T>(c, dst, src, UnaryFn<T>{}); });
+  // The compute type is dst's (float for float16/bfloat16): load_as converts each source
+  // element as copy_into does, store_as rounds to a 16-bit dst.
+  dispatch_compute(dst.dtype(), [&]<typename T>() { run_unary<T>(c, dst, src, UnaryFn<T>{}); });
 }
 
 namespace {
@@ -306,7 +308,10 @@ void fill_impl(const Ctx& c, const local::Tensor& t, Scalar v) {
           cudaMemsetAsync(t.raw_data(), 0, static_cast<size_t>(t.numel()) * sizeof(T), c.stream));
       return;
     }
-    launch_generate<T>(c, t, Constant<T>{value}, "fill kernel");
+    if constexpr (is_half_v<T>)  // one kernel for both 16-bit types: the rounded bits
+      launch_generate<uint16_t>(c, t, Constant<uint16_t>{value.bits}, "fill kernel");
+    else
+      launch_generate<T>(c, t, Constant<T>{value}, "fill kernel");
   });
 }
 

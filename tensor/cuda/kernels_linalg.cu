@@ -1,12 +1,14 @@
 // CUDA matmul, dot and mv. As the CPU kernel (tensor/kernels_linalg.cpp) every case is a
 // batch of (m, k) x (k, n) products: 1-D operands become (1, k) or (k, 1), batch dims
 // broadcast (stride 0). float32/float64 go to cuBLAS (cublas{S,D}gemmStridedBatched_64,
-// one call per op): an operand is handed over as it lies when one of its two matrix
-// strides is 1 (row-major: no transpose, column-major: transposed), and packed by the copy
-// kernel otherwise; an operand whose batch dims cannot be walked with one stride is
-// expanded into a packed copy first. int32/int64 use a simple kernel (one thread per output
-// element) with wrapping arithmetic, as Eigen's integer product wraps; bool is refused.
-// k = 0 gives zeros.
+// one call per op), float16/bfloat16 to cublasGemmStridedBatchedEx_64 (CUDA_R_16F /
+// CUDA_R_16BF storage, CUBLAS_COMPUTE_32F: float products and sums, the result rounded
+// to nearest even; the CPU rounds a float32 Eigen product the same way): an operand is handed over
+// as it lies when one of its two matrix strides is 1 (row-major: no transpose, column-major:
+// transposed), and packed by the copy kernel otherwise; an operand whose batch dims cannot be
+// walked with one stride is expanded into a packed copy first. int32/int64 use a simple kernel (one
+// thread per output element) with wrapping arithmetic, as Eigen's integer product wraps; bool is
+// refused. k = 0 gives zeros.
 //
 // What differs from the CPU: cuBLAS sums the k products in its own order (and with FMA),
 // Eigen in another, so floating results may differ in the last bits. TF32 is never used
@@ -290,6 +292,16 @@ void linalg_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
                      h, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(B.t.raw_data()), ldb,
                      stride_b, static_cast<const float*>(A.t.raw_data()), lda, stride_a, &beta,
                      static_cast<float*>(out.raw_data()), n, m * n, batches));
+  } else if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    // Storage in 16 bits, products and sums in float32 (CUBLAS_COMPUTE_32F), the result
+    // rounded to nearest even once per output element.
+    const cudaDataType t = dtype == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float alpha = 1.0f, beta = 0.0f;
+    check_cublas(c, "cublasGemmStridedBatchedEx",
+                 cublasGemmStridedBatchedEx_64(h, op_b, op_a, n, m, k, &alpha, B.t.raw_data(), t,
+                                               ldb, stride_b, A.t.raw_data(), t, lda, stride_a,
+                                               &beta, out.raw_data(), t, n, m * n, batches,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     const double alpha = 1.0, beta = 0.0;
     check_cublas(c, "cublasDgemmStridedBatched",

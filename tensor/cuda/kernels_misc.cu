@@ -75,7 +75,9 @@ struct Uniform {
     T v = static_cast<T>(__dadd_rn(from, __dmul_rn(__dsub_rn(to, from), u)));
     // Rounding may land on `to`; keep the interval half-open.
     if (v >= static_cast<T>(to) && to > from) {
-      if constexpr (std::is_same_v<T, float>)
+      if constexpr (is_half_v<T>)
+        return next_toward(static_cast<T>(to), static_cast<T>(from));
+      else if constexpr (std::is_same_v<T, float>)
         return nextafterf(static_cast<float>(to), static_cast<float>(from));
       else
         return nextafter(to, from);
@@ -93,11 +95,36 @@ struct Normal {
   }
 };
 
-// Runs make_gen<T>() over t for a floating t; the op's DTypeError otherwise.
+bool is_half(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
+
+// launch_generate of g over t of any dtype. A float16/bfloat16 t goes through the float32
+// kernel of the same generator (no kernel of its own): into a float32 temporary, then
+// rounded by the copy, which is the CPU's saturating_cast (double -> float -> 16 bits).
+template <typename G>
+void generate_any(const Ctx& c, const local::Tensor& t, G g, const char* kernel) {
+  if (is_half(t.dtype())) {
+    local::Tensor tmp = empty_on(c, t.shape(), DType::Float32);
+    launch_generate<float>(c, tmp, g, kernel);
+    copy_impl(c, t, tmp);
+    return;
+  }
+  dispatch(t.dtype(), [&]<typename T>() {
+    if constexpr (!is_half_v<T>) launch_generate<T>(c, t, g, kernel);
+  });
+}
+
+// Runs make_gen<T>() over t for a floating t; the op's DTypeError otherwise. float16 and
+// bfloat16 draw as torch does (Rand, Uniform: bits that are exact in T, a kernel per type);
+// generators that do not depend on T go through generate_any's float32 kernel.
 template <typename Make>
 void generate_float(const Ctx& c, const local::Tensor& t, Make make_gen) {
   dispatch(t.dtype(), [&]<typename T>() {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_half_v<T> && std::is_same_v<decltype(make_gen.template operator()<T>()),
+                                                 decltype(make_gen.template operator()<float>())>) {
+      generate_any(c, t, make_gen.template operator()<float>(), "random kernel");
+    } else if constexpr (is_floating_v<T>) {
       launch_generate<T>(c, t, make_gen.template operator()<T>(), "random kernel");
     } else {
       fail<DTypeError>(c.op, "expected a floating point tensor, got {}", t.dtype());
@@ -118,13 +145,12 @@ void create_op(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Tens
       if (arange_is_integral(a)) {
         // Exact beyond 2^53: integer bounds count in int64.
         ArangeInt g{a.scalars[0].to_int(), a.scalars[2].is_none() ? 1 : a.scalars[2].to_int()};
-        dispatch(out.dtype(),
-                 [&]<typename T>() { launch_generate<T>(c, out, g, "arange kernel"); });
+        generate_any(c, out, g, "arange kernel");
         return;
       }
       ArangeFloat g{a.scalars[0].to_double(),
                     a.scalars[2].is_none() ? 1.0 : a.scalars[2].to_double()};
-      dispatch(out.dtype(), [&]<typename T>() { launch_generate<T>(c, out, g, "arange kernel"); });
+      generate_any(c, out, g, "arange kernel");
       return;
     }
     case OpId::linspace: {
@@ -132,8 +158,7 @@ void create_op(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Tens
       int64_t steps = out.numel();
       double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
       Linspace g{start, end, step, steps};
-      dispatch(out.dtype(),
-               [&]<typename T>() { launch_generate<T>(c, out, g, "linspace kernel"); });
+      generate_any(c, out, g, "linspace kernel");
       return;
     }
     case OpId::rand:

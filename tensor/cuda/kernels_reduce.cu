@@ -322,13 +322,34 @@ void run_rows(const Ctx& c, const T* in, int64_t outer, int64_t inner, const R& 
 
 }  // namespace
 
+namespace {
+bool is_half(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
+void reduce_rows(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Tensor& src,
+                 DType work, bool keeps_dtype, const local::Tensor& out);
+}  // namespace
+
 void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
-               const local::Tensor& out) {
+               const local::Tensor& final_out) {
   const local::Tensor& src = in[0];
   const bool keeps_dtype =
       d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
-  const DType work = keeps_dtype ? src.dtype() : out.dtype();
+  // float16/bfloat16 reduce as the CPU does: over the input converted to float32 (by the
+  // packing copy) into a float32 result, rounded into the 16-bit output at the end.
+  DType work = keeps_dtype ? src.dtype() : final_out.dtype();
+  if (is_half(work)) work = DType::Float32;
+  const bool round_at_end = is_half(final_out.dtype());
+  const local::Tensor out =
+      round_at_end ? empty_on(c, final_out.shape(), DType::Float32) : final_out;
+  reduce_rows(c, d, a, src, work, keeps_dtype, out);
+  if (round_at_end) copy_impl(c, final_out, out);
+}
 
+namespace {
+
+void reduce_rows(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Tensor& src,
+                 DType work, bool keeps_dtype, const local::Tensor& out) {
   // Kept dims first, reduced dims last.
   std::array<bool, kMaxDims> reduce{};
   if (a.ints.empty()) {
@@ -362,7 +383,7 @@ void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
   const double p_or_corr =
       a.scalars[0].is_none() ? (d.kind == OpKind::Norm ? 2.0 : 1.0) : a.scalars[0].to_double();
 
-  dispatch(work, [&]<typename T>() {
+  dispatch_compute(work, [&]<typename T>() {
     const T* base = static_cast<const T*>(packed.raw_data());
     if (keeps_dtype) {
       ArgRed<T> r;
@@ -372,7 +393,7 @@ void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
       run_rows(c, base, outer, inner, r);
       return;
     }
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_floating_v<T>) {
       FloatRed<T> r;
       r.inner = inner;
       r.out = out.raw_data();
@@ -434,5 +455,7 @@ void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
     fail<DTypeError>(d.name, "has no kernel for {}", work);
   });
 }
+
+}  // namespace
 
 }  // namespace dtr::cuda::detail

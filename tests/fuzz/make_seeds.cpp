@@ -288,6 +288,21 @@ int main(int argc, char** argv) {
                with_input(CmdType::Get, 5, 1), request(CmdType::Sync, 2)}},
         {16, 16}, 0, 0, 4);
   }
+  // float16 and bfloat16: puts, a mixed promotion (float16 + bfloat16 = float32), a matmul,
+  // a reduction and conversions.
+  {
+    OpAttrs to_half;
+    to_half.dtype = DType::Float16;
+    OpAttrs to_bf16;
+    to_bf16.dtype = DType::BFloat16;
+    s.batch("ops-half",
+            Batch{{put(1, DType::Float16, {2, 2}, 1), put(2, DType::BFloat16, {2, 2}, 2),
+                   run_op(OpId::add, 3, {1, 2}), run_op(OpId::matmul, 4, {1, 1}),
+                   run_op(OpId::sum, 5, {2}), run_op(OpId::to, 6, {3}, to_half),
+                   run_op(OpId::to, 7, {6}, to_bf16), with_input(CmdType::Get, 4, 1),
+                   request(CmdType::Sync, 2)}},
+            {8, 8}, 0, 0, 4);
+  }
   // Failures: unknown input, reused and zero ids, free of an unknown id, a failing op and
   // its dependents, in-place ops on a failed tensor; run twice (every id then in use).
   {

@@ -18,7 +18,8 @@ using dtr::local::Tensor;
 TEST_CASE("x.to(node): every dtype, views, empty and 0-d tensors, chains over three nodes") {
   Cluster cluster(3);
   Generator gen(7);
-  for (DType dt : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool}) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool,
+                   DType::Float16, DType::BFloat16}) {
     CAPTURE(dtype_name(dt));
     DistributedTensor x = (dtr::rand({5, 7}, gen) * 100).to(dt);
     Tensor expected = x.to_local();

@@ -7,6 +7,7 @@
 // in this process (local tensors moved with cuda()) and on a worker whose current device
 // is cuda:0, against the CPU results. Floating results may differ from the CPU's within a
 // few ulps (other summation orders, CUDA's libm); integers and bools must match exactly.
+// Every float32 case runs again with float16 and with bfloat16 inputs (cases_for).
 // Without a device every case prints "SKIPPED: no CUDA device" (ctest reports it skipped).
 #include <doctest/doctest.h>
 
@@ -394,6 +395,22 @@ std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
       }
       break;
   }
+  // The 16-bit dtypes: every case whose tensor inputs are all float32 (or a creation whose
+  // dtype is float32) again with float16 and with bfloat16 in their place.
+  const size_t n = cs.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Case c = cs[i];  // a copy: push_back below may move cs
+    bool all_f32 = d.kind == OpKind::Create ? c.attrs.dtype == DType::Float32 : !c.inputs.empty();
+    for (const Tensor& t : c.inputs) all_f32 = all_f32 && t.dtype() == DType::Float32;
+    if (!all_f32) continue;
+    for (DType h : {DType::Float16, DType::BFloat16}) {
+      Case v = c;
+      v.label += std::string(" [") + std::string(dtype_name(h)) + "]";
+      for (Tensor& t : v.inputs) t = t.to(h);
+      if (d.kind == OpKind::Create) v.attrs.dtype = h;
+      cs.push_back(std::move(v));
+    }
+  }
   return cs;
 }
 
@@ -462,7 +479,11 @@ int g_worker_failures = 0;
 bool close_values(const Tensor& a, const Tensor& b, std::string* why) {
   if (!is_floating(a.dtype()) || a.dtype() != b.dtype() || !(a.shape() == b.shape()))
     return same_values(a, b, why);
-  const double tol = a.dtype() == DType::Float32 ? 2e-5 : 1e-12;
+  // float16/bfloat16: both sides round a float result, which may differ by an ulp first.
+  const double tol = a.dtype() == DType::Float32    ? 2e-5
+                     : a.dtype() == DType::Float16  ? 2e-3
+                     : a.dtype() == DType::BFloat16 ? 1.6e-2
+                                                    : 1e-12;
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) {
     if (x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]))) continue;

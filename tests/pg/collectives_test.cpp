@@ -13,7 +13,8 @@ using namespace dtr::pgtest;
 
 namespace {
 
-const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool};
+const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Int32,   DType::Int64,
+                         DType::Bool,    DType::Float16, DType::BFloat16};
 const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max,
                          ReduceOp::Avg};
 
@@ -169,6 +170,27 @@ TEST_CASE("collectives: every dtype and reduce op through the ring") {
             t, [&](int64_t i) { return reduce_ref(3, i, dt, op); },
             tag("all_reduce", dt, op, n, 3));
       }
+    }
+  }));
+}
+
+TEST_CASE("all_reduce on float16 and bfloat16: each pair added in float and rounded") {
+  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
+    // 1000 + 0.3 (float16 0.2999267578125) = 1000.2999... in float, 1000.5 in float16
+    // (spacing 0.5); bfloat16 (spacing 8 at 1000) gives 1000.
+    for (DType dt : {DType::Float16, DType::BFloat16}) {
+      local::Tensor t = local::full({3}, g.rank() == 0 ? 1000.0 : 0.3, dt);
+      g.all_reduce(t, ReduceOp::Sum);
+      const double want = dt == DType::Float16 ? 1000.5 : 1000.0;
+      if (t.dtype() != dt || t.to_vector<double>() != std::vector<double>(3, want))
+        throw Error(std::string(dtype_name(dt)) + " sum: got " + t.to_string());
+      local::Tensor m = local::full({2}, g.rank() == 0 ? 3.0 : 4.0, dt);
+      g.all_reduce(m, ReduceOp::Avg);
+      if (m.to_vector<double>() != std::vector<double>(2, 3.5))
+        throw Error(std::string(dtype_name(dt)) + " avg: got " + m.to_string());
+      local::Tensor x = local::full({1}, g.rank() == 0 ? -2.5 : 7.0, dt);
+      g.all_reduce(x, ReduceOp::Max);
+      if (x.item<double>() != 7.0) throw Error("max: got " + x.to_string());
     }
   }));
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -135,7 +136,10 @@ inline std::string compare(const local::Tensor& t, const std::function<double(in
   auto v = t.to_vector<double>();
   for (size_t i = 0; i < v.size(); ++i) {
     const double e = expected(static_cast<int64_t>(i));
-    const bool ok = std::abs(v[i] - e) <= 1e-6 * std::max(1.0, std::abs(e));
+    // float16/bfloat16 hold Avg's quotients to about 2^-9 (bfloat16) of their size.
+    const bool half = t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16;
+    const double tol = half ? std::ldexp(1.0, -8) : 1e-6;
+    const bool ok = std::abs(v[i] - e) <= tol * std::max(1.0, std::abs(e));
     if (!ok) {
       return "element " + std::to_string(i) + ": got " + std::to_string(v[i]) + ", expected " +
              std::to_string(e);

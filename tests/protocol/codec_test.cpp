@@ -661,8 +661,9 @@ TEST_SUITE("protocol/codec") {
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInts, 0, 2), 0), "needs at least");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdScalars, 0, 4), 0),
                   "unknown scalar kind 4");
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdDType, 0, 5), 0),
-                  "attribute dtype has unknown dtype code 5");
+    // The first code past the table (float16 = 5 and bfloat16 = 6 are valid).
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdDType, 0, dtr::kNumDTypes), 0),
+                  "attribute dtype has unknown dtype code " + std::to_string(dtr::kNumDTypes));
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdDType, 0, 0xFF), 0),
                   "unknown dtype code 255");
     CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, -2), 0),
