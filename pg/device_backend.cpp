@@ -3,14 +3,12 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <thread>
 
+#include "executor.hpp"
 #include "mesh.hpp"
 #include "nccl.hpp"
 #include "tensor/cuda/cuda.hpp"
@@ -22,54 +20,6 @@ namespace {
 using namespace std::chrono_literals;
 
 std::atomic<bool> g_stage_host{false};
-
-// One thread running posted tasks in order; started by the first post(). Tasks must not
-// throw.
-class Finisher {
- public:
-  Finisher() = default;
-  ~Finisher() { stop(); }
-  Finisher(const Finisher&) = delete;
-  Finisher& operator=(const Finisher&) = delete;
-
-  void post(std::function<void()> task) {
-    std::lock_guard lock(m_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    queue_.push_back(std::move(task));
-    cv_.notify_one();
-  }
-
-  // Runs what is queued, then ends the thread.
-  void stop() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-      cv_.notify_all();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void loop() {
-    while (true) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
-
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // The device all tensors of a call live on (ProcessGroup checked they agree); -1 for host
 // tensors or none.
@@ -377,7 +327,7 @@ class DeviceBackend final : public Backend {
   std::shared_ptr<NcclComm> nccl_;
 
   std::map<int, std::unique_ptr<cuda::Stream>> streams_;  // finisher thread only
-  Finisher finisher_;  // last: stopped (joined) before the members its tasks use go
+  Executor finisher_;  // last: stopped (joined) before the members its tasks use go
 };
 
 }  // namespace

@@ -7,13 +7,7 @@
 
 #include <type_traits>
 
-#ifndef DTR_HOST_DEVICE  // also defined by dtr/half.hpp
-#ifdef __CUDACC__
-#define DTR_HOST_DEVICE __host__ __device__
-#else
-#define DTR_HOST_DEVICE
-#endif
-#endif
+#include "dtr/half.hpp"  // DTR_HOST_DEVICE
 
 namespace dtr::detail {
 

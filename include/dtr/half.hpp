@@ -14,6 +14,7 @@
 #include <limits>
 #include <type_traits>
 
+// __host__ __device__ under nvcc (also for tensor/arith.hpp).
 #ifndef DTR_HOST_DEVICE
 #ifdef __CUDACC__
 #define DTR_HOST_DEVICE __host__ __device__
