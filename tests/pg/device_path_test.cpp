@@ -38,11 +38,6 @@ ProcessGroupOptions with_backend(const std::string& b) {
   return o;
 }
 
-void expect(const local::Tensor& t, const std::function<double(int64_t)>& f, const char* what) {
-  const std::string diff = compare(t, f);
-  if (!diff.empty()) throw Error(std::string(what) + ": " + diff);
-}
-
 // A tensor whose storage says it lives on cuda:63 (host bytes nobody may read).
 local::Tensor fake_device_tensor(int64_t n) {
   auto bytes = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
@@ -56,104 +51,21 @@ TEST_CASE("device path: every collective and p2p call through host staging gives
   ForceStaging force;
   for (const auto& b : backends()) {
     CAPTURE(b);
-    const int p = 3;
-    const int64_t n = 37;
     check_no_errors(run_ranks(
-        p,
+        3,
         [&](ProcessGroup& g) {
-          const int r = g.rank();
-          for (auto op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}) {
-            auto t = make_input(r, n, DType::Float32, op);
-            g.all_reduce(t, op);
-            expect(
-                t, [&](int64_t i) { return reduce_ref(p, i, DType::Float32, op); }, "all_reduce");
-          }
-          // reduce: only the root's tensor changes
-          auto red = make_input(r, n, DType::Int64);
-          g.reduce(red, 1);
-          expect(
-              red,
-              [&](int64_t i) {
-                return r == 1 ? reduce_ref(p, i, DType::Int64, ReduceOp::Sum)
-                              : value_for(r, i, DType::Int64, ReduceOp::Sum);
-              },
-              "reduce");
-          auto bc = make_input(r, n, DType::Float64);
-          g.broadcast(bc, 2);
-          expect(
-              bc, [&](int64_t i) { return value_for(2, i, DType::Float64, ReduceOp::Sum); },
-              "broadcast");
-          // all_gather into a list and into one tensor
-          std::vector<local::Tensor> list;
-          for (int i = 0; i < p; ++i) list.push_back(local::zeros(Shape{n}));
-          auto in = make_input(r, n, DType::Float32);
-          g.all_gather(list, in);
-          for (int q = 0; q < p; ++q) {
-            expect(
-                list[q], [&](int64_t i) { return value_for(q, i, DType::Float32, ReduceOp::Sum); },
-                "all_gather");
-          }
-          auto flat = local::zeros(Shape{p * n});
-          g.all_gather_into_tensor(flat, in);
-          expect(
-              flat,
-              [&](int64_t i) {
-                return value_for(static_cast<int>(i / n), i % n, DType::Float32, ReduceOp::Sum);
-              },
-              "all_gather_into_tensor");
-          // gather and scatter with root 0
-          std::vector<local::Tensor> gathered;
-          for (int i = 0; i < p; ++i) gathered.push_back(local::zeros(Shape{n}));
-          g.gather(in, r == 0 ? &gathered : nullptr, 0);
-          if (r == 0) {
-            for (int q = 0; q < p; ++q) {
-              expect(
-                  gathered[q],
-                  [&](int64_t i) { return value_for(q, i, DType::Float32, ReduceOp::Sum); },
-                  "gather");
-            }
-          }
-          std::vector<local::Tensor> parts;
-          for (int q = 0; q < p; ++q) parts.push_back(make_input(q + 10, n, DType::Float32));
-          auto got = local::zeros(Shape{n});
-          g.scatter(got, r == 0 ? &parts : nullptr, 0);
-          expect(
-              got, [&](int64_t i) { return value_for(r + 10, i, DType::Float32, ReduceOp::Sum); },
-              "scatter");
-          // reduce_scatter: block q of every rank's input reduces into rank q's output
-          std::vector<local::Tensor> blocks;
-          for (int q = 0; q < p; ++q) blocks.push_back(make_input(r + q, n, DType::Float32));
-          auto mine = local::zeros(Shape{n});
-          g.reduce_scatter(mine, blocks);
-          expect(
-              mine,
-              [&](int64_t i) {
-                double s = 0;
-                for (int q = 0; q < p; ++q) s += value_for(q + r, i, DType::Float32, ReduceOp::Sum);
-                return s;
-              },
-              "reduce_scatter");
-          // p2p in a ring, tagged, and an any-source receive reporting its sender
-          const int next = (r + 1) % p, prev = (r + p - 1) % p;
-          auto out = make_input(r, n, DType::Int32);
-          auto back = local::zeros(Shape{n}, DType::Int32);
-          Work s = g.isend(out, next, 7);
-          Work rv = g.irecv(back, prev, 7);
-          s.wait();
-          rv.wait();
-          CHECK(rv.source_rank() == prev);
-          expect(
-              back, [&](int64_t i) { return value_for(prev, i, DType::Int32, ReduceOp::Sum); },
-              "ring recv");
-          if (r == 0) {
+          every_collective(g, [](const local::Tensor& t) { return t; });
+          // An any-source receive reports its sender.
+          const int64_t n = 37;
+          if (g.rank() == 0) {
             auto any = local::zeros(Shape{n}, DType::Int32);
             const int from = g.recv(any, kAnySource, 9);
-            CHECK(from == 2);
-            expect(
+            if (from != 2) throw Error("any-source recv: sender " + std::to_string(from));
+            expect_values(
                 any, [&](int64_t i) { return value_for(2, i, DType::Int32, ReduceOp::Sum); },
                 "any-source recv");
-          } else if (r == 2) {
-            g.send(out, 0, 9);
+          } else if (g.rank() == 2) {
+            g.send(make_input(2, n, DType::Int32), 0, 9);
           }
           g.barrier();
         },
@@ -172,7 +84,7 @@ TEST_CASE("device path: async staged collectives complete in order and errors re
     }
     for (int k = 0; k < 20; ++k) {
       works[k].wait();
-      expect(
+      expect_values(
           ts[k], [&](int64_t) { return 2.0 * k + 1; }, "async all_reduce");
     }
     // Sizes that differ across ranks fail on every rank, through the staged Work.
@@ -242,7 +154,7 @@ TEST_CASE("device path: a CUDA tensor on a missing device fails naming it, the g
           }
           auto t = local::ones(Shape{4});
           g.all_reduce(t);
-          expect(
+          expect_values(
               t, [](int64_t) { return 2.0; }, "all_reduce after the failures");
         },
         with_backend(b)));

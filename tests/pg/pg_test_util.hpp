@@ -148,4 +148,100 @@ inline std::string compare(const local::Tensor& t, const std::function<double(in
   return "";
 }
 
+// Throws naming `what` and the first difference when t (on any device) does not hold f(i).
+inline void expect_values(const local::Tensor& t, const std::function<double(int64_t)>& f,
+                          const char* what) {
+  const std::string diff = compare(t.cpu(), f);
+  if (!diff.empty()) throw Error(std::string(what) + ": " + diff);
+}
+
+// Every collective and a tagged ring of isend/irecv on tensors placed by `place` (t itself,
+// or t.cuda(k)), checked against the host reference; throws on the first difference.
+inline void every_collective(ProcessGroup& g,
+                             const std::function<local::Tensor(const local::Tensor&)>& place) {
+  const int p = g.size(), r = g.rank();
+  const int64_t n = 1000;
+  auto on = [&](const local::Tensor& t) { return place(t); };
+  for (auto op : {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
+    for (auto dt : {DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
+      if (op == ReduceOp::Avg && (dt == DType::Int64 || dt == DType::Bool)) continue;
+      auto t = on(make_input(r, n, dt, op));
+      g.all_reduce(t, op);
+      expect_values(
+          t, [&](int64_t i) { return reduce_ref(p, i, dt, op); }, "all_reduce");
+    }
+  }
+  auto red = on(make_input(r, n, DType::Int32));
+  g.reduce(red, p - 1);
+  expect_values(
+      red,
+      [&](int64_t i) {
+        return r == p - 1 ? reduce_ref(p, i, DType::Int32, ReduceOp::Sum)
+                          : value_for(r, i, DType::Int32, ReduceOp::Sum);
+      },
+      "reduce");
+  auto bc = on(make_input(r, n, DType::Float64));
+  g.broadcast(bc, 0);
+  expect_values(
+      bc, [&](int64_t i) { return value_for(0, i, DType::Float64, ReduceOp::Sum); }, "broadcast");
+  auto in = on(make_input(r, n, DType::Float32));
+  std::vector<local::Tensor> list;
+  for (int q = 0; q < p; ++q) list.push_back(on(local::zeros(Shape{n})));
+  g.all_gather(list, in);
+  for (int q = 0; q < p; ++q) {
+    expect_values(
+        list[q], [&](int64_t i) { return value_for(q, i, DType::Float32, ReduceOp::Sum); },
+        "all_gather");
+  }
+  auto flat = on(local::zeros(Shape{p * n}));
+  g.all_gather_into_tensor(flat, in);
+  expect_values(
+      flat,
+      [&](int64_t i) {
+        return value_for(static_cast<int>(i / n), i % n, DType::Float32, ReduceOp::Sum);
+      },
+      "all_gather_into_tensor");
+  std::vector<local::Tensor> gathered;
+  for (int q = 0; q < p; ++q) gathered.push_back(on(local::zeros(Shape{n})));
+  g.gather(in, r == 0 ? &gathered : nullptr, 0);
+  if (r == 0) {
+    for (int q = 0; q < p; ++q) {
+      expect_values(
+          gathered[q], [&](int64_t i) { return value_for(q, i, DType::Float32, ReduceOp::Sum); },
+          "gather");
+    }
+  }
+  std::vector<local::Tensor> parts;
+  for (int q = 0; q < p; ++q) parts.push_back(on(make_input(q + 5, n, DType::Float32)));
+  auto got = on(local::zeros(Shape{n}));
+  g.scatter(got, r == 0 ? &parts : nullptr, 0);
+  expect_values(
+      got, [&](int64_t i) { return value_for(r + 5, i, DType::Float32, ReduceOp::Sum); },
+      "scatter");
+  std::vector<local::Tensor> blocks;
+  for (int q = 0; q < p; ++q) blocks.push_back(on(make_input(r + q, n, DType::Float32)));
+  auto mine = on(local::zeros(Shape{n}));
+  g.reduce_scatter(mine, blocks);
+  expect_values(
+      mine,
+      [&](int64_t i) {
+        double s = 0;
+        for (int q = 0; q < p; ++q) s += value_for(q + r, i, DType::Float32, ReduceOp::Sum);
+        return s;
+      },
+      "reduce_scatter");
+  if (p > 1) {
+    auto out = on(make_input(r, n, DType::Int64));
+    auto back = on(local::zeros(Shape{n}, DType::Int64));
+    Work s = g.isend(out, (r + 1) % p, 4);
+    Work rv = g.irecv(back, (r + p - 1) % p, 4);
+    s.wait();
+    rv.wait();
+    expect_values(
+        back, [&](int64_t i) { return value_for((r + p - 1) % p, i, DType::Int64, ReduceOp::Sum); },
+        "ring send/recv");
+  }
+  g.barrier();
+}
+
 }  // namespace dtr::pgtest
