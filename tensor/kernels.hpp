@@ -42,21 +42,9 @@ decltype(auto) dispatch(DType t, F&& f) {
 // elements are converted as they are loaded and rounded as they are stored.
 template <typename F>
 decltype(auto) dispatch_compute(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32:
-    case DType::Float16:
-    case DType::BFloat16:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Int32:
-      return f.template operator()<int32_t>();
-    case DType::Int64:
-      return f.template operator()<int64_t>();
-    case DType::Bool:
-      return f.template operator()<bool>();
-  }
-  throw DTypeError(fmt::format("invalid dtype code {}", static_cast<int>(t)));
+  return dispatch(t, [&]<typename T>() -> decltype(auto) {
+    return f.template operator()<compute_type_t<T>>();
+  });
 }
 
 // dispatch for the CPU's computing kernels (unary, clamp, binary, reductions, linalg),
