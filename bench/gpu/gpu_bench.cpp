@@ -22,6 +22,20 @@
 //                memory (cudaHostAlloc) to / from a cudaMalloc'd buffer; GB/s counting the
 //                bytes once. No goal set. Also reported (info): cudaMemcpy from / to the
 //                same pageable host memory that dtr copies from.
+//   5 matmul16   A.matmul(B), 8192 x 8192 float16 and bfloat16 on cuda:0 (inputs: float32
+//                N(0,1) draws rounded to the 16-bit type on the host), TFLOP/s counting
+//                2 n^3. Baseline: cublasGemmEx with CUDA_R_16F / CUDA_R_16BF inputs and
+//                output, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, on the same A and B buffers
+//                (dtr calls cublasGemmStridedBatchedEx_64 the same way). Goal: ratio >= 0.95.
+//                Results are checked on 64 sampled entries against a double-precision
+//                reference from the same 16-bit inputs (tolerance: check_matmul16).
+//   6 rng        Agreement, not speed: rand, uniform_(-2, 3), randn and normal_(64, 3) in
+//                float32, float64, float16 and bfloat16, n = 2^25 values each (--quick:
+//                2^22) drawn with the same (seed, offset) on the CPU and on cuda:0; counts
+//                the elements that are not bit-identical, the largest difference in ulps
+//                and in value. Fails only past the claim of docs/architecture.md ("CPU and
+//                CUDA draws"): rand and uniform_ must match bit for bit; randn and normal_
+//                within 4 ulp in float32 / float64 and 1 ulp in float16 / bfloat16.
 //
 // Method: warm-up reps first, then the contestants interleaved rep by rep (order rotated),
 // median of the reps per contestant; ratio = dtr rate / baseline rate (>= 1: as fast).
@@ -32,8 +46,8 @@
 // figure "not yet measured" and the reason, and exits 0.
 //
 // Usage: dtr_gpu_bench [--quick] [--only N] [--reps N]
-//   --quick    fewer reps and ops: a smoke run; figures are rough
-//   --only N   run benchmark N only (1..4 as numbered above)
+//   --quick    fewer reps, ops and draws: a smoke run; figures are rough
+//   --only N   run benchmark N only (1..6 as numbered above)
 //   --reps N   timed reps per contestant (default 10; dispatch: 5)
 //
 // Thread safety: single-threaded program (the dtr master session has its own threads);
@@ -46,6 +60,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -55,21 +70,25 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "dtr/device.hpp"
 #include "dtr/distributed.hpp"
 #include "dtr/generator.hpp"
+#include "dtr/half.hpp"
 #include "dtr/tensor.hpp"
 #include "worker_daemon.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using dtr::DType;
 using dtr::local::Tensor;
 
 constexpr int kDevice = 0;
@@ -142,12 +161,27 @@ class CublasHandle {
   cublasHandle_t handle_ = nullptr;
 };
 
-float read_device_float(const void* base, int64_t index) {
-  float v = 0;
-  check_cuda(
-      cudaMemcpy(&v, static_cast<const float*>(base) + index, sizeof v, cudaMemcpyDeviceToHost),
-      "cudaMemcpy (reading one element back)");
+// Element `index` of a device array of T.
+template <typename T>
+T read_device(const void* base, int64_t index) {
+  T v{};
+  check_cuda(cudaMemcpy(&v, static_cast<const T*>(base) + index, sizeof v, cudaMemcpyDeviceToHost),
+             "cudaMemcpy (reading one element back)");
   return v;
+}
+
+// `count` (row, column) entries of an n x n matrix, from a fixed LCG: the same every run.
+std::vector<std::pair<int, int>> sample_entries(int n, int count) {
+  std::vector<std::pair<int, int>> out;
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (int sample = 0; sample < count; ++sample) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    int i = static_cast<int>((s >> 33) % static_cast<uint64_t>(n));
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    int j = static_cast<int>((s >> 33) % static_cast<uint64_t>(n));
+    out.emplace_back(i, j);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -217,16 +251,25 @@ struct Table {
   Row d2h{"4 device->host 256 MiB (GB/s): `t.cpu()` vs cudaMemcpy to pinned", "none set"};
   Row h2d_pageable{"4 (info) `t.cuda()` vs cudaMemcpy from the same pageable memory", "-"};
   Row d2h_pageable{"4 (info) `t.cpu()` vs cudaMemcpy to pageable memory", "-"};
+  Row matmul_f16{"5 matmul 8192^2 f16 (TFLOP/s): `A.matmul(B)` vs cublasGemmEx 16F, compute 32F",
+                 ">= 0.95"};
+  Row matmul_bf16{"5 matmul 8192^2 bf16 (TFLOP/s): `A.matmul(B)` vs cublasGemmEx 16BF, compute 32F",
+                  ">= 0.95"};
+  Row rng{"6 rng: CPU vs cuda:0 draws, 4 ops x 4 dtypes of 2^25 values (agreement, not speed)",
+          "rand, uniform_ bit-identical; randn, normal_ <= 4 ulp (16-bit: 1)"};
 
   Table() {
     // dtr has no TF32 switch: this row is a baseline figure only.
     matmul_tf32.dtr = "- (dtr has no tf32 switch)";
     matmul_tf32.ratio = "-";
+    // Values, not rates: the CPU's draws are what the device's are compared with.
+    rng.baseline = "- (the CPU draws are the reference)";
+    rng.ratio = "-";
   }
 
   std::vector<const Row*> rows() const {
-    return {&add, &add_fresh, &matmul,       &matmul_tf32, &dispatch,
-            &h2d, &d2h,       &h2d_pageable, &d2h_pageable};
+    return {&add, &add_fresh,    &matmul,       &matmul_tf32, &dispatch,    &h2d,
+            &d2h, &h2d_pageable, &d2h_pageable, &matmul_f16,  &matmul_bf16, &rng};
   }
 };
 
@@ -310,9 +353,9 @@ bool bench_add(Table& t, bool quick, int reps) {
   Tensor c = a + b;
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (add check)");
   for (int64_t idx : {int64_t{0}, n / 2 + 12345, n - 1}) {
-    float va = read_device_float(a.raw_data(), idx);
-    float vc = read_device_float(c.raw_data(), idx);
-    float vd = read_device_float(dst.get(), idx);
+    float va = read_device<float>(a.raw_data(), idx);
+    float vc = read_device<float>(c.raw_data(), idx);
+    float vd = read_device<float>(dst.get(), idx);
     if (va != expect_a || vc != expect_a + 2.0f || vd != 2.0f) {
       std::printf(
           "CHECK FAILED add at %lld: a %g (want %g), a + b %g (want %g), copy %g "
@@ -387,20 +430,15 @@ bool bench_matmul(Table& t, bool quick, int reps) {
   const float* ah = a_host.data<float>();
   const float* bh = b_host.data<float>();
   double err_dtr = 0, err_sgemm = 0, err_tf32 = 0;
-  uint64_t s = 0x9e3779b97f4a7c15ull;
-  for (int sample = 0; sample < 64; ++sample) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    int i = static_cast<int>((s >> 33) % n);
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    int j = static_cast<int>((s >> 33) % n);
+  for (auto [i, j] : sample_entries(n, 64)) {
     double ref = 0;
     for (int k = 0; k < n; ++k)
       ref +=
           static_cast<double>(ah[int64_t{i} * n + k]) * static_cast<double>(bh[int64_t{k} * n + j]);
     int64_t at = int64_t{i} * n + j;
-    err_dtr = std::max(err_dtr, std::fabs(read_device_float(c.raw_data(), at) - ref));
-    err_sgemm = std::max(err_sgemm, std::fabs(read_device_float(c_sgemm.get(), at) - ref));
-    err_tf32 = std::max(err_tf32, std::fabs(read_device_float(c_tf32.get(), at) - ref));
+    err_dtr = std::max(err_dtr, std::fabs(read_device<float>(c.raw_data(), at) - ref));
+    err_sgemm = std::max(err_sgemm, std::fabs(read_device<float>(c_sgemm.get(), at) - ref));
+    err_tf32 = std::max(err_tf32, std::fabs(read_device<float>(c_tf32.get(), at) - ref));
   }
   std::printf(
       "max abs error on 64 entries vs a double reference: dtr %.3g, cublasSgemm %.3g, "
@@ -585,8 +623,256 @@ bool bench_copies(Table& t, bool quick, int reps) {
   return ok;
 }
 
+// ---------------------------------------------------------------------------------------
+// 5. float16 / bfloat16 matmul against cublasGemmEx.
+
+// Checks 64 sampled entries of dtr's and cuBLAS's n x n products in H (float16 or bfloat16)
+// against a double reference computed from the same 16-bit inputs. Bound per entry:
+// |err| <= eps_H * (|ref| + sqrt(n)), eps_H the type's epsilon (2^-10 float16, 2^-7
+// bfloat16). Why: a product of two 16-bit values is exact in float and CUBLAS_COMPUTE_32F
+// sums in float, which over k = n = 8192 N(0,1) products (|sum| ~ sqrt(k) ~ 90) errs by
+// ~1e-3; what remains is rounding the float sum to H, at most half an ulp <= eps_H / 2 *
+// |ref| (~0.03 float16, ~0.25 bfloat16 at 90). eps_H * |ref| is twice that: room for one
+// more rounding to H, which cuBLAS may do in the default math mode (dtr's and this
+// program's) when it splits k and reduces the partial sums in the output type;
+// eps_H * sqrt(k) (0.09 float16, 0.7 bfloat16) is the slack for entries near zero. Sums
+// accumulated in 16 bits would err by ~2 (float16) or ~10 (bfloat16) at 90, a wrong
+// layout by ~100: both are far past the bound.
+template <typename H>
+bool check_matmul16(const Tensor& a_host, const Tensor& b_host, const void* c_dtr,
+                    const void* c_blas, int n, const char* name) {
+  const H* ah = a_host.data<H>();
+  const H* bh = b_host.data<H>();
+  const double eps = static_cast<float>(std::numeric_limits<H>::epsilon());
+  const double slack = std::sqrt(static_cast<double>(n));
+  double err_dtr = 0, err_blas = 0, worst_dtr = 0, worst_blas = 0;  // worst: err / bound
+  for (auto [i, j] : sample_entries(n, 64)) {
+    double ref = 0;
+    for (int k = 0; k < n; ++k)
+      ref += static_cast<double>(static_cast<float>(ah[int64_t{i} * n + k])) *
+             static_cast<double>(static_cast<float>(bh[int64_t{k} * n + j]));
+    const int64_t at = int64_t{i} * n + j;
+    const double bound = eps * (std::fabs(ref) + slack);
+    const double e_dtr = std::fabs(static_cast<float>(read_device<H>(c_dtr, at)) - ref);
+    const double e_blas = std::fabs(static_cast<float>(read_device<H>(c_blas, at)) - ref);
+    err_dtr = std::max(err_dtr, e_dtr);
+    err_blas = std::max(err_blas, e_blas);
+    worst_dtr = std::max(worst_dtr, e_dtr / bound);
+    worst_blas = std::max(worst_blas, e_blas / bound);
+  }
+  std::printf(
+      "%s: max abs error on 64 entries vs a double reference: dtr %.3g, cublasGemmEx %.3g; "
+      "largest error / bound (eps %g * (|ref| + sqrt(k))): dtr %.3f, cublasGemmEx %.3f\n",
+      name, err_dtr, err_blas, eps, worst_dtr, worst_blas);
+  const bool ok = worst_dtr <= 1 && worst_blas <= 1;
+  if (!ok) std::printf("CHECK FAILED matmul16 %s: a result errs past the bound\n", name);
+  return ok;
+}
+
+// Benchmark 5 for one 16-bit type H (dtr::float16 or dtr::bfloat16), into `row`.
+template <typename H>
+bool bench_matmul16(Row& row, const char* bench, bool quick, int reps) {
+  const int n = 8192;
+  const int64_t nn = int64_t{n} * n;
+  const bool f16 = std::is_same_v<H, dtr::float16>;
+  const char* name = f16 ? "float16" : "bfloat16";
+  const DType dtype = dtr::dtype_of_v<H>;
+  const cudaDataType_t type = f16 ? CUDA_R_16F : CUDA_R_16BF;
+  const int warmup = quick ? 1 : 2;
+  std::printf(
+      "\n[5] matmul16: %d x %d %s on cuda:%d, A.matmul(B) vs cublasGemmEx (%s, "
+      "CUBLAS_COMPUTE_32F) on the same buffers\n",
+      n, n, name, kDevice, f16 ? "CUDA_R_16F" : "CUDA_R_16BF");
+  std::fflush(stdout);
+
+  // float32 N(0,1) draws rounded to H (nearest even) on the host, then copied over.
+  dtr::Generator gen(f16 ? 2027 : 2028);
+  Tensor a_host = dtr::local::randn({n, n}, gen).to(dtype);
+  Tensor b_host = dtr::local::randn({n, n}, gen).to(dtype);
+  Tensor a = a_host.cuda(kDevice);
+  Tensor b = b_host.cuda(kDevice);
+  DeviceBuffer c_gemm(static_cast<size_t>(nn) * sizeof(H));
+  CublasHandle handle;
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (matmul16 setup)");
+
+  const float alpha = 1.0f, beta = 0.0f;  // CUBLAS_COMPUTE_32F takes float scalars
+  // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+  auto dtr_matmul = [&] { return time_device([&] { Tensor c = a.matmul(b); }); };
+  auto gemm_ex = [&] {
+    return time_device([&] {
+      check_cublas(cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
+                                b.raw_data(), type, n, a.raw_data(), type, n, &beta, c_gemm.get(),
+                                type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (CUBLAS_COMPUTE_32F)");
+    });
+  };
+  auto times = interleave(warmup, reps, {dtr_matmul, gemm_ex});
+
+  Tensor c = a.matmul(b);
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (matmul16 check)");
+  if (c.dtype() != dtype || c.device() != kDevice)
+    throw std::runtime_error("matmul16: the product is not a cuda:0 tensor of the inputs' dtype");
+  bool ok = check_matmul16<H>(a_host, b_host, c.raw_data(), c_gemm.get(), n, name);
+
+  const double flops = 2.0 * n * static_cast<double>(n) * n;
+  set_rates(row, bench, "TFLOP/s", flops / median(times[0]) / 1e12, flops / median(times[1]) / 1e12,
+            0.95);
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. CPU and CUDA random draws: agreement, not speed.
+
+// A random op as drawn here: the creation ops rand and randn, and the in-place fills
+// uniform_ and normal_ with parameters other than the defaults (their kernels are other
+// code: Uniform and Normal in tensor/cuda/kernels_misc.cu, which scale and shift in double).
+// normal_'s mean keeps every value >= 38 (|z| <= 8.6 with 53-bit uniforms): near zero, a
+// last-bit difference of z would be any number of ulps of the cancelled sum.
+struct RngOp {
+  const char* name;
+  dtr::OpId op;
+  double a, b;  // uniform_: from, to; normal_: mean, stddev; unused by rand and randn
+  bool exact;   // docs/architecture.md claims bit-identical draws
+};
+
+constexpr RngOp kRngOps[] = {
+    {"rand", dtr::OpId::rand, 0, 0, true},
+    {"uniform_(-2, 3)", dtr::OpId::uniform_, -2.0, 3.0, true},
+    {"randn", dtr::OpId::randn, 0, 0, false},
+    {"normal_(64, 3)", dtr::OpId::normal_, 64.0, 3.0, false},
+};
+
+// The largest difference in ulps a case may show, from docs/architecture.md ("CPU and CUDA
+// draws"): rand and uniform_ none. randn and normal_: libdevice's log and cos are within
+// 1-2 ulp of glibc's, so a float64 draw may differ in its last bits (4 ulp allows the two
+// errors plus the final rounding), a float32 one (rounded from double) by 1 ulp in about one
+// draw in 10^8 (4 as for float64); a float16 / bfloat16 draw is a float32 draw rounded, so
+// at most 1 ulp.
+uint64_t rng_bound_ulp(const RngOp& r, DType dtype) {
+  if (r.exact) return 0;
+  return dtype == DType::Float16 || dtype == DType::BFloat16 ? 1 : 4;
+}
+
+// n values of `r` in `dtype` on `device` (-1: the host) at (seed, offset).
+Tensor rng_draw(const RngOp& r, DType dtype, int device, int64_t n, uint64_t seed,
+                uint64_t offset) {
+  if (r.op == dtr::OpId::rand || r.op == dtr::OpId::randn)
+    return dtr::local::execute(r.op, {}, dtr::creation::random({n}, dtype, seed, offset), false,
+                               device);
+  Tensor t = dtr::local::empty({n}, dtype, device);
+  dtr::Generator gen(seed);
+  gen.advance(offset);
+  if (r.op == dtr::OpId::uniform_)
+    t.uniform_(r.a, r.b, gen);
+  else
+    t.normal_(r.a, r.b, gen);
+  return t;
+}
+
+struct Agreement {
+  int64_t mismatches = 0;  // elements that are not bit-identical
+  uint64_t max_ulp = 0;
+  double max_abs = 0;
+};
+
+// Ulps between two floats of `bits` width given as their encodings: their distance in
+// the monotonic order of sign-magnitude values (+0 and -0 are both 0; no overflow, since
+// each magnitude is below 2^63).
+uint64_t ulp_distance(uint64_t x, uint64_t y, int bits) {
+  const uint64_t sign = uint64_t{1} << (bits - 1);
+  const uint64_t mx = x & (sign - 1), my = y & (sign - 1);
+  if ((x & sign) == (y & sign)) return mx > my ? mx - my : my - mx;
+  return mx + my;
+}
+
+// T: the element type; U: the unsigned integer of its width. Both tensors on the host.
+template <typename T, typename U>
+Agreement compare_draws(const Tensor& cpu, const Tensor& gpu) {
+  static_assert(sizeof(T) == sizeof(U));
+  const T* pc = static_cast<const T*>(cpu.raw_data());
+  const T* pg = static_cast<const T*>(gpu.raw_data());
+  Agreement r;
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    const U xc = std::bit_cast<U>(pc[i]), xg = std::bit_cast<U>(pg[i]);
+    if (xc == xg) continue;
+    ++r.mismatches;
+    r.max_ulp = std::max(r.max_ulp, ulp_distance(xc, xg, 8 * sizeof(U)));
+    r.max_abs =
+        std::max(r.max_abs, std::fabs(static_cast<double>(pc[i]) - static_cast<double>(pg[i])));
+  }
+  return r;
+}
+
+Agreement compare_draws(const Tensor& cpu, const Tensor& gpu) {
+  if (gpu.dtype() != cpu.dtype() || gpu.numel() != cpu.numel() || gpu.device() != -1 ||
+      !gpu.is_contiguous() || !cpu.is_contiguous())
+    throw std::runtime_error("rng: the two draws are not alike contiguous host tensors");
+  switch (cpu.dtype()) {
+    case DType::Float32:
+      return compare_draws<float, uint32_t>(cpu, gpu);
+    case DType::Float64:
+      return compare_draws<double, uint64_t>(cpu, gpu);
+    case DType::Float16:
+      return compare_draws<dtr::float16, uint16_t>(cpu, gpu);
+    case DType::BFloat16:
+      return compare_draws<dtr::bfloat16, uint16_t>(cpu, gpu);
+    default:
+      throw std::runtime_error("rng: not a floating dtype");
+  }
+}
+
+bool bench_rng(Table& t, bool quick) {
+  const int64_t n = int64_t{1} << (quick ? 22 : 25);
+  const uint64_t seed = 0x0123456789abcdefull;  // both 32-bit halves of the key in use
+  // The draws cross counter 2^32, where the counter's high word changes.
+  const uint64_t offset = (uint64_t{1} << 32) - (uint64_t{1} << 20);
+  const DType dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
+  std::printf(
+      "\n[6] rng: %lld values per case, seed %#llx, offset %llu, on the CPU and on cuda:%d; "
+      "agreement, not speed\n\n| op | dtype | n | not bit-identical | max ulp | max abs diff "
+      "| bound (ulp) | within |\n|---|---|---|---|---|---|---|---|\n",
+      static_cast<long long>(n), static_cast<unsigned long long>(seed),
+      static_cast<unsigned long long>(offset), kDevice);
+  std::fflush(stdout);
+
+  int cases = 0, identical = 0, past = 0;
+  uint64_t worst_ulp = 0;  // over randn and normal_
+  for (const RngOp& r : kRngOps)
+    for (DType dtype : dtypes) {
+      Tensor on_cpu = rng_draw(r, dtype, -1, n, seed, offset);
+      Tensor on_gpu = rng_draw(r, dtype, kDevice, n, seed, offset).cpu();
+      const Agreement g = compare_draws(on_cpu, on_gpu);
+      const uint64_t bound = rng_bound_ulp(r, dtype);
+      const bool within = g.max_ulp <= bound;  // bound 0: no mismatch at all
+      const std::string dt(dtr::dtype_name(dtype));
+      ++cases;
+      identical += g.mismatches == 0;
+      past += !within;
+      if (!r.exact) worst_ulp = std::max(worst_ulp, g.max_ulp);
+      std::printf("| %s | %s | %lld | %lld | %llu | %.3g | %llu | %s |\n", r.name, dt.c_str(),
+                  static_cast<long long>(n), static_cast<long long>(g.mismatches),
+                  static_cast<unsigned long long>(g.max_ulp), g.max_abs,
+                  static_cast<unsigned long long>(bound), within ? "yes" : "NO");
+      std::printf(
+          "RESULT {\"bench\":\"rng_agreement\",\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,"
+          "\"mismatches\":%lld,\"max_ulp\":%llu,\"max_abs_diff\":%.6g,\"bound_ulp\":%llu,"
+          "\"within\":%s}\n",
+          r.name, dt.c_str(), static_cast<long long>(n), static_cast<long long>(g.mismatches),
+          static_cast<unsigned long long>(g.max_ulp), g.max_abs,
+          static_cast<unsigned long long>(bound), within ? "true" : "false");
+      std::fflush(stdout);
+    }
+
+  t.rng.dtr = "n = " + std::to_string(n) + ": " + std::to_string(identical) + " of " +
+              std::to_string(cases) + " cases bit-identical; randn/normal_ max " +
+              std::to_string(worst_ulp) + " ulp; " +
+              (past == 0 ? "all within bound" : std::to_string(past) + " past bound");
+  if (past != 0) std::printf("CHECK FAILED rng: %d of %d cases past their bound\n", past, cases);
+  return past == 0;
+}
+
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--quick] [--only N (1..4)] [--reps N]\n", argv0);
+  std::fprintf(stderr, "usage: %s [--quick] [--only N (1..6)] [--reps N]\n", argv0);
   return 2;
 }
 
@@ -609,7 +895,7 @@ int main(int argc, char** argv) {
       return usage(argv[0]);
     }
   }
-  if (only > 4) return usage(argv[0]);
+  if (only > 6) return usage(argv[0]);
 
   std::printf("dtr_gpu_bench: the CUDA backend vs CUDA/cuBLAS baselines in the same run\n");
   Table table;
@@ -650,8 +936,15 @@ int main(int argc, char** argv) {
   guarded(1, {&table.add, &table.add_fresh}, [&] { return bench_add(table, quick, timed); });
   guarded(2, {&table.matmul, &table.matmul_tf32},
           [&] { return bench_matmul(table, quick, timed); });
+  guarded(5, {&table.matmul_f16}, [&] {
+    return bench_matmul16<dtr::float16>(table.matmul_f16, "matmul_8192_f16", quick, timed);
+  });
+  guarded(5, {&table.matmul_bf16}, [&] {
+    return bench_matmul16<dtr::bfloat16>(table.matmul_bf16, "matmul_8192_bf16", quick, timed);
+  });
   guarded(4, {&table.h2d, &table.d2h, &table.h2d_pageable, &table.d2h_pageable},
           [&] { return bench_copies(table, quick, timed); });
+  guarded(6, {&table.rng}, [&] { return bench_rng(table, quick); });
   // Last: the worker is a second process on the same GPU.
   guarded(3, {&table.dispatch}, [&] { return bench_dispatch(table, quick, dispatch_reps); });
 
