@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dtr/distributed.hpp"
@@ -50,11 +51,23 @@ struct SessionGuard {
 };
 
 // n listening workers and a master session connected to them.
+// Command-line arguments for every worker of a Cluster (Cluster(n, WorkerArgs{...})).
+struct WorkerArgs {
+  std::vector<std::string> args;
+};
+// Workers that see no CUDA device whatever the machine has: for tests of CPU-only nodes,
+// which would otherwise find the GPU of a GPU machine.
+inline WorkerArgs cpu_only() {
+  return WorkerArgs{{"--devices", "none"}};
+}
+
 class Cluster {
  public:
-  explicit Cluster(int n, MasterOptions options = test_options()) {
+  explicit Cluster(int n, MasterOptions options = test_options())
+      : Cluster(n, WorkerArgs{}, std::move(options)) {}
+  Cluster(int n, const WorkerArgs& worker_args, MasterOptions options = test_options()) {
     workers_.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) workers_.emplace_back();
+    for (int i = 0; i < n; ++i) workers_.emplace_back(worker_args.args);
     options.workers.clear();
     for (auto& w : workers_) options.workers.push_back(w.endpoint());
     init_master_worker(options);

@@ -184,11 +184,11 @@ void check_node_scoping(int n) {
 }  // namespace
 
 TEST_CASE("node scoping with two workers") {
-  Cluster cluster(2);
+  Cluster cluster(2, cpu_only());
   check_node_scoping(2);
 }
 
 TEST_CASE("node scoping with three workers") {
-  Cluster cluster(3);
+  Cluster cluster(3, cpu_only());
   check_node_scoping(3);
 }
