@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One full pass of dtr on a machine with a CUDA GPU: build, the `gpu` tests, the GPU
+# benchmark, compute-sanitizer over the gpu tests, and the whole CPU suite of the same
+# build. Every phase writes its log into the log folder and a line into its summary.txt;
+# a phase that fails does not stop the later ones. Exits non-zero when any phase failed.
+#
+# Usage: scripts/gpu-check.sh [--logs DIR] [--build-dir DIR] [PHASE...]
+#   PHASE      build gpu bench memcheck racecheck cpu (default: all, in that order)
+#   --logs     where the logs go (default: $OUT when set, else BUILD_DIR/gpu-logs)
+#   --build-dir  default build-gpu/
+#
+# On the GPU machines of ../shared/device/README.md, which reach no package archive, the
+# Debian packages travel in .deps/: `source .deps/use-deps.sh && scripts/gpu-check.sh`.
+# Each phase is bounded by `timeout` (GPU_CHECK_<PHASE>_TIMEOUT seconds, see below).
+set -uo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${repo_root}/build-gpu"
+logs=""
+phases=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --logs) logs="$2"; shift 2 ;;
+    --build-dir) build_dir="$2"; shift 2 ;;
+    -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    build | gpu | bench | memcheck | racecheck | cpu) phases+=("$1"); shift ;;
+    *) echo "gpu-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ ${#phases[@]} -gt 0 ]] || phases=(build gpu bench memcheck racecheck cpu)
+logs="${logs:-${OUT:-${build_dir}/gpu-logs}}"
+mkdir -p "${logs}"
+summary="${logs}/summary.txt"
+export PATH="/usr/local/cuda/bin:${PATH}"
+jobs="$(nproc)"
+failed=0
+
+# run_phase NAME TIMEOUT CMD...: runs CMD with its output in NAME.log, one summary line.
+run_phase() {
+  local name="$1" limit="$2"
+  shift 2
+  local t0=${SECONDS} rc=0
+  echo "== ${name}: $*" | tee -a "${summary}"
+  timeout --kill-after=10 "${limit}" "$@" >"${logs}/${name}.log" 2>&1 || rc=$?
+  local verdict=ok
+  [[ ${rc} -eq 0 ]] || { verdict="FAILED (exit ${rc}$([[ ${rc} -eq 124 ]] && echo ', timed out'))"; failed=1; }
+  echo "   ${name}: ${verdict} in $((SECONDS - t0)) s" | tee -a "${summary}"
+}
+
+# compute-sanitizer over the gpu test binary, the workers it starts included. API errors
+# are not reported: the OOM tests provoke cudaErrorMemoryAllocation on purpose, and NCCL
+# probes kernels not built for the device (cudaFuncGetAttributes -> "no kernel image")
+# inside ncclCommInit; every CUDA call of dtr checks its own result anyway.
+sanitizer=(compute-sanitizer --target-processes all --error-exitcode 1 --print-limit 50
+           --report-api-errors no)
+gpu_tests=("${build_dir}/tests/dtr_gpu_tests" --duration=true)
+
+{
+  echo "gpu-check $(date -u +%FT%TZ) commit $(git -C "${repo_root}" rev-parse --short HEAD 2>/dev/null)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvcc --version | tail -1
+} | tee -a "${summary}"
+
+for phase in "${phases[@]}"; do
+  case "${phase}" in
+    build)
+      run_phase configure 300 cmake -S "${repo_root}" -B "${build_dir}" -G Ninja \
+        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+      run_phase build "${GPU_CHECK_BUILD_TIMEOUT:-900}" cmake --build "${build_dir}" -j "${jobs}"
+      ;;
+    gpu)
+      run_phase gpu "${GPU_CHECK_GPU_TIMEOUT:-600}" ctest --test-dir "${build_dir}" -L gpu \
+        --output-on-failure --no-tests=error --timeout 300
+      ;;
+    bench)
+      run_phase bench "${GPU_CHECK_BENCH_TIMEOUT:-600}" "${build_dir}/bench/gpu/dtr_gpu_bench"
+      ;;
+    memcheck)
+      run_phase memcheck "${GPU_CHECK_MEMCHECK_TIMEOUT:-600}" "${sanitizer[@]}" --tool memcheck "${gpu_tests[@]}"
+      ;;
+    racecheck)
+      run_phase racecheck "${GPU_CHECK_RACECHECK_TIMEOUT:-600}" "${sanitizer[@]}" --tool racecheck "${gpu_tests[@]}"
+      ;;
+    cpu)
+      run_phase cpu "${GPU_CHECK_CPU_TIMEOUT:-900}" ctest --test-dir "${build_dir}" -LE gpu \
+        --output-on-failure --no-tests=error --timeout 300 -j "${jobs}"
+      ;;
+  esac
+done
+exit "${failed}"
