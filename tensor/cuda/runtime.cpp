@@ -24,6 +24,7 @@
 #include "dtr/error.hpp"
 #include "tensor/cuda/allocator.hpp"
 #include "tensor/cuda/cuda.hpp"
+#include "tensor/host_copy.hpp"
 
 namespace dtr::cuda {
 
@@ -188,8 +189,10 @@ DeviceAllocator& device_allocator(int device) {
 
 // ---- pinned staging buffers ----
 
-constexpr size_t kStagingChunk = 64 * MiB;  // largest buffer; copies go in such chunks
-constexpr size_t kMinStaging = 64 * 1024;   // smallest buffer made
+// Largest buffer; copies go in such chunks, two buffers in flight (the host copy of one
+// chunk overlaps the DMA of the other), so smaller chunks start the overlap sooner.
+constexpr size_t kStagingChunk = 16 * MiB;
+constexpr size_t kMinStaging = 64 * 1024;  // smallest buffer made
 constexpr size_t kMaxStagingCached = 256 * MiB;
 
 // A pinned host buffer with an event marking the end of the last copy that used it.
@@ -369,7 +372,7 @@ void host_to_device(void* dst, const void* src, size_t n, int device, cudaStream
     size_t len = std::min(chunk, n - off);
     Staging& b = bufs.get(i % 2);
     b.wait();
-    std::memcpy(b.ptr, from + off, len);
+    dtr::detail::parallel_memcpy(b.ptr, from + off, len);
     bufs.queue(i % 2, stream, [&] {
       check(cudaMemcpyAsync(to + off, b.ptr, len, cudaMemcpyHostToDevice, stream),
             "cudaMemcpyAsync (host to device)", device);
@@ -401,7 +404,7 @@ void device_to_host(void* dst, const void* src, size_t n, int device, cudaStream
     Staging& b = bufs.get(i % 2);
     b.wait();
     size_t off = i * chunk;
-    std::memcpy(to + off, b.ptr, std::min(chunk, n - off));
+    dtr::detail::parallel_memcpy(to + off, b.ptr, std::min(chunk, n - off));
   }
 }
 
