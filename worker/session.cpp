@@ -1354,10 +1354,13 @@ local::Tensor Session::Impl::use(Stream& s, Slot& slot) {
 
 void Session::Impl::wrote(Stream& s, Slot& slot, const local::Tensor& t) {
   cuda::StreamHandle mine = s.cuda_stream(t.device());
-  auto e = std::make_shared<cuda::Event>(t.device());
-  e->record(mine);
   std::lock_guard lock(slot.mu);
-  slot.written = std::move(e);
+  // The slot's event is recorded again rather than replaced by a new one per write (an
+  // event create and destroy per op): only the slot holds it, readers block on it under
+  // `mu`, and a stream that waits takes the record current at the time of its wait.
+  if (!slot.written || slot.written->device() != t.device())
+    slot.written = std::make_shared<cuda::Event>(t.device());
+  slot.written->record(mine);
   slot.written_on = mine;
 }
 

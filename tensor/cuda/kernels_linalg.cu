@@ -53,7 +53,11 @@ cublasHandle_t handle_for(const Ctx& c) {
   if (it == handles.by_device.end()) {
     cublasHandle_t h = nullptr;
     check_cublas(c, "cublasCreate", cublasCreate(&h));  // the current device: the guard's
-    cublasStatus_t s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    // FP32 math (no TF32), and no split-k partial sums reduced in a 16-bit output type:
+    // 16-bit products are summed in float32 throughout, as the CPU kernel does.
+    cublasStatus_t s = cublasSetMathMode(
+        h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     if (s != CUBLAS_STATUS_SUCCESS) {
       cublasDestroy(h);
       check_cublas(c, "cublasSetMathMode", s);
