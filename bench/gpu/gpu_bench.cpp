@@ -16,12 +16,16 @@
 //                $DTR_WORKER_BIN) on a loopback port: N x.add_(1.0) on a 4-element float32
 //                tensor on the worker's cuda:0, then dtr::synchronize(); ops/s. Baseline:
 //                the same on a CPU tensor of the same worker. Goal: ratio >= 0.5. The
-//                values are checked after every rep (each element == N).
+//                values are checked after every rep (each element == N). Also reported
+//                (info), in this process: the local engine's x.add_(1.0) on cuda:0, and the
+//                same on a CUDA stream with an event recorded per op (the worker's CUDA work
+//                per op), each against the same kernel launched by hand (raw_kernels.cu).
 //   4 copies     256 MiB float32: local::Tensor::cuda() of a host tensor and cpu() of a
 //                device tensor (dtr's pinned staging) against cudaMemcpy from / to pinned
 //                memory (cudaHostAlloc) to / from a cudaMalloc'd buffer; GB/s counting the
 //                bytes once. No goal set. Also reported (info): cudaMemcpy from / to the
-//                same pageable host memory that dtr copies from.
+//                same pageable host memory that dtr copies from, and the staging copy
+//                alone (copy_between into tensors that exist: no allocation, no first touch).
 //   5 matmul16   A.matmul(B), 8192 x 8192 float16 and bfloat16 on cuda:0 (inputs: float32
 //                N(0,1) draws rounded to the 16-bit type on the host), TFLOP/s counting
 //                2 n^3. Baseline: cublasGemmEx with CUDA_R_16F / CUDA_R_16BF inputs and
@@ -83,6 +87,8 @@
 #include "dtr/generator.hpp"
 #include "dtr/half.hpp"
 #include "dtr/tensor.hpp"
+#include "raw_kernels.hpp"
+#include "tensor/cuda/cuda.hpp"
 #include "worker_daemon.hpp"
 
 namespace {
@@ -251,6 +257,14 @@ struct Table {
   Row d2h{"4 device->host 256 MiB (GB/s): `t.cpu()` vs cudaMemcpy to pinned", "none set"};
   Row h2d_pageable{"4 (info) `t.cuda()` vs cudaMemcpy from the same pageable memory", "-"};
   Row d2h_pageable{"4 (info) `t.cpu()` vs cudaMemcpy to pageable memory", "-"};
+  Row h2d_into{"4 (info) host->device into an existing tensor (staging alone) vs pinned", "-"};
+  Row d2h_into{"4 (info) device->host into an existing tensor (staging alone) vs pinned", "-"};
+  Row dispatch_local{"3 (info) in-process `x.add_(1.0)` cuda:0, local engine (ops/s) vs raw launch",
+                     "-"};
+  Row dispatch_local_event{
+      "3 (info) in-process on a CUDA stream + event record per op (the worker's CUDA work) vs raw "
+      "launch",
+      "-"};
   Row matmul_f16{"5 matmul 8192^2 f16 (TFLOP/s): `A.matmul(B)` vs cublasGemmEx 16F, compute 32F",
                  ">= 0.95"};
   Row matmul_bf16{"5 matmul 8192^2 bf16 (TFLOP/s): `A.matmul(B)` vs cublasGemmEx 16BF, compute 32F",
@@ -268,8 +282,22 @@ struct Table {
   }
 
   std::vector<const Row*> rows() const {
-    return {&add, &add_fresh,    &matmul,       &matmul_tf32, &dispatch,    &h2d,
-            &d2h, &h2d_pageable, &d2h_pageable, &matmul_f16,  &matmul_bf16, &rng};
+    return {&add,
+            &add_fresh,
+            &matmul,
+            &matmul_tf32,
+            &dispatch,
+            &dispatch_local,
+            &dispatch_local_event,
+            &h2d,
+            &d2h,
+            &h2d_pageable,
+            &d2h_pageable,
+            &h2d_into,
+            &d2h_into,
+            &matmul_f16,
+            &matmul_bf16,
+            &rng};
   }
 };
 
@@ -477,6 +505,62 @@ struct SessionGuard {
   }
 };
 
+// In this process, the pieces of the worker's per-op cost on a CUDA tensor: the local
+// engine's x.add_(1.0) on the default stream, and on a CUDA stream of its own with an event
+// recorded after every op (what a dtr-worker does per op: the written tensor's event),
+// against the same kernel launched by hand on that stream. Each rep starts from zeros and
+// checks that every element is N afterwards.
+bool bench_dispatch_local(Table& t, bool quick, int reps) {
+  const int64_t ops = quick ? 20000 : 200000;
+  std::printf("\n[3] in-process: %lld x.add_(1.0) on 4 float32 on cuda:%d vs raw launches\n",
+              static_cast<long long>(ops), kDevice);
+  std::fflush(stdout);
+  Tensor x = dtr::local::zeros({4}, dtr::DType::Float32).cuda(kDevice);
+  dtr::cuda::Stream stream(kDevice);
+  dtr::cuda::Event written(kDevice);
+  auto s = static_cast<cudaStream_t>(stream.handle());
+  bool ok = true;
+  auto run = [&](const char* what, const std::function<void()>& body) {
+    x.fill_(0.0);
+    double secs = time_device(body);
+    std::vector<float> v = x.cpu().to_vector<float>();
+    for (float e : v)
+      if (e != static_cast<float>(ops)) {
+        std::printf("CHECK FAILED in-process dispatch (%s): %g, want %lld\n", what, e,
+                    static_cast<long long>(ops));
+        ok = false;
+        break;
+      }
+    return secs;
+  };
+  auto engine = [&] {
+    return run("engine", [&] {
+      for (int64_t i = 0; i < ops; ++i) x.add_(1.0);
+    });
+  };
+  auto engine_event = [&] {
+    return run("engine + event", [&] {
+      dtr::cuda::StreamScope scope(kDevice, stream.handle());
+      for (int64_t i = 0; i < ops; ++i) {
+        x.add_(1.0);
+        written.record(stream.handle());
+      }
+    });
+  };
+  auto raw = [&] {
+    return run("raw", [&] {
+      auto* p = static_cast<float*>(x.raw_data());
+      for (int64_t i = 0; i < ops; ++i)
+        check_cuda(dtr::bench::launch_add_scalar(p, 1.0f, 4, s), "add_scalar launch");
+    });
+  };
+  auto times = interleave(1, reps, {engine, engine_event, raw});
+  auto rate = [&](size_t k) { return static_cast<double>(ops) / median(times[k]); };
+  set_rates(t.dispatch_local, "dispatch_local_engine", "ops/s", rate(0), rate(2), 0);
+  set_rates(t.dispatch_local_event, "dispatch_local_engine_event", "ops/s", rate(1), rate(2), 0);
+  return ok;
+}
+
 bool bench_dispatch(Table& t, bool quick, int reps) {
   const int64_t ops = quick ? 20000 : 200000;
   const int warmup = 1;
@@ -591,8 +675,16 @@ bool bench_copies(Table& t, bool quick, int reps) {
                  "cudaMemcpy D2H to pageable");
     });
   };
-  auto times = interleave(warmup, reps,
-                          {dtr_h2d, pinned_h2d, pageable_h2d, dtr_d2h, pinned_d2h, pageable_d2h});
+  // The staging copy alone: into tensors that exist (no allocation, no first touch).
+  Tensor dev_into = dtr::local::empty({n}, dtr::DType::Float32, kDevice);
+  Tensor host_into = dtr::local::zeros({n}, dtr::DType::Float32);
+  auto into = [&](const Tensor& dst, const Tensor& src) {
+    return time_device([&] { dtr::cuda::copy_between(dst, src); });
+  };
+  auto times =
+      interleave(warmup, reps,
+                 {dtr_h2d, pinned_h2d, pageable_h2d, dtr_d2h, pinned_d2h, pageable_d2h,
+                  [&] { return into(dev_into, host); }, [&] { return into(host_into, dev); }});
 
   // Checks: every copy holds the host tensor's bytes.
   bool ok = true;
@@ -605,6 +697,8 @@ bool bench_copies(Table& t, bool quick, int reps) {
   if (last_h2d.device() != kDevice || last_d2h.device() != -1)
     throw std::runtime_error("copies: cuda()/cpu() returned a tensor on the wrong device");
   same(last_d2h.raw_data(), "t.cpu()");
+  same(host_into.raw_data(), "copy_between into a host tensor");
+  same(dev_into.cpu().raw_data(), "copy_between into a device tensor");
   same(pinned.get(), "cudaMemcpy D2H to pinned");
   same(pageable_back.data(), "cudaMemcpy D2H to pageable");
   check_cuda(cudaMemcpy(pageable_back.data(), last_h2d.raw_data(), bytes, cudaMemcpyDeviceToHost),
@@ -620,6 +714,8 @@ bool bench_copies(Table& t, bool quick, int reps) {
   set_rates(t.h2d_pageable, "h2d_256MiB_vs_pageable", "GB/s", rate(0), rate(2), 0);
   set_rates(t.d2h, "d2h_256MiB_vs_pinned", "GB/s", rate(3), rate(4), 0);
   set_rates(t.d2h_pageable, "d2h_256MiB_vs_pageable", "GB/s", rate(3), rate(5), 0);
+  set_rates(t.h2d_into, "h2d_into_256MiB_vs_pinned", "GB/s", rate(6), rate(1), 0);
+  set_rates(t.d2h_into, "d2h_into_256MiB_vs_pinned", "GB/s", rate(7), rate(4), 0);
   return ok;
 }
 
@@ -942,10 +1038,14 @@ int main(int argc, char** argv) {
   guarded(5, {&table.matmul_bf16}, [&] {
     return bench_matmul16<dtr::bfloat16>(table.matmul_bf16, "matmul_8192_bf16", quick, timed);
   });
-  guarded(4, {&table.h2d, &table.d2h, &table.h2d_pageable, &table.d2h_pageable},
+  guarded(4,
+          {&table.h2d, &table.d2h, &table.h2d_pageable, &table.d2h_pageable, &table.h2d_into,
+           &table.d2h_into},
           [&] { return bench_copies(table, quick, timed); });
   guarded(6, {&table.rng}, [&] { return bench_rng(table, quick); });
   // Last: the worker is a second process on the same GPU.
+  guarded(3, {&table.dispatch_local, &table.dispatch_local_event},
+          [&] { return bench_dispatch_local(table, quick, dispatch_reps); });
   guarded(3, {&table.dispatch}, [&] { return bench_dispatch(table, quick, dispatch_reps); });
 
   print_table(table);
