@@ -56,7 +56,7 @@ sanitizer=(compute-sanitizer --target-processes all --error-exitcode 1 --print-l
 gpu_tests=("${build_dir}/tests/dtr_gpu_tests" --duration=true)
 
 {
-  echo "gpu-check $(date -u +%FT%TZ) commit $(git -C "${repo_root}" rev-parse --short HEAD 2>/dev/null)"
+  echo "gpu-check $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   nvcc --version | tail -1
 } | tee -a "${summary}"

@@ -555,6 +555,25 @@ bool bench_dispatch_local(Table& t, bool quick, int reps) {
     });
   };
   auto times = interleave(1, reps, {engine, engine_event, raw});
+  // Host-bound or device-bound: the time to queue the launches against the time until
+  // they have run (a launch returns before the kernel runs, until CUDA's queue is full).
+  for (auto [what, fn] : {std::pair<const char*, std::function<void()>>{
+                              "raw launch",
+                              [&] {
+                                auto* p = static_cast<float*>(x.raw_data());
+                                check_cuda(dtr::bench::launch_add_scalar(p, 1.0f, 4, s),
+                                           "add_scalar launch");
+                              }},
+                          {"engine x.add_(1.0)", [&] { x.add_(1.0); }}}) {
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (queue timing)");
+    auto t0 = Clock::now();
+    for (int64_t i = 0; i < ops; ++i) fn();
+    double queued = seconds_since(t0);
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (queue timing)");
+    double total = seconds_since(t0);
+    std::printf("%s: %.2f us per op to queue, %.2f us per op until run\n", what,
+                queued / static_cast<double>(ops) * 1e6, total / static_cast<double>(ops) * 1e6);
+  }
   auto rate = [&](size_t k) { return static_cast<double>(ops) / median(times[k]); };
   set_rates(t.dispatch_local, "dispatch_local_engine", "ops/s", rate(0), rate(2), 0);
   set_rates(t.dispatch_local_event, "dispatch_local_engine_event", "ops/s", rate(1), rate(2), 0);
