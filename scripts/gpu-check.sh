@@ -7,6 +7,7 @@
 # Usage: scripts/gpu-check.sh [--logs DIR] [--build-dir DIR] [PHASE...]
 #   PHASE      build gpu bench memcheck racecheck cpu (default: all, in that order)
 #   --logs     where the logs go (default: $OUT when set, else BUILD_DIR/gpu-logs)
+#   GPU_CHECK_BENCH_RUNS  how many times the bench phase runs dtr_gpu_bench (default 1)
 #   --build-dir  default build-gpu/
 #
 # On the GPU machines of ../shared/device/README.md, which reach no package archive, the
@@ -68,12 +69,16 @@ for phase in "${phases[@]}"; do
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
       run_phase build "${GPU_CHECK_BUILD_TIMEOUT:-900}" cmake --build "${build_dir}" -j "${jobs}"
       ;;
-    gpu)
+    gpu)  # then the op comparison again, for its largest CUDA-CPU differences per dtype
       run_phase gpu "${GPU_CHECK_GPU_TIMEOUT:-600}" ctest --test-dir "${build_dir}" -L gpu \
         --output-on-failure --no-tests=error --timeout 300
+      run_phase gpu-op-differences 300 "${gpu_tests[@]}" -tc="*every op of the table*"
       ;;
-    bench)
-      run_phase bench "${GPU_CHECK_BENCH_TIMEOUT:-600}" "${build_dir}/bench/gpu/dtr_gpu_bench"
+    bench)  # GPU_CHECK_BENCH_RUNS runs (default 1): bench.log, bench-2.log, ...
+      for ((run = 1; run <= ${GPU_CHECK_BENCH_RUNS:-1}; ++run)); do
+        run_phase "bench$([[ ${run} -gt 1 ]] && echo "-${run}")" "${GPU_CHECK_BENCH_TIMEOUT:-600}" \
+          "${build_dir}/bench/gpu/dtr_gpu_bench"
+      done
       ;;
     memcheck)
       run_phase memcheck "${GPU_CHECK_MEMCHECK_TIMEOUT:-600}" "${sanitizer[@]}" --tool memcheck "${gpu_tests[@]}"
