@@ -23,7 +23,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --logs) logs="$2"; shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     build | gpu | bench | memcheck | racecheck | cpu) phases+=("$1"); shift ;;
     *) echo "gpu-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
