@@ -640,6 +640,24 @@ bool bench_dispatch(Table& t, bool quick, int reps) {
 // ---------------------------------------------------------------------------------------
 // 4. Host <-> device copies.
 
+bool same_bytes(const void* got, const void* want, size_t bytes, const char* what) {
+  if (std::memcmp(got, want, bytes) == 0) return true;
+  std::printf("CHECK FAILED copies: %s differs from the source\n", what);
+  return false;
+}
+
+// The copy rows from bench_copies' rep times (contestants in its order).
+void set_copy_rates(Table& t, const std::vector<std::vector<double>>& times, size_t bytes) {
+  const double gb = static_cast<double>(bytes) / 1e9;
+  auto rate = [&](size_t k) { return gb / median(times[k]); };
+  set_rates(t.h2d, "h2d_256MiB_vs_pinned", "GB/s", rate(0), rate(1), 0);
+  set_rates(t.h2d_pageable, "h2d_256MiB_vs_pageable", "GB/s", rate(0), rate(2), 0);
+  set_rates(t.d2h, "d2h_256MiB_vs_pinned", "GB/s", rate(3), rate(4), 0);
+  set_rates(t.d2h_pageable, "d2h_256MiB_vs_pageable", "GB/s", rate(3), rate(5), 0);
+  set_rates(t.h2d_into, "h2d_into_256MiB_vs_pinned", "GB/s", rate(6), rate(1), 0);
+  set_rates(t.d2h_into, "d2h_into_256MiB_vs_pinned", "GB/s", rate(7), rate(4), 0);
+}
+
 bool bench_copies(Table& t, bool quick, int reps) {
   const int64_t n = int64_t{1} << 26;  // 256 MiB of float32
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
@@ -706,35 +724,20 @@ bool bench_copies(Table& t, bool quick, int reps) {
                   [&] { return into(dev_into, host); }, [&] { return into(host_into, dev); }});
 
   // Checks: every copy holds the host tensor's bytes.
-  bool ok = true;
-  auto same = [&](const void* p, const char* what) {
-    if (std::memcmp(p, hp, bytes) != 0) {
-      std::printf("CHECK FAILED copies: %s differs from the source\n", what);
-      ok = false;
-    }
-  };
   if (last_h2d.device() != kDevice || last_d2h.device() != -1)
     throw std::runtime_error("copies: cuda()/cpu() returned a tensor on the wrong device");
-  same(last_d2h.raw_data(), "t.cpu()");
-  same(host_into.raw_data(), "copy_between into a host tensor");
-  same(dev_into.cpu().raw_data(), "copy_between into a device tensor");
-  same(pinned.get(), "cudaMemcpy D2H to pinned");
-  same(pageable_back.data(), "cudaMemcpy D2H to pageable");
-  check_cuda(cudaMemcpy(pageable_back.data(), last_h2d.raw_data(), bytes, cudaMemcpyDeviceToHost),
-             "cudaMemcpy (reading t.cuda() back)");
-  same(pageable_back.data(), "t.cuda()");
-  check_cuda(cudaMemcpy(pageable_back.data(), dev_raw.get(), bytes, cudaMemcpyDeviceToHost),
-             "cudaMemcpy (reading the cudaMemcpy H2D buffer back)");
-  same(pageable_back.data(), "cudaMemcpy H2D");
-
-  const double gb = static_cast<double>(bytes) / 1e9;
-  auto rate = [&](size_t k) { return gb / median(times[k]); };
-  set_rates(t.h2d, "h2d_256MiB_vs_pinned", "GB/s", rate(0), rate(1), 0);
-  set_rates(t.h2d_pageable, "h2d_256MiB_vs_pageable", "GB/s", rate(0), rate(2), 0);
-  set_rates(t.d2h, "d2h_256MiB_vs_pinned", "GB/s", rate(3), rate(4), 0);
-  set_rates(t.d2h_pageable, "d2h_256MiB_vs_pageable", "GB/s", rate(3), rate(5), 0);
-  set_rates(t.h2d_into, "h2d_into_256MiB_vs_pinned", "GB/s", rate(6), rate(1), 0);
-  set_rates(t.d2h_into, "d2h_into_256MiB_vs_pinned", "GB/s", rate(7), rate(4), 0);
+  bool ok = same_bytes(last_d2h.raw_data(), hp, bytes, "t.cpu()");
+  ok &= same_bytes(host_into.raw_data(), hp, bytes, "copy_between into a host tensor");
+  ok &= same_bytes(pinned.get(), hp, bytes, "cudaMemcpy D2H to pinned");
+  ok &= same_bytes(pageable_back.data(), hp, bytes, "cudaMemcpy D2H to pageable");
+  for (auto [dev_ptr, what] : {std::pair<const void*, const char*>{last_h2d.raw_data(), "t.cuda()"},
+                               {dev_into.raw_data(), "copy_between into a device tensor"},
+                               {dev_raw.get(), "cudaMemcpy H2D"}}) {
+    check_cuda(cudaMemcpy(pageable_back.data(), dev_ptr, bytes, cudaMemcpyDeviceToHost),
+               "cudaMemcpy (reading a copy back)");
+    ok &= same_bytes(pageable_back.data(), hp, bytes, what);
+  }
+  set_copy_rates(t, times, bytes);
   return ok;
 }
 
