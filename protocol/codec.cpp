@@ -313,7 +313,8 @@ void Reader::command(Command& c, size_t index, size_t payload_frames,
     case CmdType::RunOp: {
       auto op = get<uint16_t>();
       if (!is_valid_op(op))
-        fail("command {} has unknown op code {} (there are {})", index, op, kNumOps);
+        fail("command {} has unknown op code {} (no op has it; the largest code is {})", index, op,
+             kMaxOpCode);
       c.op = static_cast<OpId>(op);
       auto flags = get<uint8_t>();
       if (flags & ~(kInplace | kKeepdim | kScalarFirst | kRandom))

@@ -43,7 +43,7 @@ constexpr OpDef make_def(OpId id, std::string_view name, OpKind kind, DTypeRule 
 }
 
 constexpr std::array<OpDef, kNumOps> kOps = {
-#define DTR_OP_DEF(name, kind, rule, doc) \
+#define DTR_OP_DEF(name, code, kind, rule, doc) \
   make_def(OpId::name, #name, OpKind::kind, DTypeRule::rule, doc),
     DTR_OPS(DTR_OP_DEF)
 #undef DTR_OP_DEF
@@ -51,7 +51,7 @@ constexpr std::array<OpDef, kNumOps> kOps = {
 
 static_assert([] {
   for (int i = 0; i < kNumOps; ++i)
-    if (static_cast<int>(kOps[i].id) != i) return false;
+    if (static_cast<uint16_t>(kOps[i].id) != detail::kOpCodes[i]) return false;
   return true;
 }());
 
@@ -529,10 +529,13 @@ std::span<const OpDef> all_ops() {
 }
 
 const OpDef& op_def(OpId id) {
-  auto i = static_cast<size_t>(id);
-  if (i >= kOps.size())
-    throw InvalidArgument(fmt::format("unknown op id {} (there are {} ops)", i, kOps.size()));
-  return kOps[i];
+  auto code = static_cast<uint16_t>(id);
+  if (!is_valid_op(code))
+    throw InvalidArgument(
+        fmt::format("unknown op id {} (no op of the table has that code; the "
+                    "largest is {})",
+                    code, kMaxOpCode));
+  return kOps[static_cast<size_t>(detail::kOpIndexOfCode[code])];
 }
 
 const OpDef* find_op(std::string_view name) {

@@ -2,7 +2,8 @@
 // kind (which fixes its inputs, attributes and shape rule), its dtype rule and its help
 // text. The op ids, the table of OpDefs, the handle methods (tensor_ops.hpp), the CPU
 // kernels' dispatch, the wire opcode, the REPL's names and the tests' op list all derive
-// from these lists. Adding an op: one line here, its kernel in tensor/, nothing else.
+// from these lists. Adding an op: one line here with the next unused code, its kernel in
+// tensor/ (CPU) and tensor/cuda/, nothing else.
 //
 // The shape rules (`infer`) run without touching data, so the master calls them to know a
 // result's metadata before it sends the command, and a mistake throws at the caller's line.
@@ -13,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <string_view>
 
@@ -23,7 +25,8 @@
 
 namespace dtr {
 
-// Each list entry is X(name, Kind, DTypeRule, "help text").
+// Each list entry is X(name, code, Kind, DTypeRule, "help text"); `code` is the op's
+// stable id (OpId below).
 // Kinds (what inputs and attributes mean):
 //   Unary     one tensor; in-place form name_.
 //   Binary    two tensors broadcast together, or a tensor and scalars[0]
@@ -38,73 +41,73 @@ namespace dtr {
 //             the asked form (contiguous() of a contiguous tensor, to() of the same dtype).
 //   Mutate    in place only: input 0 is written (copy_, fill_, random fills).
 //   Create    no tensor input; ints = shape unless the help text says otherwise.
-#define DTR_UNARY_OPS(X)                                             \
-  X(neg, Unary, Same, "neg(x): -x elementwise")                      \
-  X(abs, Unary, Same, "abs(x): |x| elementwise")                     \
-  X(exp, Unary, ToFloat, "exp(x): e^x elementwise")                  \
-  X(log, Unary, ToFloat, "log(x): natural logarithm elementwise")    \
-  X(sqrt, Unary, ToFloat, "sqrt(x): square root elementwise")        \
-  X(rsqrt, Unary, ToFloat, "rsqrt(x): 1/sqrt(x) elementwise")        \
-  X(sin, Unary, ToFloat, "sin(x): sine elementwise")                 \
-  X(cos, Unary, ToFloat, "cos(x): cosine elementwise")               \
-  X(tanh, Unary, ToFloat, "tanh(x): hyperbolic tangent elementwise") \
-  X(sigmoid, Unary, ToFloat, "sigmoid(x): 1/(1+e^-x) elementwise")   \
-  X(relu, Unary, Same, "relu(x): max(x, 0) elementwise")
+#define DTR_UNARY_OPS(X)                                                \
+  X(neg, 0, Unary, Same, "neg(x): -x elementwise")                      \
+  X(abs, 1, Unary, Same, "abs(x): |x| elementwise")                     \
+  X(exp, 2, Unary, ToFloat, "exp(x): e^x elementwise")                  \
+  X(log, 3, Unary, ToFloat, "log(x): natural logarithm elementwise")    \
+  X(sqrt, 4, Unary, ToFloat, "sqrt(x): square root elementwise")        \
+  X(rsqrt, 5, Unary, ToFloat, "rsqrt(x): 1/sqrt(x) elementwise")        \
+  X(sin, 6, Unary, ToFloat, "sin(x): sine elementwise")                 \
+  X(cos, 7, Unary, ToFloat, "cos(x): cosine elementwise")               \
+  X(tanh, 8, Unary, ToFloat, "tanh(x): hyperbolic tangent elementwise") \
+  X(sigmoid, 9, Unary, ToFloat, "sigmoid(x): 1/(1+e^-x) elementwise")   \
+  X(relu, 10, Unary, Same, "relu(x): max(x, 0) elementwise")
 
-#define DTR_BINARY_OPS(X)                                                        \
-  X(add, Binary, Promote, "add(a, b): a + b, broadcasting")                      \
-  X(sub, Binary, Promote, "sub(a, b): a - b, broadcasting")                      \
-  X(mul, Binary, Promote, "mul(a, b): a * b, broadcasting")                      \
-  X(div, Binary, PromoteFloat, "div(a, b): a / b (true division), broadcasting") \
-  X(pow, Binary, Promote, "pow(a, b): a ^ b, broadcasting")                      \
-  X(maximum, Binary, Promote, "maximum(a, b): larger of a and b, broadcasting")  \
-  X(minimum, Binary, Promote, "minimum(a, b): smaller of a and b, broadcasting") \
-  X(eq, Binary, ToBool, "eq(a, b): a == b as bool, broadcasting")                \
-  X(ne, Binary, ToBool, "ne(a, b): a != b as bool, broadcasting")                \
-  X(lt, Binary, ToBool, "lt(a, b): a < b as bool, broadcasting")                 \
-  X(le, Binary, ToBool, "le(a, b): a <= b as bool, broadcasting")                \
-  X(gt, Binary, ToBool, "gt(a, b): a > b as bool, broadcasting")                 \
-  X(ge, Binary, ToBool, "ge(a, b): a >= b as bool, broadcasting")
+#define DTR_BINARY_OPS(X)                                                            \
+  X(add, 11, Binary, Promote, "add(a, b): a + b, broadcasting")                      \
+  X(sub, 12, Binary, Promote, "sub(a, b): a - b, broadcasting")                      \
+  X(mul, 13, Binary, Promote, "mul(a, b): a * b, broadcasting")                      \
+  X(div, 14, Binary, PromoteFloat, "div(a, b): a / b (true division), broadcasting") \
+  X(pow, 15, Binary, Promote, "pow(a, b): a ^ b, broadcasting")                      \
+  X(maximum, 16, Binary, Promote, "maximum(a, b): larger of a and b, broadcasting")  \
+  X(minimum, 17, Binary, Promote, "minimum(a, b): smaller of a and b, broadcasting") \
+  X(eq, 18, Binary, ToBool, "eq(a, b): a == b as bool, broadcasting")                \
+  X(ne, 19, Binary, ToBool, "ne(a, b): a != b as bool, broadcasting")                \
+  X(lt, 20, Binary, ToBool, "lt(a, b): a < b as bool, broadcasting")                 \
+  X(le, 21, Binary, ToBool, "le(a, b): a <= b as bool, broadcasting")                \
+  X(gt, 22, Binary, ToBool, "gt(a, b): a > b as bool, broadcasting")                 \
+  X(ge, 23, Binary, ToBool, "ge(a, b): a >= b as bool, broadcasting")
 
-#define DTR_REDUCE_OPS(X)                                                            \
-  X(sum, Reduce, SumLike, "sum(x, dim?, keepdim=false): sum (bool/int give int64)")  \
-  X(prod, Reduce, SumLike, "prod(x, dim?, keepdim=false): product")                  \
-  X(mean, Reduce, FloatOnly, "mean(x, dim?, keepdim=false): arithmetic mean")        \
-  X(max, Reduce, Same, "max(x, dim?, keepdim=false): largest value (NaN wins)")      \
-  X(min, Reduce, Same, "min(x, dim?, keepdim=false): smallest value (NaN wins)")     \
-  X(argmax, Reduce, Index, "argmax(x, dim?, keepdim=false): index of the first max") \
-  X(argmin, Reduce, Index, "argmin(x, dim?, keepdim=false): index of the first min")
+#define DTR_REDUCE_OPS(X)                                                                \
+  X(sum, 24, Reduce, SumLike, "sum(x, dim?, keepdim=false): sum (bool/int give int64)")  \
+  X(prod, 25, Reduce, SumLike, "prod(x, dim?, keepdim=false): product")                  \
+  X(mean, 26, Reduce, FloatOnly, "mean(x, dim?, keepdim=false): arithmetic mean")        \
+  X(max, 27, Reduce, Same, "max(x, dim?, keepdim=false): largest value (NaN wins)")      \
+  X(min, 28, Reduce, Same, "min(x, dim?, keepdim=false): smallest value (NaN wins)")     \
+  X(argmax, 29, Reduce, Index, "argmax(x, dim?, keepdim=false): index of the first max") \
+  X(argmin, 30, Reduce, Index, "argmin(x, dim?, keepdim=false): index of the first min")
 
-#define DTR_OTHER_OPS(X)                                                                      \
-  X(clamp, Clamp, Same, "clamp(x, min?, max?): limit values to [min, max]")                   \
-  X(norm, Norm, FloatOnly, "norm(x, p=2, dim?, keepdim=false): p-norm (p may be inf)")        \
-  X(var, Moment, FloatOnly, "var(x, dim?, keepdim=false, correction=1): variance")            \
-  X(std, Moment, FloatOnly, "std(x, dim?, keepdim=false, correction=1): standard deviation")  \
-  X(matmul, Linalg, Matmul, "matmul(a, b): matrix product; 1-D, 2-D and batched, broadcast")  \
-  X(dot, Linalg, Matmul, "dot(a, b): inner product of two 1-D tensors")                       \
-  X(mv, Linalg, Matmul, "mv(m, v): matrix (n, m) times vector (m)")                           \
-  X(view, View, Same, "view(x, shape): same data with a new shape (-1 infers one size)")      \
-  X(reshape, View, Same, "reshape(x, shape): view when the strides allow, else a copy")       \
-  X(transpose, View, Same, "transpose(x, d0, d1): swap two dims")                             \
-  X(permute, View, Same, "permute(x, dims): reorder all dims")                                \
-  X(narrow, View, Same, "narrow(x, dim, start, length): a range of one dim")                  \
-  X(slice, View, Same, "slice(x, dim, start, end, step=1): python-style slice of one dim")    \
-  X(select, View, Same, "select(x, dim, index): one index of a dim, dropping the dim")        \
-  X(expand, View, Same, "expand(x, shape): broadcast size-1 dims without copying (-1 keeps)") \
-  X(squeeze, View, Same, "squeeze(x, dims?): drop size-1 dims (all of them when none given)") \
-  X(unsqueeze, View, Same, "unsqueeze(x, dim): insert a size-1 dim")                          \
-  X(contiguous, Convert, Same, "contiguous(x): x itself if contiguous, else a packed copy")   \
-  X(to, Convert, Attr, "to(x, dtype): convert to another dtype")                              \
-  X(copy_, Mutate, Same, "copy_(dst, src): copy src (broadcast, any dtype) into dst")         \
-  X(fill_, Mutate, Same, "fill_(x, value): set every element to value")                       \
-  X(uniform_, Mutate, FloatOnly, "uniform_(x, from=0, to=1, generator): uniform draws")       \
-  X(normal_, Mutate, FloatOnly, "normal_(x, mean=0, std=1, generator): normal draws")         \
-  X(empty, Create, Attr, "empty(shape, dtype=float32): uninitialized tensor")                 \
-  X(full, Create, Attr, "full(shape, value, dtype=float32): tensor filled with value")        \
-  X(arange, Create, Attr, "arange(start, end, step=1, dtype): values start, start+step, ...") \
-  X(linspace, Create, Attr, "linspace(start, end, steps, dtype=float32): evenly spaced")      \
-  X(rand, Create, Attr, "rand(shape, generator, dtype=float32): uniform on [0, 1)")           \
-  X(randn, Create, Attr, "randn(shape, generator, dtype=float32): standard normal")
+#define DTR_OTHER_OPS(X)                                                                          \
+  X(clamp, 31, Clamp, Same, "clamp(x, min?, max?): limit values to [min, max]")                   \
+  X(norm, 32, Norm, FloatOnly, "norm(x, p=2, dim?, keepdim=false): p-norm (p may be inf)")        \
+  X(var, 33, Moment, FloatOnly, "var(x, dim?, keepdim=false, correction=1): variance")            \
+  X(std, 34, Moment, FloatOnly, "std(x, dim?, keepdim=false, correction=1): standard deviation")  \
+  X(matmul, 35, Linalg, Matmul, "matmul(a, b): matrix product; 1-D, 2-D and batched, broadcast")  \
+  X(dot, 36, Linalg, Matmul, "dot(a, b): inner product of two 1-D tensors")                       \
+  X(mv, 37, Linalg, Matmul, "mv(m, v): matrix (n, m) times vector (m)")                           \
+  X(view, 38, View, Same, "view(x, shape): same data with a new shape (-1 infers one size)")      \
+  X(reshape, 39, View, Same, "reshape(x, shape): view when the strides allow, else a copy")       \
+  X(transpose, 40, View, Same, "transpose(x, d0, d1): swap two dims")                             \
+  X(permute, 41, View, Same, "permute(x, dims): reorder all dims")                                \
+  X(narrow, 42, View, Same, "narrow(x, dim, start, length): a range of one dim")                  \
+  X(slice, 43, View, Same, "slice(x, dim, start, end, step=1): python-style slice of one dim")    \
+  X(select, 44, View, Same, "select(x, dim, index): one index of a dim, dropping the dim")        \
+  X(expand, 45, View, Same, "expand(x, shape): broadcast size-1 dims without copying (-1 keeps)") \
+  X(squeeze, 46, View, Same, "squeeze(x, dims?): drop size-1 dims (all of them when none given)") \
+  X(unsqueeze, 47, View, Same, "unsqueeze(x, dim): insert a size-1 dim")                          \
+  X(contiguous, 48, Convert, Same, "contiguous(x): x itself if contiguous, else a packed copy")   \
+  X(to, 49, Convert, Attr, "to(x, dtype): convert to another dtype")                              \
+  X(copy_, 50, Mutate, Same, "copy_(dst, src): copy src (broadcast, any dtype) into dst")         \
+  X(fill_, 51, Mutate, Same, "fill_(x, value): set every element to value")                       \
+  X(uniform_, 52, Mutate, FloatOnly, "uniform_(x, from=0, to=1, generator): uniform draws")       \
+  X(normal_, 53, Mutate, FloatOnly, "normal_(x, mean=0, std=1, generator): normal draws")         \
+  X(empty, 54, Create, Attr, "empty(shape, dtype=float32): uninitialized tensor")                 \
+  X(full, 55, Create, Attr, "full(shape, value, dtype=float32): tensor filled with value")        \
+  X(arange, 56, Create, Attr, "arange(start, end, step=1, dtype): values start, start+step, ...") \
+  X(linspace, 57, Create, Attr, "linspace(start, end, steps, dtype=float32): evenly spaced")      \
+  X(rand, 58, Create, Attr, "rand(shape, generator, dtype=float32): uniform on [0, 1)")           \
+  X(randn, 59, Create, Attr, "randn(shape, generator, dtype=float32): standard normal")
 
 #define DTR_OPS(X)  \
   DTR_UNARY_OPS(X)  \
@@ -112,17 +115,48 @@ namespace dtr {
   DTR_REDUCE_OPS(X) \
   DTR_OTHER_OPS(X)
 
-// Wire-stable: ids are the order of the lists above; append new ops at the end of a
-// list only together with a protocol version bump.
+// Wire-stable: each op's id is the code written in its list entry, and it is the op's
+// code on the wire. Codes are never reused or changed (tests/tensor/op_table_test.cpp
+// freezes every code given so far); a new op takes the next unused code, wherever its line
+// goes, and needs no protocol version bump.
 enum class OpId : uint16_t {
-#define DTR_OP_ENUM(name, kind, rule, doc) name,
+#define DTR_OP_ENUM(name, code, kind, rule, doc) name = code,
   DTR_OPS(DTR_OP_ENUM)
 #undef DTR_OP_ENUM
 };
 
-#define DTR_OP_COUNT(name, kind, rule, doc) +1
-inline constexpr int kNumOps = 0 DTR_OPS(DTR_OP_COUNT);
-#undef DTR_OP_COUNT
+namespace detail {
+// The codes in list order (all_ops() order).
+inline constexpr uint16_t kOpCodes[] = {
+#define DTR_OP_CODE(name, code, kind, rule, doc) code,
+    DTR_OPS(DTR_OP_CODE)
+#undef DTR_OP_CODE
+};
+}  // namespace detail
+
+inline constexpr int kNumOps = static_cast<int>(std::size(detail::kOpCodes));
+inline constexpr uint16_t kMaxOpCode = [] {
+  uint16_t m = 0;
+  for (uint16_t c : detail::kOpCodes) m = c > m ? c : m;
+  return m;
+}();
+
+namespace detail {
+// Position in all_ops() of each code, -1 for a code no op has.
+inline constexpr auto kOpIndexOfCode = [] {
+  std::array<int16_t, kMaxOpCode + 1> index{};
+  for (auto& i : index) i = -1;
+  for (int i = 0; i < kNumOps; ++i) index[kOpCodes[i]] = static_cast<int16_t>(i);
+  return index;
+}();
+static_assert(
+    [] {
+      int named = 0;
+      for (int16_t i : kOpIndexOfCode) named += i >= 0;
+      return named == kNumOps;
+    }(),
+    "two ops of the op table share a code");
+}  // namespace detail
 
 enum class OpKind : uint8_t {
   Unary,
@@ -176,14 +210,15 @@ struct OpDef {
   bool has_inplace_form;  // Unary, Binary and Clamp: name_ writes into input 0
 };
 
-// The whole table, indexed by OpId.
+// The whole table, in the order of the lists (not of the codes).
 std::span<const OpDef> all_ops();
+// The op of a valid id (is_valid_op); throws InvalidArgument for another value.
 const OpDef& op_def(OpId id);
 // Looks an op up by its user-facing name; nullptr when unknown.
 const OpDef* find_op(std::string_view name);
 // True for raw values that name an op (validation of wire bytes).
 constexpr bool is_valid_op(uint16_t raw) {
-  return raw < kNumOps;
+  return raw <= kMaxOpCode && detail::kOpIndexOfCode[raw] >= 0;
 }
 
 struct InferResult {

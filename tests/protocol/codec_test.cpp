@@ -649,8 +649,8 @@ TEST_SUITE("protocol/codec") {
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),
                   "unknown op code 65535");
-    CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, kNumOps), 0),
-                  "unknown op code " + std::to_string(kNumOps));
+    CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, kMaxOpCode + 1), 0),
+                  "unknown op code " + std::to_string(kMaxOpCode + 1));
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdFlags, 0, 0x80), 0), "unknown flag bits");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, 3), 0),
                   "3 inputs, at most 2 allowed");

@@ -97,9 +97,30 @@ struct Declared {
   DTypeRule rule;
   std::string_view help;
 };
-#define DTR_TEST_DECLARED(name, kind, rule, help) {#name, OpKind::kind, DTypeRule::rule, help},
+#define DTR_TEST_DECLARED(name, code, kind, rule, help) \
+  {#name, OpKind::kind, DTypeRule::rule, help},
 constexpr Declared kDeclared[] = {DTR_OPS(DTR_TEST_DECLARED)};
 #undef DTR_TEST_DECLARED
+
+// Every op code ever given, as written here by hand: the wire code of an op never changes,
+// and a code is never given to another op. A new op adds its line; none is edited.
+struct Frozen {
+  std::string_view name;
+  uint16_t code;
+};
+constexpr Frozen kFrozenCodes[] = {
+    {"neg", 0},        {"abs", 1},      {"exp", 2},        {"log", 3},         {"sqrt", 4},
+    {"rsqrt", 5},      {"sin", 6},      {"cos", 7},        {"tanh", 8},        {"sigmoid", 9},
+    {"relu", 10},      {"add", 11},     {"sub", 12},       {"mul", 13},        {"div", 14},
+    {"pow", 15},       {"maximum", 16}, {"minimum", 17},   {"eq", 18},         {"ne", 19},
+    {"lt", 20},        {"le", 21},      {"gt", 22},        {"ge", 23},         {"sum", 24},
+    {"prod", 25},      {"mean", 26},    {"max", 27},       {"min", 28},        {"argmax", 29},
+    {"argmin", 30},    {"clamp", 31},   {"norm", 32},      {"var", 33},        {"std", 34},
+    {"matmul", 35},    {"dot", 36},     {"mv", 37},        {"view", 38},       {"reshape", 39},
+    {"transpose", 40}, {"permute", 41}, {"narrow", 42},    {"slice", 43},      {"select", 44},
+    {"expand", 45},    {"squeeze", 46}, {"unsqueeze", 47}, {"contiguous", 48}, {"to", 49},
+    {"copy_", 50},     {"fill_", 51},   {"uniform_", 52},  {"normal_", 53},    {"empty", 54},
+    {"full", 55},      {"arange", 56},  {"linspace", 57},  {"rand", 58},       {"randn", 59}};
 
 }  // namespace
 
@@ -111,7 +132,7 @@ TEST_CASE("op table: ids, unique names, lookups and help text") {
   for (size_t i = 0; i < ops.size(); ++i) {
     const dtr::OpDef& op = ops[i];
     INFO("op: " << std::string(op.name));
-    CHECK(static_cast<size_t>(op.id) == i);
+    CHECK(static_cast<uint16_t>(op.id) == dtr::detail::kOpCodes[i]);
     CHECK(dtr::op_def(op.id).id == op.id);
     CHECK(&dtr::op_def(op.id) == &op);
     CHECK_MESSAGE(names.insert(op.name).second, "duplicate op name " << std::string(op.name));
@@ -126,13 +147,34 @@ TEST_CASE("op table: ids, unique names, lookups and help text") {
     CHECK(op.kind == kDeclared[i].kind);
     CHECK(op.dtype_rule == kDeclared[i].rule);
     CHECK(op.help == kDeclared[i].help);
-    CHECK(dtr::is_valid_op(static_cast<uint16_t>(i)));
+    CHECK(dtr::is_valid_op(static_cast<uint16_t>(op.id)));
   }
-  CHECK_FALSE(dtr::is_valid_op(static_cast<uint16_t>(dtr::kNumOps)));
+  CHECK_FALSE(dtr::is_valid_op(static_cast<uint16_t>(dtr::kMaxOpCode + 1)));
   CHECK_FALSE(dtr::is_valid_op(0xffff));
+  CHECK_THROWS_AS(dtr::op_def(static_cast<dtr::OpId>(dtr::kMaxOpCode + 1)), dtr::InvalidArgument);
   CHECK(dtr::find_op("no_such_op") == nullptr);
   CHECK(dtr::find_op("") == nullptr);
   CHECK(dtr::find_op("ADD") == nullptr);
+}
+
+TEST_CASE("op table: wire codes are unique and never change") {
+  std::set<uint16_t> codes;
+  for (const dtr::OpDef& op : dtr::all_ops()) {
+    INFO("op: " << std::string(op.name));
+    CHECK_MESSAGE(codes.insert(static_cast<uint16_t>(op.id)).second, "a code is given twice");
+  }
+  // Every code given so far still names the same op (and no op was removed).
+  std::set<std::string_view> frozen_names;
+  for (const Frozen& f : kFrozenCodes) {
+    INFO("op: " << std::string(f.name) << ", frozen code " << f.code);
+    frozen_names.insert(f.name);
+    REQUIRE(dtr::is_valid_op(f.code));
+    CHECK(dtr::op_def(static_cast<dtr::OpId>(f.code)).name == f.name);
+  }
+  // Every op of the table has its line in kFrozenCodes: a new op adds one.
+  for (const dtr::OpDef& op : dtr::all_ops())
+    CHECK_MESSAGE(frozen_names.count(op.name) == 1, "op ", std::string(op.name),
+                  " has no line in kFrozenCodes");
 }
 
 TEST_CASE("op table: inputs, in-place forms and names per kind") {
