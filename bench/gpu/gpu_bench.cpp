@@ -547,23 +547,19 @@ bool bench_dispatch_local(Table& t, bool quick, int reps) {
       }
     });
   };
+  auto launch_raw = [&] {
+    check_cuda(dtr::bench::launch_add_scalar(static_cast<float*>(x.raw_data()), 1.0f, 4, s),
+               "add_scalar launch");
+  };
   auto raw = [&] {
     return run("raw", [&] {
-      auto* p = static_cast<float*>(x.raw_data());
-      for (int64_t i = 0; i < ops; ++i)
-        check_cuda(dtr::bench::launch_add_scalar(p, 1.0f, 4, s), "add_scalar launch");
+      for (int64_t i = 0; i < ops; ++i) launch_raw();
     });
   };
   auto times = interleave(1, reps, {engine, engine_event, raw});
   // Host-bound or device-bound: the time to queue the launches against the time until
   // they have run (a launch returns before the kernel runs, until CUDA's queue is full).
-  for (auto [what, fn] : {std::pair<const char*, std::function<void()>>{
-                              "raw launch",
-                              [&] {
-                                auto* p = static_cast<float*>(x.raw_data());
-                                check_cuda(dtr::bench::launch_add_scalar(p, 1.0f, 4, s),
-                                           "add_scalar launch");
-                              }},
+  for (auto [what, fn] : {std::pair<const char*, std::function<void()>>{"raw launch", launch_raw},
                           {"engine x.add_(1.0)", [&] { x.add_(1.0); }}}) {
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (queue timing)");
     auto t0 = Clock::now();
@@ -751,8 +747,8 @@ bool bench_copies(Table& t, bool quick, int reps) {
 // sums in float, which over k = n = 8192 N(0,1) products (|sum| ~ sqrt(k) ~ 90) errs by
 // ~1e-3; what remains is rounding the float sum to H, at most half an ulp <= eps_H / 2 *
 // |ref| (~0.03 float16, ~0.25 bfloat16 at 90). eps_H * |ref| is twice that: room for one
-// more rounding to H, which cuBLAS may do in the default math mode (dtr's and this
-// program's) when it splits k and reduces the partial sums in the output type;
+// more rounding to H, which cuBLAS may do in this program's default math mode when it
+// splits k and reduces the partial sums in the output type (dtr's handles disallow that);
 // eps_H * sqrt(k) (0.09 float16, 0.7 bfloat16) is the slack for entries near zero. Sums
 // accumulated in 16 bits would err by ~2 (float16) or ~10 (bfloat16) at 90, a wrong
 // layout by ~100: both are far past the bound.
@@ -1065,9 +1061,9 @@ int main(int argc, char** argv) {
            &table.d2h_into},
           [&] { return bench_copies(table, quick, timed); });
   guarded(6, {&table.rng}, [&] { return bench_rng(table, quick); });
-  // Last: the worker is a second process on the same GPU.
   guarded(3, {&table.dispatch_local, &table.dispatch_local_event},
           [&] { return bench_dispatch_local(table, quick, dispatch_reps); });
+  // Last: the worker is a second process on the same GPU.
   guarded(3, {&table.dispatch}, [&] { return bench_dispatch(table, quick, dispatch_reps); });
 
   print_table(table);
