@@ -505,6 +505,17 @@ struct SessionGuard {
   }
 };
 
+// The dispatch benchmarks' check: every element of `v` equals `ops` (one add_ per op).
+bool all_equal(const std::vector<float>& v, int64_t ops, const char* bench, const char* where) {
+  for (float e : v)
+    if (e != static_cast<float>(ops)) {
+      std::printf("CHECK FAILED %s (%s): an element is %g, want %lld\n", bench, where, e,
+                  static_cast<long long>(ops));
+      return false;
+    }
+  return true;
+}
+
 // In this process, the pieces of the worker's per-op cost on a CUDA tensor: the local
 // engine's x.add_(1.0) on the default stream, and on a CUDA stream of its own with an event
 // recorded after every op (what a dtr-worker does per op: the written tensor's event),
@@ -523,14 +534,7 @@ bool bench_dispatch_local(Table& t, bool quick, int reps) {
   auto run = [&](const char* what, const std::function<void()>& body) {
     x.fill_(0.0);
     double secs = time_device(body);
-    std::vector<float> v = x.cpu().to_vector<float>();
-    for (float e : v)
-      if (e != static_cast<float>(ops)) {
-        std::printf("CHECK FAILED in-process dispatch (%s): %g, want %lld\n", what, e,
-                    static_cast<long long>(ops));
-        ok = false;
-        break;
-      }
+    ok &= all_equal(x.cpu().to_vector<float>(), ops, "in-process dispatch", what);
     return secs;
   };
   auto engine = [&] {
@@ -615,14 +619,7 @@ bool bench_dispatch(Table& t, bool quick, int reps) {
     for (int64_t i = 0; i < ops; ++i) x.add_(1.0);
     dtr::synchronize();
     double secs = seconds_since(t0);
-    std::vector<float> v = x.cpu().to_local().to_vector<float>();
-    for (float e : v)
-      if (e != static_cast<float>(ops)) {
-        std::printf("CHECK FAILED dispatch on %s: an element is %g, want %lld\n", where, e,
-                    static_cast<long long>(ops));
-        ok = false;
-        break;
-      }
+    ok &= all_equal(x.cpu().to_local().to_vector<float>(), ops, "dispatch", where);
     return secs;
   };
   auto times = interleave(warmup, reps,
