@@ -9,9 +9,8 @@
 
 namespace dtr {
 
-using protocol::CmdType;
 using protocol::CollectiveKind;
-using protocol::Command;
+namespace cmd = protocol::cmd;
 
 namespace {
 
@@ -43,18 +42,14 @@ std::shared_ptr<detail::MasterSession> session_of(std::string_view what) {
   return detail::current_session(what);
 }
 
-Command collective_command(const detail::MasterSession& s, const DistributedTensor& t,
-                           CollectiveKind kind, ReduceOp op, int root) {
-  Command c;
-  c.type = CmdType::Collective;
-  c.stream = detail::current_stream_id(s, t.get_node());
-  c.collective = kind;
-  c.reduce_op = static_cast<uint8_t>(op);
-  c.root = root;
-  c.inputs[0] = t.id();
-  c.n_inputs = 1;
-  c.device = t.get_device();
-  return c;
+cmd::Collective collective_command(const detail::MasterSession& s, const DistributedTensor& t,
+                                   CollectiveKind kind, ReduceOp op, int root) {
+  return cmd::Collective{.stream = detail::current_stream_id(s, t.get_node()),
+                         .kind = kind,
+                         .reduce_op = op,
+                         .root = root,
+                         .input = t.id(),
+                         .device = t.get_device()};
 }
 
 // Queues a collective that makes one new tensor (of `meta`) per node and returns their
@@ -63,10 +58,10 @@ std::vector<DistributedTensor> issue_making(const std::shared_ptr<detail::Master
                                             const std::vector<DistributedTensor>& tensors,
                                             const std::vector<int>& nodes, CollectiveKind kind,
                                             ReduceOp op, const TensorMeta& meta) {
-  std::vector<Command> cmds;
+  std::vector<cmd::Collective> cmds;
   std::vector<DistributedTensor> out;
   for (const DistributedTensor& t : tensors) {
-    Command c = collective_command(*s, t, kind, op, 0);
+    cmd::Collective c = collective_command(*s, t, kind, op, 0);
     c.out = s->new_id();
     c.meta = meta;
     out.push_back(DistributedTensor::adopt(s, t.get_node(), t.get_device(), c.out, meta));
@@ -90,7 +85,7 @@ void all_reduce(std::vector<DistributedTensor>& tensors, ReduceOp op) {
   std::vector<int> nodes = check_collective("all_reduce", tensors);
   check_reduce_op("all_reduce", op, tensors[0].dtype());
   auto s = session_of("all_reduce");
-  std::vector<Command> cmds;
+  std::vector<cmd::Collective> cmds;
   for (const DistributedTensor& t : tensors)
     cmds.push_back(collective_command(*s, t, CollectiveKind::AllReduce, op, 0));
   s->enqueue_collective(nodes, std::move(cmds));
@@ -102,7 +97,7 @@ void broadcast(std::vector<DistributedTensor>& tensors, int root) {
     throw IndexError(
         fmt::format("broadcast: root {} is not an index of the {} tensors", root, tensors.size()));
   auto s = session_of("broadcast");
-  std::vector<Command> cmds;
+  std::vector<cmd::Collective> cmds;
   for (const DistributedTensor& t : tensors)
     cmds.push_back(collective_command(*s, t, CollectiveKind::Broadcast, ReduceOp::Sum, root));
   s->enqueue_collective(nodes, std::move(cmds));

@@ -11,8 +11,8 @@ namespace dtr {
 
 using detail::MasterSession;
 using detail::RemoteTensor;
-using protocol::CmdType;
 using protocol::Command;
+namespace cmd = protocol::cmd;
 
 namespace {
 
@@ -83,11 +83,7 @@ RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
 
 RemoteTensor::~RemoteTensor() {
   if (!session || session->closed()) return;
-  Command c;
-  c.type = CmdType::Free;
-  c.inputs[0] = id;
-  c.n_inputs = 1;
-  session->enqueue(node, c);
+  session->enqueue(node, cmd::Free{.input = id});
 }
 }  // namespace detail
 
@@ -125,15 +121,13 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   check_device(op_def(op).name, *s, t_node, t_device);
   s->check_alive(t_node);
   TensorMeta meta = infer(op, {}, attrs).meta;
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = op;
-  c.attrs = attrs;
-  c.out = s->new_id();
-  c.device = t_device;
-  c.stream = detail::current_stream_id(*s, t_node);
-  s->enqueue(t_node, c);
-  return DistributedTensor(make_remote(s, t_node, t_device, c.out, meta));
+  const uint64_t out = s->new_id();
+  s->enqueue(t_node, cmd::RunOp{.stream = detail::current_stream_id(*s, t_node),
+                                .op = op,
+                                .out = out,
+                                .attrs = attrs,
+                                .device = t_device});
+  return DistributedTensor(make_remote(s, t_node, t_device, out, meta));
 }
 
 namespace {
@@ -143,14 +137,10 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
                                          const RemoteTensor* other, bool inplace) {
   const OpDef& d = op_def(op);
   TensorMeta metas[2] = {self.meta, {}};
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = op;
-  c.attrs = attrs;
-  c.inplace = inplace;
-  c.device = self.device;
-  c.n_inputs = 1;
-  c.inputs[0] = self.id;
+  Command command = cmd::RunOp{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
+  auto& c = std::get<cmd::RunOp>(command);
+  c.inputs.n = 1;
+  c.inputs.ids[0] = self.id;
   if (other) {
     if (other->node != self.node || other->device != self.device)
       throw InvalidArgument(fmt::format(
@@ -159,15 +149,16 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
           d.name, inplace ? "_" : "", self.node, device_name(self.device), other->node,
           device_name(other->device)));
     metas[1] = other->meta;
-    c.inputs[1] = other->id;
-    c.n_inputs = 2;
+    c.inputs.ids[1] = other->id;
+    c.inputs.n = 2;
   }
-  InferResult r = infer(op, std::span<const TensorMeta>(metas, c.n_inputs), attrs, inplace);
+  InferResult r = infer(op, std::span<const TensorMeta>(metas, c.inputs.n), attrs, inplace);
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  self.session->enqueue(self.node, c);
-  return {r.meta, c.out};
+  const uint64_t out = c.out;
+  self.session->enqueue(self.node, command);
+  return {r.meta, out};
 }
 }  // namespace
 
@@ -187,12 +178,9 @@ void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
 
 local::Tensor DistributedTensor::to_local() const {
   const RemoteTensor& self = remote("to_local");
-  Command c;
-  c.type = CmdType::Get;
-  c.inputs[0] = self.id;
-  c.n_inputs = 1;
-  c.stream = detail::current_stream_id(*self.session, self.node);
-  detail::ReplyMessage m = self.session->request(self.node, c);
+  detail::ReplyMessage m = self.session->request(
+      self.node,
+      cmd::Get{.stream = detail::current_stream_id(*self.session, self.node), .input = self.id});
   if (!m.reply.failures.empty()) throw remote_error(self.node, m.reply.failures[0]);
   if (!(m.reply.meta.shape == self.meta.shape) || m.reply.meta.dtype != self.meta.dtype)
     throw ProtocolError(fmt::format("to_local: node {} sent {} for tensor %{} of {}", self.node,
@@ -207,20 +195,15 @@ DistributedTensor DistributedTensor::to(int node) const {
   self.session->check_alive(self.node);
   self.session->check_alive(node);
   uint64_t token = self.session->new_id();
-  Command send;
-  send.type = CmdType::SendPeer;
-  send.stream = detail::current_stream_id(*self.session, self.node);
-  send.inputs[0] = self.id;
-  send.n_inputs = 1;
-  send.peer = static_cast<uint32_t>(node);
-  send.token = token;
-  Command recv;
-  recv.type = CmdType::RecvPeer;
-  recv.stream = detail::current_stream_id(*self.session, node);
-  recv.out = self.session->new_id();
-  recv.meta = TensorMeta::contiguous(self.meta.dtype, self.meta.shape);
-  recv.peer = static_cast<uint32_t>(self.node);
-  recv.token = token;
+  cmd::SendPeer send{.stream = detail::current_stream_id(*self.session, self.node),
+                     .input = self.id,
+                     .peer = static_cast<uint32_t>(node),
+                     .token = token};
+  cmd::RecvPeer recv{.stream = detail::current_stream_id(*self.session, node),
+                     .out = self.session->new_id(),
+                     .meta = TensorMeta::contiguous(self.meta.dtype, self.meta.shape),
+                     .peer = static_cast<uint32_t>(self.node),
+                     .token = token};
   self.session->enqueue(self.node, send);
   self.session->enqueue(node, recv);
   return DistributedTensor(make_remote(self.session, node, -1, recv.out, recv.meta));
@@ -231,13 +214,10 @@ DistributedTensor DistributedTensor::to_device(int device) const {
   check_device("to_device", *self.session, self.node, device);
   if (device == self.device) return *this;
   self.session->check_alive(self.node);
-  Command c;
-  c.type = CmdType::ToDevice;
-  c.stream = detail::current_stream_id(*self.session, self.node);
-  c.inputs[0] = self.id;
-  c.n_inputs = 1;
-  c.out = self.session->new_id();
-  c.device = device;
+  cmd::ToDevice c{.stream = detail::current_stream_id(*self.session, self.node),
+                  .input = self.id,
+                  .out = self.session->new_id(),
+                  .device = device};
   self.session->enqueue(self.node, c);
   return DistributedTensor(make_remote(self.session, self.node, device, c.out,
                                        TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
@@ -390,9 +370,7 @@ void synchronize(int node) {
   std::optional<RemoteError> error;
   size_t more = 0;
   for (int k = first; k <= last; ++k) {
-    Command c;
-    c.type = CmdType::Sync;
-    detail::ReplyMessage m = s->request(k, c);
+    detail::ReplyMessage m = s->request(k, cmd::Sync{});
     for (const protocol::RemoteFailure& f : m.reply.failures) {
       if (!error)
         error = remote_error(k, f);
@@ -413,17 +391,13 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
   check_node("dist_send", *s, target);
   check_device("dist_send", *s, target, t_device);
   local::Tensor packed = t.cpu().contiguous();
-  Command c;
-  c.type = CmdType::Put;
-  c.device = t_device;
-  c.out = s->new_id();
-  c.meta = TensorMeta::contiguous(packed.dtype(), packed.shape());
+  cmd::Put c{.out = s->new_id(),
+             .meta = TensorMeta::contiguous(packed.dtype(), packed.shape()),
+             .device = t_device};
   s->enqueue(target, c, &packed);
   // Sync point: once the worker answers a later request it holds the bytes, and the caller
   // may change `t`. (Stats, not Sync: failures stay for synchronize() to report.)
-  Command barrier;
-  barrier.type = CmdType::Stats;
-  s->request(target, barrier);
+  s->request(target, cmd::Stats{});
   return DistributedTensor(make_remote(s, target, t_device, c.out, c.meta));
 }
 
@@ -431,10 +405,7 @@ NodeMemoryStats memory_stats(int node, int device) {
   auto s = session("memory_stats");
   check_node("memory_stats", *s, node);
   check_device("memory_stats", *s, node, device);
-  Command c;
-  c.type = CmdType::Stats;
-  c.device = device;
-  detail::ReplyMessage m = s->request(node, c);
+  detail::ReplyMessage m = s->request(node, cmd::Stats{.device = device});
   return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
                          m.reply.stats.live_tensors};
 }

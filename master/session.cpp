@@ -282,9 +282,9 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
   size_t queued;
   {
     std::lock_guard lock(n.mu);
-    if (payload) {
+    if (const auto* p = std::get_if<protocol::cmd::Put>(&c); p && payload) {
       // Payload frames are numbered within the message that carries the batch.
-      protocol::Command put = c;
+      protocol::cmd::Put put = *p;
       put.payload = static_cast<uint32_t>(n.payloads.size() + 1);
       n.batch.add(put);
       n.payloads.push_back(*payload);
@@ -310,11 +310,19 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
   if (closed_.load()) throw TransportError("the master-worker session is shut down");
   Node& n = *nodes_[node];
   check_alive(node);
-  c.request = next_request_.fetch_add(1);
+  const uint64_t request = next_request_.fetch_add(1);
+  std::visit(
+      [&](auto& x) {
+        if constexpr (requires { x.request; })
+          x.request = request;
+        else
+          throw InvalidArgument(fmt::format("{} is not a request", protocol::command_name(c)));
+      },
+      c);
   std::future<ReplyMessage> future;
   {
     std::lock_guard lock(pending_mu_);
-    Pending& p = pending_[c.request];
+    Pending& p = pending_[request];
     p.node = node;
     future = p.promise.get_future();
   }
@@ -323,19 +331,19 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
   // registered; fail_node() would then have missed it.
   if (n.lost.load()) {
     std::lock_guard lock(pending_mu_);
-    if (pending_.erase(c.request)) throw WorkerLost(n.lost_reason);
+    if (pending_.erase(request)) throw WorkerLost(n.lost_reason);
   }
   if (future.wait_for(options_.sync_timeout) != std::future_status::ready) {
     std::lock_guard lock(pending_mu_);
-    pending_.erase(c.request);
+    pending_.erase(request);
     throw TimeoutError(fmt::format("node {} ({}) did not answer request {} within {} ms", node,
-                                   n.endpoint, c.request, options_.sync_timeout.count()));
+                                   n.endpoint, request, options_.sync_timeout.count()));
   }
   return future.get();
 }
 
 void MasterSession::enqueue_collective(const std::vector<int>& nodes,
-                                       std::vector<protocol::Command> commands) {
+                                       std::vector<protocol::cmd::Collective> commands) {
   for (int n : nodes) check_alive(n);
   std::lock_guard lock(collectives_mu_);
   uint64_t group = 0;
@@ -344,9 +352,7 @@ void MasterSession::enqueue_collective(const std::vector<int>& nodes,
   if (!whole) {
     auto it = groups_.find(nodes);
     if (it == groups_.end()) {
-      protocol::Command make;
-      make.type = protocol::CmdType::NewGroup;
-      make.group = next_group_++;
+      protocol::cmd::NewGroup make{.group = next_group_++};
       for (int n : nodes) make.ranks.push_back(static_cast<uint32_t>(n));
       // Every node takes part in making a subgroup, members or not.
       for (int k = 0; k < node_count(); ++k) enqueue(k, make);

@@ -69,13 +69,15 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Queues one collective command per node (commands[i] to nodes[i]) under one lock, so
   // that every node sees the session's collectives in the same order; makes the group of
   // `nodes` (in that order) on every node first, once. Sets each command's group.
-  void enqueue_collective(const std::vector<int>& nodes, std::vector<protocol::Command> commands);
+  void enqueue_collective(const std::vector<int>& nodes,
+                          std::vector<protocol::cmd::Collective> commands);
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
   void check_alive(int node) const;
-  // Queues a request command (its `request` field is set here) and waits for the reply.
+  // Queues a request command (one with a `request` field, which is set here) and waits for
+  // the reply.
   // Throws TimeoutError, WorkerLost, TransportError (session closed) or ProtocolError
   // (the worker rejected a message or sent a malformed one).
   ReplyMessage request(int node, protocol::Command c);

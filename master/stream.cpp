@@ -10,8 +10,7 @@
 namespace dtr {
 
 using detail::MasterSession;
-using protocol::CmdType;
-using protocol::Command;
+namespace cmd = protocol::cmd;
 
 namespace detail {
 
@@ -22,10 +21,7 @@ struct StreamHandle {
   uint32_t id = 0;  // 0: the node's default stream
   ~StreamHandle() {
     if (id == 0 || !session || session->closed()) return;
-    Command c;
-    c.type = CmdType::DestroyStream;
-    c.stream = id;
-    session->enqueue(node, c);
+    session->enqueue(node, cmd::DestroyStream{.stream = id});
   }
 };
 
@@ -37,10 +33,7 @@ struct EventHandle {
   int node = -1;
   ~EventHandle() {
     if (!session || session->closed()) return;
-    Command c;
-    c.type = CmdType::DestroyEvent;
-    c.event = id;
-    session->enqueue(node, c);
+    session->enqueue(node, cmd::DestroyEvent{.event = id});
   }
 };
 
@@ -91,11 +84,10 @@ std::optional<Recorded> recorded_state(detail::EventHandle& e) {
   return Recorded{e.session, e.node, e.id};
 }
 
-protocol::Reply event_request(const Recorded& r, CmdType type) {
-  Command c;
-  c.type = type;
-  c.event = r.id;
-  detail::ReplyMessage m = r.session->request(r.node, c);
+// `sync`: EventSync (answered once the record is done), else EventQuery.
+protocol::Reply event_request(const Recorded& r, bool sync) {
+  detail::ReplyMessage m = sync ? r.session->request(r.node, cmd::EventSync{.event = r.id})
+                                : r.session->request(r.node, cmd::EventQuery{.event = r.id});
   if (m.reply.type != protocol::ReplyType::Event)
     throw ProtocolError(fmt::format("node {} answered an event request with reply type {}", r.node,
                                     static_cast<int>(m.reply.type)));
@@ -114,10 +106,7 @@ Stream Stream::create(int node) {
   h->node = n;
   h->device = current_device();
   h->id = s->new_stream_id();
-  Command c;
-  c.type = CmdType::CreateStream;
-  c.stream = h->id;
-  s->enqueue(n, c);
+  s->enqueue(n, cmd::CreateStream{.stream = h->id});
   return Stream(std::move(h));
 }
 
@@ -149,27 +138,17 @@ void Stream::wait(const Event& e) const {
   if (r->session != h.session)
     throw InvalidArgument("Stream::wait: the event was recorded in another master-worker session");
   if (r->node == h.node) {
-    Command c;
-    c.type = CmdType::WaitEvent;
-    c.stream = h.id;
-    c.event = r->id;
-    h.session->enqueue(h.node, c);
+    h.session->enqueue(h.node, cmd::WaitEvent{.stream = h.id, .event = r->id});
     return;
   }
   // Across nodes: the event's node tells this stream's node directly.
   uint64_t token = h.session->new_id();
-  Command notify;
-  notify.type = CmdType::NotifyPeer;
-  notify.event = r->id;
-  notify.peer = static_cast<uint32_t>(h.node);
-  notify.token = token;
-  h.session->enqueue(r->node, notify);
-  Command wait;
-  wait.type = CmdType::WaitRemote;
-  wait.stream = h.id;
-  wait.peer = static_cast<uint32_t>(r->node);
-  wait.token = token;
-  h.session->enqueue(h.node, wait);
+  h.session->enqueue(
+      r->node,
+      cmd::NotifyPeer{.event = r->id, .peer = static_cast<uint32_t>(h.node), .token = token});
+  h.session->enqueue(
+      h.node,
+      cmd::WaitRemote{.stream = h.id, .peer = static_cast<uint32_t>(r->node), .token = token});
 }
 
 Event Stream::record_event(bool enable_timing) const {
@@ -212,12 +191,7 @@ void Event::record(const Stream& s) {
                     "recorded on node {}; use one event per node",
                     e.node, h.node));
   }
-  Command c;
-  c.type = CmdType::Record;
-  c.stream = h.id;
-  c.event = e.id;
-  c.timing = e.timing;
-  h.session->enqueue(h.node, c);
+  h.session->enqueue(h.node, cmd::Record{.stream = h.id, .event = e.id, .timing = e.timing});
 }
 
 bool Event::recorded() const {
@@ -232,7 +206,7 @@ int Event::node() const {
 bool Event::query() const {
   std::optional<Recorded> r = recorded_state(*handle_);
   if (!r) return true;
-  protocol::Reply reply = event_request(*r, CmdType::EventQuery);
+  protocol::Reply reply = event_request(*r, false);
   if (!reply.failures.empty()) throw detail::remote_error(r->node, reply.failures[0]);
   return reply.done;
 }
@@ -240,7 +214,7 @@ bool Event::query() const {
 void Event::synchronize() const {
   std::optional<Recorded> r = recorded_state(*handle_);
   if (!r) return;
-  protocol::Reply reply = event_request(*r, CmdType::EventSync);
+  protocol::Reply reply = event_request(*r, true);
   if (!reply.failures.empty()) throw detail::remote_error(r->node, reply.failures[0]);
 }
 
@@ -258,8 +232,8 @@ double Event::elapsed_time(const Event& end) const {
                     "not comparable",
                     a->node, b->node));
   // Failures are for synchronize(); a failed stream still has record times.
-  protocol::Reply ra = event_request(*a, CmdType::EventSync);
-  protocol::Reply rb = event_request(*b, CmdType::EventSync);
+  protocol::Reply ra = event_request(*a, true);
+  protocol::Reply rb = event_request(*b, true);
   return static_cast<double>(rb.time_ns - ra.time_ns) / 1e6;
 }
 

@@ -1,79 +1,49 @@
-// Header-frame codec: a fixed prefix, then Cereal's portable binary archive for the body.
-// Counts and strings are read by hand so that each is checked against its limit and the
-// bytes left before anything is allocated.
+// Header-frame codec: a fixed prefix, then a Cereal body in the portable-binary layout
+// (protocol/archive.hpp). Commands are coded generically from their fields()
+// (protocol/commands.hpp); counts and strings are read by hand so that each is checked
+// against its limit and the bytes left before anything is allocated.
 #include "protocol/codec.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cereal/archives/portable_binary.hpp>
+#include <array>
 #include <cstring>
-#include <istream>
-#include <ostream>
-#include <streambuf>
+#include <utility>
 
 #include "dtr/error.hpp"
+#include "protocol/archive.hpp"
 
 namespace dtr::protocol {
 
 namespace {
 
-// ---- streams over memory ----
-
-class StringSink : public std::streambuf {
- public:
-  explicit StringSink(std::string& out) : out_(out) {}
-
- protected:
-  std::streamsize xsputn(const char* p, std::streamsize n) override {
-    out_.append(p, static_cast<size_t>(n));
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    if (c != traits_type::eof()) out_.push_back(static_cast<char>(c));
-    return c;
-  }
-
- private:
-  std::string& out_;
-};
-
-class SpanSource : public std::streambuf {
- public:
-  explicit SpanSource(std::string_view bytes) {
-    char* p = const_cast<char*>(bytes.data());
-    setg(p, p, p + bytes.size());
-  }
-  size_t left() const { return static_cast<size_t>(egptr() - gptr()); }
-
- protected:
-  // One memcpy per field instead of the generic buffer walk.
-  std::streamsize xsgetn(char* out, std::streamsize n) override {
-    std::streamsize take = std::min<std::streamsize>(n, egptr() - gptr());
-    std::memcpy(out, gptr(), static_cast<size_t>(take));
-    gbump(static_cast<int>(take));
-    return take;
-  }
-};
+std::string prefix(MsgType type) {
+  std::string p(kPrefixBytes, '\0');
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((magic >> (8 * i)) & 0xff);
+  p[4] = static_cast<char>(version & 0xff);
+  p[5] = static_cast<char>(version >> 8);
+  p[6] = static_cast<char>(type);
+  return p;
+}
 
 // ---- writing ----
 
+// A RunOp's flag byte.
+enum : uint8_t { kInplace = 1, kKeepdim = 2, kScalarFirst = 4, kRandom = 8 };
+
+bool has_random(const OpAttrs& a) {
+  return a.seed != 0 || a.offset != 0;
+}
+
 class Writer {
  public:
-  Writer(std::string& out, MsgType type) : sink_(out), os_(&sink_), ar_(os_) {
-    // The prefix precedes the archive's own first byte (its endianness tag).
-    out.insert(0, prefix(type));
-  }
-  static std::string prefix(MsgType type) {
-    std::string p(kPrefixBytes, '\0');
-    uint32_t magic = kMagic;
-    uint16_t version = kVersion;
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((magic >> (8 * i)) & 0xff);
-    p[4] = static_cast<char>(version & 0xff);
-    p[5] = static_cast<char>(version >> 8);
-    p[6] = static_cast<char>(type);
-    return p;
-  }
+  // Appends to `out`, which holds the message's prefix already (and the archive's
+  // endianness byte when `tag` is false).
+  explicit Writer(std::string& out, bool tag = true) : ar_(out, tag) {}
+
   template <typename T>
   void put(T v) {
     ar_(v);
@@ -97,132 +67,71 @@ class Writer {
     str(f.cause_op);
     str(f.cause_message);
   }
-  void command(const Command& c);
+  void attrs(const OpAttrs& a) {
+    put(static_cast<uint8_t>(a.ints.size()));
+    for (int64_t v : a.ints) put(v);
+    for (const Scalar& s : a.scalars) {
+      put(static_cast<uint8_t>(s.kind()));
+      if (s.is_floating())
+        put(s.float_bits());
+      else if (!s.is_none())
+        put(s.int_bits());
+    }
+    put(static_cast<uint8_t>(a.dtype));
+    if (has_random(a)) {
+      put(a.seed);
+      put(a.offset);
+    }
+  }
+  void operator()(const char*, bool inplace, const OpAttrs& a, OpFlagsRule) {
+    put(static_cast<uint8_t>((inplace ? kInplace : 0) | (a.keepdim ? kKeepdim : 0) |
+                             (a.scalar_first ? kScalarFirst : 0) | (has_random(a) ? kRandom : 0)));
+  }
+
+  // One field of a command, by its type (the checks are the reader's).
+  template <typename T, typename... Check>
+  void operator()(const char*, const T& v, Check...) {
+    if constexpr (std::is_same_v<T, bool>)
+      put(static_cast<uint8_t>(v));
+    else if constexpr (std::is_enum_v<T>)
+      put(static_cast<std::underlying_type_t<T>>(v));
+    else if constexpr (std::is_arithmetic_v<T>)
+      put(v);
+    else if constexpr (std::is_same_v<T, TensorMeta>)
+      meta(v);
+    else if constexpr (std::is_same_v<T, OpAttrs>)
+      attrs(v);
+    else if constexpr (std::is_same_v<T, Inputs>)
+      inputs(v);
+    else
+      list(v);
+  }
+  template <class C>
+  void command(const C& c) {
+    put(static_cast<uint8_t>(C::kType));
+    put(c.stream);
+    C::fields(c, *this);
+  }
 
  private:
-  StringSink sink_;
-  std::ostream os_;
-  cereal::PortableBinaryOutputArchive ar_;
-};
-
-enum : uint8_t { kInplace = 1, kKeepdim = 2, kScalarFirst = 4, kRandom = 8 };
-
-void Writer::command(const Command& c) {
-  put(static_cast<uint8_t>(c.type));
-  put(c.stream);
-  switch (c.type) {
-    case CmdType::RunOp: {
-      const OpAttrs& a = c.attrs;
-      uint8_t flags = (c.inplace ? kInplace : 0) | (a.keepdim ? kKeepdim : 0) |
-                      (a.scalar_first ? kScalarFirst : 0) | (a.seed || a.offset ? kRandom : 0);
-      put(static_cast<uint16_t>(c.op));
-      put(flags);
-      put(c.n_inputs);
-      for (uint8_t i = 0; i < c.n_inputs && i < 2; ++i) put(c.inputs[i]);
-      put(c.out);
-      put(static_cast<uint8_t>(a.ints.size()));
-      for (int64_t v : a.ints) put(v);
-      for (const Scalar& s : a.scalars) {
-        put(static_cast<uint8_t>(s.kind()));
-        if (s.is_floating())
-          put(s.float_bits());
-        else if (!s.is_none())
-          put(s.int_bits());
-      }
-      put(static_cast<uint8_t>(a.dtype));
-      if (flags & kRandom) {
-        put(a.seed);
-        put(a.offset);
-      }
-      put(c.device);
-      break;
-    }
-    case CmdType::Put:
-      put(c.out);
-      meta(c.meta);
-      put(c.payload);
-      put(c.device);
-      break;
-    case CmdType::Get:
-      put(c.inputs[0]);
-      put(c.request);
-      break;
-    case CmdType::Free:
-      put(c.inputs[0]);
-      break;
-    case CmdType::Sync:
-      put(c.request);
-      break;
-    case CmdType::Stats:
-      put(c.request);
-      put(c.device);
-      break;
-    case CmdType::CreateStream:
-    case CmdType::DestroyStream:
-      break;
-    case CmdType::Record:
-      put(c.event);
-      put(static_cast<uint8_t>(c.timing));
-      break;
-    case CmdType::WaitEvent:
-    case CmdType::DestroyEvent:
-      put(c.event);
-      break;
-    case CmdType::NotifyPeer:
-      put(c.event);
-      put(c.peer);
-      put(c.token);
-      break;
-    case CmdType::WaitRemote:
-      put(c.peer);
-      put(c.token);
-      break;
-    case CmdType::EventQuery:
-    case CmdType::EventSync:
-      put(c.event);
-      put(c.request);
-      break;
-    case CmdType::SendPeer:
-      put(c.inputs[0]);
-      put(c.peer);
-      put(c.token);
-      break;
-    case CmdType::RecvPeer:
-      put(c.out);
-      meta(c.meta);
-      put(c.peer);
-      put(c.token);
-      put(c.device);
-      break;
-    case CmdType::NewGroup:
-      put(c.group);
-      put(static_cast<uint32_t>(std::min(c.ranks.size(), kMaxNodes)));
-      for (size_t i = 0; i < c.ranks.size() && i < kMaxNodes; ++i) put(c.ranks[i]);
-      break;
-    case CmdType::Collective:
-      put(c.group);
-      put(static_cast<uint8_t>(c.collective));
-      put(c.reduce_op);
-      put(c.root);
-      put(c.inputs[0]);
-      put(c.out);
-      meta(c.meta);
-      put(c.device);
-      break;
-    case CmdType::ToDevice:
-      put(c.inputs[0]);
-      put(c.out);
-      put(c.device);
-      break;
+  void inputs(const Inputs& in) {
+    put(in.n);
+    for (uint8_t i = 0; i < in.n && i < 2; ++i) put(in.ids[i]);
   }
-}
+  void list(const std::vector<uint32_t>& v) {
+    put(static_cast<uint32_t>(std::min(v.size(), kMaxNodes)));
+    for (size_t i = 0; i < v.size() && i < kMaxNodes; ++i) put(v[i]);
+  }
+
+  StringOutputArchive ar_;
+};
 
 // ---- reading ----
 
 class Reader {
  public:
   Reader(std::string_view frame, std::string_view what)
-      : what_(what), src_(frame.substr(kPrefixBytes)), is_(&src_), ar_(is_) {}
+      : what_(what), ar_(frame.substr(kPrefixBytes)) {}
 
   template <typename T>
   T get() {
@@ -230,12 +139,12 @@ class Reader {
     ar_(v);
     return v;
   }
+  size_t left() const { return ar_.left(); }
   // A count of items of at least `min_bytes` each, no more than `limit`.
   size_t count(const char* field, size_t limit, size_t min_bytes, uint64_t raw) {
     if (raw > limit) fail("{} count {} exceeds the limit {}", field, raw, limit);
-    if (raw * min_bytes > src_.left())
-      fail("{} count {} needs at least {} bytes, {} left", field, raw, raw * min_bytes,
-           src_.left());
+    if (raw * min_bytes > left())
+      fail("{} count {} needs at least {} bytes, {} left", field, raw, raw * min_bytes, left());
     return static_cast<size_t>(raw);
   }
   std::string str(const char* field) {
@@ -249,26 +158,24 @@ class Reader {
     if (!is_valid_dtype(raw)) fail("{} has unknown dtype code {}", field, raw);
     return static_cast<DType>(raw);
   }
-  // A command's device: -1 (the CPU) or a CUDA device index below kMaxDevices.
-  int32_t device(size_t index) {
-    auto d = get<int32_t>();
-    if (d < -1 || d >= static_cast<int32_t>(kMaxDevices))
-      fail("command {} has device {}, expected -1 (cpu) or 0 to {}", index, d, kMaxDevices - 1);
-    return d;
-  }
-  TensorMeta meta(const char* field) {
+  // A contiguous tensor's metadata; `label()` names it in errors (made only then).
+  template <typename Label>
+  TensorMeta meta(Label&& label) {
     TensorMeta m;
-    m.dtype = dtype(field);
-    size_t nd = count(field, kMaxDims, 8, get<uint8_t>());
+    auto raw = get<uint8_t>();
+    if (!is_valid_dtype(raw)) fail("{} has unknown dtype code {}", label(), raw);
+    m.dtype = static_cast<DType>(raw);
+    auto nd = get<uint8_t>();
+    if (nd > kMaxDims) fail("{} has {} dims, at most {} allowed", label(), nd, kMaxDims);
     for (size_t i = 0; i < nd; ++i) {
       auto s = get<int64_t>();
-      if (s < 0) fail("{} has negative size {} in dim {}", field, s, i);
+      if (s < 0) fail("{} has negative size {} in dim {}", label(), s, i);
       m.shape.push_back(s);
     }
     try {
       numel_of(m.shape);
     } catch (const Error& e) {
-      fail("{}: {}", field, e.what());
+      fail("{}: {}", label(), e.what());
     }
     m.strides = contiguous_strides(m.shape);
     return m;
@@ -284,10 +191,8 @@ class Reader {
     f.cause_message = str("failure cause message");
     return f;
   }
-  // Decodes command `index` into c (in place: a Command is hundreds of bytes).
-  void command(Command& c, size_t index, size_t payload_frames, std::vector<bool>& payload_used);
   void finish() {
-    if (src_.left() != 0) fail("{} bytes left over after the message", src_.left());
+    if (left() != 0) fail("{} bytes left over after the message", left());
   }
   template <typename... Args>
   [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
@@ -297,161 +202,148 @@ class Reader {
 
  private:
   std::string what_;
-  SpanSource src_;
-  std::istream is_;
-  cereal::PortableBinaryInputArchive ar_;
+  SpanInputArchive ar_;
 };
 
-void Reader::command(Command& c, size_t index, size_t payload_frames,
-                     std::vector<bool>& payload_used) {
-  auto type = get<uint8_t>();
-  if (type < static_cast<uint8_t>(CmdType::RunOp) || type > static_cast<uint8_t>(CmdType::ToDevice))
-    fail("command {} has unknown type {}", index, type);
-  c.type = static_cast<CmdType>(type);
-  c.stream = get<uint32_t>();
-  switch (c.type) {
-    case CmdType::RunOp: {
-      auto op = get<uint16_t>();
-      if (!is_valid_op(op))
-        fail("command {} has unknown op code {} (no op has it; the largest code is {})", index, op,
-             kMaxOpCode);
-      c.op = static_cast<OpId>(op);
-      auto flags = get<uint8_t>();
-      if (flags & ~(kInplace | kKeepdim | kScalarFirst | kRandom))
-        fail("command {} ({}) has unknown flag bits {:#x}", index, op_def(c.op).name, flags);
-      c.inplace = flags & kInplace;
-      c.n_inputs = get<uint8_t>();
-      if (c.n_inputs > 2)
-        fail("command {} ({}) has {} inputs, at most 2 allowed", index, op_def(c.op).name,
-             c.n_inputs);
-      for (uint8_t i = 0; i < c.n_inputs; ++i) c.inputs[i] = get<uint64_t>();
-      c.out = get<uint64_t>();
-      OpAttrs& a = c.attrs;
-      a.keepdim = flags & kKeepdim;
-      a.scalar_first = flags & kScalarFirst;
-      size_t n_ints = count("attribute ints", kMaxDims, 8, get<uint8_t>());
-      for (size_t i = 0; i < n_ints; ++i) a.ints.push_back(get<int64_t>());
-      for (Scalar& s : a.scalars) {
-        auto kind = get<uint8_t>();
-        if (kind > static_cast<uint8_t>(Scalar::Kind::Float))
-          fail("command {} ({}) has unknown scalar kind {}", index, op_def(c.op).name, kind);
-        auto k = static_cast<Scalar::Kind>(kind);
-        if (k == Scalar::Kind::Float)
-          s = Scalar::from_parts(k, 0, get<double>());
-        else if (k != Scalar::Kind::None)
-          s = Scalar::from_parts(k, get<int64_t>(), 0);
-      }
-      a.dtype = dtype("attribute dtype");
-      if (flags & kRandom) {
-        a.seed = get<uint64_t>();
-        a.offset = get<uint64_t>();
-      }
-      c.device = device(index);
-      break;
-    }
-    case CmdType::Put: {
-      c.out = get<uint64_t>();
-      c.meta = meta("put meta");
-      c.payload = get<uint32_t>();
-      if (c.payload < 1 || c.payload > payload_frames)
-        fail("command {} (put) references payload frame {}, the message has frames 1 to {}", index,
-             c.payload, payload_frames);
-      if (payload_used[c.payload])
-        fail("command {} (put) reuses payload frame {}", index, c.payload);
-      payload_used[c.payload] = true;
-      c.device = device(index);
-      break;
-    }
-    case CmdType::Get:
-      c.inputs[0] = get<uint64_t>();
-      c.n_inputs = 1;
-      c.request = get<uint64_t>();
-      break;
-    case CmdType::Free:
-      c.inputs[0] = get<uint64_t>();
-      c.n_inputs = 1;
-      break;
-    case CmdType::Sync:
-      c.request = get<uint64_t>();
-      break;
-    case CmdType::Stats:
-      c.request = get<uint64_t>();
-      c.device = device(index);
-      break;
-    case CmdType::CreateStream:
-    case CmdType::DestroyStream:
-      break;
-    case CmdType::Record: {
-      c.event = get<uint64_t>();
-      auto timing = get<uint8_t>();
-      if (timing > 1)
-        fail("command {} (record) has timing flag {}, expected 0 or 1", index, timing);
-      c.timing = timing != 0;
-      break;
-    }
-    case CmdType::WaitEvent:
-    case CmdType::DestroyEvent:
-      c.event = get<uint64_t>();
-      break;
-    case CmdType::NotifyPeer:
-      c.event = get<uint64_t>();
-      c.peer = get<uint32_t>();
-      c.token = get<uint64_t>();
-      break;
-    case CmdType::WaitRemote:
-      c.peer = get<uint32_t>();
-      c.token = get<uint64_t>();
-      break;
-    case CmdType::EventQuery:
-    case CmdType::EventSync:
-      c.event = get<uint64_t>();
-      c.request = get<uint64_t>();
-      break;
-    case CmdType::SendPeer:
-      c.inputs[0] = get<uint64_t>();
-      c.n_inputs = 1;
-      c.peer = get<uint32_t>();
-      c.token = get<uint64_t>();
-      break;
-    case CmdType::RecvPeer:
-      c.out = get<uint64_t>();
-      c.meta = meta("recv meta");
-      c.peer = get<uint32_t>();
-      c.token = get<uint64_t>();
-      c.device = device(index);
-      break;
-    case CmdType::NewGroup: {
-      c.group = get<uint64_t>();
-      size_t n = count("group ranks", kMaxNodes, 4, get<uint32_t>());
-      c.ranks.reserve(n);
-      for (size_t i = 0; i < n; ++i) c.ranks.push_back(get<uint32_t>());
-      break;
-    }
-    case CmdType::Collective: {
-      c.group = get<uint64_t>();
-      auto kind = get<uint8_t>();
-      if (kind < static_cast<uint8_t>(CollectiveKind::AllReduce) ||
-          kind > static_cast<uint8_t>(CollectiveKind::ReduceScatter))
-        fail("command {} (collective) has unknown kind {}", index, kind);
-      c.collective = static_cast<CollectiveKind>(kind);
-      c.reduce_op = get<uint8_t>();
-      if (c.reduce_op > 4)
-        fail("command {} (collective) has unknown reduce op {}", index, c.reduce_op);
-      c.root = get<int32_t>();
-      c.inputs[0] = get<uint64_t>();
-      c.n_inputs = 1;
-      c.out = get<uint64_t>();
-      c.meta = meta("collective output meta");
-      c.device = device(index);
-      break;
-    }
-    case CmdType::ToDevice:
-      c.inputs[0] = get<uint64_t>();
-      c.n_inputs = 1;
-      c.out = get<uint64_t>();
-      c.device = device(index);
-      break;
+// Decodes the fields of command `index` of a batch, applying each field's check
+// (commands.hpp states them).
+class FieldReader {
+ public:
+  FieldReader(Reader& r, size_t index, std::string_view name, size_t payload_frames,
+              std::vector<bool>& payload_used)
+      : r_(r), index_(index), name_(name), frames_(payload_frames), used_(payload_used) {}
+
+  void operator()(const char* field, bool& v) {
+    auto raw = r_.get<uint8_t>();
+    if (raw > 1) fail(field, raw, "0 or 1");
+    v = raw != 0;
   }
+  void operator()(const char*, uint64_t& v) { v = r_.get<uint64_t>(); }
+  void operator()(const char* field, OpId& v) {
+    auto raw = r_.get<uint16_t>();
+    if (!is_valid_op(raw))
+      r_.fail("command {} has unknown op code {} (no op has it; the largest code is {})", index_,
+              raw, kMaxOpCode);
+    v = static_cast<OpId>(raw);
+    name_ = op_def(v).name;
+    (void)field;
+  }
+  template <typename T>
+  void operator()(const char* field, T& v, Range range) {
+    using Raw =
+        std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::type_identity<T>>::type;
+    auto raw = r_.get<Raw>();
+    if (static_cast<int64_t>(raw) < range.lo || static_cast<int64_t>(raw) > range.hi)
+      fail(field, static_cast<int64_t>(raw), fmt::format("{} to {}", range.lo, range.hi));
+    v = static_cast<T>(raw);
+  }
+  void operator()(const char* field, std::vector<uint32_t>& v, Limit limit) {
+    size_t n = r_.count(field, limit.max, 4, r_.get<uint32_t>());
+    v.resize(n);
+    for (size_t i = 0; i < n; ++i) v[i] = r_.get<uint32_t>();
+  }
+  void operator()(const char* field, uint32_t& v, PayloadRule) {
+    v = r_.get<uint32_t>();
+    if (v < 1 || v > frames_)
+      r_.fail("command {} ({}) references {} {}, the message has frames 1 to {}", index_, name_,
+              field, v, frames_);
+    if (used_[v]) r_.fail("command {} ({}) reuses {} {}", index_, name_, field, v);
+    used_[v] = true;
+  }
+  void operator()(const char* field, TensorMeta& m) {
+    m = r_.meta([&] { return fmt::format("command {} ({}) {}", index_, name_, field); });
+  }
+  void operator()(const char* field, Inputs& in) {
+    in.n = r_.get<uint8_t>();
+    if (in.n > 2) fail(field, in.n, "at most 2");
+    for (uint8_t i = 0; i < in.n; ++i) in.ids[i] = r_.get<uint64_t>();
+  }
+  void operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule);
+  void operator()(const char* field, OpAttrs& a);
+
+ private:
+  template <typename V>
+  [[noreturn]] void fail(const char* field, V value, std::string_view expected) {
+    r_.fail("command {} ({}) has {} {}, expected {}", index_, name_, field, value, expected);
+  }
+
+  Reader& r_;
+  size_t index_;
+  std::string_view name_;
+  size_t frames_;
+  std::vector<bool>& used_;
+  bool random_ = false;  // the RunOp's flags say that seed and offset follow its attributes
+};
+
+void FieldReader::operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule) {
+  auto flags = r_.get<uint8_t>();
+  if (flags & ~(kInplace | kKeepdim | kScalarFirst | kRandom))
+    r_.fail("command {} ({}) has unknown {} bits {:#x}", index_, name_, field, flags);
+  inplace = flags & kInplace;
+  a.keepdim = flags & kKeepdim;
+  a.scalar_first = flags & kScalarFirst;
+  random_ = flags & kRandom;
+}
+
+void FieldReader::operator()(const char*, OpAttrs& a) {
+  size_t n_ints = r_.count("attribute ints", kMaxDims, 8, r_.get<uint8_t>());
+  for (size_t i = 0; i < n_ints; ++i) a.ints.push_back(r_.get<int64_t>());
+  for (Scalar& s : a.scalars) {
+    auto kind = r_.get<uint8_t>();
+    if (kind > static_cast<uint8_t>(Scalar::Kind::Float))
+      r_.fail("command {} ({}) has unknown scalar kind {}", index_, name_, kind);
+    auto k = static_cast<Scalar::Kind>(kind);
+    if (k == Scalar::Kind::Float)
+      s = Scalar::from_parts(k, 0, r_.get<double>());
+    else if (k != Scalar::Kind::None)
+      s = Scalar::from_parts(k, r_.get<int64_t>(), 0);
+  }
+  a.dtype = r_.dtype("attribute dtype");
+  if (random_) {
+    a.seed = r_.get<uint64_t>();
+    a.offset = r_.get<uint64_t>();
+  }
+}
+
+// ---- one decoder per command type, found by its wire code ----
+
+struct BatchContext {
+  size_t payload_frames = 0;
+  std::vector<bool> used;
+};
+using DecodeFn = void (*)(Reader&, Command&, size_t index, BatchContext&);
+
+template <class C>
+void decode_command(Reader& r, Command& out, size_t index, BatchContext& ctx) {
+  C& c = out.emplace<C>();
+  c.stream = r.get<uint32_t>();
+  FieldReader v(r, index, C::kName, ctx.payload_frames, ctx.used);
+  C::fields(c, v);
+}
+
+constexpr std::array<DecodeFn, 256> kDecoders = [] {
+  std::array<DecodeFn, 256> table{};
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
+          &decode_command<std::variant_alternative_t<I, Command>>),
+     ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<Command>>{});
+  return table;
+}();
+
+// Every command struct has its own wire code.
+static_assert([] {
+  size_t n = 0;
+  for (DecodeFn f : kDecoders) n += f != nullptr;
+  return n == std::variant_size_v<Command>;
+}());
+
+void decode_one(Reader& r, Command& c, size_t index, BatchContext& ctx) {
+  auto type = r.get<uint8_t>();
+  DecodeFn f = kDecoders[type];
+  if (!f) r.fail("command {} has unknown type {}", index, type);
+  f(r, c, index, ctx);
 }
 
 // Runs a decoder, turning Cereal's truncation exceptions into ProtocolError.
@@ -473,11 +365,9 @@ void expect_type(std::string_view frame, MsgType want, std::string_view what) {
 
 template <typename F>
 std::string encode_with(MsgType type, F&& body) {
-  std::string out;
-  {
-    Writer w(out, type);
-    body(w);
-  }
+  std::string out = prefix(type);
+  Writer w(out);
+  body(w);
   return out;
 }
 
@@ -688,15 +578,16 @@ Batch decode_batch(std::string_view frame, size_t payload_frames) {
     if (payload_frames > kMaxPayloadFrames)
       r.fail("{} payload frames exceed the limit {}", payload_frames, kMaxPayloadFrames);
     Batch b;
+    // A command is at least its type and stream (5 bytes).
     size_t n = r.count("commands", kMaxCommandsPerBatch, 5, r.get<uint32_t>());
     // A decoded command is tens of times bigger than its bytes: reserve for a small batch
     // up front and let a big one grow as its commands actually decode.
     b.commands.reserve(std::min<size_t>(n, 1024));
-    std::vector<bool> used(payload_frames + 1, false);
-    for (size_t i = 0; i < n; ++i) r.command(b.commands.emplace_back(), i, payload_frames, used);
+    BatchContext ctx{payload_frames, std::vector<bool>(payload_frames + 1, false)};
+    for (size_t i = 0; i < n; ++i) decode_one(r, b.commands.emplace_back(), i, ctx);
     r.finish();
     for (size_t i = 1; i <= payload_frames; ++i)
-      if (!used[i]) r.fail("payload frame {} is not referenced by any command", i);
+      if (!ctx.used[i]) r.fail("payload frame {} is not referenced by any command", i);
     return b;
   });
 }
@@ -716,7 +607,7 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
     switch (m.type) {
       case ReplyType::Get:
         if (r.get<uint8_t>()) {
-          m.meta = r.meta("get reply meta");
+          m.meta = r.meta([] { return "get reply meta"; });
           want_frames = 1;
         } else {
           m.failures.push_back(r.failure());
@@ -754,26 +645,42 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
   });
 }
 
+CmdType command_type(const Command& c) {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::kType; }, c);
+}
+
+uint32_t command_stream(const Command& c) {
+  return std::visit([](const auto& x) { return x.stream; }, c);
+}
+
+std::string_view command_name(const Command& c) {
+  if (const auto* op = std::get_if<cmd::RunOp>(&c)) return op_def(op->op).name;
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::kName; }, c);
+}
+
 // ---- BatchWriter ----
 
 struct BatchWriter::Impl {
   std::string out;
-  std::unique_ptr<Writer> w;
-  void start() {
-    out.clear();
-    w = std::make_unique<Writer>(out, MsgType::Batch);
-  }
+  Writer w{out, false};
 };
 
-BatchWriter::BatchWriter() : impl_(new Impl) {
-  impl_->start();
+BatchWriter::BatchWriter() : impl_(std::make_unique<Impl>()) {
+  start();
 }
-BatchWriter::~BatchWriter() {
-  delete impl_;
+
+BatchWriter::~BatchWriter() = default;
+
+void BatchWriter::start() {
+  std::string& out = impl_->out;
+  out = prefix(MsgType::Batch);
+  out.push_back(1);     // the archive's endianness byte
+  out.append(4, '\0');  // the count, set by finish()
+  count_ = 0;
 }
 
 void BatchWriter::add(const Command& c) {
-  impl_->w->command(c);
+  std::visit([&](const auto& x) { impl_->w.command(x); }, c);
   ++count_;
 }
 
@@ -782,17 +689,13 @@ size_t BatchWriter::bytes() const {
 }
 
 std::string BatchWriter::finish() {
-  impl_->w.reset();
-  // The count goes in front of the commands: prefix (8) + endianness tag (1) + u32.
-  std::string out;
-  {
-    Writer w(out, MsgType::Batch);
-    w.put(static_cast<uint32_t>(count_));
-  }
-  out.append(impl_->out, kPrefixBytes + 1, std::string::npos);
-  impl_->start();
-  count_ = 0;
-  return out;
+  std::string& out = impl_->out;
+  auto n = static_cast<uint32_t>(count_);
+  for (size_t i = 0; i < 4; ++i)
+    out[kPrefixBytes + 1 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  std::string done = std::move(out);
+  start();
+  return done;
 }
 
 }  // namespace dtr::protocol

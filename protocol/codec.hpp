@@ -1,13 +1,16 @@
 // Encoding and decoding of header frames. The only code that knows the byte layout.
 //
 // Layout of frame 0: magic (u32 LE) | version (u16 LE) | type (u8) | reserved (u8) |
-// Cereal portable-binary body. Every decoder checks the prefix, every count against its
-// limit and the bytes left, every enum and id field, and throws ProtocolError naming the
-// message, the field and the bad value; nothing is allocated from an unchecked count.
+// Cereal body in the portable-binary layout (protocol/archive.hpp). A batch's body is a
+// u32 count, then per command its type (u8), stream (u32) and fields in the order its
+// struct's fields() lists them (protocol/commands.hpp). Every decoder checks the prefix, every
+// count against its limit and the bytes left, every enum and id field, and throws ProtocolError
+// naming the message, the field and the bad value; nothing is allocated from an unchecked count.
 //
 // Thread safety: stateless functions.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -54,8 +57,9 @@ class BatchWriter {
   std::string finish();
 
  private:
+  void start();
   struct Impl;
-  Impl* impl_;
+  std::unique_ptr<Impl> impl_;
   size_t count_ = 0;
 };
 

@@ -3,7 +3,7 @@
 // codec.hpp), frames 1.. are raw tensor payloads referenced by index from the header.
 //
 //   master -> worker   Hello, Setup (node index and the session's peer table), Batch
-//                      (coalesced commands), Goodbye, Heartbeat
+//                      (coalesced commands, protocol/commands.hpp), Goodbye, Heartbeat
 //   worker -> master   HelloReply, Reply (answers to requests, and protocol errors naming
 //                      what was rejected), Heartbeat
 //   worker -> worker   Peer (event notifications for cross-node stream waits)
@@ -15,26 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "dtr/op_table.hpp"
 #include "dtr/tensor_meta.hpp"
+#include "protocol/commands.hpp"
 
 namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
 inline constexpr uint16_t kVersion = 3;
-
-// Limits every decoder enforces before it allocates.
-inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
-inline constexpr size_t kMaxPayloadFrames = size_t{1} << 16;
-inline constexpr size_t kMaxErrorsPerReply = 4096;
-inline constexpr size_t kMaxStringBytes = size_t{64} << 10;
-inline constexpr size_t kMaxDevices = 256;
-inline constexpr size_t kMaxNodes = 4096;
-// Per session on one worker: user streams, live events, pending cross-node waits.
-inline constexpr size_t kMaxStreams = 1024;
-inline constexpr size_t kMaxEvents = size_t{1} << 20;
-inline constexpr size_t kMaxPendingWaits = size_t{1} << 20;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -48,10 +36,6 @@ enum class MsgType : uint8_t {
   Setup = 7,
   Peer = 8
 };
-
-// Ids name tensors within one session; the master assigns them, 0 is never a tensor.
-using TensorId = uint64_t;
-inline constexpr TensorId kNoTensor = 0;
 
 struct DeviceInfo {
   int32_t index = -1;  // -1: the host CPU
@@ -115,91 +99,6 @@ struct PeerNotify {
   uint64_t token = 0;
   bool failed = false;
   RemoteFailure failure;  // when failed
-};
-
-enum class CmdType : uint8_t {
-  RunOp = 1,
-  Put = 2,
-  Get = 3,
-  Free = 4,
-  Sync = 5,
-  Stats = 6,
-  CreateStream = 7,
-  DestroyStream = 8,
-  Record = 9,
-  WaitEvent = 10,
-  NotifyPeer = 11,
-  WaitRemote = 12,
-  EventQuery = 13,
-  EventSync = 14,
-  DestroyEvent = 15,
-  SendPeer = 16,
-  RecvPeer = 17,
-  NewGroup = 18,
-  Collective = 19,
-  ToDevice = 20
-};
-
-// Master-issued collectives among the session's workers (Command::collective).
-enum class CollectiveKind : uint8_t {
-  AllReduce = 1,
-  Broadcast = 2,
-  AllGather = 3,
-  ReduceScatter = 4
-};
-
-// One command. Every command names a stream (0: the default stream); which other fields
-// are used depends on `type`:
-//   RunOp          op, inplace, inputs[0..n_inputs), out (kNoTensor when inplace), attrs
-//   Put            out, meta.dtype, meta.shape, payload (frame index, from 1)
-//   Get            inputs[0], request            Free  inputs[0]
-//   Sync, Stats    request (all streams: a barrier)
-//   CreateStream, DestroyStream   stream (the one made or dropped)
-//   Record         event, timing: the event's next record, at this point of `stream`
-//   WaitEvent      event: `stream` waits for the event's latest record (this node)
-//   NotifyPeer     event, peer, token: when the event's latest record completes, tell
-//                  node `peer` that `token` is done (worker to worker)
-//   WaitRemote     peer, token: `stream` waits for node `peer`'s notification of `token`
-//   EventQuery, EventSync   event, request: whether (or once) its latest record is done
-//   DestroyEvent   event
-//   SendPeer       inputs[0], peer, token: when `stream` gets there, send the tensor's
-//                  bytes to node `peer` (worker to worker)
-//   RecvPeer       out, meta.dtype, meta.shape, peer, token: `out` is the tensor node
-//                  `peer` sends under `token`; `stream` waits for it
-//   NewGroup       group, ranks: a subgroup of the session's process group (every node
-//                  gets it, in the same order)
-//   Collective     group, collective, reduce_op, root, inputs[0]; out and meta for the
-//                  kinds that make a tensor (AllGather, ReduceScatter)
-//   ToDevice       inputs[0], out: `out` is a copy of the input on `device`
-// `device` (RunOp, Put, RecvPeer, Collective, ToDevice): where the command's tensors live,
-// -1 for the worker's CPU, k for its CUDA device k; a RunOp's inputs must live there too.
-// For Stats: whose memory to report.
-struct Command {
-  CmdType type = CmdType::RunOp;
-  OpId op = OpId::add;
-  bool inplace = false;
-  uint32_t stream = 0;
-  uint8_t n_inputs = 0;
-  TensorId inputs[2] = {kNoTensor, kNoTensor};
-  TensorId out = kNoTensor;
-  OpAttrs attrs;
-  TensorMeta meta;
-  uint32_t payload = 0;
-  uint64_t request = 0;
-  uint64_t event = 0;
-  uint64_t token = 0;
-  uint32_t peer = 0;
-  bool timing = false;
-  uint64_t group = 0;  // 0: the session's whole process group
-  CollectiveKind collective = CollectiveKind::AllReduce;
-  uint8_t reduce_op = 0;  // dtr::ReduceOp
-  int32_t root = 0;       // rank within the group
-  std::vector<uint32_t> ranks;
-  int32_t device = -1;
-};
-
-struct Batch {
-  std::vector<Command> commands;
 };
 
 struct MemoryStatsWire {

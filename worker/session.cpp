@@ -26,6 +26,9 @@ namespace dtr::worker {
 
 using protocol::CmdType;
 using protocol::Command;
+using protocol::command_name;
+using Payloads = std::span<const PayloadFrame>;
+namespace cmd = protocol::cmd;
 using protocol::RemoteFailure;
 using protocol::TensorId;
 using Failure = std::shared_ptr<const RemoteFailure>;
@@ -34,51 +37,6 @@ namespace {
 
 constexpr int kTasksPerSlice = 256;  // a stream yields its thread after this many tasks
 constexpr size_t kStageFlush = 256;  // dispatched tasks handed to the streams at once
-
-std::string_view command_name(const Command& c) {
-  switch (c.type) {
-    case CmdType::RunOp:
-      return op_def(c.op).name;
-    case CmdType::Put:
-      return "put";
-    case CmdType::Get:
-      return "get";
-    case CmdType::Free:
-      return "free";
-    case CmdType::Sync:
-      return "sync";
-    case CmdType::Stats:
-      return "stats";
-    case CmdType::CreateStream:
-      return "create_stream";
-    case CmdType::DestroyStream:
-      return "destroy_stream";
-    case CmdType::Record:
-      return "record_event";
-    case CmdType::WaitEvent:
-    case CmdType::WaitRemote:
-      return "wait_event";
-    case CmdType::SendPeer:
-      return "send_to_node";
-    case CmdType::ToDevice:
-      return "to_device";
-    case CmdType::RecvPeer:
-      return "recv_from_node";
-    case CmdType::NewGroup:
-      return "new_group";
-    case CmdType::Collective:
-      return "collective";
-    case CmdType::NotifyPeer:
-      return "notify_peer";
-    case CmdType::EventQuery:
-      return "query_event";
-    case CmdType::EventSync:
-      return "synchronize_event";
-    case CmdType::DestroyEvent:
-      return "destroy_event";
-  }
-  return "?";
-}
 
 RemoteFailure make_failure(TensorId tensor, std::string_view op, std::string message) {
   RemoteFailure f;
@@ -89,6 +47,30 @@ RemoteFailure make_failure(TensorId tensor, std::string_view op, std::string mes
   f.cause_op = f.op;
   f.cause_message = f.message;
   return f;
+}
+
+// The tensor a command makes (kNoTensor when it makes none).
+template <class C>
+TensorId output_of(const C& c) {
+  if constexpr (std::is_same_v<C, cmd::RunOp>)
+    return c.inplace ? protocol::kNoTensor : c.out;
+  else if constexpr (std::is_same_v<C, cmd::Collective>)
+    return c.makes_tensor() ? c.out : protocol::kNoTensor;
+  else if constexpr (requires { c.out; })
+    return c.out;
+  else
+    return protocol::kNoTensor;
+}
+
+// The tensor a command reads or writes first (kNoTensor when none).
+template <class C>
+TensorId input_of(const C& c) {
+  if constexpr (std::is_same_v<C, cmd::RunOp>)
+    return c.inputs.n > 0 ? c.inputs.ids[0] : protocol::kNoTensor;
+  else if constexpr (requires { c.input; })
+    return c.input;
+  else
+    return protocol::kNoTensor;
 }
 
 Failure dependent_failure(TensorId tensor, std::string_view op, TensorId input,
@@ -235,7 +217,13 @@ struct Task {
     ToDevice
   };
   Kind kind = Kind::Op;
-  const Command* cmd = nullptr;  // lives in the batch that the stream's last task of it holds
+  // The command (of the type `kind` implies); it lives in the batch that the stream's last
+  // task of it holds.
+  const void* cmd = nullptr;
+  template <class C>
+  const C& command() const {
+    return *static_cast<const C*>(cmd);
+  }
   std::shared_ptr<const protocol::Batch> batch;
   SlotPtr in[2];
   SlotPtr out;  // a new output, or the target of an in-place op (in[0])
@@ -308,19 +296,45 @@ struct Session::Impl {
       : emit(std::move(emit)), options(options), executor(options.threads) {}
   ~Impl();
 
-  // ---- dispatch (one thread) ----
-  void dispatch(const Command& c, std::span<const PayloadFrame> payloads);
-  void dispatch_op(const Command& c, const StreamPtr& stream);
-  void put(const Command& c, std::span<const PayloadFrame> payloads);
+  // ---- dispatch (one thread): one handler per command ----
+  void dispatch(const Command& c, Payloads payloads);
+  void on(const cmd::RunOp& c);
+  void on(const cmd::Put& c, Payloads payloads);
+  void on(const cmd::Get& c);
+  void on(const cmd::Free& c);
+  void on(const cmd::Sync& c);
+  void on(const cmd::Stats& c);
+  void on(const cmd::CreateStream& c);
+  void on(const cmd::DestroyStream& c);
+  void on(const cmd::Record& c);
+  void on(const cmd::WaitEvent& c);
+  void on(const cmd::NotifyPeer& c);
+  void on(const cmd::WaitRemote& c);
+  void on(const cmd::EventQuery& c);
+  void on(const cmd::EventSync& c);
+  void on(const cmd::DestroyEvent& c);
+  void on(const cmd::SendPeer& c);
+  void on(const cmd::RecvPeer& c);
+  void on(const cmd::NewGroup& c);
+  void on(const cmd::Collective& c);
+  void on(const cmd::ToDevice& c);
+  void put(const cmd::Put& c, Payloads payloads);
   bool check_new_id(TensorId id, std::string_view op);
-  void barrier(const Command& c);
+  void barrier(CmdType type, uint64_t request, int32_t device);
   void stage(const StreamPtr& s, Task&& t);
   void flush_staged();
-  StreamPtr stream_of(const Command& c);
-  EventPtr event_of(const Command& c);
+  // The command's stream, and its device exists here; otherwise null, the failure
+  // recorded (for the command's output when it makes one), a request answered.
+  template <class C>
+  StreamPtr stream_of(const C& c);
+  template <class C>
+  EventPtr event_of(const C& c);
   // Answers an EventQuery / EventSync; call without the event's lock.
   void reply_event(uint64_t request, bool done, int64_t time_ns, const Failure& failure);
-  void reply_failure(const Command& c, RemoteFailure f);
+  template <class C>
+  void reply_failure(const C& c, RemoteFailure f);
+  // The event's waiters' answer, or a reply now: EventQuery and EventSync.
+  void answer_event(const EventPtr& e, uint64_t request, bool sync);
   void prune_retired();
   // Nothing queued, staged or running on `s` (dispatch thread).
   bool idle_now(const StreamPtr& s);
@@ -340,7 +354,8 @@ struct Session::Impl {
   void send_notify(int32_t peer, uint64_t token, const RemoteFailure* failure = nullptr);
   // The wait for `token` from `peer`: the entry its notification made, or a new one.
   // Null (and a failure recorded for `tensor`) when the peer or the limit is wrong.
-  RemoteWaitPtr remote_wait(const Command& c, std::string_view op, TensorId tensor);
+  template <class C>
+  RemoteWaitPtr remote_wait(const C& c, std::string_view op, TensorId tensor);
   // Why `peer` cannot be talked to (no Setup, out of range, this node); nullopt if it can.
   std::optional<std::string> peer_problem(uint32_t peer) const;
   // Fails the task's output and, first on its stream since the last record, notes the
@@ -348,14 +363,12 @@ struct Session::Impl {
   static void fail_output(Stream& s, Task& t, Failure f);
   bool run_send_peer(const StreamPtr& self, Task& t);
   bool run_collective(const StreamPtr& self, Task& t);
-  void dispatch_new_group(const Command& c);
-  void dispatch_collective(const Command& c, const StreamPtr& stream);
   bool run_recv_peer(const StreamPtr& self, Task& t);
   bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
-  void dispatch_to_device(const Command& c, const StreamPtr& stream);
-  // A command's device exists here; otherwise the failure is recorded (for `c.out` when it
-  // is a new tensor) and false returned.
-  bool check_device(const Command& c);
+  // A command's device exists here; otherwise the failure is recorded (for its output when
+  // it makes one) and false returned.
+  template <class C>
+  bool check_device(const C& c);
   // ---- CUDA (executor threads) ----
   // `slot`'s tensor, ready to be read or written by stream `s`: a CUDA tensor last written
   // on another CUDA stream is waited for on the device, and its memory kept from reuse
@@ -526,11 +539,12 @@ std::optional<std::string> Session::Impl::peer_problem(uint32_t peer) const {
   return std::nullopt;
 }
 
-RemoteWaitPtr Session::Impl::remote_wait(const Command& c, std::string_view op, TensorId tensor) {
+template <class C>
+RemoteWaitPtr Session::Impl::remote_wait(const C& c, std::string_view op, TensorId tensor) {
   if (std::optional<std::string> problem = peer_problem(c.peer)) {
     Failure f = root_failure(tensor, op, std::move(*problem));
-    if (c.type == CmdType::RecvPeer && c.out != protocol::kNoTensor && !table.count(c.out))
-      table[c.out] = Slot::failed_with(f);
+    TensorId out = output_of(c);
+    if (out != protocol::kNoTensor && !table.count(out)) table[out] = Slot::failed_with(f);
     return nullptr;
   }
   auto it = tokens.find(c.token);
@@ -646,42 +660,41 @@ void Session::Impl::flush_staged() {
   staged_count = 0;
 }
 
-void Session::Impl::reply_failure(const Command& c, RemoteFailure f) {
+template <class C>
+void Session::Impl::reply_failure(const C& c, RemoteFailure f) {
   protocol::Reply r;
-  r.type = c.type == CmdType::Get ? protocol::ReplyType::Get : protocol::ReplyType::Event;
+  r.type = std::is_same_v<C, cmd::Get> ? protocol::ReplyType::Get : protocol::ReplyType::Event;
   r.request = c.request;
   r.failures.push_back(std::move(f));
   emit(Outgoing{protocol::encode(r), {}, -1});
 }
 
-StreamPtr Session::Impl::stream_of(const Command& c) {
+template <class C>
+StreamPtr Session::Impl::stream_of(const C& c) {
   auto it = streams.find(c.stream);
-  if (it != streams.end()) return it->second;
-  bool makes = (c.type == CmdType::RunOp && !c.inplace) || c.type == CmdType::Put ||
-               c.type == CmdType::RecvPeer;
-  TensorId tensor = makes ? c.out : c.inputs[0];
-  RemoteFailure f = make_failure(tensor, command_name(c),
+  if (it != streams.end()) return check_device(c) ? it->second : nullptr;
+  const TensorId out = output_of(c);
+  RemoteFailure f = make_failure(out != protocol::kNoTensor ? out : input_of(c), command_name(c),
                                  fmt::format("stream {} does not exist on this worker", c.stream));
   Failure shared = root_failure(f.tensor, f.op, f.message);
   // The output exists, failed, so that its users learn why; a request is still answered,
   // or the master would wait for it forever.
-  if (makes && c.out != protocol::kNoTensor && !table.count(c.out))
-    table[c.out] = Slot::failed_with(shared);
-  if (c.type == CmdType::Get || c.type == CmdType::EventSync || c.type == CmdType::EventQuery)
-    reply_failure(c, f);
+  if (out != protocol::kNoTensor && !table.count(out)) table[out] = Slot::failed_with(shared);
+  if constexpr (requires { c.request; }) reply_failure(c, f);
   // A copy's receiver waits for the sender: tell it.
-  if (c.type == CmdType::SendPeer && !peer_problem(c.peer))
-    send_notify(static_cast<int32_t>(c.peer), c.token, &f);
+  if constexpr (std::is_same_v<C, cmd::SendPeer>)
+    if (!peer_problem(c.peer)) send_notify(static_cast<int32_t>(c.peer), c.token, &f);
   return nullptr;
 }
 
-EventPtr Session::Impl::event_of(const Command& c) {
+template <class C>
+EventPtr Session::Impl::event_of(const C& c) {
   auto it = events.find(c.event);
   if (it != events.end()) return it->second;
   RemoteFailure f =
       make_failure(protocol::kNoTensor, command_name(c),
                    fmt::format("event {} was never recorded on this worker", c.event));
-  if (c.type == CmdType::EventQuery || c.type == CmdType::EventSync)
+  if constexpr (requires { c.request; })
     reply_failure(c, f);
   else
     root_failure(f.tensor, f.op, f.message);
@@ -713,13 +726,13 @@ void Session::Impl::prune_retired() {
   std::erase_if(retired, [](const StreamPtr& s) { return s->idle(); });
 }
 
-void Session::Impl::barrier(const Command& c) {
+void Session::Impl::barrier(CmdType type, uint64_t request, int32_t device) {
   prune_retired();
   auto b = std::make_shared<Barrier>();
-  b->type = c.type;
-  b->request = c.request;
+  b->type = type;
+  b->request = request;
   b->live_tensors = static_cast<int64_t>(table.size());
-  b->device = c.type == CmdType::Stats ? c.device : -1;
+  b->device = device;
   b->remaining.store(streams.size() + retired.size());
   auto add = [&](const StreamPtr& s) {
     Task t;
@@ -731,7 +744,7 @@ void Session::Impl::barrier(const Command& c) {
   for (auto& s : retired) add(s);
 }
 
-void Session::Impl::put(const Command& c, std::span<const PayloadFrame> payloads) {
+void Session::Impl::put(const cmd::Put& c, Payloads payloads) {
   if (!check_new_id(c.out, "put")) return;
   auto fail = [&](std::string message) {
     table[c.out] = Slot::failed_with(root_failure(c.out, "put", std::move(message), c.device));
@@ -776,11 +789,24 @@ void Session::Impl::put(const Command& c, std::span<const PayloadFrame> payloads
   }
 }
 
-void Session::Impl::dispatch_op(const Command& c, const StreamPtr& stream) {
+void Session::Impl::dispatch(const Command& c, Payloads payloads) {
+  std::visit(
+      [&](const auto& x) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, cmd::Put>)
+          on(x, payloads);
+        else
+          on(x);
+      },
+      c);
+}
+
+void Session::Impl::on(const cmd::RunOp& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
   const OpDef& d = op_def(c.op);
-  TensorId target = c.inplace ? c.inputs[0] : c.out;
+  TensorId target = c.inplace ? input_of(c) : c.out;
   if (c.inplace) {
-    if (c.n_inputs == 0) {
+    if (c.inputs.n == 0) {
       root_failure(protocol::kNoTensor, d.name, "an in-place command needs input 0 (its target)");
       return;
     }
@@ -794,11 +820,11 @@ void Session::Impl::dispatch_op(const Command& c, const StreamPtr& stream) {
   Task t;
   t.kind = Task::Kind::Op;
   t.cmd = &c;
-  for (uint8_t i = 0; i < c.n_inputs; ++i) {
-    auto it = table.find(c.inputs[i]);
+  for (uint8_t i = 0; i < c.inputs.n; ++i) {
+    auto it = table.find(c.inputs.ids[i]);
     if (it == table.end()) {
-      Failure f =
-          root_failure(target, d.name, fmt::format("input tensor %{} does not exist", c.inputs[i]));
+      Failure f = root_failure(target, d.name,
+                               fmt::format("input tensor %{} does not exist", c.inputs.ids[i]));
       if (!c.inplace) table[c.out] = Slot::failed_with(f);
       return;
     }
@@ -813,211 +839,238 @@ void Session::Impl::dispatch_op(const Command& c, const StreamPtr& stream) {
   stage(stream, std::move(t));
 }
 
-void Session::Impl::dispatch(const Command& c, std::span<const PayloadFrame> payloads) {
-  switch (c.type) {
-    case CmdType::Put:
-      if (stream_of(c) && check_device(c)) put(c, payloads);
-      return;
-    case CmdType::Free:
-      if (table.erase(c.inputs[0]) == 0)
-        root_failure(c.inputs[0], "free", fmt::format("tensor %{} does not exist", c.inputs[0]));
-      return;
-    case CmdType::Sync:
-    case CmdType::Stats:
-      if (c.type == CmdType::Stats && c.device >= options.devices) {
-        protocol::Reply r;
-        r.type = protocol::ReplyType::ProtocolError;
-        r.request = c.request;
-        r.message = fmt::format("memory_stats: this node has no CUDA device {} (it has {})",
-                                c.device, options.devices);
-        emit(Outgoing{protocol::encode(r), {}, -1});
-        return;
-      }
-      barrier(c);
-      return;
-    case CmdType::CreateStream: {
-      if (c.stream == 0 || streams.count(c.stream)) {
-        root_failure(protocol::kNoTensor, "create_stream",
-                     fmt::format("stream {} already exists", c.stream));
-        return;
-      }
-      prune_retired();
-      if (streams.size() + retired.size() > protocol::kMaxStreams) {
-        root_failure(protocol::kNoTensor, "create_stream",
-                     fmt::format("stream {}: this worker allows at most {} streams per session",
-                                 c.stream, protocol::kMaxStreams));
-        return;
-      }
-      streams[c.stream] = std::make_shared<Stream>(*this, c.stream);
-      return;
-    }
-    case CmdType::DestroyStream: {
-      if (c.stream == 0) {
-        root_failure(protocol::kNoTensor, "destroy_stream",
-                     "the default stream (0) cannot be destroyed");
-        return;
-      }
-      auto it = streams.find(c.stream);
-      if (it == streams.end()) {
-        root_failure(protocol::kNoTensor, "destroy_stream",
-                     fmt::format("stream {} does not exist on this worker", c.stream));
-        return;
-      }
-      retired.push_back(std::move(it->second));
-      streams.erase(it);
-      return;
-    }
-    case CmdType::NotifyPeer: {
-      if (std::optional<std::string> problem = peer_problem(c.peer)) {
-        root_failure(protocol::kNoTensor, "notify_peer", std::move(*problem));
-        return;
-      }
-      EventPtr e = event_of(c);
-      if (!e) return;
-      std::unique_lock lock(e->mu);
-      if (e->completed >= e->issued) {
-        lock.unlock();
-        send_notify(static_cast<int32_t>(c.peer), c.token);
-      } else {
-        e->waiters.push_back({e->issued, nullptr, 0, static_cast<int32_t>(c.peer), c.token});
-      }
-      return;
-    }
-    case CmdType::EventQuery:
-    case CmdType::EventSync: {
-      EventPtr e = event_of(c);
-      if (!e) return;
-      std::unique_lock lock(e->mu);
-      bool done = e->completed >= e->issued;
-      if (!done && c.type == CmdType::EventSync) {
-        e->waiters.push_back({e->issued, nullptr, c.request, -1, 0});
-        return;
-      }
-      int64_t time_ns = e->time_ns;
-      // A query only says whether; the failure is for whoever synchronizes.
-      Failure failure = c.type == CmdType::EventSync ? e->failure : nullptr;
-      lock.unlock();
-      reply_event(c.request, done, time_ns, failure);
-      return;
-    }
-    case CmdType::DestroyEvent:
-      if (events.erase(c.event) == 0)
-        root_failure(protocol::kNoTensor, "destroy_event",
-                     fmt::format("event {} was never recorded on this worker", c.event));
-      return;
-    case CmdType::NewGroup:
-      dispatch_new_group(c);
-      return;
-    case CmdType::RunOp:
-    case CmdType::Get:
-    case CmdType::Record:
-    case CmdType::WaitEvent:
-    case CmdType::WaitRemote:
-    case CmdType::SendPeer:
-    case CmdType::RecvPeer:
-    case CmdType::Collective:
-    case CmdType::ToDevice:
-      break;
-  }
+void Session::Impl::on(const cmd::Put& c, Payloads payloads) {
+  if (stream_of(c)) put(c, payloads);
+}
 
+void Session::Impl::on(const cmd::Get& c) {
   StreamPtr stream = stream_of(c);
   if (!stream) return;
-  if (!check_device(c)) return;
-  if (c.type == CmdType::RunOp) return dispatch_op(c, stream);
-  if (c.type == CmdType::ToDevice) return dispatch_to_device(c, stream);
-  if (c.type == CmdType::Collective) return dispatch_collective(c, stream);
-  Task t;
-  t.cmd = &c;
-  switch (c.type) {
-    case CmdType::Get: {
-      auto it = table.find(c.inputs[0]);
-      if (it == table.end()) {
-        reply_failure(c, make_failure(c.inputs[0], "get",
-                                      fmt::format("tensor %{} does not exist", c.inputs[0])));
-        return;
-      }
-      t.kind = Task::Kind::Get;
-      t.in[0] = it->second;
-      break;
-    }
-    case CmdType::Record: {
-      if (c.event == 0) {
-        root_failure(protocol::kNoTensor, "record_event", "event id 0 is not a valid id");
-        return;
-      }
-      auto it = events.find(c.event);
-      if (it == events.end()) {
-        if (events.size() >= protocol::kMaxEvents) {
-          root_failure(protocol::kNoTensor, "record_event",
-                       fmt::format("event {}: this worker allows at most {} live events", c.event,
-                                   protocol::kMaxEvents));
-          return;
-        }
-        auto e = std::make_shared<EventState>();
-        e->id = c.event;
-        it = events.emplace(c.event, std::move(e)).first;
-      }
-      t.kind = Task::Kind::Record;
-      t.event = it->second;
-      t.target = ++t.event->issued;
-      // On an idle stream the record is done at once (so that a query right after it sees
-      // an idle stream as done). Only this thread makes an idle stream run.
-      if (idle_now(stream)) {
-        run_record(*stream, t);
-        return;
-      }
-      break;
-    }
-    case CmdType::WaitEvent: {
-      t.event = event_of(c);
-      if (!t.event) return;
-      t.kind = Task::Kind::WaitEvent;
-      t.target = t.event->issued;
-      break;
-    }
-    case CmdType::WaitRemote:
-      t.remote = remote_wait(c, "wait_event", protocol::kNoTensor);
-      if (!t.remote) return;
-      t.kind = Task::Kind::WaitRemote;
-      break;
-    case CmdType::SendPeer: {
-      if (std::optional<std::string> problem = peer_problem(c.peer)) {
-        root_failure(c.inputs[0], "send_to_node", std::move(*problem));
-        return;
-      }
-      auto it = table.find(c.inputs[0]);
-      if (it == table.end()) {
-        // The receiver must still hear of it, or its stream would wait forever.
-        RemoteFailure f = make_failure(c.inputs[0], "send_to_node",
-                                       fmt::format("tensor %{} does not exist", c.inputs[0]));
-        root_failure(f.tensor, f.op, f.message);
-        send_notify(static_cast<int32_t>(c.peer), c.token, &f);
-        return;
-      }
-      t.kind = Task::Kind::SendPeer;
-      t.in[0] = it->second;
-      break;
-    }
-    case CmdType::RecvPeer: {
-      if (!check_new_id(c.out, "recv_from_node")) return;
-      const TensorMeta& m = c.meta;
-      if (static_cast<uint64_t>(m.numel()) >
-          std::numeric_limits<int64_t>::max() / element_size(m.dtype)) {
-        table[c.out] = Slot::failed_with(
-            root_failure(c.out, "recv_from_node",
-                         fmt::format("{} needs more bytes than int64 can count", describe(m))));
-        return;
-      }
-      t.remote = remote_wait(c, "recv_from_node", c.out);
-      if (!t.remote) return;
-      t.kind = Task::Kind::RecvPeer;
-      t.out = std::make_shared<Slot>();
-      table[c.out] = t.out;
-      break;
-    }
-    default:
-      return;
+  auto it = table.find(c.input);
+  if (it == table.end()) {
+    reply_failure(c,
+                  make_failure(c.input, "get", fmt::format("tensor %{} does not exist", c.input)));
+    return;
   }
+  Task t;
+  t.kind = Task::Kind::Get;
+  t.cmd = &c;
+  t.in[0] = it->second;
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::Free& c) {
+  if (table.erase(c.input) == 0)
+    root_failure(c.input, "free", fmt::format("tensor %{} does not exist", c.input));
+}
+
+void Session::Impl::on(const cmd::Sync& c) {
+  barrier(CmdType::Sync, c.request, -1);
+}
+
+void Session::Impl::on(const cmd::Stats& c) {
+  if (c.device >= options.devices) {
+    protocol::Reply r;
+    r.type = protocol::ReplyType::ProtocolError;
+    r.request = c.request;
+    r.message = fmt::format("memory_stats: this node has no CUDA device {} (it has {})", c.device,
+                            options.devices);
+    emit(Outgoing{protocol::encode(r), {}, -1});
+    return;
+  }
+  barrier(CmdType::Stats, c.request, c.device);
+}
+
+void Session::Impl::on(const cmd::CreateStream& c) {
+  if (c.stream == 0 || streams.count(c.stream)) {
+    root_failure(protocol::kNoTensor, "create_stream",
+                 fmt::format("stream {} already exists", c.stream));
+    return;
+  }
+  prune_retired();
+  if (streams.size() + retired.size() > protocol::kMaxStreams) {
+    root_failure(protocol::kNoTensor, "create_stream",
+                 fmt::format("stream {}: this worker allows at most {} streams per session",
+                             c.stream, protocol::kMaxStreams));
+    return;
+  }
+  streams[c.stream] = std::make_shared<Stream>(*this, c.stream);
+}
+
+void Session::Impl::on(const cmd::DestroyStream& c) {
+  if (c.stream == 0) {
+    root_failure(protocol::kNoTensor, "destroy_stream",
+                 "the default stream (0) cannot be destroyed");
+    return;
+  }
+  auto it = streams.find(c.stream);
+  if (it == streams.end()) {
+    root_failure(protocol::kNoTensor, "destroy_stream",
+                 fmt::format("stream {} does not exist on this worker", c.stream));
+    return;
+  }
+  retired.push_back(std::move(it->second));
+  streams.erase(it);
+}
+
+void Session::Impl::on(const cmd::Record& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  if (c.event == 0) {
+    root_failure(protocol::kNoTensor, "record_event", "event id 0 is not a valid id");
+    return;
+  }
+  auto it = events.find(c.event);
+  if (it == events.end()) {
+    if (events.size() >= protocol::kMaxEvents) {
+      root_failure(protocol::kNoTensor, "record_event",
+                   fmt::format("event {}: this worker allows at most {} live events", c.event,
+                               protocol::kMaxEvents));
+      return;
+    }
+    auto e = std::make_shared<EventState>();
+    e->id = c.event;
+    it = events.emplace(c.event, std::move(e)).first;
+  }
+  Task t;
+  t.kind = Task::Kind::Record;
+  t.cmd = &c;
+  t.event = it->second;
+  t.target = ++t.event->issued;
+  // On an idle stream the record is done at once (so that a query right after it sees an
+  // idle stream as done). Only this thread makes an idle stream run.
+  if (idle_now(stream)) return run_record(*stream, t);
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::WaitEvent& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  Task t;
+  t.event = event_of(c);
+  if (!t.event) return;
+  t.kind = Task::Kind::WaitEvent;
+  t.cmd = &c;
+  t.target = t.event->issued;
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::NotifyPeer& c) {
+  if (std::optional<std::string> problem = peer_problem(c.peer)) {
+    root_failure(protocol::kNoTensor, "notify_peer", std::move(*problem));
+    return;
+  }
+  EventPtr e = event_of(c);
+  if (!e) return;
+  std::unique_lock lock(e->mu);
+  if (e->completed >= e->issued) {
+    lock.unlock();
+    send_notify(static_cast<int32_t>(c.peer), c.token);
+  } else {
+    e->waiters.push_back({e->issued, nullptr, 0, static_cast<int32_t>(c.peer), c.token});
+  }
+}
+
+void Session::Impl::on(const cmd::WaitRemote& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  Task t;
+  t.remote = remote_wait(c, "wait_event", protocol::kNoTensor);
+  if (!t.remote) return;
+  t.kind = Task::Kind::WaitRemote;
+  t.cmd = &c;
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::answer_event(const EventPtr& e, uint64_t request, bool sync) {
+  std::unique_lock lock(e->mu);
+  bool done = e->completed >= e->issued;
+  if (!done && sync) {
+    e->waiters.push_back({e->issued, nullptr, request, -1, 0});
+    return;
+  }
+  int64_t time_ns = e->time_ns;
+  // A query only says whether; the failure is for whoever synchronizes.
+  Failure failure = sync ? e->failure : nullptr;
+  lock.unlock();
+  reply_event(request, done, time_ns, failure);
+}
+
+void Session::Impl::on(const cmd::EventQuery& c) {
+  if (EventPtr e = event_of(c)) answer_event(e, c.request, false);
+}
+
+void Session::Impl::on(const cmd::EventSync& c) {
+  if (EventPtr e = event_of(c)) answer_event(e, c.request, true);
+}
+
+void Session::Impl::on(const cmd::DestroyEvent& c) {
+  if (events.erase(c.event) == 0)
+    root_failure(protocol::kNoTensor, "destroy_event",
+                 fmt::format("event {} was never recorded on this worker", c.event));
+}
+
+void Session::Impl::on(const cmd::SendPeer& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  if (std::optional<std::string> problem = peer_problem(c.peer)) {
+    root_failure(c.input, "send_to_node", std::move(*problem));
+    return;
+  }
+  auto it = table.find(c.input);
+  if (it == table.end()) {
+    // The receiver must still hear of it, or its stream would wait forever.
+    RemoteFailure f =
+        make_failure(c.input, "send_to_node", fmt::format("tensor %{} does not exist", c.input));
+    root_failure(f.tensor, f.op, f.message);
+    send_notify(static_cast<int32_t>(c.peer), c.token, &f);
+    return;
+  }
+  Task t;
+  t.kind = Task::Kind::SendPeer;
+  t.cmd = &c;
+  t.in[0] = it->second;
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::RecvPeer& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  if (!check_new_id(c.out, "recv_from_node")) return;
+  const TensorMeta& m = c.meta;
+  if (static_cast<uint64_t>(m.numel()) >
+      std::numeric_limits<int64_t>::max() / element_size(m.dtype)) {
+    table[c.out] = Slot::failed_with(
+        root_failure(c.out, "recv_from_node",
+                     fmt::format("{} needs more bytes than int64 can count", describe(m))));
+    return;
+  }
+  Task t;
+  t.remote = remote_wait(c, "recv_from_node", c.out);
+  if (!t.remote) return;
+  t.kind = Task::Kind::RecvPeer;
+  t.cmd = &c;
+  t.out = std::make_shared<Slot>();
+  table[c.out] = t.out;
+  stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::ToDevice& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
+  if (!check_new_id(c.out, "to_device")) return;
+  auto it = table.find(c.input);
+  if (it == table.end()) {
+    table[c.out] = Slot::failed_with(
+        root_failure(c.out, "to_device", fmt::format("input tensor %{} does not exist", c.input)));
+    return;
+  }
+  Task t;
+  t.kind = Task::Kind::ToDevice;
+  t.cmd = &c;
+  t.in[0] = it->second;
+  t.out = std::make_shared<Slot>();
+  table[c.out] = t.out;
   stage(stream, std::move(t));
 }
 
@@ -1069,7 +1122,7 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
 
 // ---- collectives ----
 
-void Session::Impl::dispatch_new_group(const Command& c) {
+void Session::Impl::on(const cmd::NewGroup& c) {
   auto fail = [&](std::string message) {
     root_failure(protocol::kNoTensor, "new_group", std::move(message));
   };
@@ -1099,27 +1152,27 @@ void Session::Impl::dispatch_new_group(const Command& c) {
   });
 }
 
-void Session::Impl::dispatch_collective(const Command& c, const StreamPtr& stream) {
+void Session::Impl::on(const cmd::Collective& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream) return;
   Task t;
   t.kind = Task::Kind::Collective;
   t.cmd = &c;
-  bool makes = c.collective == protocol::CollectiveKind::AllGather ||
-               c.collective == protocol::CollectiveKind::ReduceScatter;
-  if (makes) {
+  if (c.makes_tensor()) {
     if (!check_new_id(c.out, "collective")) return;
     t.out = std::make_shared<Slot>();
     table[c.out] = t.out;
   }
   // Whatever is wrong here, the task still runs: the other members wait for this one,
   // and learn from it that the collective cannot be done.
-  auto it = table.find(c.inputs[0]);
+  auto it = table.find(c.input);
   if (it != table.end()) {
     t.in[0] = it->second;
   } else {
-    t.in[0] = Slot::failed_with(root_failure(
-        c.inputs[0], "collective", fmt::format("tensor %{} does not exist", c.inputs[0])));
+    t.in[0] = Slot::failed_with(
+        root_failure(c.input, "collective", fmt::format("tensor %{} does not exist", c.input)));
   }
-  if (!makes) t.out = t.in[0];
+  if (!c.makes_tensor()) t.out = t.in[0];
   auto g = groups.find(c.group);
   if (g != groups.end()) t.group = g->second;
   stage(stream, std::move(t));
@@ -1127,11 +1180,11 @@ void Session::Impl::dispatch_collective(const Command& c, const StreamPtr& strea
 
 bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
   if (!t.in[0]->ready_or_park(self)) return false;
-  const Command& c = *t.cmd;
+  const auto& c = t.command<cmd::Collective>();
   static constexpr std::string_view kNames[] = {"?", "all_reduce", "broadcast", "all_gather",
                                                 "reduce_scatter"};
-  std::string_view name = kNames[static_cast<int>(c.collective)];
-  TensorId target = t.out == t.in[0] ? c.inputs[0] : c.out;
+  std::string_view name = kNames[static_cast<int>(c.kind)];
+  TensorId target = t.out == t.in[0] ? c.input : c.out;
   auto fail = [&](Failure f) {
     fail_output(*self, t, std::move(f));
     return true;
@@ -1171,7 +1224,7 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
     const int device = own ? -1 : x.device();
     static_cast<int32_t*>(flags.raw_data())[pg.rank()] = own ? 1 : (device >= 0 ? 2 : 0);
     pg.all_reduce(flags, ReduceOp::Max);
-    if (own) return fail(dependent_failure(target, name, c.inputs[0], *own));
+    if (own) return fail(dependent_failure(target, name, c.input, *own));
     const auto* f = static_cast<const int32_t*>(flags.raw_data());
     bool all_on_devices = true;
     // Not a root failure here: the node whose input failed reports its own cause.
@@ -1183,7 +1236,7 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
                                      pg.ranks()[static_cast<size_t>(r)], r))));
       all_on_devices = all_on_devices && f[r] == 2;
     }
-    auto op = static_cast<ReduceOp>(c.reduce_op);
+    const ReduceOp op = c.reduce_op;
     // CUDA work (copies, the collective's wait for earlier work) goes to this stream's CUDA
     // stream.
     std::optional<cuda::StreamScope> scope;
@@ -1198,11 +1251,11 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
       }
       t.out->publish(std::move(out));
     };
-    switch (c.collective) {
+    switch (c.kind) {
       case protocol::CollectiveKind::AllReduce:
       case protocol::CollectiveKind::Broadcast: {
         local::Tensor buf = in.is_contiguous() ? in : in.contiguous();
-        if (c.collective == protocol::CollectiveKind::AllReduce)
+        if (c.kind == protocol::CollectiveKind::AllReduce)
           pg.all_reduce(buf, op);
         else
           pg.broadcast(buf, c.root);
@@ -1231,7 +1284,7 @@ bool Session::Impl::run_collective(const StreamPtr& self, Task& t) {
 
 bool Session::Impl::run_send_peer(const StreamPtr& self, Task& t) {
   if (!t.in[0]->ready_or_park(self)) return false;
-  const Command& c = *t.cmd;
+  const auto& c = t.command<cmd::SendPeer>();
   auto peer = static_cast<int32_t>(c.peer);
   if (Failure f = t.in[0]->get_failure()) {
     send_notify(peer, c.token, f.get());
@@ -1250,7 +1303,7 @@ bool Session::Impl::run_send_peer(const StreamPtr& self, Task& t) {
     packed = packed.contiguous();
     emit(Outgoing{protocol::encode(n), {std::move(packed)}, peer});
   } catch (const std::exception& e) {
-    RemoteFailure f = make_failure(c.inputs[0], "send_to_node", e.what());
+    RemoteFailure f = make_failure(c.input, "send_to_node", e.what());
     root_failure(f.tensor, f.op, f.message);
     send_notify(peer, c.token, &f);
   }
@@ -1258,7 +1311,7 @@ bool Session::Impl::run_send_peer(const StreamPtr& self, Task& t) {
 }
 
 bool Session::Impl::run_recv_peer(const StreamPtr& self, Task& t) {
-  const Command& c = *t.cmd;
+  const auto& c = t.command<cmd::RecvPeer>();
   RemoteWait& w = *t.remote;
   {
     std::lock_guard lock(w.mu);
@@ -1309,27 +1362,27 @@ bool Session::Impl::run_recv_peer(const StreamPtr& self, Task& t) {
 }
 
 bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
-  const Command& c = *t.cmd;
+  const auto& c = t.command<cmd::RunOp>();
   const OpDef& d = op_def(c.op);
-  TensorId target = c.inplace ? c.inputs[0] : c.out;
+  const uint8_t n = c.inputs.n;
+  TensorId target = c.inplace ? c.inputs.ids[0] : c.out;
   std::array<local::Tensor, 2> inputs;
-  for (uint8_t i = 0; i < c.n_inputs; ++i) {
+  for (uint8_t i = 0; i < n; ++i) {
     if (!t.in[i]->ready_or_park(self)) return false;
   }
-  for (uint8_t i = 0; i < c.n_inputs; ++i) {
+  for (uint8_t i = 0; i < n; ++i) {
     if (Failure cause = t.in[i]->get_failure()) {
-      fail_output(s, t, dependent_failure(target, d.name, c.inputs[i], *cause));
+      fail_output(s, t, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
       return true;
     }
   }
-  const int device = c.n_inputs > 0 ? t.in[0]->tensor.device() : c.device;
+  const int device = n > 0 ? t.in[0]->tensor.device() : c.device;
   try {
-    for (uint8_t i = 0; i < c.n_inputs; ++i) inputs[i] = use(s, *t.in[i]);
+    for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s, *t.in[i]);
     std::optional<cuda::StreamScope> scope;
     if (device >= 0) scope.emplace(device, s.cuda_stream(device));
-    local::Tensor result =
-        local::execute(c.op, std::span<const local::Tensor>(inputs.data(), c.n_inputs), c.attrs,
-                       c.inplace, c.device);
+    local::Tensor result = local::execute(c.op, std::span<const local::Tensor>(inputs.data(), n),
+                                          c.attrs, c.inplace, c.device);
     if (result.device() >= 0) wrote(s, *t.out, result);
     if (!c.inplace) t.out->publish(std::move(result));
   } catch (const std::bad_alloc&) {
@@ -1364,46 +1417,31 @@ void Session::Impl::wrote(Stream& s, Slot& slot, const local::Tensor& t) {
   slot.written_on = mine;
 }
 
-bool Session::Impl::check_device(const Command& c) {
-  if (c.device < options.devices) return true;
-  std::string message =
-      options.devices == 0
-          ? fmt::format("this node has no CUDA device (asked for cuda:{})", c.device)
-          : fmt::format("this node has no CUDA device {} (it has cuda:0 to cuda:{})", c.device,
-                        options.devices - 1);
-  const bool makes_tensor = c.type == CmdType::Put || c.type == CmdType::RecvPeer ||
-                            c.type == CmdType::ToDevice ||
-                            (c.type == CmdType::RunOp && !c.inplace) ||
-                            (c.type == CmdType::Collective && c.out != protocol::kNoTensor);
-  TensorId target = makes_tensor ? c.out : c.inputs[0];
-  Failure f = root_failure(target, command_name(c), std::move(message), c.device);
-  if (makes_tensor && c.out != protocol::kNoTensor && !table.count(c.out))
-    table[c.out] = Slot::failed_with(std::move(f));
-  return false;
-}
-
-void Session::Impl::dispatch_to_device(const Command& c, const StreamPtr& stream) {
-  if (!check_new_id(c.out, "to_device")) return;
-  auto it = table.find(c.inputs[0]);
-  if (it == table.end()) {
-    table[c.out] = Slot::failed_with(root_failure(
-        c.out, "to_device", fmt::format("input tensor %{} does not exist", c.inputs[0])));
-    return;
+template <class C>
+bool Session::Impl::check_device(const C& c) {
+  if constexpr (!requires { c.device; }) {
+    return true;
+  } else {
+    if (c.device < options.devices) return true;
+    std::string message =
+        options.devices == 0
+            ? fmt::format("this node has no CUDA device (asked for cuda:{})", c.device)
+            : fmt::format("this node has no CUDA device {} (it has cuda:0 to cuda:{})", c.device,
+                          options.devices - 1);
+    const TensorId out = output_of(c);
+    TensorId target = out != protocol::kNoTensor ? out : input_of(c);
+    Failure f = root_failure(target, command_name(c), std::move(message), c.device);
+    if (out != protocol::kNoTensor && !table.count(out))
+      table[out] = Slot::failed_with(std::move(f));
+    return false;
   }
-  Task t;
-  t.kind = Task::Kind::ToDevice;
-  t.cmd = &c;
-  t.in[0] = it->second;
-  t.out = std::make_shared<Slot>();
-  table[c.out] = t.out;
-  stage(stream, std::move(t));
 }
 
 bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
-  const Command& c = *t.cmd;
+  const auto& c = t.command<cmd::ToDevice>();
   if (!t.in[0]->ready_or_park(self)) return false;
   if (Failure cause = t.in[0]->get_failure()) {
-    fail_output(s, t, dependent_failure(c.out, "to_device", c.inputs[0], *cause));
+    fail_output(s, t, dependent_failure(c.out, "to_device", c.input, *cause));
     return true;
   }
   try {
@@ -1436,7 +1474,7 @@ void Session::Impl::fail_output(Stream& s, Task& t, Failure f) {
 
 bool Session::Impl::run_get(const StreamPtr& self, Task& t) {
   if (!t.in[0]->ready_or_park(self)) return false;
-  const Command& c = *t.cmd;
+  const auto& c = t.command<cmd::Get>();
   protocol::Reply r;
   r.type = protocol::ReplyType::Get;
   r.request = c.request;
@@ -1454,7 +1492,7 @@ bool Session::Impl::run_get(const StreamPtr& self, Task& t) {
       r.meta = packed.meta();
       out.payloads.push_back(std::move(packed));
     } catch (const std::exception& e) {
-      r.failures.push_back(make_failure(c.inputs[0], "get", e.what()));
+      r.failures.push_back(make_failure(c.input, "get", e.what()));
     }
   }
   out.header = protocol::encode(r);

@@ -137,44 +137,42 @@ class Budget {
     return n;
   }
 
-  bool follow(const Command& c, std::span<const worker::PayloadFrame> payloads) {
-    switch (c.type) {
-      case CmdType::Put: {
-        if (c.payload < 1 || c.payload > payloads.size()) return true;  // fails
-        TensorMeta m = TensorMeta::contiguous(c.meta.dtype, c.meta.shape);
-        int64_t n = safe_numel(m);
-        if (n < 0 || static_cast<uint64_t>(n) > payloads[c.payload - 1].size) return true;
-        if (static_cast<size_t>(n) * element_size(m.dtype) != payloads[c.payload - 1].size)
-          return true;  // fails: the size does not match
-        return charge(m) && add(c.out, m);
-      }
-      case CmdType::RecvPeer: {
-        TensorMeta m = TensorMeta::contiguous(c.meta.dtype, c.meta.shape);
-        return charge(m) && add(c.out, m);
-      }
-      case CmdType::Free:
-        metas_.erase(c.inputs[0]);
-        return true;
-      case CmdType::Get:
-      case CmdType::SendPeer:
-        return charge_work(max_numel(c.inputs[0]));
-      case CmdType::Collective:
-        // Always fails here: setup() gets no process-group endpoints, so the session has
-        // no group and the output slot is failed without allocating.
-        return charge_work(max_numel(c.inputs[0]));
-      case CmdType::RunOp:
-        return follow_op(c);
-      default:
-        return true;
+  bool follow(const Command& command, std::span<const worker::PayloadFrame> payloads) {
+    namespace cmd = protocol::cmd;
+    if (const auto* c = std::get_if<cmd::Put>(&command)) {
+      if (c->payload < 1 || c->payload > payloads.size()) return true;  // fails
+      TensorMeta m = TensorMeta::contiguous(c->meta.dtype, c->meta.shape);
+      int64_t n = safe_numel(m);
+      if (n < 0 || static_cast<uint64_t>(n) > payloads[c->payload - 1].size) return true;
+      if (static_cast<size_t>(n) * element_size(m.dtype) != payloads[c->payload - 1].size)
+        return true;  // fails: the size does not match
+      return charge(m) && add(c->out, m);
     }
+    if (const auto* c = std::get_if<cmd::RecvPeer>(&command)) {
+      TensorMeta m = TensorMeta::contiguous(c->meta.dtype, c->meta.shape);
+      return charge(m) && add(c->out, m);
+    }
+    if (const auto* c = std::get_if<cmd::Free>(&command)) {
+      metas_.erase(c->input);
+      return true;
+    }
+    if (const auto* c = std::get_if<cmd::Get>(&command)) return charge_work(max_numel(c->input));
+    if (const auto* c = std::get_if<cmd::SendPeer>(&command))
+      return charge_work(max_numel(c->input));
+    // Always fails here: setup() gets no process-group endpoints, so the session has no
+    // group and the output slot is failed without allocating.
+    if (const auto* c = std::get_if<cmd::Collective>(&command))
+      return charge_work(max_numel(c->input));
+    if (const auto* c = std::get_if<cmd::RunOp>(&command)) return follow_op(*c);
+    return true;
   }
 
-  bool follow_op(const Command& c) {
-    const int n = std::min<int>(c.n_inputs, 2);
+  bool follow_op(const protocol::cmd::RunOp& c) {
+    const int n = std::min<int>(c.inputs.n, 2);
     static const Metas kNone;
     const Metas* in[2] = {&kNone, &kNone};
     for (int i = 0; i < n; ++i) {
-      auto it = metas_.find(c.inputs[i]);
+      auto it = metas_.find(c.inputs.ids[i]);
       if (it == metas_.end() || it->second.empty()) return true;  // the op fails
       in[i] = &it->second;
     }

@@ -43,60 +43,50 @@ void write(const fs::path& p, const std::string& bytes) {
   }
 }
 
-Command run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = op;
-  c.out = out;
-  c.n_inputs = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs[i] = inputs[i];
-  c.attrs = std::move(attrs);
+cmd::RunOp run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
+  cmd::RunOp c{.op = op, .out = out, .attrs = std::move(attrs)};
+  c.inputs.n = static_cast<uint8_t>(inputs.size());
+  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs.ids[i] = inputs[i];
   return c;
 }
-Command inplace(OpId op, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
-  Command c = run_op(op, kNoTensor, std::move(inputs), std::move(attrs));
+cmd::RunOp inplace(OpId op, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
+  cmd::RunOp c = run_op(op, kNoTensor, std::move(inputs), std::move(attrs));
   c.inplace = true;
   return c;
 }
-Command put(TensorId out, DType dtype, Shape shape, uint32_t payload) {
-  Command c;
-  c.type = CmdType::Put;
-  c.out = out;
-  c.meta = TensorMeta::contiguous(dtype, shape);
-  c.payload = payload;
+cmd::Put put(TensorId out, DType dtype, Shape shape, uint32_t payload) {
+  return cmd::Put{.out = out, .meta = TensorMeta::contiguous(dtype, shape), .payload = payload};
+}
+template <class C>
+C with_input(TensorId input, uint64_t request = 0) {
+  C c;
+  c.input = input;
+  if constexpr (requires { c.request; }) c.request = request;
   return c;
 }
-Command with_input(CmdType type, TensorId input, uint64_t request = 0) {
-  Command c;
-  c.type = type;
-  c.inputs[0] = input;
-  c.n_inputs = 1;
-  c.request = request;
-  return c;
-}
-Command request(CmdType type, uint64_t req) {
-  Command c;
-  c.type = type;
+template <class C>
+C request(uint64_t req) {
+  C c;
   c.request = req;
   return c;
 }
-Command on_stream(CmdType type, uint32_t stream) {
-  Command c;
-  c.type = type;
+template <class C>
+C on_stream(uint32_t stream) {
+  C c;
   c.stream = stream;
   return c;
 }
-Command event_cmd(CmdType type, uint64_t event, uint32_t stream = 0, uint64_t req = 0) {
-  Command c;
-  c.type = type;
+template <class C>
+C event_cmd(uint64_t event, uint32_t stream = 0, uint64_t req = 0) {
+  C c;
   c.event = event;
   c.stream = stream;
-  c.request = req;
+  if constexpr (requires { c.request; }) c.request = req;
   return c;
 }
-Command peer_cmd(CmdType type, uint32_t peer, uint64_t token) {
-  Command c;
-  c.type = type;
+template <class C>
+C peer_cmd(uint32_t peer, uint64_t token) {
+  C c;
   c.peer = peer;
   c.token = token;
   return c;
@@ -199,7 +189,7 @@ void write_findings(const fs::path& dir) {
   OpAttrs huge;
   huge.ints = {-1, int64_t{1} << 48, int64_t{1} << 45};
   Batch v{{put(1, DType::Float32, {4}, 1), run_op(OpId::view, 2, {1}, huge),
-           run_op(OpId::reshape, 3, {1}, huge), request(CmdType::Sync, 1)}};
+           run_op(OpId::reshape, 3, {1}, huge), request<cmd::Sync>(1)}};
   write(dir / "worker_batch" / "regress-2-resolve-shape-overflow-view", worker_input(v, {16}));
 
   // Finding 3 (fixed with dtr::saturating_cast): a float too large for an integer dtype,
@@ -208,7 +198,7 @@ void write_findings(const fs::path& dir) {
   OpAttrs to_int;
   to_int.dtype = DType::Int32;
   Batch f{{run_op(OpId::full, 1, {}, big), run_op(OpId::to, 2, {1}, to_int),
-           with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}};
+           with_input<cmd::Get>(2, 1), request<cmd::Sync>(2)}};
   write(dir / "worker_batch" / "regress-3-float-to-int-overflow", worker_input(f, {}));
 }
 
@@ -233,15 +223,15 @@ int main(int argc, char** argv) {
   fs::create_directories(s.dir_codec);
 
   // Puts, a broadcast add, a get and a sync.
-  s.batch("put-add-get",
-          Batch{{put(1, DType::Float32, {2, 3}, 1), put(2, DType::Float32, {3}, 2),
-                 run_op(OpId::add, 3, {1, 2}), with_input(CmdType::Get, 3, 11),
-                 request(CmdType::Sync, 12)}},
-          {24, 12});
+  s.batch(
+      "put-add-get",
+      Batch{{put(1, DType::Float32, {2, 3}, 1), put(2, DType::Float32, {3}, 2),
+             run_op(OpId::add, 3, {1, 2}), with_input<cmd::Get>(3, 11), request<cmd::Sync>(12)}},
+      {24, 12});
   // The same with misaligned payloads (the session copies instead of wrapping).
   s.batch("put-misaligned",
           Batch{{put(1, DType::Float64, {2, 2}, 1), put(2, DType::Int64, {2}, 2),
-                 run_op(OpId::mul, 3, {1, 2}), with_input(CmdType::Get, 3, 1)}},
+                 run_op(OpId::mul, 3, {1, 2}), with_input<cmd::Get>(3, 1)}},
           {32, 16}, 0, 0, 1);
 
   // Every op of the table, one batch per op kind, on float32 [4, 4] and [4] inputs.
@@ -263,12 +253,12 @@ int main(int argc, char** argv) {
         b.commands.push_back(inplace(d.id, in, attrs_for(d)));
       } else {
         b.commands.push_back(run_op(d.id, out, in, attrs_for(d)));
-        b.commands.push_back(with_input(CmdType::Get, out, out));
+        b.commands.push_back(with_input<cmd::Get>(out, out));
         if (d.has_inplace_form) b.commands.push_back(inplace(d.id, in, attrs_for(d)));
         ++out;
       }
     }
-    b.commands.push_back(request(CmdType::Sync, 99));
+    b.commands.push_back(request<cmd::Sync>(99));
     s.batch("ops-" + name, b, {64, 16}, 0, 0, 2);
   }
   // Scalar operands, dtype promotion, int and bool tensors.
@@ -285,7 +275,7 @@ int main(int argc, char** argv) {
                run_op(OpId::add, 3, {1}, sc), run_op(OpId::div, 4, {1, 2}),
                run_op(OpId::pow, 5, {1}, first), run_op(OpId::to, 6, {1}, to_bool),
                run_op(OpId::sum, 7, {6}), inplace(OpId::add, {1, 2}), run_op(OpId::argmax, 8, {1}),
-               with_input(CmdType::Get, 5, 1), request(CmdType::Sync, 2)}},
+               with_input<cmd::Get>(5, 1), request<cmd::Sync>(2)}},
         {16, 16}, 0, 0, 4);
   }
   // float16 and bfloat16: puts, a mixed promotion (float16 + bfloat16 = float32), a matmul,
@@ -299,8 +289,8 @@ int main(int argc, char** argv) {
             Batch{{put(1, DType::Float16, {2, 2}, 1), put(2, DType::BFloat16, {2, 2}, 2),
                    run_op(OpId::add, 3, {1, 2}), run_op(OpId::matmul, 4, {1, 1}),
                    run_op(OpId::sum, 5, {2}), run_op(OpId::to, 6, {3}, to_half),
-                   run_op(OpId::to, 7, {6}, to_bf16), with_input(CmdType::Get, 4, 1),
-                   request(CmdType::Sync, 2)}},
+                   run_op(OpId::to, 7, {6}, to_bf16), with_input<cmd::Get>(4, 1),
+                   request<cmd::Sync>(2)}},
             {8, 8}, 0, 0, 4);
   }
   // Failures: unknown input, reused and zero ids, free of an unknown id, a failing op and
@@ -312,140 +302,128 @@ int main(int argc, char** argv) {
             Batch{{put(1, DType::Float32, {2, 2}, 1), run_op(OpId::neg, 2, {77}),
                    run_op(OpId::neg, 1, {1}), run_op(OpId::neg, 0, {1}),
                    run_op(OpId::view, 3, {1}, bad_view), run_op(OpId::exp, 4, {3}),
-                   inplace(OpId::neg, {3}), with_input(CmdType::Free, 55),
-                   with_input(CmdType::Get, 4, 5), with_input(CmdType::Free, 1),
-                   run_op(OpId::neg, 5, {1}), request(CmdType::Sync, 6)}},
+                   inplace(OpId::neg, {3}), with_input<cmd::Free>(55), with_input<cmd::Get>(4, 5),
+                   with_input<cmd::Free>(1), run_op(OpId::neg, 5, {1}), request<cmd::Sync>(6)}},
             {16}, kTwice);
   }
   // Streams and events.
   s.batch("streams-events",
-          Batch{{on_stream(CmdType::CreateStream, 1), put(1, DType::Float32, {4}, 1),
-                 event_cmd(CmdType::Record, 5, 0), event_cmd(CmdType::WaitEvent, 5, 1),
+          Batch{{on_stream<cmd::CreateStream>(1), put(1, DType::Float32, {4}, 1),
+                 event_cmd<cmd::Record>(5, 0), event_cmd<cmd::WaitEvent>(5, 1),
                  [] {
-                   Command c = run_op(OpId::sin, 2, {1});
+                   auto c = run_op(OpId::sin, 2, {1});
                    c.stream = 1;
                    return c;
                  }(),
-                 event_cmd(CmdType::Record, 6, 1), event_cmd(CmdType::EventQuery, 6, 0, 7),
-                 event_cmd(CmdType::EventSync, 6, 0, 8), event_cmd(CmdType::DestroyEvent, 5),
-                 event_cmd(CmdType::WaitEvent, 99, 0), on_stream(CmdType::DestroyStream, 1),
-                 on_stream(CmdType::DestroyStream, 0), on_stream(CmdType::CreateStream, 0),
-                 with_input(CmdType::Get, 2, 9), request(CmdType::Stats, 10),
-                 request(CmdType::Sync, 11)}},
+                 event_cmd<cmd::Record>(6, 1), event_cmd<cmd::EventQuery>(6, 0, 7),
+                 event_cmd<cmd::EventSync>(6, 0, 8), event_cmd<cmd::DestroyEvent>(5),
+                 event_cmd<cmd::WaitEvent>(99, 0), on_stream<cmd::DestroyStream>(1),
+                 on_stream<cmd::DestroyStream>(0), on_stream<cmd::CreateStream>(0),
+                 with_input<cmd::Get>(2, 9), request<cmd::Stats>(10), request<cmd::Sync>(11)}},
           {16});
   {
-    Command timed = event_cmd(CmdType::Record, 1, 2);
+    auto timed = event_cmd<cmd::Record>(1, 2);
     timed.timing = true;
-    Command bad_stream = run_op(OpId::neg, 3, {1});
+    auto bad_stream = run_op(OpId::neg, 3, {1});
     bad_stream.stream = 9;
-    s.batch(
-        "events-timing",
-        Batch{{on_stream(CmdType::CreateStream, 2), put(1, DType::Float32, {4}, 1), timed,
-               event_cmd(CmdType::Record, 0), bad_stream, event_cmd(CmdType::EventSync, 1, 0, 2),
-               event_cmd(CmdType::EventQuery, 42, 0, 3), request(CmdType::Sync, 4)}},
-        {16});
+    s.batch("events-timing",
+            Batch{{on_stream<cmd::CreateStream>(2), put(1, DType::Float32, {4}, 1), timed,
+                   event_cmd<cmd::Record>(0), bad_stream, event_cmd<cmd::EventSync>(1, 0, 2),
+                   event_cmd<cmd::EventQuery>(42, 0, 3), request<cmd::Sync>(4)}},
+            {16});
   }
   // Cross-node waits: a notification to node 1 when an event's record is done, and a wait
   // for node 1's token, which the harness delivers after the batch.
   {
-    Command notify = peer_cmd(CmdType::NotifyPeer, 1, 3);
+    auto notify = peer_cmd<cmd::NotifyPeer>(1, 3);
     notify.event = 5;
-    Command bad_peer = peer_cmd(CmdType::NotifyPeer, 0, 4);
+    auto bad_peer = peer_cmd<cmd::NotifyPeer>(0, 4);
     bad_peer.event = 5;
     s.batch("peer-wait",
-            Batch{{put(1, DType::Float32, {4}, 1), event_cmd(CmdType::Record, 5), notify, bad_peer,
-                   peer_cmd(CmdType::WaitRemote, 1, 3), run_op(OpId::cos, 2, {1}),
-                   with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}},
+            Batch{{put(1, DType::Float32, {4}, 1), event_cmd<cmd::Record>(5), notify, bad_peer,
+                   peer_cmd<cmd::WaitRemote>(1, 3), run_op(OpId::cos, 2, {1}),
+                   with_input<cmd::Get>(2, 1), request<cmd::Sync>(2)}},
             {16}, kNotifyAfter, 3);
-    s.batch("peer-wait-before",
-            Batch{{peer_cmd(CmdType::WaitRemote, 1, 3), request(CmdType::Sync, 2)}}, {},
+    s.batch("peer-wait-before", Batch{{peer_cmd<cmd::WaitRemote>(1, 3), request<cmd::Sync>(2)}}, {},
             kNotifyBefore | kNotifyFailed, 3);
     s.batch("peer-no-setup",
-            Batch{{notify, peer_cmd(CmdType::WaitRemote, 1, 3), request(CmdType::Sync, 2)}}, {},
+            Batch{{notify, peer_cmd<cmd::WaitRemote>(1, 3), request<cmd::Sync>(2)}}, {},
             kNoSetup | kNotifyAfter, 3);
   }
   // Copies between nodes: a SendPeer to node 1 comes back (loop-back) as node 1's copy for
   // a RecvPeer of the same token; a RecvPeer fed from payload frame 1 by the harness.
   {
-    Command send = peer_cmd(CmdType::SendPeer, 1, 7);
-    send.inputs[0] = 1;
-    send.n_inputs = 1;
-    Command recv = peer_cmd(CmdType::RecvPeer, 1, 7);
+    auto send = peer_cmd<cmd::SendPeer>(1, 7);
+    send.input = 1;
+    auto recv = peer_cmd<cmd::RecvPeer>(1, 7);
     recv.out = 2;
     recv.meta = TensorMeta::contiguous(DType::Float32, {2, 3});
-    Command recv_wrong = recv;
+    auto recv_wrong = recv;
     recv_wrong.token = 8;
     recv_wrong.out = 3;
     recv_wrong.meta = TensorMeta::contiguous(DType::Float32, {7});
-    Command send_missing = peer_cmd(CmdType::SendPeer, 1, 8);
-    send_missing.inputs[0] = 66;
-    send_missing.n_inputs = 1;
+    auto send_missing = peer_cmd<cmd::SendPeer>(1, 8);
+    send_missing.input = 66;
     s.batch("peer-copy-loopback",
             Batch{{put(1, DType::Float32, {2, 3}, 1), send, recv, send_missing, recv_wrong,
-                   run_op(OpId::add, 4, {1, 2}), with_input(CmdType::Get, 4, 1),
-                   with_input(CmdType::Get, 3, 2), request(CmdType::Sync, 3)}},
+                   run_op(OpId::add, 4, {1, 2}), with_input<cmd::Get>(4, 1),
+                   with_input<cmd::Get>(3, 2), request<cmd::Sync>(3)}},
             {24}, kLoopBack);
-    Command recv5 = peer_cmd(CmdType::RecvPeer, 1, 5);
+    auto recv5 = peer_cmd<cmd::RecvPeer>(1, 5);
     recv5.out = 1;
     recv5.meta = TensorMeta::contiguous(DType::Int32, {2, 2});
-    s.batch("peer-copy-notify",
-            Batch{{put(9, DType::Int32, {2, 2}, 1), recv5, run_op(OpId::neg, 2, {1}),
-                   run_op(OpId::add, 3, {1, 9}), with_input(CmdType::Get, 3, 1),
-                   request(CmdType::Sync, 2)}},
-            {16}, kNotifyAfter | kNotifyPayload, 5);
+    s.batch(
+        "peer-copy-notify",
+        Batch{{put(9, DType::Int32, {2, 2}, 1), recv5, run_op(OpId::neg, 2, {1}),
+               run_op(OpId::add, 3, {1, 9}), with_input<cmd::Get>(3, 1), request<cmd::Sync>(2)}},
+        {16}, kNotifyAfter | kNotifyPayload, 5);
   }
   // Collectives: without a process group every one fails, naming why.
   {
-    Command group;
-    group.type = CmdType::NewGroup;
+    cmd::NewGroup group;
     group.group = 4;
     group.ranks = {0, 1};
-    Command coll;
-    coll.type = CmdType::Collective;
-    coll.collective = CollectiveKind::AllReduce;
-    coll.inputs[0] = 1;
-    coll.n_inputs = 1;
-    Command gather = coll;
-    gather.collective = CollectiveKind::AllGather;
+    cmd::Collective coll;
+    coll.kind = CollectiveKind::AllReduce;
+    coll.input = 1;
+    auto gather = coll;
+    gather.kind = CollectiveKind::AllGather;
     gather.out = 2;
     gather.meta = TensorMeta::contiguous(DType::Float32, {2, 4});
     gather.group = 4;
-    Command scatter = gather;
-    scatter.collective = CollectiveKind::ReduceScatter;
+    auto scatter = gather;
+    scatter.kind = CollectiveKind::ReduceScatter;
     scatter.out = 3;
     scatter.meta = TensorMeta::contiguous(DType::Float32, {2});
-    Command bcast = coll;
-    bcast.collective = CollectiveKind::Broadcast;
+    auto bcast = coll;
+    bcast.kind = CollectiveKind::Broadcast;
     bcast.root = 1;
     s.batch("collectives",
             Batch{{put(1, DType::Float32, {4}, 1), group, coll, gather, scatter, bcast,
-                   with_input(CmdType::Get, 2, 1), request(CmdType::Sync, 2)}},
+                   with_input<cmd::Get>(2, 1), request<cmd::Sync>(2)}},
             {16});
   }
   {
     // Devices (protocol 3): creation on cuda:0, a move there and back, device stats; on a
     // worker without that device each fails naming it.
-    Command full;
-    full.type = CmdType::RunOp;
+    cmd::RunOp full;
     full.op = OpId::full;
     full.attrs = creation::full({4}, 2.0, DType::Float32);
     full.out = 1;
     full.device = 0;
-    Command to_gpu;
-    to_gpu.type = CmdType::ToDevice;
-    to_gpu.inputs[0] = 2;
-    to_gpu.n_inputs = 1;
+    cmd::ToDevice to_gpu;
+    to_gpu.input = 2;
     to_gpu.out = 3;
     to_gpu.device = 0;
-    Command to_cpu = to_gpu;
-    to_cpu.inputs[0] = 3;
+    auto to_cpu = to_gpu;
+    to_cpu.input = 3;
     to_cpu.out = 4;
     to_cpu.device = -1;
-    Command stats = request(CmdType::Stats, 5);
+    auto stats = request<cmd::Stats>(5);
     stats.device = 0;
     s.batch("devices",
-            Batch{{full, put(2, DType::Float32, {4}, 1), to_gpu, to_cpu,
-                   with_input(CmdType::Get, 4, 3), stats, request(CmdType::Sync, 6)}},
+            Batch{{full, put(2, DType::Float32, {4}, 1), to_gpu, to_cpu, with_input<cmd::Get>(4, 3),
+                   stats, request<cmd::Sync>(6)}},
             {16});
   }
 

@@ -19,8 +19,7 @@
 #include "worker/session.hpp"
 
 using namespace dtr;
-using dtr::protocol::CmdType;
-using dtr::protocol::Command;
+namespace cmd = dtr::protocol::cmd;
 
 namespace {
 bool contains(const std::string& s, const std::string& part) {
@@ -65,33 +64,17 @@ TEST_CASE("a session fails commands naming a CUDA device its worker lacks") {
       },
       o);
   const int missing = o.devices;  // one past the last device this machine has
-  Command full;
-  full.type = CmdType::RunOp;
-  full.op = OpId::full;
-  full.attrs = creation::full({4}, 1.0, DType::Float32);
-  full.out = 1;
-  full.device = missing;
-  Command cpu = full;  // the same on the CPU, beside it
+  cmd::RunOp full{.op = OpId::full,
+                  .out = 1,
+                  .attrs = creation::full({4}, 1.0, DType::Float32),
+                  .device = missing};
+  cmd::RunOp cpu = full;  // the same on the CPU, beside it
   cpu.out = 2;
   cpu.device = -1;
-  Command move;
-  move.type = CmdType::ToDevice;
-  move.inputs[0] = 2;
-  move.n_inputs = 1;
-  move.out = 3;
-  move.device = missing;
-  Command get;
-  get.type = CmdType::Get;
-  get.inputs[0] = 2;
-  get.n_inputs = 1;
-  get.request = 10;
-  Command stats;
-  stats.type = CmdType::Stats;
-  stats.request = 11;
-  stats.device = missing;
-  Command sync;
-  sync.type = CmdType::Sync;
-  sync.request = 12;
+  cmd::ToDevice move{.input = 2, .out = 3, .device = missing};
+  cmd::Get get{.input = 2, .request = 10};
+  cmd::Stats stats{.request = 11, .device = missing};
+  cmd::Sync sync{.request = 12};
   auto batch = std::make_shared<protocol::Batch>();
   batch->commands = {full, cpu, move, get, stats, sync};
   session.run(batch, {});

@@ -22,6 +22,7 @@ using dtr::local::Tensor;
 using protocol::Batch;
 using protocol::CmdType;
 using protocol::Command;
+namespace cmd = protocol::cmd;
 using protocol::RemoteFailure;
 using protocol::Reply;
 using protocol::ReplyType;
@@ -32,55 +33,36 @@ using worker::Session;
 
 // ---- commands ----
 
-Command op(OpId id, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
-  Command c;
-  c.type = CmdType::RunOp;
-  c.op = id;
-  c.out = out;
-  c.n_inputs = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) c.inputs[i] = inputs[i];
-  c.attrs = std::move(attrs);
+cmd::RunOp op(OpId id, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
+  cmd::RunOp c{.op = id, .out = out, .attrs = std::move(attrs)};
+  c.inputs.n = static_cast<uint8_t>(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) c.inputs.ids[i] = inputs[i];
   return c;
 }
 
-Command inplace(OpId id, TensorId self, std::vector<TensorId> others, OpAttrs attrs = {}) {
+cmd::RunOp inplace(OpId id, TensorId self, std::vector<TensorId> others, OpAttrs attrs = {}) {
   others.insert(others.begin(), self);
-  Command c = op(id, protocol::kNoTensor, others, std::move(attrs));
+  cmd::RunOp c = op(id, protocol::kNoTensor, others, std::move(attrs));
   c.inplace = true;
   return c;
 }
 
-Command put(TensorId out, const TensorMeta& meta, uint32_t frame) {
-  Command c;
-  c.type = CmdType::Put;
-  c.out = out;
-  c.meta = meta;
-  c.payload = frame;
-  return c;
+cmd::Put put(TensorId out, const TensorMeta& meta, uint32_t frame) {
+  return cmd::Put{.out = out, .meta = meta, .payload = frame};
 }
 
-Command get(TensorId id, uint64_t request) {
-  Command c;
-  c.type = CmdType::Get;
-  c.inputs[0] = id;
-  c.n_inputs = 1;
-  c.request = request;
-  return c;
+cmd::Get get(TensorId id, uint64_t request) {
+  return cmd::Get{.input = id, .request = request};
 }
 
-Command free_cmd(TensorId id) {
-  Command c;
-  c.type = CmdType::Free;
-  c.inputs[0] = id;
-  c.n_inputs = 1;
-  return c;
+cmd::Free free_cmd(TensorId id) {
+  return cmd::Free{.input = id};
 }
 
+// A Sync or Stats command.
 Command request(CmdType type, uint64_t request) {
-  Command c;
-  c.type = type;
-  c.request = request;
-  return c;
+  if (type == CmdType::Stats) return cmd::Stats{.request = request};
+  return cmd::Sync{.request = request};
 }
 
 OpAttrs ints(Dims values) {
@@ -457,11 +439,11 @@ TEST_SUITE("worker/session") {
   TEST_CASE("commands on a stream that does not exist fail but are answered") {
     Harness h;
     h.put_tensor(1, iota({2}));
-    Command g = get(1, 5);
+    auto g = get(1, 5);
     g.stream = 3;
-    Command n = op(OpId::neg, 2, {1});
+    auto n = op(OpId::neg, 2, {1});
     n.stream = 3;
-    Command s = request(CmdType::Stats, 6);
+    cmd::Stats s{.request = 6};
     s.stream = 3;
     std::vector<Outgoing> out = h.run({n, g, s});
     REQUIRE(out.size() == 2);
@@ -475,9 +457,9 @@ TEST_SUITE("worker/session") {
 
   TEST_CASE("in-place command without inputs, and with an output id") {
     Harness h;
-    Command c = op(OpId::fill_, protocol::kNoTensor, {}, scalar(1.0));
+    auto c = op(OpId::fill_, protocol::kNoTensor, {}, scalar(1.0));
     c.inplace = true;
-    Command named = inplace(OpId::neg, 1, {});
+    auto named = inplace(OpId::neg, 1, {});
     named.out = 5;
     h.put_tensor(1, iota({2}));
     h.run({c, named});
@@ -492,23 +474,18 @@ TEST_SUITE("worker/session") {
 
   TEST_CASE("stream and event bookkeeping errors are failures naming the stream or event") {
     Harness h;
-    auto on = [](Command c, uint32_t stream) {
+    auto on = [](auto c, uint32_t stream) -> Command {
       c.stream = stream;
       return c;
     };
-    Command create;
-    create.type = CmdType::CreateStream;
-    Command destroy;
-    destroy.type = CmdType::DestroyStream;
-    Command wait;
-    wait.type = CmdType::WaitEvent;
+    cmd::CreateStream create;
+    cmd::DestroyStream destroy;
+    cmd::WaitEvent wait;
     wait.event = 12;
-    Command notify;
-    notify.type = CmdType::NotifyPeer;
+    cmd::NotifyPeer notify;
     notify.event = 1;
     notify.peer = 1;
-    Command record;
-    record.type = CmdType::Record;
+    cmd::Record record;
     record.event = 0;
     h.run({on(create, 0), on(create, 4), on(create, 4), on(destroy, 0), on(destroy, 9), wait,
            notify, record});
@@ -522,8 +499,7 @@ TEST_SUITE("worker/session") {
     CHECK(contains(f[5].message, "no peer table"));
     CHECK(contains(f[6].message, "event id 0 is not a valid id"));
     // A query of an unknown event is answered with the failure.
-    Command query;
-    query.type = CmdType::EventQuery;
+    cmd::EventQuery query;
     query.event = 77;
     query.request = 5;
     std::vector<Outgoing> out = h.run({query});
@@ -539,10 +515,9 @@ TEST_SUITE("worker/session") {
   TEST_CASE("a wait orders a stream after another stream's record") {
     Harness h(2);
     h.put_tensor(1, iota({64, 64}));
-    Command create;
-    create.type = CmdType::CreateStream;
+    cmd::CreateStream create;
     create.stream = 1;
-    Command create2 = create;
+    auto create2 = create;
     create2.stream = 2;
     h.run({create, create2, op(OpId::full, 2, {}, scalar(0.0))});
     for (int rep = 0; rep < 20; ++rep) {
@@ -550,24 +525,22 @@ TEST_SUITE("worker/session") {
       std::vector<Command> cmds;
       TensorId id = 100;
       for (int i = 0; i < 4; ++i) {
-        Command m = op(OpId::matmul, id, {1, 1});
+        auto m = op(OpId::matmul, id, {1, 1});
         m.stream = 1;
         cmds.push_back(m);
         ++id;
       }
-      Command s = op(OpId::sum, 50, {id - 1}, ints({}));
+      auto s = op(OpId::sum, 50, {id - 1}, ints({}));
       s.stream = 1;
-      Command add = inplace(OpId::add, 2, {50});
+      auto add = inplace(OpId::add, 2, {50});
       add.stream = 1;
-      Command rec;
-      rec.type = CmdType::Record;
+      cmd::Record rec;
       rec.stream = 1;
       rec.event = 5;
-      Command w;
-      w.type = CmdType::WaitEvent;
+      cmd::WaitEvent w;
       w.stream = 2;
       w.event = 5;
-      Command copy = op(OpId::mul, 60, {2}, scalar(1.0));
+      auto copy = op(OpId::mul, 60, {2}, scalar(1.0));
       copy.stream = 2;
       cmds.insert(cmds.end(), {s, add, rec, w, copy});
       for (TensorId t = 100; t < id; ++t) cmds.push_back(free_cmd(t));
@@ -587,8 +560,7 @@ TEST_SUITE("worker/session") {
     h.put_tensor(1, iota({4}));
     // Notification first (a fast peer), then the wait: the stream does not block.
     CHECK(h.session.notify(peer_notify(0xABC, 0, 41)));
-    Command w;
-    w.type = CmdType::WaitRemote;
+    cmd::WaitRemote w;
     w.peer = 0;
     w.token = 41;
     h.run({w, op(OpId::neg, 2, {1})});
@@ -596,7 +568,7 @@ TEST_SUITE("worker/session") {
     // Wait first: the stream parks, later commands wait, then the notification frees it.
     w.token = 42;
     h.run({w, op(OpId::neg, 3, {2})});
-    Command g = get(3, 9);
+    auto g = get(3, 9);
     CHECK(h.run({g}).empty());  // behind the wait on the same stream
     CHECK(h.session.notify(peer_notify(0xABC, 2, 42)));
     REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
@@ -619,17 +591,14 @@ TEST_SUITE("worker/session") {
   TEST_CASE("NotifyPeer sends the notification when the record has run, not before") {
     Harness h;
     h.session.setup(0, 2, 7);
-    Command rec;
-    rec.type = CmdType::Record;
+    cmd::Record rec;
     rec.event = 3;
-    Command notify;
-    notify.type = CmdType::NotifyPeer;
+    cmd::NotifyPeer notify;
     notify.event = 3;
     notify.peer = 1;
     notify.token = 99;
     // The record is behind a cross-node wait of its own, so it cannot have run.
-    Command w;
-    w.type = CmdType::WaitRemote;
+    cmd::WaitRemote w;
     w.peer = 1;
     w.token = 5;
     h.run({w, rec, notify});
@@ -654,8 +623,7 @@ TEST_SUITE("worker/session") {
   TEST_CASE("a session with parked streams and queued work ends cleanly") {
     Harness h;
     h.session.setup(0, 2, 1);
-    Command w;
-    w.type = CmdType::WaitRemote;
+    cmd::WaitRemote w;
     w.peer = 1;
     w.token = 1;
     h.put_tensor(1, iota({8}));
@@ -668,10 +636,8 @@ TEST_SUITE("worker/session") {
     Harness h;
     h.session.setup(0, 2, 5);
     h.put_tensor(1, iota({2, 3}));
-    Command send;
-    send.type = CmdType::SendPeer;
-    send.inputs[0] = 1;
-    send.n_inputs = 1;
+    cmd::SendPeer send;
+    send.input = 1;
     send.peer = 1;
     send.token = 70;
     h.run({send});
@@ -682,7 +648,7 @@ TEST_SUITE("worker/session") {
     check_equal<float>(sent[0].payloads[0], iota({2, 3}));
     CHECK(protocol::decode_peer_notify(sent[0].header).token == 70);
     // An unknown source still tells the receiver, which would otherwise wait forever.
-    send.inputs[0] = 99;
+    send.input = 99;
     send.token = 71;
     h.run({send});
     sent = h.take_peer_messages();
@@ -692,8 +658,7 @@ TEST_SUITE("worker/session") {
     CHECK(contains(n.failure.message, "tensor %99 does not exist"));
 
     // Receiving: the right bytes make a tensor; a wrong size fails naming both sizes.
-    Command recv;
-    recv.type = CmdType::RecvPeer;
+    cmd::RecvPeer recv;
     recv.out = 10;
     recv.meta = TensorMeta::contiguous(DType::Float32, {2, 3});
     recv.peer = 1;

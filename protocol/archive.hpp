@@ -1,0 +1,103 @@
+// Cereal archives over memory, for the codec (protocol/codec.cpp): the byte layout of
+// cereal's PortableBinary archives (one endianness byte, then each value in that byte
+// order; these write little-endian) without a std::streambuf call per field. Output
+// appends to a std::string; input reads from a span and throws cereal::Exception when a
+// value runs past its end.
+//
+// Thread safety: an archive belongs to one thread.
+#pragma once
+
+#include <bit>
+#include <cereal/cereal.hpp>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace dtr::protocol {
+
+namespace archive_detail {
+inline constexpr bool kHostLittle = std::endian::native == std::endian::little;
+inline void swap_each(char* p, std::streamsize size, std::streamsize width) {
+  for (std::streamsize i = 0; i + width <= size; i += width)
+    for (std::streamsize j = 0; j < width / 2; ++j) std::swap(p[i + j], p[i + width - 1 - j]);
+}
+}  // namespace archive_detail
+
+class StringOutputArchive
+    : public cereal::OutputArchive<StringOutputArchive, cereal::AllowEmptyClassElision> {
+ public:
+  // `tag`: write the endianness byte now (false: the caller wrote it already).
+  explicit StringOutputArchive(std::string& out, bool tag = true)
+      : cereal::OutputArchive<StringOutputArchive, cereal::AllowEmptyClassElision>(this),
+        out_(out) {
+    if (tag) out_.push_back(1);  // little-endian, as PortableBinaryOutputArchive on such hosts
+  }
+  template <std::streamsize Width>
+  void saveBinary(const void* data, std::streamsize size) {
+    size_t at = out_.size();
+    out_.append(static_cast<const char*>(data), static_cast<size_t>(size));
+    if constexpr (!archive_detail::kHostLittle)
+      archive_detail::swap_each(out_.data() + at, size, Width);
+  }
+
+ private:
+  std::string& out_;
+};
+
+class SpanInputArchive
+    : public cereal::InputArchive<SpanInputArchive, cereal::AllowEmptyClassElision> {
+ public:
+  explicit SpanInputArchive(std::string_view bytes)
+      : cereal::InputArchive<SpanInputArchive, cereal::AllowEmptyClassElision>(this),
+        p_(bytes.data()),
+        end_(bytes.data() + bytes.size()) {
+    uint8_t little = 0;
+    loadBinary<1>(&little, 1);
+    if (little > 1)
+      throw cereal::Exception("endianness byte " + std::to_string(little) + " is not 0 or 1");
+    swap_ = (little == 1) != archive_detail::kHostLittle;
+  }
+  template <std::streamsize Width>
+  void loadBinary(void* data, std::streamsize size) {
+    if (size < 0 || static_cast<size_t>(size) > left())
+      throw cereal::Exception("Failed to read " + std::to_string(size) +
+                              " bytes from input stream! Read " + std::to_string(left()));
+    std::memcpy(data, p_, static_cast<size_t>(size));
+    p_ += size;
+    if (swap_) archive_detail::swap_each(static_cast<char*>(data), size, Width);
+  }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+
+ private:
+  const char* p_;
+  const char* end_;
+  bool swap_ = false;
+};
+
+template <class T>
+std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_SAVE_FUNCTION_NAME(StringOutputArchive& ar,
+                                                                    const T& t) {
+  static_assert(!std::is_floating_point_v<T> || std::numeric_limits<T>::is_iec559);
+  ar.template saveBinary<sizeof(T)>(std::addressof(t), sizeof(t));
+}
+template <class T>
+std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(SpanInputArchive& ar, T& t) {
+  static_assert(!std::is_floating_point_v<T> || std::numeric_limits<T>::is_iec559);
+  ar.template loadBinary<sizeof(T)>(std::addressof(t), sizeof(t));
+}
+template <class T>
+void CEREAL_SAVE_FUNCTION_NAME(StringOutputArchive& ar, const cereal::BinaryData<T>& bd) {
+  using Item = std::remove_pointer_t<T>;
+  ar.template saveBinary<sizeof(Item)>(bd.data, static_cast<std::streamsize>(bd.size));
+}
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(SpanInputArchive& ar, cereal::BinaryData<T>& bd) {
+  using Item = std::remove_pointer_t<T>;
+  ar.template loadBinary<sizeof(Item)>(bd.data, static_cast<std::streamsize>(bd.size));
+}
+
+}  // namespace dtr::protocol
+
+CEREAL_SETUP_ARCHIVE_TRAITS(dtr::protocol::SpanInputArchive, dtr::protocol::StringOutputArchive)

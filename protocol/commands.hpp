@@ -1,0 +1,447 @@
+// The commands a master sends a worker: one struct per command, holding only its fields.
+//
+// Each struct states, once:
+//   kType    its frozen wire code (CmdType; a code is never reused or renumbered),
+//   kName    the name errors use (RunOp uses its op's name instead),
+//   fields() its fields after `stream`, in wire order, each with the check the decoder
+//            applies to it (a Range, a Limit, the payload rule; bool, OpId, DType,
+//            TensorMeta, OpAttrs and Inputs carry their own rules, see codec.hpp).
+// `Command` is the variant of all of them; the codec (protocol/codec.cpp) encodes and
+// decodes any alternative from its fields(), and the worker has one handler per struct
+// (worker/session.cpp). Adding a command: its struct here (and in `Command`), its handler
+// on the worker, its builder on the master; nothing else.
+//
+// Every command names a stream of its node (0: the default stream). Tensor ids are the
+// master's; 0 is never a tensor. `device`: where the command's tensors live, -1 for the
+// worker's CPU, k for its CUDA device k.
+//
+// Thread safety: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "dtr/op_table.hpp"
+#include "dtr/process_group.hpp"
+#include "dtr/tensor_meta.hpp"
+
+namespace dtr::protocol {
+
+// Limits every decoder enforces before it allocates.
+inline constexpr size_t kMaxCommandsPerBatch = size_t{1} << 20;
+inline constexpr size_t kMaxPayloadFrames = size_t{1} << 16;
+inline constexpr size_t kMaxErrorsPerReply = 4096;
+inline constexpr size_t kMaxStringBytes = size_t{64} << 10;
+inline constexpr size_t kMaxDevices = 256;
+inline constexpr size_t kMaxNodes = 4096;
+// Per session on one worker: user streams, live events, pending cross-node waits.
+inline constexpr size_t kMaxStreams = 1024;
+inline constexpr size_t kMaxEvents = size_t{1} << 20;
+inline constexpr size_t kMaxPendingWaits = size_t{1} << 20;
+
+// Ids name tensors within one session; the master assigns them, 0 is never a tensor.
+using TensorId = uint64_t;
+inline constexpr TensorId kNoTensor = 0;
+
+// Frozen wire codes, one per command struct.
+enum class CmdType : uint8_t {
+  RunOp = 1,
+  Put = 2,
+  Get = 3,
+  Free = 4,
+  Sync = 5,
+  Stats = 6,
+  CreateStream = 7,
+  DestroyStream = 8,
+  Record = 9,
+  WaitEvent = 10,
+  NotifyPeer = 11,
+  WaitRemote = 12,
+  EventQuery = 13,
+  EventSync = 14,
+  DestroyEvent = 15,
+  SendPeer = 16,
+  RecvPeer = 17,
+  NewGroup = 18,
+  Collective = 19,
+  ToDevice = 20
+};
+
+// Master-issued collectives among the session's workers (cmd::Collective).
+enum class CollectiveKind : uint8_t {
+  AllReduce = 1,
+  Broadcast = 2,
+  AllGather = 3,
+  ReduceScatter = 4
+};
+
+// ---- field checks (applied by the decoder; see fields() below) ----
+
+// An integer or enum field must lie in [lo, hi].
+struct Range {
+  int64_t lo;
+  int64_t hi;
+};
+// A list field holds at most `max` items.
+struct Limit {
+  size_t max;
+};
+// A payload frame index: one of this message's frames (1..), referenced by one command.
+struct PayloadRule {};
+// A RunOp's flag byte: the inplace flag and OpAttrs' flags (keepdim, scalar_first, and
+// whether seed and offset follow the attributes), no other bits.
+struct OpFlagsRule {};
+
+inline constexpr Range kDeviceRange{-1, static_cast<int64_t>(kMaxDevices) - 1};
+
+// A RunOp's tensor inputs: n (at most 2) ids.
+struct Inputs {
+  uint8_t n = 0;
+  TensorId ids[2] = {kNoTensor, kNoTensor};
+  friend bool operator==(const Inputs&, const Inputs&) = default;
+};
+
+namespace cmd {
+
+// Runs `op` on `inputs`: into a new tensor `out`, or in place into inputs.ids[0]
+// (`inplace`, out == kNoTensor).
+struct RunOp {
+  static constexpr CmdType kType = CmdType::RunOp;
+  static constexpr std::string_view kName = "op";
+  uint32_t stream = 0;
+  OpId op = OpId::add;
+  bool inplace = false;
+  Inputs inputs{};
+  TensorId out = kNoTensor;
+  OpAttrs attrs{};
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("op", c.op);
+    v("flags", c.inplace, c.attrs, OpFlagsRule{});
+    v("inputs", c.inputs);
+    v("output", c.out);
+    v("attributes", c.attrs);  // all but the flags
+    v("device", c.device, kDeviceRange);
+  }
+  friend bool operator==(const RunOp&, const RunOp&) = default;
+};
+
+// `out` is the tensor whose bytes are payload frame `payload` of the message.
+struct Put {
+  static constexpr CmdType kType = CmdType::Put;
+  static constexpr std::string_view kName = "put";
+  uint32_t stream = 0;
+  TensorId out = kNoTensor;
+  TensorMeta meta{};  // contiguous
+  uint32_t payload = 0;
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("output", c.out);
+    v("meta", c.meta);
+    v("payload frame", c.payload, PayloadRule{});
+    v("device", c.device, kDeviceRange);
+  }
+  friend bool operator==(const Put&, const Put&) = default;
+};
+
+// Answers `request` with the bytes of `input` once `stream` gets there.
+struct Get {
+  static constexpr CmdType kType = CmdType::Get;
+  static constexpr std::string_view kName = "get";
+  uint32_t stream = 0;
+  TensorId input = kNoTensor;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("input", c.input);
+    v("request", c.request);
+  }
+  friend bool operator==(const Get&, const Get&) = default;
+};
+
+// The master dropped its handle of `input`.
+struct Free {
+  static constexpr CmdType kType = CmdType::Free;
+  static constexpr std::string_view kName = "free";
+  uint32_t stream = 0;
+  TensorId input = kNoTensor;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("input", c.input);
+  }
+  friend bool operator==(const Free&, const Free&) = default;
+};
+
+// A barrier over every stream; the reply carries the failures not reported before.
+struct Sync {
+  static constexpr CmdType kType = CmdType::Sync;
+  static constexpr std::string_view kName = "sync";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+  }
+  friend bool operator==(const Sync&, const Sync&) = default;
+};
+
+// A barrier over every stream; the reply carries `device`'s memory figures.
+struct Stats {
+  static constexpr CmdType kType = CmdType::Stats;
+  static constexpr std::string_view kName = "stats";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+    v("device", c.device, kDeviceRange);
+  }
+  friend bool operator==(const Stats&, const Stats&) = default;
+};
+
+// Makes (drops) stream `stream`.
+struct CreateStream {
+  static constexpr CmdType kType = CmdType::CreateStream;
+  static constexpr std::string_view kName = "create_stream";
+  uint32_t stream = 0;
+  template <class S, class V>
+  static void fields(S&, V&) {}
+  friend bool operator==(const CreateStream&, const CreateStream&) = default;
+};
+struct DestroyStream {
+  static constexpr CmdType kType = CmdType::DestroyStream;
+  static constexpr std::string_view kName = "destroy_stream";
+  uint32_t stream = 0;
+  template <class S, class V>
+  static void fields(S&, V&) {}
+  friend bool operator==(const DestroyStream&, const DestroyStream&) = default;
+};
+
+// The event's next record, at this point of `stream` (with its time when `timing`).
+struct Record {
+  static constexpr CmdType kType = CmdType::Record;
+  static constexpr std::string_view kName = "record_event";
+  uint32_t stream = 0;
+  uint64_t event = 0;
+  bool timing = false;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("event", c.event);
+    v("timing flag", c.timing);
+  }
+  friend bool operator==(const Record&, const Record&) = default;
+};
+
+// `stream` waits for the event's latest record (this node).
+struct WaitEvent {
+  static constexpr CmdType kType = CmdType::WaitEvent;
+  static constexpr std::string_view kName = "wait_event";
+  uint32_t stream = 0;
+  uint64_t event = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("event", c.event);
+  }
+  friend bool operator==(const WaitEvent&, const WaitEvent&) = default;
+};
+
+// When the event's latest record completes, tell node `peer` that `token` is done.
+struct NotifyPeer {
+  static constexpr CmdType kType = CmdType::NotifyPeer;
+  static constexpr std::string_view kName = "notify_peer";
+  uint32_t stream = 0;
+  uint64_t event = 0;
+  uint32_t peer = 0;
+  uint64_t token = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("event", c.event);
+    v("peer", c.peer, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
+    v("token", c.token);
+  }
+  friend bool operator==(const NotifyPeer&, const NotifyPeer&) = default;
+};
+
+// `stream` waits for node `peer`'s notification of `token`.
+struct WaitRemote {
+  static constexpr CmdType kType = CmdType::WaitRemote;
+  static constexpr std::string_view kName = "wait_event";
+  uint32_t stream = 0;
+  uint32_t peer = 0;
+  uint64_t token = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("peer", c.peer, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
+    v("token", c.token);
+  }
+  friend bool operator==(const WaitRemote&, const WaitRemote&) = default;
+};
+
+// Answers `request`: whether the event's latest record is done (EventQuery), or once it
+// is (EventSync).
+struct EventQuery {
+  static constexpr CmdType kType = CmdType::EventQuery;
+  static constexpr std::string_view kName = "query_event";
+  uint32_t stream = 0;
+  uint64_t event = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("event", c.event);
+    v("request", c.request);
+  }
+  friend bool operator==(const EventQuery&, const EventQuery&) = default;
+};
+struct EventSync {
+  static constexpr CmdType kType = CmdType::EventSync;
+  static constexpr std::string_view kName = "synchronize_event";
+  uint32_t stream = 0;
+  uint64_t event = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("event", c.event);
+    v("request", c.request);
+  }
+  friend bool operator==(const EventSync&, const EventSync&) = default;
+};
+
+struct DestroyEvent {
+  static constexpr CmdType kType = CmdType::DestroyEvent;
+  static constexpr std::string_view kName = "destroy_event";
+  uint32_t stream = 0;
+  uint64_t event = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("event", c.event);
+  }
+  friend bool operator==(const DestroyEvent&, const DestroyEvent&) = default;
+};
+
+// When `stream` gets there, send the bytes of `input` to node `peer` under `token`
+// (worker to worker).
+struct SendPeer {
+  static constexpr CmdType kType = CmdType::SendPeer;
+  static constexpr std::string_view kName = "send_to_node";
+  uint32_t stream = 0;
+  TensorId input = kNoTensor;
+  uint32_t peer = 0;
+  uint64_t token = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("input", c.input);
+    v("peer", c.peer, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
+    v("token", c.token);
+  }
+  friend bool operator==(const SendPeer&, const SendPeer&) = default;
+};
+
+// `out` (of `meta`, on `device`) is the tensor node `peer` sends under `token`; `stream`
+// waits for it.
+struct RecvPeer {
+  static constexpr CmdType kType = CmdType::RecvPeer;
+  static constexpr std::string_view kName = "recv_from_node";
+  uint32_t stream = 0;
+  TensorId out = kNoTensor;
+  TensorMeta meta{};  // contiguous
+  uint32_t peer = 0;
+  uint64_t token = 0;
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("output", c.out);
+    v("meta", c.meta);
+    v("peer", c.peer, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
+    v("token", c.token);
+    v("device", c.device, kDeviceRange);
+  }
+  friend bool operator==(const RecvPeer&, const RecvPeer&) = default;
+};
+
+// Group `group` of the session's process group, of `ranks` (every node gets it, in the
+// same order).
+struct NewGroup {
+  static constexpr CmdType kType = CmdType::NewGroup;
+  static constexpr std::string_view kName = "new_group";
+  uint32_t stream = 0;
+  uint64_t group = 0;
+  std::vector<uint32_t> ranks{};
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("group", c.group);
+    v("ranks", c.ranks, Limit{kMaxNodes});
+  }
+  friend bool operator==(const NewGroup&, const NewGroup&) = default;
+};
+
+// A collective of `group` (0: the session's whole process group) on `input`; AllGather
+// and ReduceScatter make `out` of `meta`, the others write `input` in place (out 0).
+struct Collective {
+  static constexpr CmdType kType = CmdType::Collective;
+  static constexpr std::string_view kName = "collective";
+  uint32_t stream = 0;
+  uint64_t group = 0;
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  ReduceOp reduce_op = ReduceOp::Sum;
+  int32_t root = 0;  // rank within the group
+  TensorId input = kNoTensor;
+  TensorId out = kNoTensor;
+  TensorMeta meta{};
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("group", c.group);
+    v("kind", c.kind, Range{1, 4});
+    v("reduce op", c.reduce_op, Range{0, 4});
+    v("root", c.root, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
+    v("input", c.input);
+    v("output", c.out);
+    v("meta", c.meta);
+    v("device", c.device, kDeviceRange);
+  }
+  bool makes_tensor() const {
+    return kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter;
+  }
+  friend bool operator==(const Collective&, const Collective&) = default;
+};
+
+// `out` is a copy of `input` on `device`.
+struct ToDevice {
+  static constexpr CmdType kType = CmdType::ToDevice;
+  static constexpr std::string_view kName = "to_device";
+  uint32_t stream = 0;
+  TensorId input = kNoTensor;
+  TensorId out = kNoTensor;
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("input", c.input);
+    v("output", c.out);
+    v("device", c.device, kDeviceRange);
+  }
+  friend bool operator==(const ToDevice&, const ToDevice&) = default;
+};
+
+}  // namespace cmd
+
+using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
+                             cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
+                             cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
+                             cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
+                             cmd::Collective, cmd::ToDevice>;
+
+// The command's wire code, stream, and the name errors use (a RunOp's op name).
+CmdType command_type(const Command& c);
+uint32_t command_stream(const Command& c);
+std::string_view command_name(const Command& c);
+
+struct Batch {
+  std::vector<Command> commands;
+};
+
+}  // namespace dtr::protocol
