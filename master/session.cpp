@@ -2,6 +2,7 @@
 #include "master/session.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -110,6 +111,14 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd_ < 0)
     throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
+  auto watch = [&](zmq::socket_t& socket) {
+    s->socket_fds_.push_back(pollfd{socket.get(zmq::sockopt::fd), POLLIN, 0});
+  };
+  if (s->router_) {
+    watch(*s->router_);
+  } else {
+    for (auto& node : s->nodes_) watch(*node->dealer);
+  }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
   return s;
 }
@@ -276,7 +285,8 @@ void MasterSession::wake() {
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
 }
 
-void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload) {
+void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
+                            bool wake_io) {
   if (closed_.load(std::memory_order_relaxed)) return;
   Node& n = *nodes_[node];
   size_t queued;
@@ -294,7 +304,7 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     queued = n.batch.count();
   }
   work_pending_.store(true);
-  if (sleeping_.exchange(false)) wake();
+  if (wake_io && sleeping_.exchange(false)) wake();
   if (queued >= kBackpressureCommands) {
     while (!closed_.load() && !n.lost.load()) {
       {
@@ -326,20 +336,70 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
     p.node = node;
     future = p.promise.get_future();
   }
-  enqueue(node, c);
+  // Not woken: this thread sends the request and reads the reply itself when it can.
+  enqueue(node, c, nullptr, false);
   // The node may have been marked lost after the check above and before the promise was
   // registered; fail_node() would then have missed it.
   if (n.lost.load()) {
     std::lock_guard lock(pending_mu_);
     if (pending_.erase(request)) throw WorkerLost(n.lost_reason);
   }
-  if (future.wait_for(options_.sync_timeout) != std::future_status::ready) {
+  if (!await_reply(future, Clock::now() + options_.sync_timeout)) {
     std::lock_guard lock(pending_mu_);
     pending_.erase(request);
     throw TimeoutError(fmt::format("node {} ({}) did not answer request {} within {} ms", node,
                                    n.endpoint, request, options_.sync_timeout.count()));
   }
   return future.get();
+}
+
+bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_point deadline) {
+  // How long this thread waits before it looks again at the clock and the I/O lock.
+  constexpr auto kWaitSlice = std::chrono::milliseconds(5);
+  constexpr int kLockSpins = 200;
+  auto ready = [&] {
+    return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  while (!ready()) {
+    Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                              std::chrono::milliseconds(1),
+                          std::chrono::milliseconds(kWaitSlice));
+    std::unique_lock lock(io_mu_, std::try_to_lock);
+    // The I/O thread holds the lock for a flush or a read (microseconds): try again for a
+    // little while before leaving the reply to it.
+    for (int spin = 0; spin < kLockSpins && !lock.owns_lock() && !ready(); ++spin) {
+      std::this_thread::yield();
+      lock.try_lock();
+    }
+    if (ready()) return true;
+    if (!lock.owns_lock() || io_closed_) {
+      // Another thread does the I/O (it flushes this request and reads its reply), or the
+      // session is closing: wait for the reply it hands over.
+      if (lock.owns_lock()) lock.unlock();
+      if (sleeping_.exchange(false)) wake();
+      if (future.wait_for(slice) == std::future_status::ready) return true;
+      continue;
+    }
+    // This thread is the I/O thread until its reply is here: it holds the lock while it
+    // sleeps on the sockets, so nobody else reads them (and takes the wake-up meant for
+    // it); commands other threads queue meanwhile wake it through the wake fd.
+    Clock::time_point until = std::min(deadline, now + std::chrono::milliseconds(kWaitSlice));
+    while (true) {
+      service(true);
+      if (ready()) return true;
+      now = Clock::now();
+      if (now >= until) break;
+      sleeping_.store(true);
+      if (!work_pending_.load())
+        wait_sockets(std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
+                         std::chrono::milliseconds(1),
+                     true);
+      sleeping_.store(false);
+    }
+  }
+  return true;
 }
 
 void MasterSession::enqueue_collective(const std::vector<int>& nodes,
@@ -430,51 +490,77 @@ void MasterSession::flush_all() {
   }
 }
 
-void MasterSession::io_loop() {
-  std::vector<zmq::pollitem_t> items;
-  items.push_back(zmq::pollitem_t{nullptr, wake_fd_, ZMQ_POLLIN, 0});
+void MasterSession::receive_all() {
   if (router_) {
-    items.push_back(zmq::pollitem_t{router_->handle(), 0, ZMQ_POLLIN, 0});
+    receive(*router_, -1);
   } else {
-    for (auto& node : nodes_)
-      items.push_back(zmq::pollitem_t{node->dealer->handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& node : nodes_) receive(*node->dealer, node->index);
   }
-  std::string goodbye = protocol::encode_goodbye();
-  auto receive_all = [&] {
-    if (router_) {
-      receive(*router_, -1);
-    } else {
-      for (auto& node : nodes_) receive(*node->dealer, node->index);
-    }
-  };
+}
+
+void MasterSession::service(bool flush) {
+  if (io_closed_) return;
+  if (flush) {
+    work_pending_.store(false);
+    flush_all();
+  }
+  liveness(Clock::now());
+  // Last: every socket is left read until it has nothing (the rule for sleeping on their
+  // ZMQ_FD, which may only signal again after that).
+  receive_all();
+}
+
+void MasterSession::wait_sockets(std::chrono::milliseconds timeout, bool with_wake) {
+  std::vector<pollfd> fds = socket_fds_;
+  if (with_wake) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+  ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+  if (with_wake && (fds.back().revents & POLLIN)) {
+    uint64_t count;
+    [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
+  }
+}
+
+void MasterSession::io_loop() {
   // While callers keep it busy sending, replies and heartbeats are still read this often.
   constexpr auto kBusyService = std::chrono::milliseconds(20);
   Clock::time_point serviced = Clock::now();
   while (true) {
-    if (work_pending_.exchange(false)) flush_all();
+    if (work_pending_.load()) {
+      std::lock_guard lock(io_mu_);
+      Clock::time_point now = Clock::now();
+      bool full = now - serviced >= kBusyService;
+      if (full) {
+        service(true);
+        serviced = now;
+      } else if (!io_closed_) {
+        work_pending_.store(false);
+        flush_all();
+      }
+    }
     if (stop_.load()) break;
     sleeping_.store(true);
     if (work_pending_.load()) {
       sleeping_.store(false);
-      Clock::time_point now = Clock::now();
-      if (now - serviced >= kBusyService) {
-        receive_all();
-        liveness(now);
-        serviced = now;
-      }
       continue;
     }
-    zmq::poll(items.data(), items.size(), kIdlePoll);
-    sleeping_.store(false);
-    if (items[0].revents & ZMQ_POLLIN) {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
+    {
+      // Whatever a requester left unread (it may have woken this thread's poll for
+      // nothing, or left before a message arrived): read it now, then sleep.
+      std::lock_guard lock(io_mu_);
+      service(false);
+      serviced = Clock::now();
     }
-    receive_all();
-    serviced = Clock::now();
-    liveness(serviced);
+    if (work_pending_.load()) {
+      sleeping_.store(false);
+      continue;
+    }
+    wait_sockets(kIdlePoll, true);
+    sleeping_.store(false);
   }
+  std::lock_guard lock(io_mu_);
+  io_closed_ = true;
   flush_all();
+  std::string goodbye = protocol::encode_goodbye();
   for (auto& node : nodes_)
     if (!node->lost.load()) send_to(*node, goodbye, {});
   // Let ZeroMQ hand the goodbyes to the kernel before the sockets close (linger is 0).

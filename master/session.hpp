@@ -3,11 +3,17 @@
 // User threads encode commands into a per-node batch (under the node's mutex) and wake
 // the I/O thread only when it sleeps; the I/O thread sends whatever has accumulated as
 // one message per node, so commands coalesce by themselves while it is busy. Requests
-// (get, sync, stats) register a promise that the I/O thread fulfils from the reply.
+// (get, sync, stats) register a promise fulfilled from the reply; the requesting thread
+// does the I/O itself while it waits whenever the I/O thread is not doing it (it flushes,
+// then reads the sockets until its reply is there), so a round trip crosses no thread
+// hand-off on the master.
 //
-// Thread safety: every public member may be called from any thread. Each ZeroMQ socket is
-// used only by the I/O thread (after the handshake, which runs before it starts).
+// Thread safety: every public member may be called from any thread. After the handshake
+// (which runs before the I/O thread starts) the ZeroMQ sockets are used only under
+// io_mu_, by the I/O thread or by one waiting requester.
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -73,7 +79,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
                           std::vector<protocol::cmd::Collective> commands);
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
-  void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr);
+  // `wake_io` false: the caller flushes itself (request()).
+  void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr,
+               bool wake_io = true);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
   void check_alive(int node) const;
   // Queues a request command (one with a `request` field, which is set here) and waits for
@@ -94,7 +102,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     std::vector<local::Tensor> payloads;
     std::atomic<bool> lost{false};
     std::string lost_reason;                           // set once, before `lost`
-    std::chrono::steady_clock::time_point last_heard;  // I/O thread only
+    std::chrono::steady_clock::time_point last_heard;  // under io_mu_
   };
 
   explicit MasterSession(const MasterOptions& options);
@@ -103,6 +111,17 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Tells each worker its node index and where the other workers listen for peers.
   void send_setup();
   void io_loop();
+  // One round of the I/O work, under io_mu_: flush the batches (`flush`), heartbeats and
+  // the silence check, then read every socket until it has nothing.
+  void service(bool flush);
+  // Sleeps until a socket (and, with `with_wake`, the wake fd) may have input, or timeout;
+  // without io_mu_.
+  void wait_sockets(std::chrono::milliseconds timeout, bool with_wake);
+  void receive_all();
+  // request(): until `future` is ready or `deadline`, this thread does the I/O itself
+  // whenever the I/O thread is not (it sends the request and takes the reply with no
+  // hand-off between threads); false on timeout.
+  bool await_reply(std::future<ReplyMessage>& future, Clock::time_point deadline);
   void flush_all();
   void send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
   // node < 0: a ROUTER whose first frame names the worker.
@@ -139,7 +158,12 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   };
   std::unordered_map<uint64_t, Pending> pending_;
 
-  Clock::time_point next_heartbeat_;
+  // The sockets are used by whichever thread holds io_mu_: the I/O thread, or a requester
+  // waiting for its reply (request()). They sleep on the sockets' ZMQ_FDs without it.
+  std::mutex io_mu_;
+  bool io_closed_ = false;  // under io_mu_: the sockets are closed
+  std::vector<pollfd> socket_fds_;
+  Clock::time_point next_heartbeat_;  // under io_mu_
   int wake_fd_ = -1;
   std::atomic<bool> work_pending_{false};
   std::atomic<bool> sleeping_{false};
