@@ -215,6 +215,7 @@ struct Server::Impl {
   std::string peer_endpoint;  // connect mode: advertised in HELLO's reply
   std::string pg_host;        // where the sessions' process groups bind
   int wake_fd = -1;
+  std::atomic<std::thread::id> loop_thread{};  // the thread in loop(), while it runs
   std::mutex outbox_mu;
   std::vector<Outgoing> outbox;
   std::vector<std::string> peers;  // the session's peer table (from Setup)
@@ -554,6 +555,9 @@ void Server::Impl::post(Outgoing&& out) {
     std::lock_guard lock(outbox_mu);
     outbox.push_back(std::move(out));
   }
+  // On the loop's own thread (a reply made while it dispatches) the loop sends it before
+  // it sleeps again: no wake-up needed.
+  if (std::this_thread::get_id() == loop_thread.load(std::memory_order_relaxed)) return;
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(wake_fd, &one, sizeof one);
 }
@@ -688,6 +692,11 @@ void Server::Impl::drain_monitor() {
 }
 
 void Server::Impl::loop() {
+  loop_thread.store(std::this_thread::get_id());
+  struct Leave {
+    std::atomic<std::thread::id>& id;
+    ~Leave() { id.store(std::thread::id{}); }
+  } leave{loop_thread};
   Clock::time_point hello_deadline = Clock::now() + opt.connect_timeout;
   std::vector<zmq::pollitem_t> items{{socket.handle(), 0, ZMQ_POLLIN, 0},
                                      {nullptr, wake_fd, ZMQ_POLLIN, 0}};
@@ -706,6 +715,7 @@ void Server::Impl::loop() {
     if (backlogged && session && session->backlog() < kMaxBacklog) backlogged = false;
     items[0].events = backlogged ? 0 : ZMQ_POLLIN;
     if (backlogged) wait = std::min(wait, milliseconds{1});
+    drain_outbox();  // what this thread posted since its last drain (post() did not wake it)
     try {
       zmq::poll(items, wait);
     } catch (const zmq::error_t& e) {
