@@ -195,8 +195,7 @@ InferResult infer_reduce(const OpDef& d, const TensorMeta& x, const OpAttrs& a) 
   if (d.kind == OpKind::Moment && !a.scalars[0].is_none() && a.scalars[0].to_double() < 0)
     fail<InvalidArgument>(d.name, "correction must be >= 0, got {}", a.scalars[0].to_string());
   std::array<bool, kMaxDims> reduce = reduced_dims(d, x, a.ints);
-  bool needs_elements =
-      d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
+  const bool needs_elements = op_keeps_dtype(d.id);  // selects an element: none has no value
   Shape shape;
   for (size_t i = 0; i < x.shape.size(); ++i) {
     if (reduce[i]) {

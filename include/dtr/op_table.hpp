@@ -186,6 +186,34 @@ enum class DTypeRule : uint8_t {
   Attr,          // attrs.dtype
 };
 
+namespace detail {
+// Each op's kind and dtype rule in list order (all_ops() order), for the constexpr
+// properties below.
+inline constexpr OpKind kOpKinds[] = {
+#define DTR_OP_KIND(name, code, kind, rule, doc) OpKind::kind,
+    DTR_OPS(DTR_OP_KIND)
+#undef DTR_OP_KIND
+};
+inline constexpr DTypeRule kOpRules[] = {
+#define DTR_OP_RULE(name, code, kind, rule, doc) DTypeRule::rule,
+    DTR_OPS(DTR_OP_RULE)
+#undef DTR_OP_RULE
+};
+}  // namespace detail
+
+// True for the reductions that keep their input's dtype while they reduce: those that
+// select one of the input's elements (max, min, argmax, argmin; the Reduce ops whose dtype
+// rule is Same or Index). They compare the elements as they are, where the others first
+// convert the input to the result's dtype (sum of int32 in int64, mean of float16 in
+// float32), and they have no value over zero elements. False for any other value.
+constexpr bool op_keeps_dtype(OpId id) {
+  const auto code = static_cast<uint16_t>(id);
+  if (code > kMaxOpCode || detail::kOpIndexOfCode[code] < 0) return false;
+  const int i = detail::kOpIndexOfCode[code];
+  return detail::kOpKinds[i] == OpKind::Reduce &&
+         (detail::kOpRules[i] == DTypeRule::Same || detail::kOpRules[i] == DTypeRule::Index);
+}
+
 // Attributes of one op call: a flat record so that every op travels in one wire format.
 // Which fields an op reads is said in its kind's comment above and in its help text.
 struct OpAttrs {

@@ -330,8 +330,7 @@ void reduce_rows(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Te
 void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
                const local::Tensor& final_out) {
   const local::Tensor& src = in[0];
-  const bool keeps_dtype =
-      d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
+  const bool keeps_dtype = op_keeps_dtype(d.id);
   // float16/bfloat16 reduce as the CPU does: over the input converted to float32 (by the
   // packing copy) into a float32 result, rounded into the 16-bit output at the end.
   DType work = keeps_dtype ? src.dtype() : final_out.dtype();

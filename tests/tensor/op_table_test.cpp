@@ -248,6 +248,35 @@ InferResult infer2(OpId op, const TensorMeta& a, const TensorMeta& b, const OpAt
 
 }  // namespace
 
+TEST_CASE("op table: keeps-dtype reductions are the Reduce ops that select an element") {
+  static_assert(dtr::op_keeps_dtype(OpId::max) && dtr::op_keeps_dtype(OpId::argmin));
+  static_assert(!dtr::op_keeps_dtype(OpId::sum) && !dtr::op_keeps_dtype(OpId::norm));
+  std::set<std::string_view> keeps;
+  for (const dtr::OpDef& op : dtr::all_ops()) {
+    INFO("op: " << std::string(op.name));
+    const bool selects = op.kind == OpKind::Reduce &&
+                         (op.dtype_rule == DTypeRule::Same || op.dtype_rule == DTypeRule::Index);
+    CHECK(dtr::op_keeps_dtype(op.id) == selects);
+    if (dtr::op_keeps_dtype(op.id)) keeps.insert(op.name);
+    if (op.kind != OpKind::Reduce && op.kind != OpKind::Norm && op.kind != OpKind::Moment) continue;
+    // What the property means for the shape rule: the result keeps an int32 input's dtype
+    // (or gives its positions), and a reduction over no element has no value.
+    OpAttrs over_empty;
+    over_empty.ints = {1};
+    const TensorMeta empty = meta(kF32, {2, 0});
+    if (dtr::op_keeps_dtype(op.id)) {
+      const DType want = op.dtype_rule == DTypeRule::Index ? kI64 : kI32;
+      CHECK(infer1(op.id, meta(kI32, {2, 3})).meta.dtype == want);
+      CHECK_THROWS_AS(infer1(op.id, empty, over_empty), dtr::ShapeError);
+    } else {
+      CHECK(infer1(op.id, empty, over_empty).meta.shape == dtr::Shape{2});
+    }
+  }
+  CHECK(keeps == std::set<std::string_view>{"max", "min", "argmax", "argmin"});
+  CHECK_FALSE(dtr::op_keeps_dtype(static_cast<OpId>(dtr::kMaxOpCode + 1)));
+  CHECK_FALSE(dtr::op_keeps_dtype(static_cast<OpId>(0xffff)));
+}
+
 TEST_CASE("infer: result metadata without data") {
   InferResult r = infer2(OpId::add, meta(kF32, {2, 3}), meta(kI32, {3}));
   CHECK(dtr::describe(r.meta) == "float32[2, 3]");
