@@ -24,8 +24,9 @@
 // Nothing here names an op or a parameter: adding an op to the table makes it callable
 // from the REPL.
 //
-// Thread safety: bind_args() and op_attrs() are pure; call_op() is safe from any thread as
-// far as its arguments and the master's handles are.
+// Thread safety: bind_args() is pure, and so is op_attrs() but for a one-element tensor
+// given as a number (to_scalar reads its value); call_op() is safe from any thread as far
+// as its arguments and the master's handles are.
 #pragma once
 
 #include <optional>
@@ -64,9 +65,10 @@ struct BoundArgs {
 BoundArgs bind_args(const OpRef& op, std::vector<Value> args, const Kwargs& kwargs);
 
 // The attributes of a bound call: every parameter but the tensor inputs, plus a Binary
-// op's number operand (not the random draw, which call_op makes). Converts no tensor and
-// sends nothing. Throws TypeError naming the op, the parameter and the usage for a
-// missing required argument or a value of the wrong kind.
+// op's number operand (not the random draw, which call_op makes). Converts no tensor
+// input and sends nothing, but reads a one-element tensor given where a number goes.
+// Throws TypeError naming the op, the parameter and the usage for a missing required
+// argument or a value of the wrong kind.
 OpAttrs op_attrs(const OpRef& op, const BoundArgs& bound);
 
 // Binds, builds inputs and attrs and runs the op: DistributedTensor::create / apply /
