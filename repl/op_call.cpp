@@ -1,4 +1,4 @@
-// Generic op dispatch from the op table's signatures.
+// Generic op dispatch from the op table's declared signatures.
 #include "repl/op_call.hpp"
 
 #include <fmt/format.h>
@@ -12,73 +12,203 @@ namespace dtr::repl {
 
 namespace {
 
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
-}
-
-Value parse_default(const std::string& text) {
+// A default as the signature writes it, as a REPL value: true/false, inf, a dtype, an
+// integer or a float.
+Value parse_default(std::string_view text) {
   if (text == "true") return Value(true);
   if (text == "false") return Value(false);
   if (text == "inf") return Value(std::numeric_limits<double>::infinity());
+  const std::string s(text);
   DType t;
-  if (parse_dtype(text, t)) return Value(t);
+  if (parse_dtype(s, t)) return Value(t);
   char* end = nullptr;
-  long long i = std::strtoll(text.c_str(), &end, 10);
-  if (end && *end == '\0' && !text.empty()) return Value(static_cast<int64_t>(i));
-  double d = std::strtod(text.c_str(), &end);
-  if (end && *end == '\0' && !text.empty()) return Value(d);
-  return Value(text);
-}
-
-OpSignature parse_signature(const OpDef& d) {
-  OpSignature sig;
-  size_t open = d.help.find('('), close = d.help.find(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return sig;
-  sig.text = d.help.substr(0, close + 1);
-  std::string_view inner = d.help.substr(open + 1, close - open - 1);
-  int index = 0;
-  while (!inner.empty()) {
-    size_t comma = inner.find(',');
-    std::string item = trim(inner.substr(0, comma));
-    inner = comma == std::string_view::npos ? std::string_view() : inner.substr(comma + 1);
-    if (item.empty()) continue;
-    OpParam p;
-    if (size_t eq = item.find('='); eq != std::string::npos) {
-      p.name = trim(item.substr(0, eq));
-      p.deflt = parse_default(trim(item.substr(eq + 1)));
-    } else if (item.back() == '?') {
-      p.name = item.substr(0, item.size() - 1);
-      p.optional = true;
-    } else {
-      p.name = item;
-    }
-    if (p.name == "generator") {
-      sig.draws_random = true;
-      continue;
-    }
-    p.tensor = index < d.max_inputs;
-    p.int_list = !p.tensor && (p.name == "shape" || p.name == "dims");
-    sig.params.push_back(std::move(p));
-    ++index;
-  }
-  return sig;
+  long long i = std::strtoll(s.c_str(), &end, 10);
+  if (end && *end == '\0' && !s.empty()) return Value(static_cast<int64_t>(i));
+  double d = std::strtod(s.c_str(), &end);
+  if (end && *end == '\0' && !s.empty()) return Value(d);
+  return Value(s);
 }
 
 bool is_tensor_like(const Value& v) {
   return v.is_tensor() || v.is<ListValue>();
 }
 
-}  // namespace
-
-const OpSignature& op_signature(const OpDef& def) {
-  static const std::vector<OpSignature> sigs = [] {
-    std::vector<OpSignature> out;
-    for (const OpDef& d : all_ops()) out.push_back(parse_signature(d));
-    return out;
-  }();
-  return sigs[static_cast<size_t>(def.id)];
+bool is_input(const OpParam& p) {
+  return p.type == ParamType::Tensor || p.type == ParamType::Operand;
 }
+
+// The name of the call as written: "add_" for an in-place form, else the op's name.
+std::string call_name(const OpRef& op) {
+  const OpDef& d = *op.def;
+  return op.inplace && d.kind != OpKind::Mutate ? fmt::format("{}_", d.name) : std::string(d.name);
+}
+
+[[noreturn]] void fail_call(const OpRef& op, std::string_view msg) {
+  throw TypeError(fmt::format("{}(): {}; usage: {}", call_name(op), msg, op.def->help));
+}
+
+// Runs a conversion of one argument; its TypeError gets the op's usage appended.
+template <typename F>
+auto converting(const OpRef& op, F f) {
+  try {
+    return f();
+  } catch (const TypeError& e) {
+    throw TypeError(fmt::format("{}; usage: {}", e.what(), op.def->help));
+  }
+}
+
+// Parameters the arguments bind to: all but generators, with their positions.
+std::vector<int> value_params(const OpDef& d) {
+  std::vector<int> out;
+  std::span<const OpParam> ps = d.signature.params();
+  for (int i = 0; i < static_cast<int>(ps.size()); ++i)
+    if (ps[i].type != ParamType::Generator) out.push_back(i);
+  return out;
+}
+
+void bind_positional(const OpRef& op, std::vector<Value>& args, const Kwargs& kwargs,
+                     BoundArgs& b) {
+  std::span<const OpParam> ps = op.def->signature.params();
+  const std::vector<int> order = value_params(*op.def);
+  auto by_keyword = [&](std::string_view name) {
+    for (const auto& kv : kwargs)
+      if (kv.first == name) return true;
+    return false;
+  };
+  // Required parameters after order[k] that no keyword fills: arguments to keep for them.
+  auto reserve_after = [&](size_t k) {
+    size_t n = 0;
+    for (size_t j = k + 1; j < order.size(); ++j)
+      n += ps[order[j]].required() && !by_keyword(ps[order[j]].name);
+    return n;
+  };
+  const size_t n_args = args.size();
+  size_t k = 0, ai = 0;
+  while (ai < n_args) {
+    if (k >= order.size()) {
+      std::string names;
+      for (int i : order) names += fmt::format("{}{}", names.empty() ? "" : ", ", ps[i].name);
+      fail_call(op, fmt::format("takes at most {} argument{} ({}), got {}", order.size(),
+                                order.size() == 1 ? "" : "s", names, n_args));
+    }
+    const OpParam& p = ps[order[k]];
+    const size_t reserve = reserve_after(k);
+    if (!p.deflt.empty() && reserve > 0 && n_args - ai <= reserve) {
+      ++k;  // arange(n): the defaulted start stays 0
+      continue;
+    }
+    if (p.type == ParamType::Ints && args[ai].is<int64_t>()) {
+      ListValue l;
+      l.tuple = true;
+      while (ai < n_args && args[ai].is<int64_t>() && (l.items.empty() || n_args - ai > reserve))
+        l.items.push_back(std::move(args[ai++]));
+      b.values[order[k]] = Value(std::move(l));
+    } else {
+      b.values[order[k]] = std::move(args[ai++]);
+    }
+    ++k;
+  }
+}
+
+// A Binary op's number operand, a tensor's other operand, or a tensor input: nothing here.
+void operand_attr(const OpRef& op, size_t index, const BoundArgs& b, OpAttrs& a, int& next) {
+  const std::optional<Value>& v = b.values[index];
+  if (!v || is_tensor_like(*v)) return;
+  std::span<const OpParam> ps = op.def->signature.params();
+  if (index == 0) {
+    // number op tensor: the scalar_first form.
+    if (op.inplace) fail_call(op, "the in-place form needs a tensor as its first argument");
+    const std::optional<Value>& other = b.values[1];
+    if (other && !is_tensor_like(*other))
+      fail_call(op, fmt::format("needs a tensor operand, got {} and {}", type_name(*v),
+                                type_name(*other)));
+    a.scalar_first = true;
+  }
+  std::string what = fmt::format("{}(): argument '{}'", call_name(op), ps[index].name);
+  a.scalars[next++] = converting(op, [&] { return to_scalar(*v, what); });
+}
+
+// One non-input parameter's value into the attributes.
+void param_attr(const OpRef& op, const OpParam& p, const Value& v, OpAttrs& a, int& next) {
+  std::string what = fmt::format("{}(): argument '{}'", call_name(op), p.name);
+  switch (p.type) {
+    case ParamType::Dtype:
+      a.dtype = converting(op, [&] { return to_dtype(v, what); });
+      return;
+    case ParamType::Bool:
+      a.keepdim = converting(op, [&] { return to_bool(v, what); });
+      return;
+    case ParamType::Dims:
+      if (!v.is_none()) a.ints = converting(op, [&] { return to_dims(v, what); });
+      return;
+    case ParamType::Ints:
+    case ParamType::Int:
+    case ParamType::Start:
+    case ParamType::End:
+      if (v.is_none()) {
+        if (p.type == ParamType::Start) a.ints.push_back(0);
+        if (p.type == ParamType::End) a.ints.push_back(std::numeric_limits<int64_t>::max());
+        return;
+      }
+      for (int64_t i : converting(op, [&] { return to_dims(v, what); })) a.ints.push_back(i);
+      return;
+    case ParamType::Number:
+      if (next >= static_cast<int>(a.scalars.size()))
+        fail_call(op, fmt::format("too many number arguments (argument '{}')", p.name));
+      a.scalars[next++] = converting(op, [&] { return to_scalar(v, what); });
+      return;
+    case ParamType::Tensor:
+    case ParamType::Operand:
+    case ParamType::Generator:
+      return;
+  }
+}
+
+// The tensor inputs of a bound call, lists sent to the node of the call's first tensor (so
+// that `x + [1, 2]` works wherever x is).
+std::vector<DistributedTensor> op_inputs(const OpRef& op, const BoundArgs& b) {
+  std::span<const OpParam> ps = op.def->signature.params();
+  int home = -1;
+  std::string names;
+  int wanted = 0, given = 0;
+  for (size_t j = 0; j < ps.size() && is_input(ps[j]); ++j) {
+    const std::optional<Value>& v = b.values[j];
+    if (home < 0 && v && v->is_tensor()) home = v->as<DistributedTensor>().get_node();
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", ps[j].name);
+    ++wanted;
+    given += v && !v->is_none();
+  }
+  if (given < wanted)
+    fail_call(
+        op, fmt::format("takes {} tensor argument{} ({}{}), got {}", wanted, wanted == 1 ? "" : "s",
+                        names, op.def->kind == OpKind::Binary ? "; the second may be a number" : "",
+                        given));
+  std::vector<DistributedTensor> inputs;
+  for (size_t j = 0; j < ps.size() && is_input(ps[j]); ++j) {
+    const Value& v = *b.values[j];
+    if (ps[j].type == ParamType::Operand && !is_tensor_like(v)) continue;  // in attrs
+    std::string what = fmt::format("{}(): argument '{}'", call_name(op), ps[j].name);
+    inputs.push_back(converting(op, [&] { return to_tensor(v, what, home); }));
+  }
+  return inputs;
+}
+
+// The random draw of a call with a generator parameter: its seed and stream offset.
+void draw_random(const OpDef& d, const std::vector<DistributedTensor>& inputs, OpAttrs& a) {
+  int64_t n = 0;
+  if (d.kind == OpKind::Create) {
+    bool valid = true;
+    for (int64_t s : a.ints) valid = valid && s >= 0;
+    n = valid ? numel_of(a.ints) : 0;
+  } else if (!inputs.empty()) {
+    n = inputs[0].numel();
+  }
+  RandomDraw r = default_generator_advance(static_cast<uint64_t>(n));
+  a.seed = r.seed;
+  a.offset = r.offset;
+}
+
+}  // namespace
 
 std::optional<OpRef> find_op_ref(std::string_view name) {
   if (const OpDef* d = find_op(name)) return OpRef{d, d->kind == OpKind::Mutate};
@@ -98,171 +228,52 @@ std::vector<std::string> op_call_names() {
   return out;
 }
 
-DistributedTensor call_op(const OpRef& op, std::vector<Value> args, const Kwargs& kwargs) {
-  const OpDef& d = *op.def;
-  const OpSignature& sig = op_signature(d);
-  const std::string name =
-      op.inplace && d.kind != OpKind::Mutate ? fmt::format("{}_", d.name) : std::string(d.name);
-  auto fail = [&](const std::string& msg) -> void {
-    throw TypeError(fmt::format("{}(): {}; usage: {}", name, msg, d.help));
-  };
-  const std::vector<OpParam>& params = sig.params;
-  const size_t np = params.size();
-  auto param_index = [&](std::string_view pname) -> int {
-    for (size_t j = 0; j < np; ++j)
-      if (params[j].name == pname) return static_cast<int>(j);
-    return -1;
-  };
-  auto has_kw = [&](std::string_view k) {
-    for (const auto& kv : kwargs)
-      if (kv.first == k) return true;
-    return false;
-  };
-
-  // ---- bind ----
-  std::vector<std::optional<Value>> bound(np);
-  const size_t n_args = args.size();
-  size_t pi = 0, ai = 0;
-  while (ai < n_args) {
-    if (pi >= np) {
-      std::string names;
-      for (const OpParam& p : params) {
-        if (!names.empty()) names += ", ";
-        names += p.name;
-      }
-      fail(fmt::format("takes at most {} argument{} ({}), got {}", np, np == 1 ? "" : "s", names,
-                       n_args));
-    }
-    const OpParam& p = params[pi];
-    if (p.int_list && args[ai].is<int64_t>()) {
-      size_t reserve = 0;
-      for (size_t j = pi + 1; j < np; ++j)
-        if (params[j].required() && !has_kw(params[j].name)) ++reserve;
-      ListValue l;
-      l.tuple = true;
-      while (ai < n_args && args[ai].is<int64_t>() && (l.items.empty() || n_args - ai > reserve))
-        l.items.push_back(std::move(args[ai++]));
-      bound[pi] = Value(std::move(l));
-    } else {
-      bound[pi] = std::move(args[ai++]);
-    }
-    ++pi;
-  }
+BoundArgs bind_args(const OpRef& op, std::vector<Value> args, const Kwargs& kwargs) {
+  std::span<const OpParam> ps = op.def->signature.params();
+  BoundArgs b;
+  b.values.resize(ps.size());
+  bind_positional(op, args, kwargs, b);
   for (const auto& [k, v] : kwargs) {
-    int j = param_index(k);
-    if (j < 0) fail(fmt::format("unexpected keyword argument '{}'", k));
-    if (bound[j]) fail(fmt::format("got multiple values for argument '{}'", k));
-    bound[j] = v;
+    size_t j = 0;
+    while (j < ps.size() && !(ps[j].name == k && ps[j].type != ParamType::Generator)) ++j;
+    if (j == ps.size()) fail_call(op, fmt::format("unexpected keyword argument '{}'", k));
+    if (b.values[j]) fail_call(op, fmt::format("got multiple values for argument '{}'", k));
+    b.values[j] = v;
   }
-  // arange(n) is arange(0, n), as Python's range.
-  if (int s = param_index("start"), e = param_index("end");
-      d.max_inputs == 0 && s >= 0 && e >= 0 && bound[s] && !bound[e]) {
-    bound[e] = std::move(bound[s]);
-    bound[s] = Value(0);
-  }
+  return b;
+}
 
-  // ---- tensor inputs ----
-  // Lists go to the node of the call's first tensor, so that `x + [1, 2]` works wherever x is.
-  int home = -1;
-  for (size_t j = 0; j < np && home < 0; ++j)
-    if (params[j].tensor && bound[j] && bound[j]->is_tensor())
-      home = bound[j]->as<DistributedTensor>().get_node();
-  std::vector<DistributedTensor> inputs;
+OpAttrs op_attrs(const OpRef& op, const BoundArgs& b) {
+  std::span<const OpParam> ps = op.def->signature.params();
   OpAttrs a;
   int next_scalar = 0;
-  {
-    std::string names;
-    int wanted = 0, given = 0;
-    for (size_t j = 0; j < np; ++j)
-      if (params[j].tensor) {
-        if (!names.empty()) names += ", ";
-        names += params[j].name;
-        ++wanted;
-        if (bound[j] && !bound[j]->is_none()) ++given;
-      }
-    if (given < wanted)
-      fail(fmt::format("takes {} tensor argument{} ({}{}), got {}", wanted, wanted == 1 ? "" : "s",
-                       names, d.kind == OpKind::Binary ? "; the second may be a number" : "",
-                       given));
-  }
-  for (size_t j = 0; j < np; ++j) {
-    if (!params[j].tensor) continue;
-    const Value& v = *bound[j];
-    std::string what = fmt::format("{}(): argument '{}'", name, params[j].name);
-    if (d.kind == OpKind::Binary && j == 0 && !is_tensor_like(v)) {
-      // number op tensor: the scalar_first form.
-      if (op.inplace) fail("the in-place form needs a tensor as its first argument");
-      const Value& other = *bound[1];
-      if (!is_tensor_like(other))
-        fail(fmt::format("needs a tensor operand, got {} and {}", type_name(v), type_name(other)));
-      a.scalars[0] = to_scalar(v, what);
-      a.scalar_first = true;
-      next_scalar = 1;
-      inputs.push_back(
-          to_tensor(other, fmt::format("{}(): argument '{}'", name, params[1].name), home));
-      break;
-    }
-    if (d.kind == OpKind::Binary && j == 1 && !is_tensor_like(v)) {
-      a.scalars[0] = to_scalar(v, what);
-      next_scalar = 1;
-      continue;
-    }
-    inputs.push_back(to_tensor(v, what, home));
-  }
-
-  // ---- attributes ----
-  bool dtype_given = false;
-  for (size_t j = 0; j < np; ++j) {
-    const OpParam& p = params[j];
-    if (p.tensor) continue;
-    std::optional<Value> v = bound[j] ? bound[j] : p.deflt;
-    std::string what = fmt::format("{}(): argument '{}'", name, p.name);
-    bool scalar_slot = !(p.name == "dtype" || p.name == "keepdim" || p.name == "dim" ||
-                         p.int_list || p.name == "steps" || d.kind == OpKind::View);
+  bool infer_dtype = false;
+  for (size_t j = 0; j < ps.size(); ++j) {
+    const OpParam& p = ps[j];
+    if (p.type == ParamType::Operand) operand_attr(op, j, b, a, next_scalar);
+    if (is_input(p) || p.type == ParamType::Generator) continue;
+    std::optional<Value> v = b.values[j];
+    if (!v && !p.deflt.empty()) v = parse_default(p.deflt);
     if (!v) {
-      if (p.required() || (p.name == "dtype" && d.kind != OpKind::Create))
-        fail(fmt::format("missing argument '{}'", p.name));
-      if (scalar_slot) ++next_scalar;  // an open slot (e.g. clamp's min) stays None
+      if (p.required()) fail_call(op, fmt::format("missing argument '{}'", p.name));
+      if (p.type == ParamType::Number) ++next_scalar;  // an open slot (clamp's min) stays None
+      infer_dtype = infer_dtype || p.type == ParamType::Dtype;
       continue;
     }
-    if (p.name == "dtype") {
-      a.dtype = to_dtype(*v, what);
-      dtype_given = true;
-    } else if (p.name == "keepdim") {
-      a.keepdim = to_bool(*v, what);
-    } else if (d.kind == OpKind::View || p.int_list || p.name == "steps") {
-      if (v->is_none()) {
-        if (p.name == "end") a.ints.push_back(std::numeric_limits<int64_t>::max());
-        if (p.name == "start") a.ints.push_back(0);
-        continue;
-      }
-      for (int64_t i : to_dims(*v, what)) a.ints.push_back(i);
-    } else if (p.name == "dim") {
-      if (!v->is_none()) a.ints = to_dims(*v, what);
-    } else {
-      if (next_scalar >= static_cast<int>(a.scalars.size()))
-        fail(fmt::format("too many number arguments (argument '{}')", p.name));
-      a.scalars[next_scalar++] = to_scalar(*v, what);
-    }
+    param_attr(op, p, *v, a, next_scalar);
   }
-  if (d.kind == OpKind::Create && !dtype_given && param_index("dtype") >= 0 &&
-      !params[param_index("dtype")].deflt)
-    a.dtype = arange_is_integral(a) ? DType::Int64 : DType::Float32;
-  if (sig.draws_random) {
-    int64_t n = 0;
-    if (d.kind == OpKind::Create) {
-      bool valid = true;
-      for (int64_t s : a.ints) valid = valid && s >= 0;
-      n = valid ? numel_of(a.ints) : 0;
-    } else if (!inputs.empty()) {
-      n = inputs[0].numel();
-    }
-    RandomDraw r = default_generator_advance(static_cast<uint64_t>(n));
-    a.seed = r.seed;
-    a.offset = r.offset;
-  }
+  if (infer_dtype) a.dtype = arange_is_integral(a) ? DType::Int64 : DType::Float32;
+  return a;
+}
 
-  // ---- run ----
+DistributedTensor call_op(const OpRef& op, std::vector<Value> args, const Kwargs& kwargs) {
+  const OpDef& d = *op.def;
+  const BoundArgs b = bind_args(op, std::move(args), kwargs);
+  std::vector<DistributedTensor> inputs = op_inputs(op, b);
+  OpAttrs a = op_attrs(op, b);
+  for (const OpParam& p : d.signature.params())
+    if (p.type == ParamType::Generator) draw_random(d, inputs, a);
+
   if (d.kind == OpKind::Create) return DistributedTensor::create(d.id, a);
   const DistributedTensor* other = inputs.size() > 1 ? &inputs[1] : nullptr;
   if (op.inplace) {

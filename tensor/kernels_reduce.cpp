@@ -79,9 +79,7 @@ double variance(const T* p, int64_t n, double correction) {
 void reduce_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
                    const Tensor& out) {
   const Tensor& src = in[0];
-  bool keeps_dtype =
-      d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
-  Tensor x = keeps_dtype || src.dtype() == out.dtype() ? src : src.to(out.dtype());
+  Tensor x = op_keeps_dtype(d.id) || src.dtype() == out.dtype() ? src : src.to(out.dtype());
 
   // Kept dims first, reduced dims last.
   std::array<bool, kMaxDims> reduce{};

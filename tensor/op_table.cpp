@@ -14,11 +14,152 @@ using detail::fail;
 
 namespace {
 
-constexpr OpDef make_def(OpId id, std::string_view name, OpKind kind, DTypeRule rule,
-                         std::string_view help) {
+// ---- signatures and help text ----
+
+// The signature an op of `kind` has when its list entry leaves it empty ("").
+constexpr std::string_view kind_signature(OpKind kind) {
+  switch (kind) {
+    case OpKind::Unary:
+    case OpKind::Convert:
+      return "x: tensor";
+    case OpKind::Binary:
+      return "a: operand, b: operand";
+    case OpKind::Reduce:
+      return "x: tensor, dim?: dims, keepdim: bool = false";
+    case OpKind::Clamp:
+      return "x: tensor, min?: number, max?: number";
+    case OpKind::Norm:
+      return "x: tensor, p: number = 2, dim?: dims, keepdim: bool = false";
+    case OpKind::Moment:
+      return "x: tensor, dim?: dims, keepdim: bool = false, correction: number = 1";
+    case OpKind::Linalg:
+      return "a: tensor, b: tensor";
+    case OpKind::View:
+    case OpKind::Mutate:
+    case OpKind::Create:
+      break;
+  }
+  return "";  // these kinds' parameters differ per op: each writes its own
+}
+
+constexpr std::string_view kParamTypeNames[] = {"tensor", "operand", "number",   "dims",
+                                                "ints",   "int",     "start",    "end",
+                                                "bool",   "dtype",   "generator"};
+static_assert(std::size(kParamTypeNames) == static_cast<size_t>(ParamType::Generator) + 1,
+              "one name per ParamType, in its order");
+
+constexpr std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+// Not constexpr: reaching it while the table is built is a compile error at this line,
+// whose call stack names the op and the offending parameter.
+inline void bad_signature(const char*) {}
+
+// One "name?: type = default" item.
+constexpr OpParam parse_param(std::string_view item) {
+  OpParam p;
+  size_t colon = item.find(':');
+  if (colon == std::string_view::npos) bad_signature("a parameter without ': type'");
+  p.name = trim(item.substr(0, colon));
+  std::string_view type = trim(item.substr(colon + 1));
+  if (size_t eq = type.find('='); eq != std::string_view::npos) {
+    p.deflt = trim(type.substr(eq + 1));
+    type = trim(type.substr(0, eq));
+    if (p.deflt.empty()) bad_signature("an empty default");
+  }
+  if (!p.name.empty() && p.name.back() == '?') {
+    p.name.remove_suffix(1);
+    p.optional = true;
+  }
+  if (p.name.empty()) bad_signature("a parameter without a name");
+  if (p.optional && !p.deflt.empty()) bad_signature("both '?' and a default");
+  size_t t = 0;
+  while (t < std::size(kParamTypeNames) && kParamTypeNames[t] != type) ++t;
+  if (t == std::size(kParamTypeNames)) bad_signature("an unknown parameter type");
+  p.type = static_cast<ParamType>(t);
+  return p;
+}
+
+// The signature of an op: its declared one, else its kind's; checked against the kind.
+constexpr OpSignature parse_signature(OpKind kind, std::string_view declared, int max_inputs) {
+  std::string_view text = declared.empty() ? kind_signature(kind) : declared;
+  OpSignature sig;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    if (sig.count == OpSignature::kMaxParams) bad_signature("more than kMaxParams parameters");
+    sig.param[sig.count++] = parse_param(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  for (int i = 0; i < sig.count; ++i) {
+    const ParamType t = sig.param[i].type;
+    const bool input = t == ParamType::Tensor || t == ParamType::Operand;
+    if (input != (i < max_inputs)) bad_signature("tensor parameters other than the kind's inputs");
+    if ((t == ParamType::Operand) != (kind == OpKind::Binary && input))
+      bad_signature("an operand outside a Binary op's inputs");
+    for (int j = 0; j < i; ++j)
+      if (sig.param[j].name == sig.param[i].name) bad_signature("a parameter name twice");
+  }
+  return sig;
+}
+
+constexpr int kMaxHelp = 192;
+struct HelpText {
+  std::array<char, kMaxHelp> text{};
+  size_t size = 0;
+  size_t usage = 0;  // length of "name(params)"
+  constexpr void append(std::string_view s) {
+    if (size + s.size() > text.size()) bad_signature("a help text longer than kMaxHelp");
+    for (char c : s) text[size++] = c;
+  }
+};
+
+// "name(x, dim?, keepdim=false): doc".
+constexpr HelpText render_help(std::string_view name, const OpSignature& sig,
+                               std::string_view doc) {
+  HelpText h;
+  h.append(name);
+  h.append("(");
+  for (int i = 0; i < sig.count; ++i) {
+    const OpParam& p = sig.param[i];
+    if (i > 0) h.append(", ");
+    h.append(p.name);
+    if (p.optional) h.append("?");
+    if (!p.deflt.empty()) {
+      h.append("=");
+      h.append(p.deflt);
+    }
+  }
+  h.append(")");
+  h.usage = h.size;
+  h.append(": ");
+  h.append(doc);
+  return h;
+}
+
+// One list entry as written.
+struct Entry {
+  OpId id;
+  std::string_view name;
+  OpKind kind;
+  DTypeRule rule;
+  std::string_view signature;
+  std::string_view doc;
+};
+
+constexpr Entry kEntries[] = {
+#define DTR_OP_ENTRY(name, code, kind, rule, sig, doc) \
+  {OpId::name, #name, OpKind::kind, DTypeRule::rule, sig, doc},
+    DTR_OPS(DTR_OP_ENTRY)
+#undef DTR_OP_ENTRY
+};
+
+constexpr OpDef make_def(const Entry& e) {
   int min_in = 1, max_in = 1;
   bool inplace = false;
-  switch (kind) {
+  switch (e.kind) {
     case OpKind::Unary:
     case OpKind::Clamp:
       inplace = true;
@@ -31,7 +172,7 @@ constexpr OpDef make_def(OpId id, std::string_view name, OpKind kind, DTypeRule 
       min_in = max_in = 2;
       break;
     case OpKind::Mutate:
-      if (id == OpId::copy_) min_in = max_in = 2;
+      if (e.id == OpId::copy_) min_in = max_in = 2;
       break;
     case OpKind::Create:
       min_in = max_in = 0;
@@ -39,15 +180,31 @@ constexpr OpDef make_def(OpId id, std::string_view name, OpKind kind, DTypeRule 
     default:
       break;
   }
-  return OpDef{id, name, kind, rule, help, min_in, max_in, inplace};
+  return OpDef{e.id,   e.name,  e.kind,
+               e.rule, {},      min_in,
+               max_in, inplace, parse_signature(e.kind, e.signature, max_in),
+               {}};
 }
 
-constexpr std::array<OpDef, kNumOps> kOps = {
-#define DTR_OP_DEF(name, code, kind, rule, doc) \
-  make_def(OpId::name, #name, OpKind::kind, DTypeRule::rule, doc),
-    DTR_OPS(DTR_OP_DEF)
-#undef DTR_OP_DEF
-};
+// The help texts, rendered at compile time (OpDef::help and usage view them).
+constexpr auto kHelp = [] {
+  std::array<HelpText, kNumOps> out{};
+  for (int i = 0; i < kNumOps; ++i) {
+    OpDef d = make_def(kEntries[i]);
+    out[i] = render_help(d.name, d.signature, kEntries[i].doc);
+  }
+  return out;
+}();
+
+constexpr auto kOps = [] {
+  std::array<OpDef, kNumOps> out{};
+  for (int i = 0; i < kNumOps; ++i) {
+    out[i] = make_def(kEntries[i]);
+    out[i].help = std::string_view(kHelp[i].text.data(), kHelp[i].size);
+    out[i].usage = std::string_view(kHelp[i].text.data(), kHelp[i].usage);
+  }
+  return out;
+}();
 
 static_assert([] {
   for (int i = 0; i < kNumOps; ++i)
@@ -195,8 +352,7 @@ InferResult infer_reduce(const OpDef& d, const TensorMeta& x, const OpAttrs& a) 
   if (d.kind == OpKind::Moment && !a.scalars[0].is_none() && a.scalars[0].to_double() < 0)
     fail<InvalidArgument>(d.name, "correction must be >= 0, got {}", a.scalars[0].to_string());
   std::array<bool, kMaxDims> reduce = reduced_dims(d, x, a.ints);
-  bool needs_elements =
-      d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
+  const bool needs_elements = op_keeps_dtype(d.id);  // selects an element: none has no value
   Shape shape;
   for (size_t i = 0; i < x.shape.size(); ++i) {
     if (reduce[i]) {
@@ -523,6 +679,11 @@ OpAttrs random(const Shape& s, DType dtype, uint64_t seed, uint64_t offset) {
   return a;
 }
 }  // namespace creation
+
+std::string_view param_type_name(ParamType t) {
+  auto i = static_cast<size_t>(t);
+  return i < std::size(kParamTypeNames) ? kParamTypeNames[i] : std::string_view("?");
+}
 
 std::span<const OpDef> all_ops() {
   return kOps;

@@ -1,12 +1,18 @@
 // The op table: every tensor op is declared exactly once, in the lists below, with its
-// kind (which fixes its inputs, attributes and shape rule), its dtype rule and its help
-// text. The op ids, the table of OpDefs, the handle methods (tensor_ops.hpp), the CPU
-// kernels' dispatch, the wire opcode, the REPL's names and the tests' op list all derive
-// from these lists. Adding an op: one line here with the next unused code, its kernel in
-// tensor/ (CPU) and tensor/cuda/, nothing else.
+// kind (which fixes its inputs, attributes and shape rule), its dtype rule, its signature
+// (the parameters a call binds) and its help text. The op ids, the table of OpDefs, the
+// handle methods (tensor_ops.hpp), the CPU and CUDA kernels' dispatch (both switch on
+// OpId), the wire opcode, the REPL's names and argument binding and the tests' op list all
+// derive from these lists. Adding an op: one line here with the next unused code, its case
+// in the CPU kernels (tensor/) and in the CUDA kernels (tensor/cuda/), and its test entries
+// (docs/architecture.md, "Adding an op").
 //
 // The shape rules (`infer`) run without touching data, so the master calls them to know a
 // result's metadata before it sends the command, and a mistake throws at the caller's line.
+//
+// Device code: the CUDA kernels include this header and switch on OpId in __device__
+// functions (OpId's values are plain integer constants); nothing else here is used on the
+// device.
 //
 // Thread safety: the table is immutable after static initialization; every function here
 // is pure and safe from any thread.
@@ -25,89 +31,130 @@
 
 namespace dtr {
 
-// Each list entry is X(name, code, Kind, DTypeRule, "help text"); `code` is the op's
-// stable id (OpId below).
-// Kinds (what inputs and attributes mean):
-//   Unary     one tensor; in-place form name_.
+// Each list entry is X(name, code, Kind, DTypeRule, "signature", "help text"); `code` is
+// the op's stable id (OpId below). The help users see is "name(params): help text", the
+// parameters rendered from the signature (OpDef::help).
+// Kinds (what inputs and attributes mean), with the signature an empty "signature" stands
+// for (kind_signature() in tensor/op_table.cpp):
+//   Unary     one tensor; in-place form name_.                       x
 //   Binary    two tensors broadcast together, or a tensor and scalars[0]
 //             (scalar_first: the scalar is the left operand); in-place form name_.
+//                                                                    a, b
 //   Reduce    one tensor; ints = dims to reduce (empty: all), keepdim.
+//                                                                    x, dim?, keepdim=false
 //   Clamp     one tensor; scalars[0] = min, scalars[1] = max (None: open).
-//   Norm      as Reduce, scalars[0] = p.
+//                                                                    x, min?, max?
+//   Norm      as Reduce, scalars[0] = p.                    x, p=2, dim?, keepdim=false
 //   Moment    as Reduce, scalars[0] = correction (1: unbiased).
-//   Linalg    two tensors.
-//   View      one tensor; result shares its storage; ints as in the help text.
+//                                                     x, dim?, keepdim=false, correction=1
+//   Linalg    two tensors.                                           a, b
+//   View      one tensor; result shares its storage; ints as the signature lists them.
 //   Convert   one tensor; result is new storage, or input 0 itself when it already is in
 //             the asked form (contiguous() of a contiguous tensor, to() of the same dtype).
+//                                                                    x
 //   Mutate    in place only: input 0 is written (copy_, fill_, random fills).
-//   Create    no tensor input; ints = shape unless the help text says otherwise.
-#define DTR_UNARY_OPS(X)                                                \
-  X(neg, 0, Unary, Same, "neg(x): -x elementwise")                      \
-  X(abs, 1, Unary, Same, "abs(x): |x| elementwise")                     \
-  X(exp, 2, Unary, ToFloat, "exp(x): e^x elementwise")                  \
-  X(log, 3, Unary, ToFloat, "log(x): natural logarithm elementwise")    \
-  X(sqrt, 4, Unary, ToFloat, "sqrt(x): square root elementwise")        \
-  X(rsqrt, 5, Unary, ToFloat, "rsqrt(x): 1/sqrt(x) elementwise")        \
-  X(sin, 6, Unary, ToFloat, "sin(x): sine elementwise")                 \
-  X(cos, 7, Unary, ToFloat, "cos(x): cosine elementwise")               \
-  X(tanh, 8, Unary, ToFloat, "tanh(x): hyperbolic tangent elementwise") \
-  X(sigmoid, 9, Unary, ToFloat, "sigmoid(x): 1/(1+e^-x) elementwise")   \
-  X(relu, 10, Unary, Same, "relu(x): max(x, 0) elementwise")
+//   Create    no tensor input; ints = shape unless the signature says otherwise.
+// View, Mutate and Create ops always write their signature; another op writes one only where
+// its kind's does not fit (mv's parameter names, to's dtype).
+//
+// A signature lists "name: type", each optionally "name?: type" (may be left out) or
+// "name: type = default", separated by ", ". Types (ParamType; what the value fills):
+//   tensor     a tensor input (the first parameters, as many as the kind has inputs)
+//   operand    Binary: a tensor input, or a number (then scalars[0]; first: scalar_first)
+//   number     the next of attrs.scalars (one left out keeps its slot None: clamp's min)
+//   dims       attrs.ints = the dims to reduce: an int or a tuple (None: all)
+//   ints       appended to attrs.ints: a shape or a list of dims (may be given as several
+//              ints: randn(2, 3))
+//   int        one int appended to attrs.ints
+//   start      as int; None means 0 (a range's start)
+//   end        as int; None means the end of the dim (a slice's end)
+//   bool       attrs.keepdim
+//   dtype      attrs.dtype; left out of an optional one: int64 when every number is an
+//              integer, else float32 (arange, as torch)
+//   generator  the call draws from a generator (attrs.seed, attrs.offset); not a value
+// A parameter with a default before a required one (arange's start) is bound positionally
+// only when the arguments reach the required ones after it: arange(5) is arange(0, 5).
+#define DTR_UNARY_OPS(X)                                           \
+  X(neg, 0, Unary, Same, "", "-x elementwise")                     \
+  X(abs, 1, Unary, Same, "", "|x| elementwise")                    \
+  X(exp, 2, Unary, ToFloat, "", "e^x elementwise")                 \
+  X(log, 3, Unary, ToFloat, "", "natural logarithm elementwise")   \
+  X(sqrt, 4, Unary, ToFloat, "", "square root elementwise")        \
+  X(rsqrt, 5, Unary, ToFloat, "", "1/sqrt(x) elementwise")         \
+  X(sin, 6, Unary, ToFloat, "", "sine elementwise")                \
+  X(cos, 7, Unary, ToFloat, "", "cosine elementwise")              \
+  X(tanh, 8, Unary, ToFloat, "", "hyperbolic tangent elementwise") \
+  X(sigmoid, 9, Unary, ToFloat, "", "1/(1+e^-x) elementwise")      \
+  X(relu, 10, Unary, Same, "", "max(x, 0) elementwise")
 
-#define DTR_BINARY_OPS(X)                                                            \
-  X(add, 11, Binary, Promote, "add(a, b): a + b, broadcasting")                      \
-  X(sub, 12, Binary, Promote, "sub(a, b): a - b, broadcasting")                      \
-  X(mul, 13, Binary, Promote, "mul(a, b): a * b, broadcasting")                      \
-  X(div, 14, Binary, PromoteFloat, "div(a, b): a / b (true division), broadcasting") \
-  X(pow, 15, Binary, Promote, "pow(a, b): a ^ b, broadcasting")                      \
-  X(maximum, 16, Binary, Promote, "maximum(a, b): larger of a and b, broadcasting")  \
-  X(minimum, 17, Binary, Promote, "minimum(a, b): smaller of a and b, broadcasting") \
-  X(eq, 18, Binary, ToBool, "eq(a, b): a == b as bool, broadcasting")                \
-  X(ne, 19, Binary, ToBool, "ne(a, b): a != b as bool, broadcasting")                \
-  X(lt, 20, Binary, ToBool, "lt(a, b): a < b as bool, broadcasting")                 \
-  X(le, 21, Binary, ToBool, "le(a, b): a <= b as bool, broadcasting")                \
-  X(gt, 22, Binary, ToBool, "gt(a, b): a > b as bool, broadcasting")                 \
-  X(ge, 23, Binary, ToBool, "ge(a, b): a >= b as bool, broadcasting")
+#define DTR_BINARY_OPS(X)                                                     \
+  X(add, 11, Binary, Promote, "", "a + b, broadcasting")                      \
+  X(sub, 12, Binary, Promote, "", "a - b, broadcasting")                      \
+  X(mul, 13, Binary, Promote, "", "a * b, broadcasting")                      \
+  X(div, 14, Binary, PromoteFloat, "", "a / b (true division), broadcasting") \
+  X(pow, 15, Binary, Promote, "", "a ^ b, broadcasting")                      \
+  X(maximum, 16, Binary, Promote, "", "larger of a and b, broadcasting")      \
+  X(minimum, 17, Binary, Promote, "", "smaller of a and b, broadcasting")     \
+  X(eq, 18, Binary, ToBool, "", "a == b as bool, broadcasting")               \
+  X(ne, 19, Binary, ToBool, "", "a != b as bool, broadcasting")               \
+  X(lt, 20, Binary, ToBool, "", "a < b as bool, broadcasting")                \
+  X(le, 21, Binary, ToBool, "", "a <= b as bool, broadcasting")               \
+  X(gt, 22, Binary, ToBool, "", "a > b as bool, broadcasting")                \
+  X(ge, 23, Binary, ToBool, "", "a >= b as bool, broadcasting")
 
-#define DTR_REDUCE_OPS(X)                                                                \
-  X(sum, 24, Reduce, SumLike, "sum(x, dim?, keepdim=false): sum (bool/int give int64)")  \
-  X(prod, 25, Reduce, SumLike, "prod(x, dim?, keepdim=false): product")                  \
-  X(mean, 26, Reduce, FloatOnly, "mean(x, dim?, keepdim=false): arithmetic mean")        \
-  X(max, 27, Reduce, Same, "max(x, dim?, keepdim=false): largest value (NaN wins)")      \
-  X(min, 28, Reduce, Same, "min(x, dim?, keepdim=false): smallest value (NaN wins)")     \
-  X(argmax, 29, Reduce, Index, "argmax(x, dim?, keepdim=false): index of the first max") \
-  X(argmin, 30, Reduce, Index, "argmin(x, dim?, keepdim=false): index of the first min")
+#define DTR_REDUCE_OPS(X)                                      \
+  X(sum, 24, Reduce, SumLike, "", "sum (bool/int give int64)") \
+  X(prod, 25, Reduce, SumLike, "", "product")                  \
+  X(mean, 26, Reduce, FloatOnly, "", "arithmetic mean")        \
+  X(max, 27, Reduce, Same, "", "largest value (NaN wins)")     \
+  X(min, 28, Reduce, Same, "", "smallest value (NaN wins)")    \
+  X(argmax, 29, Reduce, Index, "", "index of the first max")   \
+  X(argmin, 30, Reduce, Index, "", "index of the first min")
 
-#define DTR_OTHER_OPS(X)                                                                          \
-  X(clamp, 31, Clamp, Same, "clamp(x, min?, max?): limit values to [min, max]")                   \
-  X(norm, 32, Norm, FloatOnly, "norm(x, p=2, dim?, keepdim=false): p-norm (p may be inf)")        \
-  X(var, 33, Moment, FloatOnly, "var(x, dim?, keepdim=false, correction=1): variance")            \
-  X(std, 34, Moment, FloatOnly, "std(x, dim?, keepdim=false, correction=1): standard deviation")  \
-  X(matmul, 35, Linalg, Matmul, "matmul(a, b): matrix product; 1-D, 2-D and batched, broadcast")  \
-  X(dot, 36, Linalg, Matmul, "dot(a, b): inner product of two 1-D tensors")                       \
-  X(mv, 37, Linalg, Matmul, "mv(m, v): matrix (n, m) times vector (m)")                           \
-  X(view, 38, View, Same, "view(x, shape): same data with a new shape (-1 infers one size)")      \
-  X(reshape, 39, View, Same, "reshape(x, shape): view when the strides allow, else a copy")       \
-  X(transpose, 40, View, Same, "transpose(x, d0, d1): swap two dims")                             \
-  X(permute, 41, View, Same, "permute(x, dims): reorder all dims")                                \
-  X(narrow, 42, View, Same, "narrow(x, dim, start, length): a range of one dim")                  \
-  X(slice, 43, View, Same, "slice(x, dim, start, end, step=1): python-style slice of one dim")    \
-  X(select, 44, View, Same, "select(x, dim, index): one index of a dim, dropping the dim")        \
-  X(expand, 45, View, Same, "expand(x, shape): broadcast size-1 dims without copying (-1 keeps)") \
-  X(squeeze, 46, View, Same, "squeeze(x, dims?): drop size-1 dims (all of them when none given)") \
-  X(unsqueeze, 47, View, Same, "unsqueeze(x, dim): insert a size-1 dim")                          \
-  X(contiguous, 48, Convert, Same, "contiguous(x): x itself if contiguous, else a packed copy")   \
-  X(to, 49, Convert, Attr, "to(x, dtype): convert to another dtype")                              \
-  X(copy_, 50, Mutate, Same, "copy_(dst, src): copy src (broadcast, any dtype) into dst")         \
-  X(fill_, 51, Mutate, Same, "fill_(x, value): set every element to value")                       \
-  X(uniform_, 52, Mutate, FloatOnly, "uniform_(x, from=0, to=1, generator): uniform draws")       \
-  X(normal_, 53, Mutate, FloatOnly, "normal_(x, mean=0, std=1, generator): normal draws")         \
-  X(empty, 54, Create, Attr, "empty(shape, dtype=float32): uninitialized tensor")                 \
-  X(full, 55, Create, Attr, "full(shape, value, dtype=float32): tensor filled with value")        \
-  X(arange, 56, Create, Attr, "arange(start, end, step=1, dtype): values start, start+step, ...") \
-  X(linspace, 57, Create, Attr, "linspace(start, end, steps, dtype=float32): evenly spaced")      \
-  X(rand, 58, Create, Attr, "rand(shape, generator, dtype=float32): uniform on [0, 1)")           \
-  X(randn, 59, Create, Attr, "randn(shape, generator, dtype=float32): standard normal")
+#define DTR_OTHER_OPS(X)                                                                           \
+  X(clamp, 31, Clamp, Same, "", "limit values to [min, max]")                                      \
+  X(norm, 32, Norm, FloatOnly, "", "p-norm (p may be inf)")                                        \
+  X(var, 33, Moment, FloatOnly, "", "variance")                                                    \
+  X(std, 34, Moment, FloatOnly, "", "standard deviation")                                          \
+  X(matmul, 35, Linalg, Matmul, "", "matrix product; 1-D, 2-D and batched, broadcast")             \
+  X(dot, 36, Linalg, Matmul, "", "inner product of two 1-D tensors")                               \
+  X(mv, 37, Linalg, Matmul, "m: tensor, v: tensor", "matrix (n, m) times vector (m)")              \
+  X(view, 38, View, Same, "x: tensor, shape: ints",                                                \
+    "same data with a new shape (-1 infers one size)")                                             \
+  X(reshape, 39, View, Same, "x: tensor, shape: ints", "view when the strides allow, else a copy") \
+  X(transpose, 40, View, Same, "x: tensor, d0: int, d1: int", "swap two dims")                     \
+  X(permute, 41, View, Same, "x: tensor, dims: ints", "reorder all dims")                          \
+  X(narrow, 42, View, Same, "x: tensor, dim: int, start: start, length: int",                      \
+    "a range of one dim")                                                                          \
+  X(slice, 43, View, Same, "x: tensor, dim: int, start: start, end: end, step: int = 1",           \
+    "python-style slice of one dim")                                                               \
+  X(select, 44, View, Same, "x: tensor, dim: int, index: int",                                     \
+    "one index of a dim, dropping the dim")                                                        \
+  X(expand, 45, View, Same, "x: tensor, shape: ints",                                              \
+    "broadcast size-1 dims without copying (-1 keeps)")                                            \
+  X(squeeze, 46, View, Same, "x: tensor, dims?: ints",                                             \
+    "drop size-1 dims (all of them when none given)")                                              \
+  X(unsqueeze, 47, View, Same, "x: tensor, dim: int", "insert a size-1 dim")                       \
+  X(contiguous, 48, Convert, Same, "", "x itself if contiguous, else a packed copy")               \
+  X(to, 49, Convert, Attr, "x: tensor, dtype: dtype", "convert to another dtype")                  \
+  X(copy_, 50, Mutate, Same, "dst: tensor, src: tensor",                                           \
+    "copy src (broadcast, any dtype) into dst")                                                    \
+  X(fill_, 51, Mutate, Same, "x: tensor, value: number", "set every element to value")             \
+  X(uniform_, 52, Mutate, FloatOnly,                                                               \
+    "x: tensor, from: number = 0, to: number = 1, generator: generator", "uniform draws")          \
+  X(normal_, 53, Mutate, FloatOnly,                                                                \
+    "x: tensor, mean: number = 0, std: number = 1, generator: generator", "normal draws")          \
+  X(empty, 54, Create, Attr, "shape: ints, dtype: dtype = float32", "uninitialized tensor")        \
+  X(full, 55, Create, Attr, "shape: ints, value: number, dtype: dtype = float32",                  \
+    "tensor filled with value")                                                                    \
+  X(arange, 56, Create, Attr, "start: number = 0, end: number, step: number = 1, dtype?: dtype",   \
+    "values start, start+step, ...")                                                               \
+  X(linspace, 57, Create, Attr, "start: number, end: number, steps: int, dtype: dtype = float32",  \
+    "evenly spaced")                                                                               \
+  X(rand, 58, Create, Attr, "shape: ints, generator: generator, dtype: dtype = float32",           \
+    "uniform on [0, 1)")                                                                           \
+  X(randn, 59, Create, Attr, "shape: ints, generator: generator, dtype: dtype = float32",          \
+    "standard normal")
 
 #define DTR_OPS(X)  \
   DTR_UNARY_OPS(X)  \
@@ -120,7 +167,7 @@ namespace dtr {
 // freezes every code given so far); a new op takes the next unused code, wherever its line
 // goes, and needs no protocol version bump.
 enum class OpId : uint16_t {
-#define DTR_OP_ENUM(name, code, kind, rule, doc) name = code,
+#define DTR_OP_ENUM(name, code, kind, rule, sig, doc) name = code,
   DTR_OPS(DTR_OP_ENUM)
 #undef DTR_OP_ENUM
 };
@@ -128,7 +175,7 @@ enum class OpId : uint16_t {
 namespace detail {
 // The codes in list order (all_ops() order).
 inline constexpr uint16_t kOpCodes[] = {
-#define DTR_OP_CODE(name, code, kind, rule, doc) code,
+#define DTR_OP_CODE(name, code, kind, rule, sig, doc) code,
     DTR_OPS(DTR_OP_CODE)
 #undef DTR_OP_CODE
 };
@@ -186,8 +233,78 @@ enum class DTypeRule : uint8_t {
   Attr,          // attrs.dtype
 };
 
+namespace detail {
+// Each op's kind and dtype rule in list order (all_ops() order), for the constexpr
+// properties below.
+inline constexpr OpKind kOpKinds[] = {
+#define DTR_OP_KIND(name, code, kind, rule, sig, doc) OpKind::kind,
+    DTR_OPS(DTR_OP_KIND)
+#undef DTR_OP_KIND
+};
+inline constexpr DTypeRule kOpRules[] = {
+#define DTR_OP_RULE(name, code, kind, rule, sig, doc) DTypeRule::rule,
+    DTR_OPS(DTR_OP_RULE)
+#undef DTR_OP_RULE
+};
+}  // namespace detail
+
+// True for the reductions that keep their input's dtype while they reduce: those that
+// select one of the input's elements (max, min, argmax, argmin; the Reduce ops whose dtype
+// rule is Same or Index). They compare the elements as they are, where the others first
+// convert the input to the result's dtype (sum of int32 in int64, mean of float16 in
+// float32), and they have no value over zero elements. False for any other value.
+constexpr bool op_keeps_dtype(OpId id) {
+  const auto code = static_cast<uint16_t>(id);
+  if (code > kMaxOpCode || detail::kOpIndexOfCode[code] < 0) return false;
+  const int i = detail::kOpIndexOfCode[code];
+  return detail::kOpKinds[i] == OpKind::Reduce &&
+         (detail::kOpRules[i] == DTypeRule::Same || detail::kOpRules[i] == DTypeRule::Index);
+}
+
+// What a parameter of an op's signature takes and which input or attribute it fills (the
+// types of the signature strings, explained above the lists, in this order).
+enum class ParamType : uint8_t {
+  Tensor,
+  Operand,
+  Number,
+  Dims,
+  Ints,
+  Int,
+  Start,
+  End,
+  Bool,
+  Dtype,
+  Generator
+};
+
+// One parameter of a signature.
+struct OpParam {
+  std::string_view name;
+  ParamType type = ParamType::Tensor;
+  bool optional = false;   // "name?": may be left out
+  std::string_view deflt;  // "name: type = default": the default's text, empty when none
+  // Must be given: neither optional nor defaulted, and a value (not a generator).
+  constexpr bool required() const {
+    return !optional && deflt.empty() && type != ParamType::Generator;
+  }
+};
+
+// The declared parameters of an op, in call order; the tensor inputs (tensor / operand)
+// come first.
+struct OpSignature {
+  static constexpr int kMaxParams = 6;
+  std::array<OpParam, kMaxParams> param{};
+  int count = 0;
+  constexpr std::span<const OpParam> params() const {
+    return std::span<const OpParam>(param.data(), static_cast<size_t>(count));
+  }
+};
+
+// The name a signature uses for a parameter type ("tensor", "dims", ...).
+std::string_view param_type_name(ParamType t);
+
 // Attributes of one op call: a flat record so that every op travels in one wire format.
-// Which fields an op reads is said in its kind's comment above and in its help text.
+// Which fields an op reads is said in its kind's comment above and in its signature.
 struct OpAttrs {
   Dims ints;
   std::array<Scalar, 3> scalars{};
@@ -204,10 +321,12 @@ struct OpDef {
   std::string_view name;  // as users type it; Mutate ops end in '_'
   OpKind kind;
   DTypeRule dtype_rule;
-  std::string_view help;
-  int min_inputs;  // tensors
+  std::string_view help;  // "name(params): what it does", the params from `signature`
+  int min_inputs;         // tensors
   int max_inputs;
-  bool has_inplace_form;  // Unary, Binary and Clamp: name_ writes into input 0
+  bool has_inplace_form;   // Unary, Binary and Clamp: name_ writes into input 0
+  OpSignature signature;   // as declared in the list, or its kind's
+  std::string_view usage;  // "name(params)": how help opens
 };
 
 // The whole table, in the order of the lists (not of the codes).

@@ -30,19 +30,19 @@ class TensorOps {
   bool is_contiguous() const { return self().meta().is_contiguous(); }
 
   // --- elementwise unary: name() and in-place name_() ---
-#define DTR_UNARY_METHOD(name, code, kind, rule, doc) \
-  Derived name() const {                              \
-    return self().apply(OpId::name, {}, nullptr);     \
-  }                                                   \
-  Derived& name##_() {                                \
-    mut().apply_inplace(OpId::name, {}, nullptr);     \
-    return mut();                                     \
+#define DTR_UNARY_METHOD(name, code, kind, rule, sig, doc) \
+  Derived name() const {                                   \
+    return self().apply(OpId::name, {}, nullptr);          \
+  }                                                        \
+  Derived& name##_() {                                     \
+    mut().apply_inplace(OpId::name, {}, nullptr);          \
+    return mut();                                          \
   }
   DTR_UNARY_OPS(DTR_UNARY_METHOD)
 #undef DTR_UNARY_METHOD
 
   // --- elementwise binary: tensor and scalar forms, in-place forms ---
-#define DTR_BINARY_METHOD(name, code, kind, rule, doc)                    \
+#define DTR_BINARY_METHOD(name, code, kind, rule, sig, doc)               \
   Derived name(const Derived& other) const {                              \
     return self().apply(OpId::name, {}, &other);                          \
   }                                                                       \
@@ -61,7 +61,7 @@ class TensorOps {
 #undef DTR_BINARY_METHOD
 
   // --- reductions: over everything, or over one dim ---
-#define DTR_REDUCE_METHOD(name, code, kind, rule, doc)                  \
+#define DTR_REDUCE_METHOD(name, code, kind, rule, sig, doc)             \
   Derived name() const {                                                \
     return self().apply(OpId::name, {}, nullptr);                       \
   }                                                                     \

@@ -5,10 +5,12 @@
 //
 // Elementwise kernels are templated on the compute type only (float for float16 and
 // bfloat16: their elements are converted to float as they are loaded and rounded to
-// nearest even as they are stored, by dtr/half.hpp's conversions, the CPU's own); the op is a
-// runtime code in a small functor (one kernel per dtype serves every unary op, one per dtype every
-// binary op), and operands of another dtype are converted as they are loaded, so the number of
-// instantiations stays small.
+// nearest even as they are stored, by dtr/half.hpp's conversions, the CPU's own); the op is
+// its OpId (the op table's code, include/dtr/op_table.hpp), a runtime value in a small
+// functor that switches on it in device code (one kernel per dtype serves every unary op,
+// one per dtype every binary op), and operands of another dtype are converted as they are
+// loaded, so the number of instantiations stays small. No kernel file keeps its own list of
+// op codes.
 //
 // Thread safety: the host helpers are safe from any thread (the SM-count cache is atomic);
 // kernels launch on the calling thread's current stream of the tensors' device.

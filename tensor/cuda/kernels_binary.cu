@@ -1,7 +1,7 @@
 // CUDA binary kernels: add, sub, mul, div, pow, maximum, minimum and the comparisons,
 // over two broadcast tensors or a tensor and a scalar operand (attrs.scalars[0], on the
 // left when scalar_first). One kernel per compute dtype and operand count serves every op
-// (the op is a runtime code in BinaryFn); contiguous same-shaped operands take the
+// (the op, its OpId, is a runtime value in BinaryFn); contiguous same-shaped operands take the
 // vectorized kernel.
 //
 // Semantics are the CPU kernel's (tensor/kernels_elementwise.cpp): operands converted to
@@ -23,92 +23,60 @@ namespace dtr::cuda::detail {
 
 namespace {
 
-enum class BOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
-
+// The op is the table's OpId (one of the Binary ops; binary_op checks the kind).
 template <typename T>
 struct BinaryFn {
-  BOp op = BOp::Add;
+  OpId op = OpId::add;
   bool scalar_first = false;
   T s{};  // the scalar operand (one-input form)
 
   __device__ T apply(T u, T v) const {
     switch (op) {
-      case BOp::Add:
+      case OpId::add:
         return wrap_add(u, v);
-      case BOp::Sub:
+      case OpId::sub:
         return wrap_sub(u, v);
-      case BOp::Mul:
+      case OpId::mul:
         return wrap_mul(u, v);
-      case BOp::Div:
+      case OpId::div:
         if constexpr (is_floating_v<T>)
           return u / v;
         else
           return T(0);  // unreachable: refused on the host
-      case BOp::Pow:
+      case OpId::pow:
         if constexpr (std::is_same_v<T, float>)
           return powf(u, v);
         else if constexpr (std::is_same_v<T, double>)
           return pow(u, v);
         else
           return int_pow(u, v);
-      case BOp::Maximum:
+      case OpId::maximum:
         if (is_nan(u) || is_nan(v)) return std::numeric_limits<T>::quiet_NaN();
         return u > v ? u : v;
-      case BOp::Minimum:
+      case OpId::minimum:
         if (is_nan(u) || is_nan(v)) return std::numeric_limits<T>::quiet_NaN();
         return u < v ? u : v;
       // Comparisons give 1 or 0 in T; the store converts to bool (nonzero).
-      case BOp::Eq:
+      case OpId::eq:
         return T(u == v);
-      case BOp::Ne:
+      case OpId::ne:
         return T(u != v);
-      case BOp::Lt:
+      case OpId::lt:
         return T(u < v);
-      case BOp::Le:
+      case OpId::le:
         return T(u <= v);
-      case BOp::Gt:
+      case OpId::gt:
         return T(u > v);
-      case BOp::Ge:
+      case OpId::ge:
         return T(u >= v);
+      default:
+        break;
     }
     return T(0);
   }
   __device__ T operator()(T u, T v) const { return apply(u, v); }
   __device__ T operator()(T u) const { return scalar_first ? apply(s, u) : apply(u, s); }
 };
-
-BOp binary_code(const OpDef& d) {
-  switch (d.id) {
-    case OpId::add:
-      return BOp::Add;
-    case OpId::sub:
-      return BOp::Sub;
-    case OpId::mul:
-      return BOp::Mul;
-    case OpId::div:
-      return BOp::Div;
-    case OpId::pow:
-      return BOp::Pow;
-    case OpId::maximum:
-      return BOp::Maximum;
-    case OpId::minimum:
-      return BOp::Minimum;
-    case OpId::eq:
-      return BOp::Eq;
-    case OpId::ne:
-      return BOp::Ne;
-    case OpId::lt:
-      return BOp::Lt;
-    case OpId::le:
-      return BOp::Le;
-    case OpId::gt:
-      return BOp::Gt;
-    case OpId::ge:
-      return BOp::Ge;
-    default:
-      fail<InvalidArgument>(d.name, "is not a binary op");
-  }
-}
 
 // *lowest = min(*lowest, every negative element of t converted to T).
 template <typename T>
@@ -157,7 +125,8 @@ void binary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
     std::array<TensorMeta, 2> metas{in[0].meta(), in.size() == 2 ? in[1].meta() : TensorMeta{}};
     compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
   }
-  const BOp op = binary_code(d);
+  if (d.kind != OpKind::Binary) fail<InvalidArgument>(d.name, "is not a binary op");
+  const OpId op = d.id;
   // float16/bfloat16 compute in float: converted on load, rounded on store.
   dispatch_compute(compute, [&]<typename T>() {
     const bool scalar = in.size() == 1;
@@ -166,10 +135,10 @@ void binary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
     f.scalar_first = scalar && a.scalar_first;
     f.s = scalar ? a.scalars[0].to<T>() : T(0);
     if constexpr (!is_floating_v<T>) {
-      if (op == BOp::Div) fail<InvalidArgument>(d.name, "has no kernel for {}", compute);
+      if (op == OpId::div) fail<InvalidArgument>(d.name, "has no kernel for {}", compute);
     }
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (op == BOp::Pow) {
+      if (op == OpId::pow) {
         // Refuse before writing anything, so an in-place pow_ never half-updates.
         int64_t lowest = f.s;  // the exponent: y, x when the scalar is the base, else s
         if (!scalar || f.scalar_first) lowest = lowest_negative<T>(c, scalar ? in[0] : in[1]);

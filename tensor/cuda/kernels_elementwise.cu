@@ -1,8 +1,8 @@
 // CUDA elementwise kernels: the unary ops, clamp, copy_into (broadcast and dtype
 // conversion) and fill, plus the host helpers every kernel file shares (errors, device
 // guard, device checks, launch sizes, temporaries). One strided kernel per compute dtype
-// serves every unary op, clamp and copy (the op is a runtime code in UnaryFn); contiguous
-// operands of the compute dtype take the vectorized kernel (16-byte loads).
+// serves every unary op, clamp and copy (the op, its OpId, is a runtime value in UnaryFn);
+// contiguous operands of the compute dtype take the vectorized kernel (16-byte loads).
 //
 // float16 and bfloat16 compute in float (the float kernels; loaded and stored converted).
 // Semantics are the CPU kernels' (tensor/kernels_elementwise.cpp): wrapping integer neg
@@ -95,46 +95,32 @@ local::Tensor contiguous_on(const Ctx& c, const local::Tensor& t) {
   return out;
 }
 
-// ---- unary ops, clamp, copy: one functor, the op a runtime code ----
+// ---- unary ops, clamp, copy: one functor, the op its OpId at run time ----
 
 namespace {
 
-enum class UOp : uint8_t {
-  Copy,
-  Neg,
-  Abs,
-  Relu,
-  Clamp,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid
-};
-
+// The op is the table's OpId: a Unary op, clamp, or copy_ (copy_into's conversion alone,
+// which copy_impl uses).
 template <typename T>
 struct UnaryFn {
-  UOp op = UOp::Copy;
+  OpId op = OpId::copy_;
   bool has_lo = false, has_hi = false;
   T lo{}, hi{};
 
   __device__ T operator()(T v) const {
     switch (op) {
-      case UOp::Copy:
+      case OpId::copy_:
         return v;
-      case UOp::Neg:
+      case OpId::neg:
         return wrap_sub(T(0), v);
-      case UOp::Abs:
+      case OpId::abs:
         if constexpr (is_floating_v<T>)
           return fabs(v);
         else
           return v < T(0) ? wrap_sub(T(0), v) : v;
-      case UOp::Relu:
+      case OpId::relu:
         return v > T(0) ? v : T(0);
-      case UOp::Clamp:
+      case OpId::clamp:
         if (is_nan(v)) return v;
         if (has_lo && v < lo) v = lo;
         if (has_hi && v > hi) v = hi;
@@ -144,42 +130,42 @@ struct UnaryFn {
     }
     if constexpr (std::is_same_v<T, float>) {
       switch (op) {
-        case UOp::Exp:
+        case OpId::exp:
           return expf(v);
-        case UOp::Log:
+        case OpId::log:
           return logf(v);
-        case UOp::Sqrt:
+        case OpId::sqrt:
           return sqrtf(v);
-        case UOp::Rsqrt:
+        case OpId::rsqrt:
           return 1.0f / sqrtf(v);
-        case UOp::Sin:
+        case OpId::sin:
           return sinf(v);
-        case UOp::Cos:
+        case OpId::cos:
           return cosf(v);
-        case UOp::Tanh:
+        case OpId::tanh:
           return tanhf(v);
-        case UOp::Sigmoid:
+        case OpId::sigmoid:
           return 1.0f / (1.0f + expf(-v));
         default:
           break;
       }
     } else if constexpr (std::is_same_v<T, double>) {
       switch (op) {
-        case UOp::Exp:
+        case OpId::exp:
           return exp(v);
-        case UOp::Log:
+        case OpId::log:
           return log(v);
-        case UOp::Sqrt:
+        case OpId::sqrt:
           return sqrt(v);
-        case UOp::Rsqrt:
+        case OpId::rsqrt:
           return 1.0 / sqrt(v);
-        case UOp::Sin:
+        case OpId::sin:
           return sin(v);
-        case UOp::Cos:
+        case OpId::cos:
           return cos(v);
-        case UOp::Tanh:
+        case OpId::tanh:
           return tanh(v);
-        case UOp::Sigmoid:
+        case OpId::sigmoid:
           return 1.0 / (1.0 + exp(-v));
         default:
           break;
@@ -189,24 +175,21 @@ struct UnaryFn {
   }
 };
 
-bool float_only(UOp op) {
-  return op != UOp::Copy && op != UOp::Neg && op != UOp::Abs && op != UOp::Relu && op != UOp::Clamp;
-}
-
 template <typename T>
 void run_unary(const Ctx& c, const local::Tensor& out, const local::Tensor& in, UnaryFn<T> f) {
   launch_elementwise<T, 1>(c, out, {&in}, f, "unary kernel");
 }
 
-void run_unary_any(const Ctx& c, std::string_view name, UOp op, const local::Tensor& out,
+// A Unary op: the float ones (dtype rule ToFloat) have no kernel for other dtypes.
+void run_unary_any(const Ctx& c, const OpDef& d, const local::Tensor& out,
                    const local::Tensor& in) {
   dispatch_compute(out.dtype(), [&]<typename T>() {
     if constexpr (!is_floating_v<T>) {
-      if (float_only(op))
-        fail<DTypeError>(name, "expected a floating point tensor, got {}", out.dtype());
+      if (d.dtype_rule == DTypeRule::ToFloat)
+        fail<DTypeError>(d.name, "expected a floating point tensor, got {}", out.dtype());
     }
     UnaryFn<T> f;
-    f.op = op;
+    f.op = d.id;
     run_unary<T>(c, out, in, f);
   });
 }
@@ -215,53 +198,16 @@ void run_unary_any(const Ctx& c, std::string_view name, UOp op, const local::Ten
 
 void unary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs&,
               const local::Tensor& out) {
-  UOp op;
-  switch (d.id) {
-    case OpId::neg:
-      op = UOp::Neg;
-      break;
-    case OpId::abs:
-      op = UOp::Abs;
-      break;
-    case OpId::relu:
-      op = UOp::Relu;
-      break;
-    case OpId::exp:
-      op = UOp::Exp;
-      break;
-    case OpId::log:
-      op = UOp::Log;
-      break;
-    case OpId::sqrt:
-      op = UOp::Sqrt;
-      break;
-    case OpId::rsqrt:
-      op = UOp::Rsqrt;
-      break;
-    case OpId::sin:
-      op = UOp::Sin;
-      break;
-    case OpId::cos:
-      op = UOp::Cos;
-      break;
-    case OpId::tanh:
-      op = UOp::Tanh;
-      break;
-    case OpId::sigmoid:
-      op = UOp::Sigmoid;
-      break;
-    default:
-      fail<InvalidArgument>(d.name, "is not a unary op");
-  }
+  if (d.kind != OpKind::Unary) fail<InvalidArgument>(d.name, "is not a unary op");
   // As the CPU kernel: the input converted to the result's dtype (int -> float32 for exp).
-  run_unary_any(c, d.name, op, out, in[0]);
+  run_unary_any(c, d, out, in[0]);
 }
 
 void clamp_op(const Ctx& c, std::span<const local::Tensor> in, const OpAttrs& a,
               const local::Tensor& out) {
   dispatch_compute(out.dtype(), [&]<typename T>() {
     UnaryFn<T> f;
-    f.op = UOp::Clamp;
+    f.op = OpId::clamp;
     f.has_lo = !a.scalars[0].is_none();
     f.has_hi = !a.scalars[1].is_none();
     f.lo = f.has_lo ? a.scalars[0].to<T>() : T(0);

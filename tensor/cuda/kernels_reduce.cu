@@ -38,76 +38,72 @@ __device__ inline double nan_min(double a, double b) {
   return a < b ? a : b;
 }
 
-enum class ROp : uint8_t {
-  Sum,
-  Prod,
-  Mean,
-  Norm0,
-  Norm1,
-  Norm2,
-  NormP,
-  NormInf,
-  NormNegInf,
-  SqDev
-};
+// The variant of norm() a p selects: what each element adds and how the total ends.
+enum class NormP : uint8_t { Zero, One, Two, Inf, NegInf, Other };
 
-// Floating reductions, accumulating in double. `out` is T, or double when out_double (the
-// per-row means of var/std's first pass).
+// Floating reductions, accumulating in double. `op` is the table's OpId: sum, prod, mean,
+// norm (the variant in `norm`), or var / std, whose reduction here is their second pass,
+// the squared deviations from the per-row `mean`. `out` is T, or double when out_double
+// (the per-row means of var/std's first pass, a mean reduction).
 template <typename T>
 struct FloatRed {
   using Acc = double;
-  ROp op = ROp::Sum;
+  OpId op = OpId::sum;
+  NormP norm = NormP::Two;
   bool out_double = false;
-  bool is_std = false;
   double p = 2.0;
   double correction = 1.0;
   int64_t inner = 0;
-  const double* mean = nullptr;  // SqDev: per-row means
+  const double* mean = nullptr;  // var/std: per-row means
   void* out = nullptr;
 
+  __device__ bool norm_is(NormP v) const { return op == OpId::norm && norm == v; }
   __device__ Acc init() const {
-    if (op == ROp::Prod) return 1.0;
-    if (op == ROp::NormNegInf) return INFINITY;
+    if (op == OpId::prod) return 1.0;
+    if (norm_is(NormP::NegInf)) return INFINITY;
     return 0.0;
   }
   __device__ Acc step(Acc a, T x, int64_t row, int64_t) const {
     double v = static_cast<double>(x);
     switch (op) {
-      case ROp::Sum:
-      case ROp::Mean:
+      case OpId::sum:
+      case OpId::mean:
         return a + v;
-      case ROp::Prod:
+      case OpId::prod:
         return a * v;
-      case ROp::Norm0:
-        return a + (x != T(0) ? 1.0 : 0.0);
-      case ROp::Norm1:
-        return a + fabs(v);
-      case ROp::Norm2:
-        return a + v * v;
-      case ROp::NormP:
-        return a + pow(fabs(v), p);
-      case ROp::NormInf:
-        return nan_max(a, fabs(v));
-      case ROp::NormNegInf:
-        return nan_min(a, fabs(v));
-      case ROp::SqDev: {
+      case OpId::norm:
+        return norm_step(a, x, v);
+      case OpId::var:
+      case OpId::std: {
         double dv = v - mean[row];
         return a + dv * dv;
       }
+      default:
+        return a;
+    }
+  }
+  __device__ Acc norm_step(Acc a, T x, double v) const {
+    switch (norm) {
+      case NormP::Zero:
+        return a + (x != T(0) ? 1.0 : 0.0);
+      case NormP::One:
+        return a + fabs(v);
+      case NormP::Two:
+        return a + v * v;
+      case NormP::Other:
+        return a + pow(fabs(v), p);
+      case NormP::Inf:
+        return nan_max(a, fabs(v));
+      case NormP::NegInf:
+        return nan_min(a, fabs(v));
     }
     return a;
   }
   __device__ Acc combine(Acc a, Acc b) const {
-    switch (op) {
-      case ROp::Prod:
-        return a * b;
-      case ROp::NormInf:
-        return nan_max(a, b);
-      case ROp::NormNegInf:
-        return nan_min(a, b);
-      default:
-        return a + b;
-    }
+    if (op == OpId::prod) return a * b;
+    if (norm_is(NormP::Inf)) return nan_max(a, b);
+    if (norm_is(NormP::NegInf)) return nan_min(a, b);
+    return a + b;
   }
   __device__ static Acc shfl_down(Acc a, int delta) {
     return __shfl_down_sync(0xffffffffu, a, delta);
@@ -115,18 +111,19 @@ struct FloatRed {
   __device__ void write(int64_t row, Acc a) const {
     double r = a;
     switch (op) {
-      case ROp::Mean:
+      case OpId::mean:
         r = a / static_cast<double>(inner);
         break;
-      case ROp::Norm2:
-        r = sqrt(a);
+      case OpId::norm:
+        if (norm == NormP::Two)
+          r = sqrt(a);
+        else if (norm == NormP::Other)
+          r = pow(a, 1.0 / p);
         break;
-      case ROp::NormP:
-        r = pow(a, 1.0 / p);
-        break;
-      case ROp::SqDev:
+      case OpId::var:
+      case OpId::std:
         r = a / fmax(0.0, static_cast<double>(inner) - correction);
-        if (is_std) r = sqrt(r);
+        if (op == OpId::std) r = sqrt(r);
         break;
       default:
         break;
@@ -333,8 +330,7 @@ void reduce_rows(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Te
 void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
                const local::Tensor& final_out) {
   const local::Tensor& src = in[0];
-  const bool keeps_dtype =
-      d.id == OpId::max || d.id == OpId::min || d.id == OpId::argmax || d.id == OpId::argmin;
+  const bool keeps_dtype = op_keeps_dtype(d.id);
   // float16/bfloat16 reduce as the CPU does: over the input converted to float32 (by the
   // packing copy) into a float32 result, rounded into the 16-bit output at the end.
   DType work = keeps_dtype ? src.dtype() : final_out.dtype();
@@ -347,6 +343,51 @@ void reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
 }
 
 namespace {
+
+NormP norm_variant(double p) {
+  if (std::isinf(p)) return p > 0 ? NormP::Inf : NormP::NegInf;
+  if (p == 0) return NormP::Zero;
+  if (p == 1) return NormP::One;
+  if (p == 2) return NormP::Two;
+  return NormP::Other;
+}
+
+// sum, prod, mean, norm, var, std of floating rows into `out` (T).
+template <typename T>
+void run_float_rows(const Ctx& c, const OpDef& d, DType work, const T* base, int64_t outer,
+                    int64_t inner, double p_or_corr, void* out) {
+  FloatRed<T> r;
+  r.op = d.id;
+  r.inner = inner;
+  r.out = out;
+  switch (d.id) {
+    case OpId::sum:
+    case OpId::prod:
+    case OpId::mean:
+      break;
+    case OpId::norm:
+      r.p = p_or_corr;
+      r.norm = norm_variant(p_or_corr);
+      break;
+    case OpId::var:
+    case OpId::std: {
+      // Pass 1: per-row means in double; pass 2: squared deviations from them.
+      std::shared_ptr<Storage> means = allocate(c.device, static_cast<size_t>(outer) * 8);
+      FloatRed<T> m = r;
+      m.op = OpId::mean;
+      m.out_double = true;
+      m.out = means->data();
+      run_rows(c, base, outer, inner, m);
+      r.mean = static_cast<const double*>(means->data());
+      r.correction = p_or_corr;
+      run_rows(c, base, outer, inner, r);
+      return;
+    }
+    default:
+      fail<DTypeError>(d.name, "has no kernel for {}", work);
+  }
+  run_rows(c, base, outer, inner, r);
+}
 
 void reduce_rows(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Tensor& src,
                  DType work, bool keeps_dtype, const local::Tensor& out) {
@@ -394,54 +435,7 @@ void reduce_rows(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Te
       return;
     }
     if constexpr (is_floating_v<T>) {
-      FloatRed<T> r;
-      r.inner = inner;
-      r.out = out.raw_data();
-      switch (d.id) {
-        case OpId::sum:
-          r.op = ROp::Sum;
-          break;
-        case OpId::prod:
-          r.op = ROp::Prod;
-          break;
-        case OpId::mean:
-          r.op = ROp::Mean;
-          break;
-        case OpId::norm: {
-          const double p = p_or_corr;
-          r.p = p;
-          if (std::isinf(p))
-            r.op = p > 0 ? ROp::NormInf : ROp::NormNegInf;
-          else if (p == 0)
-            r.op = ROp::Norm0;
-          else if (p == 1)
-            r.op = ROp::Norm1;
-          else if (p == 2)
-            r.op = ROp::Norm2;
-          else
-            r.op = ROp::NormP;
-          break;
-        }
-        case OpId::var:
-        case OpId::std: {
-          // Pass 1: per-row means in double; pass 2: squared deviations from them.
-          std::shared_ptr<Storage> means = allocate(c.device, static_cast<size_t>(outer) * 8);
-          FloatRed<T> m = r;
-          m.op = ROp::Mean;
-          m.out_double = true;
-          m.out = means->data();
-          run_rows(c, base, outer, inner, m);
-          r.op = ROp::SqDev;
-          r.mean = static_cast<const double*>(means->data());
-          r.correction = p_or_corr;
-          r.is_std = d.id == OpId::std;
-          run_rows(c, base, outer, inner, r);
-          return;
-        }
-        default:
-          fail<DTypeError>(d.name, "has no kernel for {}", work);
-      }
-      run_rows(c, base, outer, inner, r);
+      run_float_rows<T>(c, d, work, base, outer, inner, p_or_corr, out.raw_data());
       return;
     } else if constexpr (std::is_same_v<T, int64_t>) {
       if (d.id == OpId::sum || d.id == OpId::prod) {

@@ -94,10 +94,10 @@ TEST_CASE("every op of the table has a signature the REPL can bind") {
   for (const std::string& f : repl::Evaluator::function_names()) functions.insert(f);
   for (const OpDef& d : all_ops()) {
     INFO(d.help);
-    const repl::OpSignature& sig = repl::op_signature(d);
-    CHECK(sig.text.substr(0, d.name.size() + 1) == std::string(d.name) + "(");
+    CHECK(d.usage.substr(0, d.name.size() + 1) == std::string(d.name) + "(");
     int tensors = 0;
-    for (const repl::OpParam& p : sig.params) tensors += p.tensor ? 1 : 0;
+    for (const OpParam& p : d.signature.params())
+      tensors += p.type == ParamType::Tensor || p.type == ParamType::Operand ? 1 : 0;
     CHECK(tensors == d.max_inputs);
     CHECK(functions.count(std::string(d.name)) == 1);
     if (d.has_inplace_form) CHECK(functions.count(std::string(d.name) + "_") == 1);

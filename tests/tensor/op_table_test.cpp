@@ -95,10 +95,11 @@ struct Declared {
   std::string_view name;
   OpKind kind;
   DTypeRule rule;
+  std::string_view signature;
   std::string_view help;
 };
-#define DTR_TEST_DECLARED(name, code, kind, rule, help) \
-  {#name, OpKind::kind, DTypeRule::rule, help},
+#define DTR_TEST_DECLARED(name, code, kind, rule, sig, help) \
+  {#name, OpKind::kind, DTypeRule::rule, sig, help},
 constexpr Declared kDeclared[] = {DTR_OPS(DTR_TEST_DECLARED)};
 #undef DTR_TEST_DECLARED
 
@@ -140,13 +141,15 @@ TEST_CASE("op table: ids, unique names, lookups and help text") {
     REQUIRE(found != nullptr);
     CHECK(found->id == op.id);
     CHECK(!op.help.empty());
-    // The help text opens with the op's call: "name(".
+    // The help text opens with the op's call, "name(params)", then ": " and the declared text.
     CHECK(op.help.substr(0, op.name.size() + 1) == std::string(op.name) + "(");
+    CHECK(op.help.substr(0, op.usage.size()) == op.usage);
+    CHECK(op.usage.back() == ')');
     // As declared in the lists.
     CHECK(op.name == kDeclared[i].name);
     CHECK(op.kind == kDeclared[i].kind);
     CHECK(op.dtype_rule == kDeclared[i].rule);
-    CHECK(op.help == kDeclared[i].help);
+    CHECK(op.help.substr(op.usage.size()) == ": " + std::string(kDeclared[i].help));
     CHECK(dtr::is_valid_op(static_cast<uint16_t>(op.id)));
   }
   CHECK_FALSE(dtr::is_valid_op(static_cast<uint16_t>(dtr::kMaxOpCode + 1)));
@@ -247,6 +250,141 @@ InferResult infer2(OpId op, const TensorMeta& a, const TensorMeta& b, const OpAt
 }
 
 }  // namespace
+
+namespace {
+
+using dtr::OpParam;
+using dtr::ParamType;
+
+// The signature as "type name?=default" items, e.g. "tensor x, dims dim?, bool keepdim=false".
+std::string typed(const dtr::OpSignature& sig) {
+  std::string out;
+  for (const OpParam& p : sig.params()) {
+    if (!out.empty()) out += ", ";
+    out += dtr::param_type_name(p.type);
+    out += ' ';
+    out += p.name;
+    if (p.optional) out += '?';
+    if (!p.deflt.empty()) (out += '=') += p.deflt;
+  }
+  return out;
+}
+
+bool is_input(const OpParam& p) {
+  return p.type == ParamType::Tensor || p.type == ParamType::Operand;
+}
+
+}  // namespace
+
+TEST_CASE("op table: keeps-dtype reductions are the Reduce ops that select an element") {
+  static_assert(dtr::op_keeps_dtype(OpId::max) && dtr::op_keeps_dtype(OpId::argmin));
+  static_assert(!dtr::op_keeps_dtype(OpId::sum) && !dtr::op_keeps_dtype(OpId::norm));
+  std::set<std::string_view> keeps;
+  for (const dtr::OpDef& op : dtr::all_ops()) {
+    INFO("op: " << std::string(op.name));
+    const bool selects = op.kind == OpKind::Reduce &&
+                         (op.dtype_rule == DTypeRule::Same || op.dtype_rule == DTypeRule::Index);
+    CHECK(dtr::op_keeps_dtype(op.id) == selects);
+    if (dtr::op_keeps_dtype(op.id)) keeps.insert(op.name);
+    if (op.kind != OpKind::Reduce && op.kind != OpKind::Norm && op.kind != OpKind::Moment) continue;
+    // What the property means for the shape rule: the result keeps an int32 input's dtype
+    // (or gives its positions), and a reduction over no element has no value.
+    OpAttrs over_empty;
+    over_empty.ints = {1};
+    const TensorMeta empty = meta(kF32, {2, 0});
+    if (dtr::op_keeps_dtype(op.id)) {
+      const DType want = op.dtype_rule == DTypeRule::Index ? kI64 : kI32;
+      CHECK(infer1(op.id, meta(kI32, {2, 3})).meta.dtype == want);
+      CHECK_THROWS_AS(infer1(op.id, empty, over_empty), dtr::ShapeError);
+    } else {
+      CHECK(infer1(op.id, empty, over_empty).meta.shape == dtr::Shape{2});
+    }
+  }
+  CHECK(keeps == std::set<std::string_view>{"max", "min", "argmax", "argmin"});
+  CHECK_FALSE(dtr::op_keeps_dtype(static_cast<OpId>(dtr::kMaxOpCode + 1)));
+  CHECK_FALSE(dtr::op_keeps_dtype(static_cast<OpId>(0xffff)));
+}
+
+TEST_CASE("op table: each kind's signature") {
+  // The kinds whose ops all share their kind's signature (their lines write none).
+  const std::vector<std::pair<OpKind, std::string>> fixed = {
+      {OpKind::Unary, "tensor x"},
+      {OpKind::Binary, "operand a, operand b"},
+      {OpKind::Reduce, "tensor x, dims dim?, bool keepdim=false"},
+      {OpKind::Clamp, "tensor x, number min?, number max?"},
+      {OpKind::Norm, "tensor x, number p=2, dims dim?, bool keepdim=false"},
+      {OpKind::Moment, "tensor x, dims dim?, bool keepdim=false, number correction=1"},
+  };
+  for (size_t i = 0; i < dtr::all_ops().size(); ++i) {
+    const dtr::OpDef& op = dtr::all_ops()[i];
+    INFO("op: " << std::string(op.name) << ", signature: " << typed(op.signature));
+    for (const auto& [kind, want] : fixed)
+      if (op.kind == kind) {
+        CHECK(kDeclared[i].signature.empty());
+        CHECK(typed(op.signature) == want);
+      }
+    const bool own =
+        op.kind == OpKind::View || op.kind == OpKind::Mutate || op.kind == OpKind::Create;
+    if (own) CHECK_FALSE(kDeclared[i].signature.empty());
+    if (op.kind == OpKind::Linalg && kDeclared[i].signature.empty())
+      CHECK(typed(op.signature) == "tensor a, tensor b");
+    if (op.kind == OpKind::Convert && kDeclared[i].signature.empty())
+      CHECK(typed(op.signature) == "tensor x");
+  }
+  CHECK(dtr::op_def(OpId::sum).usage == "sum(x, dim?, keepdim=false)");
+  CHECK(dtr::op_def(OpId::add).usage == "add(a, b)");
+  CHECK(dtr::op_def(OpId::slice).usage == "slice(x, dim, start, end, step=1)");
+  CHECK(dtr::op_def(OpId::arange).usage == "arange(start=0, end, step=1, dtype?)");
+  CHECK(dtr::op_def(OpId::rand).usage == "rand(shape, generator, dtype=float32)");
+}
+
+TEST_CASE("op table: signatures agree with each op's kind and dtype rule") {
+  for (const dtr::OpDef& op : dtr::all_ops()) {
+    INFO("op: " << std::string(op.name) << ", signature: " << typed(op.signature));
+    std::span<const OpParam> ps = op.signature.params();
+    int inputs = 0, numbers = 0, dtypes = 0, generators = 0, dims = 0, bools = 0;
+    std::set<std::string_view> names;
+    for (size_t j = 0; j < ps.size(); ++j) {
+      const OpParam& p = ps[j];
+      CHECK_MESSAGE(names.insert(p.name).second, "parameter twice: " << std::string(p.name));
+      CHECK_FALSE((p.optional && !p.deflt.empty()));
+      // The tensor inputs come first, as many as the kind has; operands only in Binary ops.
+      CHECK(is_input(p) == (static_cast<int>(j) < op.max_inputs));
+      CHECK((p.type == ParamType::Operand) == (op.kind == OpKind::Binary));
+      inputs += is_input(p);
+      numbers += p.type == ParamType::Number;
+      dtypes += p.type == ParamType::Dtype;
+      generators += p.type == ParamType::Generator;
+      dims += p.type == ParamType::Dims;
+      bools += p.type == ParamType::Bool;
+      if (op.kind == OpKind::View && !is_input(p))
+        CHECK((p.type == ParamType::Ints || p.type == ParamType::Int ||
+               p.type == ParamType::Start || p.type == ParamType::End));
+    }
+    CHECK(inputs == op.max_inputs);
+    CHECK(numbers + (op.kind == OpKind::Binary ? 1 : 0) <= 3);  // OpAttrs::scalars
+    // A dtype parameter exactly where the result's dtype is the attribute's.
+    CHECK((dtypes == 1) == (op.dtype_rule == DTypeRule::Attr));
+    CHECK(dtypes <= 1);
+    // keepdim and reduce dims exactly in the reductions.
+    const bool reduces =
+        op.kind == OpKind::Reduce || op.kind == OpKind::Norm || op.kind == OpKind::Moment;
+    CHECK((dims == 1 && bools == 1) == reduces);
+    CHECK((dims == 0 && bools == 0) == !reduces);
+    // Draws only where an op fills with random values: random creation and fills.
+    if (generators > 0) CHECK((op.kind == OpKind::Create || op.kind == OpKind::Mutate));
+    CHECK(generators <= 1);
+    // The usage renders the declaration: name, then each parameter with '?' or '=default'.
+    std::string usage = std::string(op.name) + "(";
+    for (size_t j = 0; j < ps.size(); ++j) {
+      if (j > 0) usage += ", ";
+      usage += ps[j].name;
+      if (ps[j].optional) usage += '?';
+      if (!ps[j].deflt.empty()) (usage += '=') += ps[j].deflt;
+    }
+    CHECK(op.usage == usage + ")");
+  }
+}
 
 TEST_CASE("infer: result metadata without data") {
   InferResult r = infer2(OpId::add, meta(kF32, {2, 3}), meta(kI32, {3}));
