@@ -9,6 +9,27 @@
 // the rest becomes a task on the command's stream. Streams are serial queues on a thread
 // pool (worker/executor.hpp): one stream runs in order, different streams concurrently.
 //
+// Parts. worker/session.cpp is the dispatcher: one handler per command (protocol/
+// commands.hpp) that checks and resolves the command with the parts below and stages its
+// task, and the switch that runs a task by its kind. Each part is internal (namespace
+// dtr::worker::detail), in its own header, which states its thread-safety contract:
+//  - worker/tensor_table.hpp  Slot (a tensor's readiness, failure, parked streams, CUDA
+//                             write event) and the id -> slot table with its id checks;
+//  - worker/streams.hpp       Task, Stream (serial queue, park and wake, slices), the
+//                             staging and flush of dispatched tasks, stream create and
+//                             destroy, retired streams, barriers (Sync, Stats);
+//  - worker/events.hpp        EventState (records, waiters), the record's run, the
+//                             cross-node tokens (RemoteWait) and their limits;
+//  - worker/peer_copy.hpp     SendPeer and RecvPeer tasks;
+//  - worker/collectives.hpp   process groups (Group, GroupThread, NewGroup) and the
+//                             collective task;
+//  - worker/device_order.hpp  the per-stream CUDA streams and the ordering of CUDA work
+//                             between them (use(), wrote());
+//  - worker/failures.hpp      root and dependent failures, the unreported list and its
+//                             cap, mark_reported, Sync's failures and Stats replies;
+//  - worker/outbox.hpp        what the session sends (replies, peer notifications) and
+//                             this node's identity from Setup.
+//
 // Ordering rules, the same for CPU streams as CUDA's:
 //  - commands of one stream run in the order sent;
 //  - a stream that waits on an event runs nothing after the wait until the event's latest
