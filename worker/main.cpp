@@ -91,11 +91,8 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app(kDescription, "dtr-worker");
-  app.footer(kExamples);
+// The command line's values.
+struct Args {
   std::string listen, master, name, log_level = "info", endpoint_file;
   int64_t max_message_bytes = dtr::worker::ServerOptions{}.max_message_bytes;
   int64_t heartbeat_ms = dtr::worker::ServerOptions{}.heartbeat.count();
@@ -107,103 +104,89 @@ int main(int argc, char** argv) {
   std::string key_file;
   std::string devices = "all";
   bool insecure = false;
+};
 
-  auto* listen_opt = app.add_option("--listen", listen,
+// The mode, naming, logging and connection options.
+void add_connection_options(CLI::App& app, Args& a) {
+  auto* listen_opt = app.add_option("--listen", a.listen,
                                     "Listen mode: bind this ZeroMQ endpoint and serve masters "
                                     "that dial in (e.g. tcp://*:5555)")
                          ->type_name("ENDPOINT");
-  auto* master_opt = app.add_option("--master", master,
+  auto* master_opt = app.add_option("--master", a.master,
                                     "Connect mode: dial the master listening on this endpoint "
                                     "(e.g. tcp://head-node:6000)")
                          ->type_name("ENDPOINT");
   listen_opt->excludes(master_opt);
   master_opt->excludes(listen_opt);
-  app.add_option("--name", name, "Name of this worker in logs (default: host:pid)");
-  app.add_option("--log-level", log_level, "Log level")
+  app.add_option("--name", a.name, "Name of this worker in logs (default: host:pid)");
+  app.add_option("--log-level", a.log_level, "Log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
-  app.add_option("--endpoint-file", endpoint_file,
+  app.add_option("--endpoint-file", a.endpoint_file,
                  "Write the endpoint to this file (atomically) once the socket is up; in "
                  "listen mode it is the bound one, with the port chosen for '*'")
       ->type_name("PATH");
-  app.add_option("--max-message-bytes", max_message_bytes,
+  app.add_option("--max-message-bytes", a.max_message_bytes,
                  "Largest frame accepted (a header or one tensor's bytes); a bigger one drops "
                  "the connection")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--heartbeat-ms", heartbeat_ms,
+  app.add_option("--heartbeat-ms", a.heartbeat_ms,
                  "Interval of heartbeats to the master while a session is open")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--connect-timeout-ms", connect_timeout_ms,
+  app.add_option("--connect-timeout-ms", a.connect_timeout_ms,
                  "Connect mode: give up when no HELLO arrived within this time")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
 
-  app.add_option("--threads", threads,
+// The options of a session's resources: threads, peers, memory, devices, security.
+void add_session_options(CLI::App& app, Args& a) {
+  app.add_option("--threads", a.threads,
                  "Threads that run a session's streams (its CPU budget); 0: one per core")
       ->capture_default_str();
-  app.add_option("--peer-host", peer_host,
+  app.add_option("--peer-host", a.peer_host,
                  "The address other workers of a session use to reach this one (default: "
                  "the listen address, or the local address facing the master)")
       ->type_name("HOST");
-  app.add_option("--memory-limit", memory_limit,
+  app.add_option("--memory-limit", a.memory_limit,
                  "Most bytes of tensor memory this worker holds (e.g. 8GiB, 512MiB); an "
                  "allocation past it fails that op with an out-of-memory error; 0: no limit")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  app.add_option("--collective-timeout-ms", collective_timeout_ms,
+  app.add_option("--collective-timeout-ms", a.collective_timeout_ms,
                  "Bound on each collective among a session's workers (and on forming their "
                  "process group)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
-  app.add_option("--devices", devices,
+  app.add_option("--devices", a.devices,
                  "CUDA devices this worker uses: all, none, or indices among the visible ones "
                  "(e.g. 0,2); masters see them as cuda:0, cuda:1, ... in that order")
       ->capture_default_str();
 
-  app.add_option("--key", key_file,
+  app.add_option("--key", a.key_file,
                  "Cluster key file from dtr-keygen (default: $DTR_KEY_FILE, then $DTR_KEY): "
                  "with it every link is CURVE-encrypted and only holders of the key connect")
       ->type_name("FILE");
-  app.add_flag("--insecure", insecure,
+  app.add_flag("--insecure", a.insecure,
                "Without a key, allow plain links to non-loopback endpoints (trusted networks "
                "only; also DTR_INSECURE=1)");
+}
 
-  try {
-    app.parse(argc, argv);
-    if (listen.empty() == master.empty())
-      throw CLI::ValidationError(
-          "exactly one of --listen ENDPOINT and --master ENDPOINT is required");
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: the message, then 1
-  }
-  if (name.empty()) name = default_name();
-
-  // Signals go to the waiting thread only: block them before any thread (ZeroMQ's I/O
-  // threads included) exists, so that every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  try {
-    setup_logging(name, log_level);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dtr-worker: cannot set up logging: %s\n", e.what());
-    return 1;
-  }
+// Chooses the CUDA devices, logs them, and applies the memory limit; false (logged) when
+// --devices is wrong.
+bool setup_devices_and_memory(const Args& a) {
   // Before anything touches the CUDA runtime, which reads CUDA_VISIBLE_DEVICES once.
   try {
     const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
     std::optional<std::string> visible = dtr::worker::select_visible_devices(
-        devices, env ? std::optional<std::string_view>(env) : std::nullopt);
+        a.devices, env ? std::optional<std::string_view>(env) : std::nullopt);
     if (visible) setenv("CUDA_VISIBLE_DEVICES", visible->c_str(), 1);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    return false;
   }
   for (const auto& d : dtr::worker::describe_devices())
     spdlog::info("cuda:{}: {}, {} MiB, compute capability {}.{}", d.index, d.name,
@@ -211,40 +194,41 @@ int main(int argc, char** argv) {
   if (dtr::cuda_device_count() == 0)
     spdlog::info("no CUDA device: {}", dtr::cuda_unavailable_reason());
   dtr::protocol::tune_allocator_for_large_messages();
-  dtr::set_cpu_memory_limit(memory_limit);
-  if (memory_limit > 0) spdlog::info("memory limit: {} bytes of tensors", memory_limit);
+  dtr::set_cpu_memory_limit(a.memory_limit);
+  if (a.memory_limit > 0) spdlog::info("memory limit: {} bytes of tensors", a.memory_limit);
+  return true;
+}
 
+// The server's options from the command line; nullopt (logged) when the security
+// settings are wrong.
+std::optional<dtr::worker::ServerOptions> server_options(const Args& a) {
   dtr::worker::ServerOptions options;
-  options.listen = listen;
-  options.master = master;
-  options.name = name;
-  options.max_message_bytes = max_message_bytes;
-  options.heartbeat = std::chrono::milliseconds(heartbeat_ms);
-  options.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
-  options.threads = threads;
-  options.peer_host = peer_host;
-  options.collective_timeout = std::chrono::milliseconds(collective_timeout_ms);
+  options.listen = a.listen;
+  options.master = a.master;
+  options.name = a.name;
+  options.max_message_bytes = a.max_message_bytes;
+  options.heartbeat = std::chrono::milliseconds(a.heartbeat_ms);
+  options.connect_timeout = std::chrono::milliseconds(a.connect_timeout_ms);
+  options.threads = a.threads;
+  options.peer_host = a.peer_host;
+  options.collective_timeout = std::chrono::milliseconds(a.collective_timeout_ms);
   try {
-    options.security = dtr::resolve_security(key_file, insecure);
+    options.security = dtr::resolve_security(a.key_file, a.insecure);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    return std::nullopt;
   }
   if (options.security.key)
     spdlog::info("CURVE on every link; cluster key {} from {}", options.security.key->public_key,
                  options.security.key_source);
   else if (options.security.insecure)
     spdlog::warn("no cluster key and --insecure: links are neither encrypted nor authenticated");
+  return options;
+}
 
-  std::unique_ptr<dtr::worker::Server> server;
-  try {
-    server = std::make_unique<dtr::worker::Server>(options);
-    if (!endpoint_file.empty()) write_file_atomically(endpoint_file, server->endpoint());
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
-
+// Runs the server until it ends or SIGTERM/SIGINT (`signals`, blocked) stops it; the exit
+// status.
+int serve(std::unique_ptr<dtr::worker::Server> server, const sigset_t& signals) {
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     while (!done.load()) {
@@ -269,4 +253,51 @@ int main(int argc, char** argv) {
   server.reset();
   spdlog::info("exiting");
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(kDescription, "dtr-worker");
+  app.footer(kExamples);
+  Args a;
+  add_connection_options(app, a);
+  add_session_options(app, a);
+  try {
+    app.parse(argc, argv);
+    if (a.listen.empty() == a.master.empty())
+      throw CLI::ValidationError(
+          "exactly one of --listen ENDPOINT and --master ENDPOINT is required");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: the message, then 1
+  }
+  if (a.name.empty()) a.name = default_name();
+
+  // Signals go to the waiting thread only: block them before any thread (ZeroMQ's I/O
+  // threads included) exists, so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  try {
+    setup_logging(a.name, a.log_level);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtr-worker: cannot set up logging: %s\n", e.what());
+    return 1;
+  }
+  if (!setup_devices_and_memory(a)) return 1;
+  std::optional<dtr::worker::ServerOptions> options = server_options(a);
+  if (!options) return 1;
+
+  std::unique_ptr<dtr::worker::Server> server;
+  try {
+    server = std::make_unique<dtr::worker::Server>(*options);
+    if (!a.endpoint_file.empty()) write_file_atomically(a.endpoint_file, server->endpoint());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return serve(std::move(server), signals);
 }
