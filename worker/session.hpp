@@ -56,6 +56,13 @@
 // with a pointer to the first cause, other streams go on. An event recorded on a stream
 // after a failure carries the first failure since the stream's previous record.
 //
+// Where the parts keep these rules: a stream pops a task only after it has run, and runs
+// on one thread at a time (streams.hpp); a wait parks its stream on the event's waiters
+// for the generation current at dispatch (events.hpp); a barrier is one task per stream,
+// retired ones included (streams.hpp); a task holds its slots (tensor_table.hpp); CUDA
+// work on one tensor from different streams is ordered by the slot's write event
+// (device_order.hpp). No part wakes a stream or emits with one of its locks held.
+//
 // Thread safety: run(), setup(), notify(), live_tensors() and the destructor are called
 // from one dispatch thread. `emit` is called from any thread (executor threads too),
 // never with a session lock held. wait_idle() and stats() from any thread.
