@@ -9,6 +9,27 @@
 // the rest becomes a task on the command's stream. Streams are serial queues on a thread
 // pool (worker/executor.hpp): one stream runs in order, different streams concurrently.
 //
+// Parts. worker/session.cpp is the dispatcher: one handler per command (protocol/
+// commands.hpp) that checks and resolves the command with the parts below and stages its
+// task, and the switch that runs a task by its kind. Each part is internal (namespace
+// dtr::worker::detail), in its own header, which states its thread-safety contract:
+//  - worker/tensor_table.hpp  Slot (a tensor's readiness, failure, parked streams, CUDA
+//                             write event) and the id -> slot table with its id checks;
+//  - worker/streams.hpp       Task, Stream (serial queue, park and wake, slices), the
+//                             staging and flush of dispatched tasks, stream create and
+//                             destroy, retired streams, barriers (Sync, Stats);
+//  - worker/events.hpp        EventState (records, waiters), the record's run, the
+//                             cross-node tokens (RemoteWait) and their limits;
+//  - worker/peer_copy.hpp     SendPeer and RecvPeer tasks;
+//  - worker/collectives.hpp   process groups (Group, GroupThread, NewGroup) and the
+//                             collective task;
+//  - worker/device_order.hpp  the per-stream CUDA streams and the ordering of CUDA work
+//                             between them (use(), wrote());
+//  - worker/failures.hpp      root and dependent failures, the unreported list and its
+//                             cap, mark_reported, Sync's failures and Stats replies;
+//  - worker/outbox.hpp        what the session sends (replies, peer notifications) and
+//                             this node's identity from Setup.
+//
 // Ordering rules, the same for CPU streams as CUDA's:
 //  - commands of one stream run in the order sent;
 //  - a stream that waits on an event runs nothing after the wait until the event's latest
@@ -34,6 +55,13 @@
 // payload sizes; streams; events); a failing op marks its output failed, dependents fail
 // with a pointer to the first cause, other streams go on. An event recorded on a stream
 // after a failure carries the first failure since the stream's previous record.
+//
+// Where the parts keep these rules: a stream pops a task only after it has run, and runs
+// on one thread at a time (streams.hpp); a wait parks its stream on the event's waiters
+// for the generation current at dispatch (events.hpp); a barrier is one task per stream,
+// retired ones included (streams.hpp); a task holds its slots (tensor_table.hpp); CUDA
+// work on one tensor from different streams is ordered by the slot's write event
+// (device_order.hpp). No part wakes a stream or emits with one of its locks held.
 //
 // Thread safety: run(), setup(), notify(), live_tensors() and the destructor are called
 // from one dispatch thread. `emit` is called from any thread (executor threads too),

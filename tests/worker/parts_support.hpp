@@ -1,0 +1,90 @@
+// Helpers for the unit tests of the session's parts (worker/*.hpp, namespace detail):
+// a task runner that records what ran, an emit that keeps what was sent, bounded waits.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "worker/executor.hpp"
+#include "worker/session.hpp"
+#include "worker/streams.hpp"
+
+namespace dtr::worker::test {
+
+// Polls `done` until it holds or `timeout` passes; whether it held.
+inline bool eventually(const std::function<bool()>& done,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Runs tasks whose `cmd` points to an int label: a task waits for its in[0] slot when it
+// has one (parking its stream), publishes an empty tensor into its `out` slot when it has
+// one, and records its label. Other behaviour per task through `hook` (returns false to
+// park; the task then runs again when woken).
+struct Recorder : detail::TaskRunner {
+  bool execute(detail::Stream& s, const detail::StreamPtr& self, detail::Task& t) override {
+    if (hook && !hook(s, self, t)) return false;
+    if (t.in[0] && !t.in[0]->ready_or_park(self)) return false;
+    if (t.out) t.out->publish(local::Tensor());
+    if (t.cmd) {
+      std::lock_guard lock(mu);
+      ran.push_back(*static_cast<const int*>(t.cmd));
+    }
+    return true;
+  }
+  std::vector<int> labels() {
+    std::lock_guard lock(mu);
+    return ran;
+  }
+  size_t count() { return labels().size(); }
+
+  std::function<bool(detail::Stream&, const detail::StreamPtr&, detail::Task&)> hook;
+  std::mutex mu;
+  std::vector<int> ran;
+};
+
+// An executor, a recorder and streams over them (stream 0 made).
+struct StreamRig {
+  explicit StreamRig(unsigned threads = 2) : executor(threads), streams(executor, recorder) {}
+  ~StreamRig() { CHECK(executor.wait_idle(std::chrono::seconds(10))); }
+  // A task labelled by `label` (which must outlive it).
+  static detail::Task labelled(const int& label) {
+    detail::Task t;
+    t.cmd = &label;
+    return t;
+  }
+  Recorder recorder;
+  Executor executor;
+  detail::Streams streams;
+};
+
+// An emit that keeps what was sent (any thread).
+struct Sent {
+  Emit emit() {
+    return [this](Outgoing&& o) {
+      std::lock_guard lock(mu);
+      out.push_back(std::move(o));
+    };
+  }
+  std::vector<Outgoing> take() {
+    std::lock_guard lock(mu);
+    std::vector<Outgoing> o;
+    o.swap(out);
+    return o;
+  }
+  std::mutex mu;
+  std::vector<Outgoing> out;
+};
+
+}  // namespace dtr::worker::test

@@ -1,0 +1,110 @@
+// Failures and stats (worker/failures.hpp).
+#include "worker/failures.hpp"
+
+#include <fmt/format.h>
+
+#include "dtr/tensor.hpp"
+#include "tensor/cuda/cuda.hpp"
+
+namespace dtr::worker::detail {
+
+using protocol::RemoteFailure;
+using protocol::TensorId;
+
+RemoteFailure make_failure(TensorId tensor, std::string_view op, std::string message) {
+  RemoteFailure f;
+  f.tensor = tensor;
+  f.op = std::string(op);
+  f.message = std::move(message);
+  f.cause_tensor = tensor;
+  f.cause_op = f.op;
+  f.cause_message = f.message;
+  return f;
+}
+
+Failure dependent_failure(TensorId tensor, std::string_view op, TensorId input,
+                          const RemoteFailure& cause) {
+  auto f = std::make_shared<RemoteFailure>();
+  f->tensor = tensor;
+  f->op = std::string(op);
+  f->message = fmt::format("input %{} is failed", input);
+  f->cause_tensor = cause.cause_tensor;
+  f->cause_op = cause.cause_op;
+  f->cause_message = cause.cause_message;
+  return f;
+}
+
+Failure FailureLog::root(TensorId tensor, std::string_view op, std::string message,
+                         int32_t device) {
+  auto f = std::make_shared<RemoteFailure>(make_failure(tensor, op, std::move(message)));
+  f->device = device;
+  std::lock_guard lock(mu_);
+  if (list_.size() < protocol::kMaxErrorsPerReply) {
+    list_.push_back(*f);
+  } else {
+    ++dropped_;
+  }
+  return f;
+}
+
+void FailureLog::mark_reported(const RemoteFailure& f) {
+  std::lock_guard lock(mu_);
+  for (auto it = list_.begin(); it != list_.end(); ++it) {
+    if (it->tensor == f.cause_tensor && it->op == f.cause_op && it->message == f.cause_message) {
+      list_.erase(it);
+      return;
+    }
+  }
+}
+
+std::vector<RemoteFailure> FailureLog::take_for_sync(const std::string& device_failure) {
+  std::vector<RemoteFailure> failures;
+  {
+    std::lock_guard lock(mu_);
+    failures = std::move(list_);
+    list_.clear();
+    if (dropped_ > 0) {
+      RemoteFailure more = make_failure(
+          protocol::kNoTensor, "sync", fmt::format("{} more failures were not recorded", dropped_));
+      if (failures.size() >= protocol::kMaxErrorsPerReply) failures.pop_back();
+      failures.push_back(std::move(more));
+    }
+    dropped_ = 0;
+  }
+  if (!device_failure.empty() && failures.size() < protocol::kMaxErrorsPerReply)
+    failures.push_back(
+        make_failure(protocol::kNoTensor, "sync", "CUDA work failed: " + device_failure));
+  return failures;
+}
+
+size_t FailureLog::unreported() const {
+  std::lock_guard lock(mu_);
+  return list_.size();
+}
+
+size_t FailureLog::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tensors) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Stats;
+  r.request = request;
+  if (device >= 0) {
+    try {
+      cuda::DeviceMemoryStats s = cuda::memory_stats(device);
+      r.stats =
+          protocol::MemoryStatsWire{s.allocated_bytes, s.peak_allocated_bytes, s.live_storages};
+    } catch (const std::exception& e) {
+      r.type = protocol::ReplyType::ProtocolError;
+      r.message = fmt::format("memory_stats(cuda:{}): {}", device, e.what());
+    }
+  } else {
+    MemoryStats s = cpu_memory_stats();
+    r.stats = protocol::MemoryStatsWire{s.bytes_in_use, s.peak_bytes, live_tensors};
+  }
+  return r;
+}
+
+}  // namespace dtr::worker::detail

@@ -1,0 +1,74 @@
+// Peer copies (worker/peer_copy.hpp).
+#include "worker/peer_copy.hpp"
+
+#include <fmt/format.h>
+
+#include "protocol/commands.hpp"
+
+namespace dtr::worker::detail {
+
+namespace cmd = protocol::cmd;
+
+bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
+                   Outbox& outbox) {
+  if (!t.in[0]->ready_or_park(self)) return false;
+  const auto& c = t.command<cmd::SendPeer>();
+  auto peer = static_cast<int32_t>(c.peer);
+  if (Failure f = t.in[0]->get_failure()) {
+    outbox.send_notify(peer, c.token, f.get());
+    return true;
+  }
+  try {
+    local::Tensor packed = use(s.cuda, *t.in[0]);
+    if (packed.device() >= 0) {
+      cuda::StreamScope scope(packed.device(), s.cuda.get(packed.device()));
+      packed = packed.cpu();
+    }
+    packed = packed.contiguous();
+    outbox.send_tensor(peer, c.token, std::move(packed));
+  } catch (const std::exception& e) {
+    protocol::RemoteFailure f = make_failure(c.input, "send_to_node", e.what());
+    failures.root(f.tensor, f.op, f.message);
+    outbox.send_notify(peer, c.token, &f);
+  }
+  return true;
+}
+
+bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures) {
+  const auto& c = t.command<cmd::RecvPeer>();
+  RemoteWait& w = *t.remote;
+  if (!w.arrived_or_park(self)) return false;
+  // Arrived: only this task touches the entry now.
+  const TensorMeta& m = c.meta;
+  if (w.failure) {
+    Failure f = dependent_failure(c.out, "recv_from_node", w.failure->tensor, *w.failure);
+    auto g = std::make_shared<protocol::RemoteFailure>(*f);
+    g->message = fmt::format("the tensor sent by node {} is failed", c.peer);
+    fail_output(s, t, std::move(g));
+    return true;
+  }
+  size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+  if (!w.payload || w.payload->size != expected) {
+    fail_output(
+        s, t,
+        failures.root(c.out, "recv_from_node",
+                      fmt::format("node {} sent {} bytes, {} needs {}", c.peer,
+                                  w.payload ? w.payload->size : size_t{0}, describe(m), expected)));
+    return true;
+  }
+  try {
+    local::Tensor received = frame_tensor(*w.payload, m);
+    if (c.device >= 0) {
+      cuda::StreamScope scope(c.device, s.cuda.get(c.device));
+      received = received.to_device(c.device);
+      wrote(s.cuda, *t.out, received);
+    }
+    w.payload.reset();
+    t.out->publish(std::move(received));
+  } catch (const std::exception& e) {
+    fail_output(s, t, failures.root(c.out, "recv_from_node", e.what()));
+  }
+  return true;
+}
+
+}  // namespace dtr::worker::detail

@@ -1,0 +1,174 @@
+// Stream scheduler (worker/streams.hpp).
+#include "worker/streams.hpp"
+
+#include <fmt/format.h>
+
+namespace dtr::worker::detail {
+
+void wake(const StreamPtr& s) {
+  std::lock_guard lock(s->mu);
+  if (s->state == Stream::State::Parked) {
+    s->state = Stream::State::Scheduled;
+    s->owner.executor.schedule(s);
+  } else {
+    s->wake_pending = true;
+  }
+}
+
+bool Stream::idle() {
+  std::lock_guard lock(mu);
+  return queue.empty();
+}
+
+void Stream::run() {
+  StreamPtr self = shared_from_this();
+  for (int n = 0; n < kTasksPerSlice; ++n) {
+    Task* t;
+    {
+      std::lock_guard lock(mu);
+      if (queue.empty()) {
+        state = State::Idle;
+        return;
+      }
+      t = &queue.front();  // stays valid: only this thread pops, push_back keeps references
+    }
+    if (!owner.runner.execute(*this, self, *t)) {
+      std::lock_guard lock(mu);
+      if (wake_pending) {
+        wake_pending = false;
+        --n;
+        continue;  // woken already: run the task again
+      }
+      state = State::Parked;
+      return;
+    }
+    Task done;
+    {
+      std::lock_guard lock(mu);
+      done = std::move(queue.front());
+      queue.pop_front();
+    }
+    owner.queued_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  owner.executor.schedule(self);  // let other streams have the thread
+}
+
+void fail_output(Stream& s, Task& t, Failure f) {
+  if (!s.pending_failure) s.pending_failure = f;
+  t.out->fail(std::move(f));
+}
+
+bool arrive(Stream& s, Barrier& b) {
+  // A sync point covers the device work the stream queued, not only its tasks.
+  std::string why = s.cuda.finish();
+  if (!why.empty()) {
+    std::lock_guard lock(b.mu);
+    if (b.device_failure.empty()) b.device_failure = fmt::format("stream {}: {}", s.id, why);
+  }
+  return b.remaining.fetch_sub(1) == 1;
+}
+
+Streams::Streams(Executor& executor, TaskRunner& runner) : executor(executor), runner(runner) {
+  live_[0] = std::make_shared<Stream>(*this, 0);
+}
+
+StreamPtr Streams::find(uint32_t id) const {
+  auto it = live_.find(id);
+  return it == live_.end() ? nullptr : it->second;
+}
+
+std::optional<std::string> Streams::create(uint32_t id) {
+  if (id == 0 || live_.count(id)) return fmt::format("stream {} already exists", id);
+  prune_retired();
+  if (live_.size() + retired_.size() > protocol::kMaxStreams)
+    return fmt::format("stream {}: this worker allows at most {} streams per session", id,
+                       protocol::kMaxStreams);
+  live_[id] = std::make_shared<Stream>(*this, id);
+  return std::nullopt;
+}
+
+std::optional<std::string> Streams::destroy(uint32_t id) {
+  if (id == 0) return std::string("the default stream (0) cannot be destroyed");
+  auto it = live_.find(id);
+  if (it == live_.end()) return fmt::format("stream {} does not exist on this worker", id);
+  retired_.push_back(std::move(it->second));
+  live_.erase(it);
+  return std::nullopt;
+}
+
+void Streams::stage(const StreamPtr& s, Task&& t) {
+  ++staged_count_;
+  for (auto& [stream, tasks] : staged_) {
+    if (stream == s) {
+      tasks.push_back(std::move(t));
+      return;
+    }
+  }
+  staged_.emplace_back(s, std::vector<Task>{});
+  staged_.back().second.push_back(std::move(t));
+}
+
+void Streams::flush(const std::shared_ptr<const protocol::Batch>& batch) {
+  for (auto& [s, tasks] : staged_) {
+    // Every staged task comes from the current batch. The last task of each stream keeps
+    // it alive: a stream's earlier tasks have run by the time its last one is done.
+    if (!tasks.back().batch) tasks.back().batch = batch;
+    queued_.fetch_add(tasks.size(), std::memory_order_relaxed);
+    std::lock_guard lock(s->mu);
+    for (Task& t : tasks) s->queue.push_back(std::move(t));
+    if (s->state == Stream::State::Idle) {
+      s->state = Stream::State::Scheduled;
+      executor.schedule(s);
+    }
+  }
+  staged_.clear();
+  staged_count_ = 0;
+}
+
+bool Streams::idle_now(const StreamPtr& s) const {
+  for (auto& [stream, tasks] : staged_)
+    if (stream == s) return false;
+  std::lock_guard lock(s->mu);
+  return s->state == Stream::State::Idle && s->queue.empty();
+}
+
+void Streams::prune_retired() {
+  std::erase_if(retired_, [](const StreamPtr& s) { return s->idle(); });
+}
+
+template <class F>
+void Streams::for_each(F&& f) {
+  for (auto& [id, s] : live_) f(s);
+  for (auto& s : retired_) f(s);
+}
+
+void Streams::barrier(const std::shared_ptr<Barrier>& b) {
+  prune_retired();
+  b->remaining.store(live_.size() + retired_.size());
+  for_each([&](const StreamPtr& s) {
+    Task t;
+    t.kind = Task::Kind::Barrier;
+    t.barrier = b;
+    stage(s, std::move(t));
+  });
+}
+
+void Streams::drop_queued(std::vector<Task>& graveyard) {
+  for_each([&](const StreamPtr& s) {
+    std::lock_guard lock(s->mu);
+    // The task at the front may be running: keep it where it is (erasing at the end of a
+    // deque leaves references to the other elements valid).
+    size_t keep = s->state == Stream::State::Scheduled && !s->queue.empty() ? 1 : 0;
+    for (size_t i = keep; i < s->queue.size(); ++i) graveyard.push_back(std::move(s->queue[i]));
+    s->queue.erase(s->queue.begin() + static_cast<std::ptrdiff_t>(keep), s->queue.end());
+  });
+}
+
+void Streams::clear() {
+  for_each([](const StreamPtr& s) {
+    std::lock_guard lock(s->mu);
+    s->queue.clear();
+  });
+}
+
+}  // namespace dtr::worker::detail

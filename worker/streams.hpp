@@ -1,0 +1,172 @@
+// Stream scheduler: a session's streams, the tasks queued on them, and when they run.
+//
+// A Stream is a serial queue of Tasks on the executor (worker/executor.hpp): it runs on at
+// most one thread at a time, in order, and yields its thread after kTasksPerSlice tasks. A
+// task that cannot run yet (an input not ready, an event or a peer not there yet) makes
+// execute() return false: the stream parks, and whoever completes the condition calls
+// wake(), which schedules it again (a wake that comes while the stream is still running
+// makes it retry the task at once). A task is removed from the queue only after it has run.
+//
+// Streams (the scheduler) owns the id -> stream map, the streams destroyed while still
+// running their queue ("retired", kept until idle), and the staging of dispatched tasks:
+// the dispatcher stages tasks per stream and flushes them to the queues in bulk (one lock
+// and one schedule per stream per flush). Barriers (Sync, Stats) put one task on every
+// stream, live or retired; the last to reach it finishes the barrier.
+//
+// Thread safety: Streams' members are the dispatch thread's, except backlog() (any
+// thread). A Stream's `mu` guards its queue, state and wake_pending; only the thread
+// running the stream touches the front task while it runs, `pending_failure` and `cuda`.
+// wake() may be called from any thread, with no slot, event or token lock held. TaskRunner
+// ::execute is called on executor threads, with no stream lock held.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "protocol/codec.hpp"
+#include "worker/device_order.hpp"
+#include "worker/executor.hpp"
+#include "worker/failures.hpp"
+#include "worker/tensor_table.hpp"
+
+namespace dtr::worker::detail {
+
+inline constexpr int kTasksPerSlice = 256;  // a stream yields its thread after this many tasks
+inline constexpr size_t kStageFlush = 256;  // dispatched tasks handed to the streams at once
+
+struct EventState;  // worker/events.hpp
+struct RemoteWait;  // worker/events.hpp
+struct Group;       // worker/collectives.hpp
+
+// A Sync or Stats over every stream: each stream's task arrives, the last one finishes it.
+struct Barrier {
+  std::atomic<size_t> remaining{0};
+  protocol::CmdType type = protocol::CmdType::Sync;
+  uint64_t request = 0;
+  int64_t live_tensors = 0;
+  int32_t device = -1;  // Stats: whose memory
+  std::mutex mu;
+  std::string device_failure;  // a stream's CUDA work failed (reported with the reply)
+};
+
+struct Task {
+  enum class Kind : uint8_t {
+    Op,
+    Get,
+    Record,
+    WaitEvent,
+    WaitRemote,
+    Barrier,
+    SendPeer,
+    RecvPeer,
+    Collective,
+    ToDevice
+  };
+  Kind kind = Kind::Op;
+  // The command (of the type `kind` implies); it lives in the batch that the stream's last
+  // task of it holds.
+  const void* cmd = nullptr;
+  template <class C>
+  const C& command() const {
+    return *static_cast<const C*>(cmd);
+  }
+  std::shared_ptr<const protocol::Batch> batch;
+  SlotPtr in[2];
+  SlotPtr out;  // a new output, or the target of an in-place op (in[0])
+  std::shared_ptr<EventState> event;
+  uint64_t target = 0;
+  std::shared_ptr<RemoteWait> remote;
+  std::shared_ptr<Barrier> barrier;
+  std::shared_ptr<Group> group;
+};
+
+struct Stream;
+class TaskRunner {
+ public:
+  virtual ~TaskRunner() = default;
+  // Runs `t`, the front task of `s` (`self` owns `s`): true when done, false when `self`
+  // was parked to be woken later (the task then runs again).
+  virtual bool execute(Stream& s, const StreamPtr& self, Task& t) = 0;
+};
+
+class Streams;
+struct Stream : Runnable, std::enable_shared_from_this<Stream> {
+  Stream(Streams& owner, uint32_t id) : owner(owner), id(id) {}
+  void run() override;
+  bool idle();  // nothing queued (running or not)
+
+  Streams& owner;
+  const uint32_t id;
+  std::mutex mu;  // guards queue, state, wake_pending
+  std::deque<Task> queue;
+  enum class State : uint8_t { Idle, Scheduled, Parked } state = State::Idle;
+  bool wake_pending = false;
+  // Only the thread running the stream touches these.
+  Failure pending_failure;  // first failure since the stream's last record
+  CudaStreams cuda;         // this stream's CUDA stream on each device it used
+};
+
+// Fails the task's output and, first on its stream since the last record, notes the
+// failure for the stream's next event (every kind of task that makes or writes a tensor).
+void fail_output(Stream& s, Task& t, Failure f);
+// A barrier task has reached stream `s`: its CUDA work is waited for (a failure noted on
+// `b`). True when `s` was the last stream the barrier waited for.
+bool arrive(Stream& s, Barrier& b);
+
+class Streams {
+ public:
+  // Makes the default stream (0).
+  Streams(Executor& executor, TaskRunner& runner);
+
+  StreamPtr find(uint32_t id) const;  // null when absent
+  size_t size() const { return live_.size(); }
+  // Tasks handed to the streams and not yet done (any thread; approximate).
+  size_t backlog() const { return queued_.load(std::memory_order_relaxed); }
+  // A new stream; why not ("stream 3 already exists", the limit), nullopt when made.
+  std::optional<std::string> create(uint32_t id);
+  // Retires a stream (it runs its queue, then goes); why not, nullopt when done.
+  std::optional<std::string> destroy(uint32_t id);
+
+  // Queues `t` for `s` at the next flush.
+  void stage(const StreamPtr& s, Task&& t);
+  size_t staged() const { return staged_count_; }
+  // Hands the staged tasks to their streams and schedules the idle ones. `batch` (the
+  // batch the commands live in) is held by each stream's last task of the flush.
+  void flush(const std::shared_ptr<const protocol::Batch>& batch);
+  // Nothing queued, staged or running on `s`.
+  bool idle_now(const StreamPtr& s) const;
+  // Stages one task of `b` on every stream, live or retired, and sets b->remaining.
+  void barrier(const std::shared_ptr<Barrier>& b);
+
+  // ---- the session's end (nothing dispatches any more) ----
+  // Moves every queued task that is not running into `graveyard`.
+  void drop_queued(std::vector<Task>& graveyard);
+  // Empties every queue (nothing runs any more).
+  void clear();
+
+  Executor& executor;
+  TaskRunner& runner;
+
+ private:
+  friend struct Stream;
+  void prune_retired();
+  template <class F>
+  void for_each(F&& f);
+
+  std::unordered_map<uint32_t, StreamPtr> live_;
+  std::vector<StreamPtr> retired_;  // destroyed streams still running their queue
+  std::vector<std::pair<StreamPtr, std::vector<Task>>> staged_;
+  size_t staged_count_ = 0;
+  std::atomic<size_t> queued_{0};  // tasks handed to streams and not yet done
+};
+
+}  // namespace dtr::worker::detail
