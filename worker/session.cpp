@@ -31,6 +31,14 @@ using namespace detail;
 
 namespace {
 
+// Inline execution: an op (not a matrix product) or a get whose stream is idle and whose
+// CPU inputs are ready and hold at most kInlineElements elements each runs at once on the
+// dispatch thread, without a task hand-off to the executor; a reply it makes goes out
+// from that thread. kInlineBudget bounds the elements one batch runs this way, so the
+// dispatch thread is soon back at its socket (heartbeats).
+constexpr int64_t kInlineElements = int64_t{1} << 15;
+constexpr int64_t kInlineBudget = int64_t{1} << 22;
+
 // The tensor a command makes (kNoTensor when it makes none).
 template <class C>
 TensorId output_of(const C& c) {
@@ -113,6 +121,12 @@ struct Session::Impl final : TaskRunner {
   template <class C>
   RemoteWaitPtr remote_wait(const C& c, std::string_view op, TensorId tensor);
 
+  // Small CPU work on an idle stream whose inputs are ready: true when `t` may run at once
+  // on the dispatch thread (it is then charged to this batch's inline budget).
+  bool may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs, int64_t limit);
+  // Runs `t` on the dispatch thread (may_run_inline said so); stages it if it cannot.
+  void run_inline(const StreamPtr& s, Task&& t);
+
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t) override;
   bool run_op(Stream& s, const StreamPtr& self, Task& t);
@@ -132,6 +146,7 @@ struct Session::Impl final : TaskRunner {
   EventTable events;
   Tokens tokens;
   std::shared_ptr<const protocol::Batch> current_batch;  // during run()
+  int64_t inline_budget = 0;  // elements the rest of this batch may still run inline
 };
 
 // ---- the session's end ----
@@ -276,6 +291,9 @@ void Session::Impl::on(const cmd::RunOp& c) {
     if (!t.in[i]) return;
   }
   t.out = c.inplace ? t.in[0] : table.make_output(c.out);
+  if (d.kind != OpKind::Linalg && c.device < 0 &&
+      may_run_inline(stream, t, c.inputs.n, kInlineElements))
+    return run_inline(stream, std::move(t));
   streams.stage(stream, std::move(t));
 }
 
@@ -318,7 +336,32 @@ void Session::Impl::on(const cmd::Get& c) {
   }
   Task t = task(Task::Kind::Get, c);
   t.in[0] = std::move(in);
+  if (may_run_inline(stream, t, 1, kInlineElements)) return run_inline(stream, std::move(t));
   streams.stage(stream, std::move(t));
+}
+
+bool Session::Impl::may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs,
+                                   int64_t limit) {
+  if (n_inputs == 0) return false;  // a creation op's size is not bounded by its inputs
+  int64_t work = 0;
+  for (uint8_t i = 0; i < n_inputs; ++i) {
+    const Slot& slot = *t.in[i];
+    if (!slot.ready.load(std::memory_order_acquire)) return false;
+    if (slot.failed.load(std::memory_order_acquire)) continue;  // fails at once
+    const local::Tensor& x = slot.tensor;
+    if (x.device() >= 0 || x.numel() > limit) return false;
+    work += x.numel() + 1;
+  }
+  if (work > inline_budget || !streams.idle_now(s)) return false;
+  inline_budget -= work;
+  return true;
+}
+
+void Session::Impl::run_inline(const StreamPtr& s, Task&& t) {
+  // The stream is idle: no executor thread runs it, and whatever ran on it before is
+  // ordered before this by the stream's lock (idle_now took it). Its inputs are ready, so
+  // the task does not park.
+  if (!execute(*s, s, t)) streams.stage(s, std::move(t));
 }
 
 void Session::Impl::on(const cmd::Free& c) {
@@ -633,6 +676,7 @@ Session::~Session() = default;
 void Session::run(std::shared_ptr<const protocol::Batch> batch,
                   std::span<const PayloadFrame> payloads) {
   impl_->current_batch = batch;
+  impl_->inline_budget = kInlineBudget;
   for (const Command& c : batch->commands) {
     impl_->dispatch(c, payloads);
     if (impl_->streams.staged() >= kStageFlush) impl_->streams.flush(impl_->current_batch);

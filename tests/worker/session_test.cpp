@@ -235,6 +235,59 @@ TEST_SUITE("worker/session") {
     CHECK(h.sync().empty());
   }
 
+  TEST_CASE("small CPU work on an idle stream runs during run(), in order, failures carried") {
+    Harness h;
+    h.put_tensor(1, iota({4}));
+    // neg, an in-place add, a failing op (shape mismatch), its dependent, and the gets:
+    // all run on the dispatch thread, so every reply is out when run() returns, without
+    // waiting for the executor.
+    h.put_tensor(9, iota({3}));
+    auto b = std::make_shared<Batch>();
+    b->commands = {op(OpId::neg, 2, {1}),
+                   inplace(OpId::add, 2, {1}),
+                   op(OpId::add, 3, {1, 9}),
+                   op(OpId::neg, 4, {3}),
+                   get(2, 1),
+                   get(4, 2)};
+    h.session.run(b, {});
+    std::vector<Outgoing> out = h.take();
+    REQUIRE(out.size() == 2);
+    Reply r2 = protocol::decode_reply(out[0].header, out[0].payloads.size());
+    Reply r4 = protocol::decode_reply(out[1].header, out[1].payloads.size());
+    CHECK(r2.request == 1);
+    REQUIRE(r2.failures.empty());
+    check_equal<float>(out[0].payloads[0], local::zeros({4}, DType::Float32));
+    CHECK(r4.request == 2);
+    REQUIRE(r4.failures.size() == 1);
+    CHECK(r4.failures[0].cause_tensor == 3);
+    CHECK(r4.failures[0].cause_op == "add");
+    REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
+    // The failure is reported once, by the next sync, as in the executor's path.
+    std::vector<RemoteFailure> f = h.sync();
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].tensor == 3);
+  }
+
+  TEST_CASE("work on a busy stream, and large or matrix work, still runs in order") {
+    Harness h;
+    const int64_t big = int64_t{1} << 16;  // over the inline limit
+    h.put_tensor(1, local::full({big}, 1.0, DType::Float32));
+    h.put_tensor(2, iota({2, 2}));
+    // The big add goes to the executor; the small neg behind it on the same stream must
+    // not overtake it (it reads its output); the matmul also goes to the executor.
+    std::vector<Outgoing> out =
+        h.run({op(OpId::add, 3, {1, 1}), op(OpId::sum, 4, {3}, ints({})), op(OpId::neg, 5, {4}),
+               op(OpId::matmul, 6, {2, 2}), get(5, 1), get(6, 2)});
+    REQUIRE(out.size() == 2);
+    for (const Outgoing& o : out) {
+      Reply r = protocol::decode_reply(o.header, o.payloads.size());
+      REQUIRE(r.failures.empty());
+      if (r.request == 1) CHECK(o.payloads[0].item().to<double>() == -2.0 * big);
+      if (r.request == 2)
+        check_equal<float>(o.payloads[0], local::from_vector<float>({2, 3, 6, 11}, {2, 2}));
+    }
+  }
+
   TEST_CASE("several puts in one batch, with unaligned payload bytes") {
     Harness h;
     Tensor a = iota({4}, DType::Float64);
