@@ -8,6 +8,9 @@
 // What needs no data (put, free, stream and event bookkeeping, queries) is done there;
 // the rest becomes a task on the command's stream. Streams are serial queues on a thread
 // pool (worker/executor.hpp): one stream runs in order, different streams concurrently.
+// Small CPU work (an op other than a matrix product, or a get, with ready inputs of at
+// most 32 Ki elements) on an idle stream runs at once on the dispatch thread instead, a
+// bounded amount per batch: nothing of that stream is pending, so the order holds.
 //
 // Parts. worker/session.cpp is the dispatcher: one handler per command (protocol/
 // commands.hpp) that checks and resolves the command with the parts below and stages its
