@@ -392,7 +392,7 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
       now = Clock::now();
       if (now >= until) break;
       sleeping_.store(true);
-      if (!work_pending_.load())
+      if (!work_pending_.load() && !input_waiting())
         wait_sockets(std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
                          std::chrono::milliseconds(1),
                      true);
@@ -508,6 +508,16 @@ void MasterSession::service(bool flush) {
   // Last: every socket is left read until it has nothing (the rule for sleeping on their
   // ZMQ_FD, which may only signal again after that).
   receive_all();
+}
+
+bool MasterSession::input_waiting() {
+  auto has = [](zmq::socket_t& socket) {
+    return (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+  };
+  if (router_) return has(*router_);
+  for (auto& node : nodes_)
+    if (node->dealer && has(*node->dealer)) return true;
+  return false;
 }
 
 void MasterSession::wait_sockets(std::chrono::milliseconds timeout, bool with_wake) {

@@ -118,6 +118,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // without io_mu_.
   void wait_sockets(std::chrono::milliseconds timeout, bool with_wake);
   void receive_all();
+  // Under io_mu_: whether a socket has a message to read (ZMQ_EVENTS; its ZMQ_FD need not
+  // signal for one that arrived while the socket was in use).
+  bool input_waiting();
   // request(): until `future` is ready or `deadline`, this thread does the I/O itself
   // whenever the I/O thread is not (it sends the request and takes the reply with no
   // hand-off between threads); false on timeout.
