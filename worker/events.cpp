@@ -149,15 +149,17 @@ bool Tokens::arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
     waits_.emplace(token, std::move(w));
     return true;
   }
-  RemoteWaitPtr w = std::move(it->second);
-  waits_.erase(it);
+  RemoteWaitPtr w = it->second;
   StreamPtr waiter;
   {
     std::lock_guard lock(w->mu);
-    if (w->arrived) return false;  // a second notification of one token
+    // A second notification of one token, before its wait: refused, and the first one
+    // stays for the wait to come.
+    if (w->arrived) return false;
     fill(*w);
     waiter = std::move(w->waiter);
   }
+  waits_.erase(it);
   if (waiter) wake(waiter);
   return true;
 }

@@ -123,9 +123,9 @@ class Tokens {
   // new one. Null with *problem set when kMaxPendingWaits are pending.
   RemoteWaitPtr wait(uint64_t token, uint32_t peer, std::string* problem);
   // A notification of `token` from `from`: fills the wait and wakes its stream, or keeps it
-  // for the wait to come. False when kMaxPendingWaits are pending (nothing changed), or
-  // when the entry had arrived already (a second notification before its wait: the entry
-  // is dropped, as it always was).
+  // for the wait to come. False (nothing changed) when kMaxPendingWaits are pending, or
+  // when the entry had arrived already (a second notification before its wait: the first
+  // one stays, and the wait still completes with it).
   bool arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
               const std::optional<protocol::RemoteFailure>& failure);
   size_t pending() const { return waits_.size(); }

@@ -172,10 +172,21 @@ TEST_CASE("tokens: a wait that comes first parks its stream until the notificati
   CHECK_FALSE(w->payload);
 }
 
-TEST_CASE("tokens: a second notification before the wait is refused") {
+TEST_CASE("tokens: a second notification before the wait is refused; the first one stays") {
   Tokens tokens;
+  protocol::RemoteFailure f;
+  f.message = "second";
   CHECK(tokens.arrive(8, 1, nullptr, std::nullopt));
-  CHECK_FALSE(tokens.arrive(8, 1, nullptr, std::nullopt));
+  CHECK_FALSE(tokens.arrive(8, 2, nullptr, f));
+  CHECK(tokens.pending() == 1);
+  std::string problem;
+  RemoteWaitPtr w = tokens.wait(8, 1, &problem);
+  REQUIRE(w);
+  std::lock_guard lock(w->mu);
+  CHECK(w->arrived);
+  CHECK(w->from == 1);
+  CHECK_FALSE(w->failure);
+  CHECK(tokens.pending() == 0);
 }
 
 }  // namespace
