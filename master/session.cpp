@@ -306,6 +306,8 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
   work_pending_.store(true);
   if (wake_io && sleeping_.exchange(false)) wake();
   if (queued >= kBackpressureCommands) {
+    // The I/O thread flushes it (woken here even for a caller that flushes itself).
+    if (sleeping_.exchange(false)) wake();
     while (!closed_.load() && !n.lost.load()) {
       {
         std::lock_guard lock(n.mu);

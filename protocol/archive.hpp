@@ -11,6 +11,8 @@
 #include <cereal/cereal.hpp>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
