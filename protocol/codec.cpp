@@ -332,12 +332,16 @@ constexpr std::array<DecodeFn, 256> kDecoders = [] {
   return table;
 }();
 
-// Every command struct has its own wire code.
-static_assert([] {
-  size_t n = 0;
-  for (DecodeFn f : kDecoders) n += f != nullptr;
-  return n == std::variant_size_v<Command>;
-}());
+// Every command struct has its own wire code (compared as codes: function addresses are
+// not constant expressions under the sanitizers).
+static_assert([]<size_t... I>(std::index_sequence<I...>) {
+  constexpr uint8_t codes[] = {
+      static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)...};
+  for (size_t i = 0; i < sizeof...(I); ++i)
+    for (size_t j = i + 1; j < sizeof...(I); ++j)
+      if (codes[i] == codes[j]) return false;
+  return true;
+}(std::make_index_sequence<std::variant_size_v<Command>>{}));
 
 void decode_one(Reader& r, Command& c, size_t index, BatchContext& ctx) {
   auto type = r.get<uint8_t>();
