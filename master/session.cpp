@@ -304,7 +304,8 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     queued = n.batch.count();
   }
   work_pending_.store(true);
-  if (wake_io && sleeping_.exchange(false)) wake();
+  // The I/O thread or a requester holding the I/O may sleep (both watch the wake fd).
+  if (wake_io && (sleeping_.exchange(false) || holder_sleeping_.exchange(false))) wake();
   if (queued >= kBackpressureCommands) {
     // The I/O thread flushes it (woken here even for a caller that flushes itself).
     if (sleeping_.exchange(false)) wake();
@@ -393,12 +394,12 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
       if (ready()) return true;
       now = Clock::now();
       if (now >= until) break;
-      sleeping_.store(true);
+      holder_sleeping_.store(true);
       if (!work_pending_.load() && !input_waiting())
         wait_sockets(std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
                          std::chrono::milliseconds(1),
                      true);
-      sleeping_.store(false);
+      holder_sleeping_.store(false);
     }
   }
   return true;

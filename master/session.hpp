@@ -169,7 +169,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   Clock::time_point next_heartbeat_;  // under io_mu_
   int wake_fd_ = -1;
   std::atomic<bool> work_pending_{false};
-  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> sleeping_{false};         // the I/O thread sleeps
+  std::atomic<bool> holder_sleeping_{false};  // a requester holding the I/O sleeps
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;
