@@ -153,18 +153,21 @@ class Reader {
     ar_.loadBinary<1>(s.data(), static_cast<std::streamsize>(n));
     return s;
   }
-  DType dtype(const char* field) {
+  // A dtype code; `label()` names the field in errors (made only then).
+  template <typename Label>
+  DType dtype_of(Label&& label) {
     auto raw = get<uint8_t>();
-    if (!is_valid_dtype(raw)) fail("{} has unknown dtype code {}", field, raw);
+    if (!is_valid_dtype(raw)) fail("{} has unknown dtype code {}", label(), raw);
     return static_cast<DType>(raw);
+  }
+  DType dtype(const char* field) {
+    return dtype_of([field] { return field; });
   }
   // A contiguous tensor's metadata; `label()` names it in errors (made only then).
   template <typename Label>
   TensorMeta meta(Label&& label) {
     TensorMeta m;
-    auto raw = get<uint8_t>();
-    if (!is_valid_dtype(raw)) fail("{} has unknown dtype code {}", label(), raw);
-    m.dtype = static_cast<DType>(raw);
+    m.dtype = dtype_of(label);
     auto nd = get<uint8_t>();
     if (nd > kMaxDims) fail("{} has {} dims, at most {} allowed", label(), nd, kMaxDims);
     for (size_t i = 0; i < nd; ++i) {
@@ -219,14 +222,13 @@ class FieldReader {
     v = raw != 0;
   }
   void operator()(const char*, uint64_t& v) { v = r_.get<uint64_t>(); }
-  void operator()(const char* field, OpId& v) {
+  void operator()(const char*, OpId& v) {
     auto raw = r_.get<uint16_t>();
     if (!is_valid_op(raw))
       r_.fail("command {} has unknown op code {} (no op has it; the largest code is {})", index_,
               raw, kMaxOpCode);
     v = static_cast<OpId>(raw);
     name_ = op_def(v).name;
-    (void)field;
   }
   template <typename T>
   void operator()(const char* field, T& v, Range range) {

@@ -3,12 +3,21 @@
 
 #include <malloc.h>
 
+#include <cerrno>
+
 namespace dtr::protocol {
 
 std::optional<Received> try_recv(zmq::socket_t& socket, size_t max_frames) {
   Received r;
   zmq::message_t frame;
-  if (!socket.recv(frame, zmq::recv_flags::dontwait)) return std::nullopt;
+  try {
+    if (!socket.recv(frame, zmq::recv_flags::dontwait)) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    // A signal (Ctrl-C handled by the program) while looking: nothing read, look again
+    // later; any other error is the caller's.
+    if (e.num() == EINTR) return std::nullopt;
+    throw;
+  }
   while (true) {
     bool more = frame.more();
     if (r.frames.size() < max_frames) {

@@ -17,7 +17,8 @@
 
 namespace dtr::protocol {
 
-// Receives one whole multipart message without blocking; nullopt when none is waiting.
+// Receives one whole multipart message without blocking; nullopt when none is waiting (or
+// a signal interrupted the look: call again).
 // Frames past `max_frames` are read and dropped, and `truncated` set, so one bad message
 // never leaves the socket mid-message.
 struct Received {

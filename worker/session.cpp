@@ -123,7 +123,7 @@ struct Session::Impl final : TaskRunner {
 
   // Small CPU work on an idle stream whose inputs are ready: true when `t` may run at once
   // on the dispatch thread (it is then charged to this batch's inline budget).
-  bool may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs, int64_t limit);
+  bool may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs);
   // Runs `t` on the dispatch thread (may_run_inline said so); stages it if it cannot.
   void run_inline(const StreamPtr& s, Task&& t);
 
@@ -291,8 +291,7 @@ void Session::Impl::on(const cmd::RunOp& c) {
     if (!t.in[i]) return;
   }
   t.out = c.inplace ? t.in[0] : table.make_output(c.out);
-  if (d.kind != OpKind::Linalg && c.device < 0 &&
-      may_run_inline(stream, t, c.inputs.n, kInlineElements))
+  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, t, c.inputs.n))
     return run_inline(stream, std::move(t));
   streams.stage(stream, std::move(t));
 }
@@ -336,12 +335,11 @@ void Session::Impl::on(const cmd::Get& c) {
   }
   Task t = task(Task::Kind::Get, c);
   t.in[0] = std::move(in);
-  if (may_run_inline(stream, t, 1, kInlineElements)) return run_inline(stream, std::move(t));
+  if (may_run_inline(stream, t, 1)) return run_inline(stream, std::move(t));
   streams.stage(stream, std::move(t));
 }
 
-bool Session::Impl::may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs,
-                                   int64_t limit) {
+bool Session::Impl::may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs) {
   if (n_inputs == 0) return false;  // a creation op's size is not bounded by its inputs
   int64_t work = 0;
   for (uint8_t i = 0; i < n_inputs; ++i) {
@@ -349,7 +347,7 @@ bool Session::Impl::may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_
     if (!slot.ready.load(std::memory_order_acquire)) return false;
     if (slot.failed.load(std::memory_order_acquire)) continue;  // fails at once
     const local::Tensor& x = slot.tensor;
-    if (x.device() >= 0 || x.numel() > limit) return false;
+    if (x.device() >= 0 || x.numel() > kInlineElements) return false;
     work += x.numel() + 1;
   }
   if (work > inline_budget || !streams.idle_now(s)) return false;
