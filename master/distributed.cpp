@@ -132,15 +132,14 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
 
 namespace {
 // Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
-// and returns the result's metadata and id (0 for in-place calls).
-std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
-                                         const RemoteTensor* other, bool inplace) {
+// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given.
+uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
+                  const RemoteTensor* other, bool inplace, TensorMeta* meta) {
   const OpDef& d = op_def(op);
-  TensorMeta metas[2] = {self.meta, {}};
-  Command command = cmd::RunOp{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
-  auto& c = std::get<cmd::RunOp>(command);
+  cmd::RunOp c{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
   c.inputs.n = 1;
   c.inputs.ids[0] = self.id;
+  InferResult r;
   if (other) {
     if (other->node != self.node || other->device != self.device)
       throw InvalidArgument(fmt::format(
@@ -148,17 +147,19 @@ std::pair<TensorMeta, uint64_t> queue_op(OpId op, const OpAttrs& attrs, const Re
           "one across first, e.g. dtr::dist_send(t.to_local(), node)",
           d.name, inplace ? "_" : "", self.node, device_name(self.device), other->node,
           device_name(other->device)));
-    metas[1] = other->meta;
     c.inputs.ids[1] = other->id;
     c.inputs.n = 2;
+    const TensorMeta metas[2] = {self.meta, other->meta};
+    r = infer(op, std::span<const TensorMeta>(metas, 2), attrs, inplace);
+  } else {
+    r = infer(op, std::span<const TensorMeta>(&self.meta, 1), attrs, inplace);
   }
-  InferResult r = infer(op, std::span<const TensorMeta>(metas, c.inputs.n), attrs, inplace);
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  const uint64_t out = c.out;
-  self.session->enqueue(self.node, command);
-  return {r.meta, out};
+  self.session->enqueue(self.node, c);
+  if (meta) *meta = r.meta;
+  return c.out;
 }
 }  // namespace
 
@@ -166,14 +167,15 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
                                            const DistributedTensor* other) const {
   std::string_view name = op_def(op).name;
   const RemoteTensor& self = remote(name);
-  auto [meta, id] = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false);
+  TensorMeta meta;
+  uint64_t id = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta);
   return DistributedTensor(make_remote(self.session, self.node, self.device, id, meta));
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
                                       const DistributedTensor* other) {
   std::string_view name = op_def(op).name;
-  queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true);
+  queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true, nullptr);
 }
 
 local::Tensor DistributedTensor::to_local() const {

@@ -303,9 +303,31 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     }
     queued = n.batch.count();
   }
-  work_pending_.store(true);
+  after_enqueue(n, queued, wake_io);
+}
+
+void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c) {
+  if (closed_.load(std::memory_order_relaxed)) return;
+  Node& n = *nodes_[node];
+  size_t queued;
+  {
+    std::lock_guard lock(n.mu);
+    n.batch.add(c);
+    queued = n.batch.count();
+  }
+  after_enqueue(n, queued, true);
+}
+
+void MasterSession::after_enqueue(Node& n, size_t queued, bool wake_io) {
+  // Each flag is read before it is written: while the I/O thread is busy they stay as they
+  // are, and a plain load costs far less than a locked write to a line it also uses. (The
+  // I/O thread clears work_pending_ before it takes the batches, so a command added before
+  // a `true` seen here is still flushed.)
+  if (!work_pending_.load()) work_pending_.store(true);
   // The I/O thread or a requester holding the I/O may sleep (both watch the wake fd).
-  if (wake_io && (sleeping_.exchange(false) || holder_sleeping_.exchange(false))) wake();
+  if (wake_io && ((sleeping_.load() && sleeping_.exchange(false)) ||
+                  (holder_sleeping_.load() && holder_sleeping_.exchange(false))))
+    wake();
   if (queued >= kBackpressureCommands) {
     // The I/O thread flushes it (woken here even for a caller that flushes itself).
     if (sleeping_.exchange(false)) wake();

@@ -82,6 +82,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // `wake_io` false: the caller flushes itself (request()).
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr,
                bool wake_io = true);
+  // The same for an op (the hot path: no variant to build).
+  void enqueue(int node, const protocol::cmd::RunOp& c);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
   void check_alive(int node) const;
   // Queues a request command (one with a `request` field, which is set here) and waits for
@@ -135,6 +137,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // I/O thread: heartbeats to the workers, and the silence check.
   void liveness(Clock::time_point now);
   void wake();
+  // After a command was queued for `n` (`queued` commands are waiting): tells the I/O
+  // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and
+  // holds the caller at the backpressure limit.
+  void after_enqueue(Node& n, size_t queued, bool wake_io);
 
   MasterOptions options_;
   zmq::context_t context_;

@@ -7,6 +7,7 @@
 // Thread safety: an archive belongs to one thread.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cereal/cereal.hpp>
 #include <cstdint>
@@ -30,22 +31,40 @@ inline void swap_each(char* p, std::streamsize size, std::streamsize width) {
 class StringOutputArchive
     : public cereal::OutputArchive<StringOutputArchive, cereal::AllowEmptyClassElision> {
  public:
+  // Appends to `out` after its current contents. The string grows ahead of the writes
+  // (so that a value is one bounds check and one copy): call settle() before using it.
   // `tag`: write the endianness byte now (false: the caller wrote it already).
   explicit StringOutputArchive(std::string& out, bool tag = true)
       : cereal::OutputArchive<StringOutputArchive, cereal::AllowEmptyClassElision>(this),
-        out_(out) {
-    if (tag) out_.push_back(1);  // little-endian, as PortableBinaryOutputArchive on such hosts
+        out_(out),
+        end_(out.size()) {
+    if (tag) {
+      const uint8_t little = 1;  // as PortableBinaryOutputArchive writes on such hosts
+      saveBinary<1>(&little, 1);
+    }
   }
   template <std::streamsize Width>
-  void saveBinary(const void* data, std::streamsize size) {
-    size_t at = out_.size();
-    out_.append(static_cast<const char*>(data), static_cast<size_t>(size));
-    if constexpr (!archive_detail::kHostLittle)
-      archive_detail::swap_each(out_.data() + at, size, Width);
+  [[gnu::always_inline]] inline void saveBinary(const void* data, std::streamsize size) {
+    const auto n = static_cast<size_t>(size);
+    if (out_.size() - end_ < n) [[unlikely]]
+      grow(n);
+    char* at = out_.data() + end_;
+    std::memcpy(at, data, n);
+    if constexpr (!archive_detail::kHostLittle) archive_detail::swap_each(at, size, Width);
+    end_ += n;
   }
+  // Bytes in the string that hold data: what it held before, and what was written since.
+  size_t size() const { return end_; }
+  // Trims the string to size().
+  void settle() { out_.resize(end_); }
+  // Starts over after the caller replaced the string's contents: writes go after them.
+  void restart() { end_ = out_.size(); }
 
  private:
+  void grow(size_t n) { out_.resize(std::max(out_.size() * 2, end_ + n + 256)); }
+
   std::string& out_;
+  size_t end_;
 };
 
 class SpanInputArchive
@@ -61,31 +80,38 @@ class SpanInputArchive
       throw cereal::Exception("endianness byte " + std::to_string(little) + " is not 0 or 1");
     swap_ = (little == 1) != archive_detail::kHostLittle;
   }
+  // Inlined, so that a value of fixed width is one bounds check and one load.
   template <std::streamsize Width>
-  void loadBinary(void* data, std::streamsize size) {
-    if (size < 0 || static_cast<size_t>(size) > left())
-      throw cereal::Exception("Failed to read " + std::to_string(size) +
-                              " bytes from input stream! Read " + std::to_string(left()));
+  [[gnu::always_inline]] inline void loadBinary(void* data, std::streamsize size) {
+    if (size < 0 || static_cast<size_t>(size) > left()) [[unlikely]]
+      short_read(size);
     std::memcpy(data, p_, static_cast<size_t>(size));
     p_ += size;
-    if (swap_) archive_detail::swap_each(static_cast<char*>(data), size, Width);
+    if (swap_) [[unlikely]]
+      archive_detail::swap_each(static_cast<char*>(data), size, Width);
   }
   size_t left() const { return static_cast<size_t>(end_ - p_); }
 
  private:
+  [[noreturn]] void short_read(std::streamsize size) const {
+    throw cereal::Exception("Failed to read " + std::to_string(size) +
+                            " bytes from input stream! Read " + std::to_string(left()));
+  }
+
   const char* p_;
   const char* end_;
   bool swap_ = false;
 };
 
 template <class T>
-std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_SAVE_FUNCTION_NAME(StringOutputArchive& ar,
-                                                                    const T& t) {
+[[gnu::always_inline]] inline std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_SAVE_FUNCTION_NAME(
+    StringOutputArchive& ar, const T& t) {
   static_assert(!std::is_floating_point_v<T> || std::numeric_limits<T>::is_iec559);
   ar.template saveBinary<sizeof(T)>(std::addressof(t), sizeof(t));
 }
 template <class T>
-std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(SpanInputArchive& ar, T& t) {
+[[gnu::always_inline]] inline std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(
+    SpanInputArchive& ar, T& t) {
   static_assert(!std::is_floating_point_v<T> || std::numeric_limits<T>::is_iec559);
   ar.template loadBinary<sizeof(T)>(std::addressof(t), sizeof(t));
 }

@@ -43,14 +43,23 @@ class Writer {
   // Appends to `out`, which holds the message's prefix already (and the archive's
   // endianness byte when `tag` is false).
   explicit Writer(std::string& out, bool tag = true) : ar_(out, tag) {}
+  // Bytes written to the string (its prefix included).
+  size_t size() const { return ar_.size(); }
+  // The string holds exactly what was written (call before using it).
+  void settle() { ar_.settle(); }
+  // Starts over on a string the caller refilled.
+  void restart() { ar_.restart(); }
 
+  // A fixed-width value straight into the archive's buffer (the same bytes Cereal's
+  // dispatch would write, without it).
   template <typename T>
-  void put(T v) {
-    ar_(v);
+  [[gnu::always_inline]] inline void put(T v) {
+    static_assert(std::is_arithmetic_v<T>);
+    ar_.saveBinary<sizeof(T)>(&v, sizeof(T));
   }
   void str(const std::string& s) {
     auto n = static_cast<uint32_t>(std::min(s.size(), kMaxStringBytes));
-    ar_(n);
+    put(n);
     ar_.saveBinary<1>(s.data(), n);
   }
   void meta(const TensorMeta& m) {
@@ -133,10 +142,12 @@ class Reader {
   Reader(std::string_view frame, std::string_view what)
       : what_(what), ar_(frame.substr(kPrefixBytes)) {}
 
+  // A fixed-width value straight from the archive's span (see Writer::put).
   template <typename T>
-  T get() {
+  [[gnu::always_inline]] inline T get() {
+    static_assert(std::is_arithmetic_v<T>);
     T v;
-    ar_(v);
+    ar_.loadBinary<sizeof(T)>(&v, sizeof(T));
     return v;
   }
   size_t left() const { return ar_.left(); }
@@ -313,11 +324,12 @@ struct BatchContext {
   size_t payload_frames = 0;
   std::vector<bool> used;
 };
-using DecodeFn = void (*)(Reader&, Command&, size_t index, BatchContext&);
+// Appends command `index` of a batch to `out`, made as its type from the start.
+using DecodeFn = void (*)(Reader&, std::vector<Command>& out, size_t index, BatchContext&);
 
 template <class C>
-void decode_command(Reader& r, Command& out, size_t index, BatchContext& ctx) {
-  C& c = out.emplace<C>();
+void decode_command(Reader& r, std::vector<Command>& out, size_t index, BatchContext& ctx) {
+  C& c = *std::get_if<C>(&out.emplace_back(std::in_place_type<C>));
   c.stream = r.get<uint32_t>();
   FieldReader v(r, index, C::kName, ctx.payload_frames, ctx.used);
   C::fields(c, v);
@@ -345,7 +357,7 @@ static_assert([]<size_t... I>(std::index_sequence<I...>) {
   return true;
 }(std::make_index_sequence<std::variant_size_v<Command>>{}));
 
-void decode_one(Reader& r, Command& c, size_t index, BatchContext& ctx) {
+void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& ctx) {
   auto type = r.get<uint8_t>();
   DecodeFn f = kDecoders[type];
   if (!f) r.fail("command {} has unknown type {}", index, type);
@@ -374,6 +386,7 @@ std::string encode_with(MsgType type, F&& body) {
   std::string out = prefix(type);
   Writer w(out);
   body(w);
+  w.settle();
   return out;
 }
 
@@ -586,11 +599,12 @@ Batch decode_batch(std::string_view frame, size_t payload_frames) {
     Batch b;
     // A command is at least its type and stream (5 bytes).
     size_t n = r.count("commands", kMaxCommandsPerBatch, 5, r.get<uint32_t>());
-    // A decoded command is tens of times bigger than its bytes: reserve for a small batch
-    // up front and let a big one grow as its commands actually decode.
-    b.commands.reserve(std::min<size_t>(n, 1024));
+    // A decoded command is tens of times bigger than its bytes: reserve for a batch of up
+    // to 16 Ki commands (4.5 MB at most, what a busy master sends) and let a bigger one
+    // grow as its commands actually decode.
+    b.commands.reserve(std::min<size_t>(n, 16384));
     BatchContext ctx{payload_frames, std::vector<bool>(payload_frames + 1, false)};
-    for (size_t i = 0; i < n; ++i) decode_one(r, b.commands.emplace_back(), i, ctx);
+    for (size_t i = 0; i < n; ++i) decode_one(r, b.commands, i, ctx);
     r.finish();
     for (size_t i = 1; i <= payload_frames; ++i)
       if (!ctx.used[i]) r.fail("payload frame {} is not referenced by any command", i);
@@ -682,6 +696,9 @@ void BatchWriter::start() {
   out = prefix(MsgType::Batch);
   out.push_back(1);     // the archive's endianness byte
   out.append(4, '\0');  // the count, set by finish()
+  // Room for a batch as big as the last one (bounded), so that it grows without copies.
+  out.reserve(std::min(last_bytes_, kReserveMax));
+  impl_->w.restart();
   count_ = 0;
 }
 
@@ -690,12 +707,19 @@ void BatchWriter::add(const Command& c) {
   ++count_;
 }
 
+void BatchWriter::add(const cmd::RunOp& c) {
+  impl_->w.command(c);
+  ++count_;
+}
+
 size_t BatchWriter::bytes() const {
-  return impl_->out.size();
+  return impl_->w.size();
 }
 
 std::string BatchWriter::finish() {
   std::string& out = impl_->out;
+  impl_->w.settle();
+  last_bytes_ = out.size();
   auto n = static_cast<uint32_t>(count_);
   for (size_t i = 0; i < 4; ++i)
     out[kPrefixBytes + 1 + i] = static_cast<char>((n >> (8 * i)) & 0xff);

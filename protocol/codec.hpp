@@ -51,6 +51,8 @@ class BatchWriter {
   BatchWriter(const BatchWriter&) = delete;
   BatchWriter& operator=(const BatchWriter&) = delete;
   void add(const Command& c);
+  // The same for a RunOp (the hot path: no variant to build and visit).
+  void add(const cmd::RunOp& c);
   size_t count() const { return count_; }
   size_t bytes() const;
   // The finished header frame; the writer is empty again afterwards.
@@ -59,8 +61,10 @@ class BatchWriter {
  private:
   void start();
   struct Impl;
+  static constexpr size_t kReserveMax = size_t{1} << 20;
   std::unique_ptr<Impl> impl_;
   size_t count_ = 0;
+  size_t last_bytes_ = 0;  // the size of the last finished batch
 };
 
 }  // namespace dtr::protocol

@@ -3,6 +3,7 @@
 // indexed loop that the compiler vectorizes.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "kernels.hpp"
 
@@ -22,9 +23,22 @@ int64_t sz() {
   return static_cast<int64_t>(sizeof(T));
 }
 
+// True when `t` is contiguous with out's shape: it is then read by the flat index.
+bool flat_like(const Tensor& t, const Tensor& out) {
+  return t.shape() == out.shape() && t.meta().is_contiguous();
+}
+
 // out[i] = f(a[i]) over same-shaped tensors.
 template <typename O, typename T, typename F>
 void map1(const Tensor& out, const Tensor& a, F f) {
+  if (out.meta().is_contiguous() && flat_like(a, out)) {
+    // One flat loop (small tensors skip the strided iteration's setup).
+    O* o = static_cast<O*>(out.raw_data());
+    const T* x = static_cast<const T*>(a.raw_data());
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    return;
+  }
   for_each_strided<2>(out.shape(),
                       {static_cast<char*>(out.raw_data()), static_cast<char*>(a.raw_data())},
                       {out.strides(), broadcast_strides(a.meta(), out.shape())}, {sz<O>(), sz<T>()},
@@ -45,6 +59,14 @@ void map1(const Tensor& out, const Tensor& a, F f) {
 template <typename O, typename T, typename F>
 void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   const Shape& shape = out.shape();
+  if (out.meta().is_contiguous() && flat_like(a, out) && flat_like(b, out)) {
+    O* o = static_cast<O*>(out.raw_data());
+    const T* x = static_cast<const T*>(a.raw_data());
+    const T* y = static_cast<const T*>(b.raw_data());
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    return;
+  }
   for_each_strided<3>(
       shape,
       {static_cast<char*>(out.raw_data()), static_cast<char*>(a.raw_data()),
@@ -71,8 +93,10 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       });
 }
 
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  return t.dtype() == dtype ? t : t.to(dtype);
+// `t` itself when it holds `dtype`, else a converted copy kept in `converted`.
+const Tensor& as_dtype(const Tensor& t, DType dtype, std::optional<Tensor>& converted) {
+  if (t.dtype() == dtype) return t;
+  return converted.emplace(t.to(dtype));
 }
 
 template <typename T>
@@ -93,7 +117,8 @@ T nan_min(T a, T b) {
 }  // namespace
 
 void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, const Tensor& out) {
-  Tensor x = as_dtype(in[0], out.dtype());
+  std::optional<Tensor> converted;
+  const Tensor& x = as_dtype(in[0], out.dtype(), converted);
   auto run = [&]<typename T>(auto f) { map1<T, T>(out, x, f); };
   auto float_op = [&](auto f) {
     dispatch_float(d.name, out.dtype(), [&]<typename T>() { run.template operator()<T>(f); });
@@ -176,9 +201,10 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
     compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
   }
   dispatch_wide(d.name, compute, [&]<typename T>() {
-    Tensor x = as_dtype(in[0], compute);
+    std::optional<Tensor> converted[2];
+    const Tensor& x = as_dtype(in[0], compute, converted[0]);
     const bool scalar = in.size() == 1;
-    Tensor y = scalar ? Tensor() : as_dtype(in[1], compute);
+    const Tensor& y = scalar ? x : as_dtype(in[1], compute, converted[1]);  // x: unused
     const T s = scalar ? a.scalars[0].to<T>() : T(0);
     const bool scalar_first = scalar && a.scalar_first;
     // f elementwise into `out` (element type O): over x and y, or over x and the scalar

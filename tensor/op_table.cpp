@@ -328,21 +328,52 @@ InferResult contiguous_result(DType dtype, const Shape& shape) {
   return InferResult{TensorMeta::contiguous(dtype, shape), false};
 }
 
+[[noreturn]] void inplace_shape_mismatch(const OpDef& d, const Shape& result, const Shape& self) {
+  fail<ShapeError>(fmt::format("{}_", d.name),
+                   "result shape {} does not match the in-place tensor's shape {}", result, self);
+}
+
+void check_inplace_dtype(const OpDef& d, DType result, DType self) {
+  if (!can_cast(result, self))
+    fail<DTypeError>(fmt::format("{}_", d.name),
+                     "result dtype {} cannot be stored in the in-place {} tensor", result, self);
+}
+
 // ---- rules per kind ----
 
-InferResult infer_binary(const OpDef& d, std::span<const TensorMeta> in, const OpAttrs& a) {
+// The dtype an elementwise op (Unary, Clamp, Binary) computes in, after its dtype checks.
+DType elementwise_dtype(const OpDef& d, std::span<const TensorMeta> in, const OpAttrs& a) {
   const TensorMeta& x = in[0];
+  switch (d.kind) {
+    case OpKind::Unary:
+      if (d.dtype_rule == DTypeRule::Same) reject_bool(d, x.dtype);
+      return unary_dtype(d, x.dtype);
+    case OpKind::Clamp:
+      reject_bool(d, x.dtype);
+      if (a.scalars[0].is_none() && a.scalars[1].is_none())
+        fail<InvalidArgument>(d.name, "needs at least one of min and max");
+      return x.dtype;
+    default:
+      break;
+  }
   if (in.size() == 1 && a.scalars[0].is_none())
     fail<InvalidArgument>(d.name, "needs a second operand: a tensor or a scalar");
   DType operand = binary_operand_dtype(in, a);
-  Shape shape = in.size() == 2 ? broadcast_shapes(d.name, x.shape, in[1].shape) : x.shape;
   if (d.id == OpId::sub && operand == DType::Bool)
     fail<DTypeError>(d.name, "subtracting bool tensors is not supported (got {} and {})", x.dtype,
                      in.size() == 2 ? in[1].dtype : operand);
-  DType out = operand;
-  if (d.dtype_rule == DTypeRule::PromoteFloat) out = to_float(operand);
-  if (d.dtype_rule == DTypeRule::ToBool) out = DType::Bool;
-  return contiguous_result(out, shape);
+  if (d.dtype_rule == DTypeRule::PromoteFloat) return to_float(operand);
+  if (d.dtype_rule == DTypeRule::ToBool) return DType::Bool;
+  return operand;
+}
+
+// The shape of an elementwise op's result: input 0's, broadcast with input 1's.
+Shape elementwise_shape(const OpDef& d, std::span<const TensorMeta> in) {
+  return in.size() == 2 ? broadcast_shapes(d.name, in[0].shape, in[1].shape) : in[0].shape;
+}
+
+bool is_elementwise(OpKind k) {
+  return k == OpKind::Unary || k == OpKind::Clamp || k == OpKind::Binary;
 }
 
 InferResult infer_reduce(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
@@ -689,15 +720,14 @@ std::span<const OpDef> all_ops() {
   return kOps;
 }
 
-const OpDef& op_def(OpId id) {
-  auto code = static_cast<uint16_t>(id);
-  if (!is_valid_op(code))
-    throw InvalidArgument(
-        fmt::format("unknown op id {} (no op of the table has that code; the "
-                    "largest is {})",
-                    code, kMaxOpCode));
-  return kOps[static_cast<size_t>(detail::kOpIndexOfCode[code])];
+namespace detail {
+const OpDef* const kOpTable = kOps.data();
+
+void throw_unknown_op(uint16_t code) {
+  throw InvalidArgument(fmt::format(
+      "unknown op id {} (no op of the table has that code; the largest is {})", code, kMaxOpCode));
 }
+}  // namespace detail
 
 const OpDef* find_op(std::string_view name) {
   for (const OpDef& d : kOps)
@@ -746,22 +776,26 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
     return infer_mutate(d, in, a);
   }
   if (inplace && !d.has_inplace_form) fail<InvalidArgument>(d.name, "has no in-place form");
+  if (is_elementwise(d.kind)) {
+    // In place, the result is input 0 itself: only what would give it another shape, or a
+    // dtype input 0 cannot hold, is checked, and no result metadata is built. (Broadcast
+    // errors come before dtype errors, as for the out-of-place form.)
+    const bool same_shapes = in.size() < 2 || in[1].shape == in[0].shape;
+    Shape shape;
+    if (!inplace || !same_shapes) shape = elementwise_shape(d, in);
+    const DType computed = elementwise_dtype(d, in, a);
+    if (!inplace) return contiguous_result(computed, shape);
+    if (!same_shapes && !(shape == in[0].shape)) inplace_shape_mismatch(d, shape, in[0].shape);
+    check_inplace_dtype(d, computed, in[0].dtype);
+    return InferResult{in[0], true, computed};
+  }
 
   InferResult r;
   switch (d.kind) {
     case OpKind::Unary:
-      if (d.dtype_rule == DTypeRule::Same) reject_bool(d, in[0].dtype);
-      r = contiguous_result(unary_dtype(d, in[0].dtype), in[0].shape);
-      break;
     case OpKind::Clamp:
-      reject_bool(d, in[0].dtype);
-      if (a.scalars[0].is_none() && a.scalars[1].is_none())
-        fail<InvalidArgument>(d.name, "needs at least one of min and max");
-      r = contiguous_result(in[0].dtype, in[0].shape);
-      break;
     case OpKind::Binary:
-      r = infer_binary(d, in, a);
-      break;
+      break;  // elementwise, above
     case OpKind::Reduce:
     case OpKind::Norm:
     case OpKind::Moment:
@@ -794,14 +828,8 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
   if (!inplace) return r;
 
   const TensorMeta& self = in[0];
-  if (!(r.meta.shape == self.shape))
-    fail<ShapeError>(fmt::format("{}_", d.name),
-                     "result shape {} does not match the in-place tensor's shape {}", r.meta.shape,
-                     self.shape);
-  if (!can_cast(r.meta.dtype, self.dtype))
-    fail<DTypeError>(fmt::format("{}_", d.name),
-                     "result dtype {} cannot be stored in the in-place {} tensor", r.meta.dtype,
-                     self.dtype);
+  if (!(r.meta.shape == self.shape)) inplace_shape_mismatch(d, r.meta.shape, self.shape);
+  check_inplace_dtype(d, r.meta.dtype, self.dtype);
   return InferResult{self, true, r.meta.dtype};
 }
 

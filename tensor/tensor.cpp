@@ -3,6 +3,7 @@
 #include "dtr/tensor.hpp"
 
 #include <array>
+#include <optional>
 #include <limits>
 #include <ostream>
 
@@ -257,19 +258,25 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
   return execute(op, inputs, attrs, inplace, -1);
 }
 
+namespace {
+// infer() on the inputs' metadata (a single input's is not copied).
+InferResult infer_on(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace) {
+  if (inputs.size() == 1)
+    return infer(op, std::span<const TensorMeta>(&inputs[0].meta(), 1), attrs, inplace);
+  std::array<TensorMeta, kMaxInputs> metas;
+  for (size_t i = 0; i < inputs.size(); ++i) metas[i] = inputs[i].meta();
+  return infer(op, std::span<const TensorMeta>(metas.data(), inputs.size()), attrs, inplace);
+}
+}  // namespace
+
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace,
                int device) {
   const OpDef& d = op_def(op);
   if (inputs.size() > kMaxInputs)
     fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxInputs,
                           inputs.size());
-  std::array<TensorMeta, kMaxInputs> metas;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    check_defined(inputs[i], d.name);
-    metas[i] = inputs[i].meta();
-  }
-  std::span<const TensorMeta> meta_span(metas.data(), inputs.size());
-  InferResult r = infer(op, meta_span, attrs, inplace);
+  for (const Tensor& t : inputs) check_defined(t, d.name);
+  InferResult r = infer_on(op, inputs, attrs, inplace);
   device = common_device(d.name, inputs, device);
 
   if (!inplace) {
@@ -282,20 +289,26 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
   const Tensor& self = inputs[0];
   // An operand that overlaps the destination with another layout (x.add_(x.t())) would
   // be read after it is overwritten: read it from a copy.
-  std::array<Tensor, kMaxInputs> safe;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    safe[i] = i > 0 && overlaps(inputs[i], self) ? inputs[i].clone() : inputs[i];
-  std::span<const Tensor> safe_span(safe.data(), inputs.size());
+  std::optional<std::array<Tensor, kMaxInputs>> safe;
+  std::span<const Tensor> operands = inputs;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (!overlaps(inputs[i], self)) continue;
+    safe.emplace();
+    for (size_t j = 0; j < inputs.size(); ++j)
+      (*safe)[j] = j > 0 && overlaps(inputs[j], self) ? inputs[j].clone() : inputs[j];
+    operands = std::span<const Tensor>(safe->data(), inputs.size());
+    break;
+  }
   if (d.kind != OpKind::Mutate) {
     // The kernel computes in the out-of-place result dtype; when self holds another dtype
     // (int32 tensor add_ int64 tensor, eq_), compute aside and convert into self.
     if (r.computed_dtype != self.dtype()) {
-      Tensor tmp = execute(op, safe_span, attrs, false);
+      Tensor tmp = execute(op, operands, attrs, false);
       copy_elements(self, tmp);
       return self;
     }
   }
-  run_checked(op, safe_span, attrs, self);
+  run_checked(op, operands, attrs, self);
   return self;
 }
 

@@ -105,7 +105,7 @@ struct Session::Impl final : TaskRunner {
   // The command's stream, and its device exists here; otherwise null, the failure
   // recorded (for the command's output when it makes one), a request answered.
   template <class C>
-  StreamPtr stream_of(const C& c);
+  const StreamPtr& stream_of(const C& c);
   // A command's device exists here; otherwise the failure is recorded (for its output when
   // it makes one) and false returned.
   template <class C>
@@ -121,15 +121,16 @@ struct Session::Impl final : TaskRunner {
   template <class C>
   RemoteWaitPtr remote_wait(const C& c, std::string_view op, TensorId tensor);
 
-  // Small CPU work on an idle stream whose inputs are ready: true when `t` may run at once
-  // on the dispatch thread (it is then charged to this batch's inline budget).
-  bool may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs);
-  // Runs `t` on the dispatch thread (may_run_inline said so); stages it if it cannot.
-  void run_inline(const StreamPtr& s, Task&& t);
+  // Small CPU work on an idle stream whose inputs (`in`, n_inputs of them) are ready: true
+  // when it may run at once on the dispatch thread (it is then charged to this batch's
+  // inline budget).
+  bool may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs);
 
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t) override;
   bool run_op(Stream& s, const StreamPtr& self, Task& t);
+  // Runs op `c` on `s` once its inputs are ready (the task path and the inline path).
+  void run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
   bool run_get(Stream& s, const StreamPtr& self, Task& t);
   bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
   void finish_barrier(Barrier& b);
@@ -183,8 +184,9 @@ void Session::Impl::reply_failure(const C& c, RemoteFailure f) {
 }
 
 template <class C>
-StreamPtr Session::Impl::stream_of(const C& c) {
-  if (StreamPtr s = streams.find(c.stream)) return check_device(c) ? s : nullptr;
+const StreamPtr& Session::Impl::stream_of(const C& c) {
+  static const StreamPtr kNone;
+  if (const StreamPtr& s = streams.find(c.stream)) return check_device(c) ? s : kNone;
   const TensorId out = output_of(c);
   RemoteFailure f = make_failure(out != protocol::kNoTensor ? out : input_of(c), command_name(c),
                                  fmt::format("stream {} does not exist on this worker", c.stream));
@@ -195,7 +197,7 @@ StreamPtr Session::Impl::stream_of(const C& c) {
   // A copy's receiver waits for the sender: tell it.
   if constexpr (std::is_same_v<C, cmd::SendPeer>)
     if (!outbox.peer_problem(c.peer)) outbox.send_notify(static_cast<int32_t>(c.peer), c.token, &f);
-  return nullptr;
+  return kNone;
 }
 
 template <class C>
@@ -269,7 +271,7 @@ void Session::Impl::dispatch(const Command& c, Payloads payloads) {
 }
 
 void Session::Impl::on(const cmd::RunOp& c) {
-  StreamPtr stream = stream_of(c);
+  const StreamPtr& stream = stream_of(c);
   if (!stream) return;
   const OpDef& d = op_def(c.op);
   TensorId target = c.inplace ? input_of(c) : c.out;
@@ -285,14 +287,20 @@ void Session::Impl::on(const cmd::RunOp& c) {
   } else if (!table.check_new_id(c.out, d.name)) {
     return;
   }
-  Task t = task(Task::Kind::Op, c);
+  // References into the table (no reference counting unless a task is made).
+  const SlotPtr* in[2] = {nullptr, nullptr};
+  Slot* raw[2] = {nullptr, nullptr};
   for (uint8_t i = 0; i < c.inputs.n; ++i) {
-    t.in[i] = table.input(c.inputs.ids[i], target, d.name, output_of(c));
-    if (!t.in[i]) return;
+    in[i] = &table.input(c.inputs.ids[i], target, d.name, output_of(c));
+    if (!*in[i]) return;
+    raw[i] = in[i]->get();
   }
-  t.out = c.inplace ? t.in[0] : table.make_output(c.out);
-  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, t, c.inputs.n))
-    return run_inline(stream, std::move(t));
+  const SlotPtr& out = c.inplace ? *in[0] : table.make_output(c.out);
+  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n))
+    return run_op_ready(*stream, c, raw, *out);
+  Task t = task(Task::Kind::Op, c);
+  for (uint8_t i = 0; i < c.inputs.n; ++i) t.in[i] = *in[i];
+  t.out = out;
   streams.stage(stream, std::move(t));
 }
 
@@ -325,7 +333,7 @@ void Session::Impl::put(const cmd::Put& c, Payloads payloads) {
 }
 
 void Session::Impl::on(const cmd::Get& c) {
-  StreamPtr stream = stream_of(c);
+  const StreamPtr& stream = stream_of(c);
   if (!stream) return;
   SlotPtr in = table.find(c.input);
   if (!in) {
@@ -335,31 +343,28 @@ void Session::Impl::on(const cmd::Get& c) {
   }
   Task t = task(Task::Kind::Get, c);
   t.in[0] = std::move(in);
-  if (may_run_inline(stream, t, 1)) return run_inline(stream, std::move(t));
+  Slot* raw[1] = {t.in[0].get()};
+  // On an idle stream with the tensor ready: answered from the dispatch thread.
+  if (may_run_inline(stream, raw, 1) && run_get(*stream, stream, t)) return;
   streams.stage(stream, std::move(t));
 }
 
-bool Session::Impl::may_run_inline(const StreamPtr& s, const Task& t, uint8_t n_inputs) {
+bool Session::Impl::may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs) {
   if (n_inputs == 0) return false;  // a creation op's size is not bounded by its inputs
   int64_t work = 0;
   for (uint8_t i = 0; i < n_inputs; ++i) {
-    const Slot& slot = *t.in[i];
+    const Slot& slot = *in[i];
     if (!slot.ready.load(std::memory_order_acquire)) return false;
     if (slot.failed.load(std::memory_order_acquire)) continue;  // fails at once
     const local::Tensor& x = slot.tensor;
-    if (x.device() >= 0 || x.numel() > kInlineElements) return false;
-    work += x.numel() + 1;
+    if (x.device() >= 0) return false;
+    const int64_t n = x.numel();
+    if (n > kInlineElements) return false;
+    work += n + 1;
   }
   if (work > inline_budget || !streams.idle_now(s)) return false;
   inline_budget -= work;
   return true;
-}
-
-void Session::Impl::run_inline(const StreamPtr& s, Task&& t) {
-  // The stream is idle: no executor thread runs it, and whatever ran on it before is
-  // ordered before this by the stream's lock (idle_now took it). Its inputs are ready, so
-  // the task does not park.
-  if (!execute(*s, s, t)) streams.stage(s, std::move(t));
 }
 
 void Session::Impl::on(const cmd::Free& c) {
@@ -562,34 +567,45 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
 
 bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::RunOp>();
+  for (uint8_t i = 0; i < c.inputs.n; ++i)
+    if (!t.in[i]->ready_or_park(self)) return false;
+  Slot* in[2] = {t.in[0].get(), t.in[1].get()};
+  run_op_ready(s, c, in, *t.out);
+  return true;
+}
+
+void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
   const OpDef& d = op_def(c.op);
   const uint8_t n = c.inputs.n;
   TensorId target = c.inplace ? c.inputs.ids[0] : c.out;
-  std::array<local::Tensor, 2> inputs;
   for (uint8_t i = 0; i < n; ++i) {
-    if (!t.in[i]->ready_or_park(self)) return false;
+    if (Failure cause = in[i]->get_failure())
+      return fail_output(s, out, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
   }
-  for (uint8_t i = 0; i < n; ++i) {
-    if (Failure cause = t.in[i]->get_failure()) {
-      fail_output(s, t, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
-      return true;
-    }
-  }
-  const int device = n > 0 ? t.in[0]->tensor.device() : c.device;
+  const int device = n > 0 ? in[0]->tensor.device() : c.device;
   try {
-    for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s.cuda, *t.in[i]);
-    std::optional<cuda::StreamScope> scope;
-    if (device >= 0) scope.emplace(device, s.cuda.get(device));
-    local::Tensor result = local::execute(c.op, std::span<const local::Tensor>(inputs.data(), n),
-                                          c.attrs, c.inplace, c.device);
-    if (result.device() >= 0) wrote(s.cuda, *t.out, result);
-    if (!c.inplace) t.out->publish(std::move(result));
+    local::Tensor result;
+    if (device < 0 && n <= 1) {
+      // A CPU op of one input reads the slot's tensor in place (a ready slot's handle no
+      // longer changes).
+      std::span<const local::Tensor> inputs;
+      if (n == 1) inputs = std::span<const local::Tensor>(&in[0]->tensor, 1);
+      result = local::execute(c.op, inputs, c.attrs, c.inplace, c.device);
+    } else {
+      std::array<local::Tensor, 2> inputs;
+      for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s.cuda, *in[i]);
+      std::optional<cuda::StreamScope> scope;
+      if (device >= 0) scope.emplace(device, s.cuda.get(device));
+      result = local::execute(c.op, std::span<const local::Tensor>(inputs.data(), n), c.attrs,
+                              c.inplace, c.device);
+      if (result.device() >= 0) wrote(s.cuda, out, result);
+    }
+    if (!c.inplace) out.publish(std::move(result));
   } catch (const std::bad_alloc&) {
-    fail_output(s, t, failures.root(target, d.name, "out of host memory", device));
+    fail_output(s, out, failures.root(target, d.name, "out of host memory", device));
   } catch (const std::exception& e) {
-    fail_output(s, t, failures.root(target, d.name, e.what(), device));
+    fail_output(s, out, failures.root(target, d.name, e.what(), device));
   }
-  return true;
 }
 
 bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {

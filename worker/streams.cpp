@@ -54,8 +54,12 @@ void Stream::run() {
 }
 
 void fail_output(Stream& s, Task& t, Failure f) {
+  fail_output(s, *t.out, std::move(f));
+}
+
+void fail_output(Stream& s, Slot& out, Failure f) {
   if (!s.pending_failure) s.pending_failure = f;
-  t.out->fail(std::move(f));
+  out.fail(std::move(f));
 }
 
 bool arrive(Stream& s, Barrier& b) {
@@ -72,9 +76,10 @@ Streams::Streams(Executor& executor, TaskRunner& runner) : executor(executor), r
   live_[0] = std::make_shared<Stream>(*this, 0);
 }
 
-StreamPtr Streams::find(uint32_t id) const {
+const StreamPtr& Streams::find(uint32_t id) const {
+  static const StreamPtr kNone;
   auto it = live_.find(id);
-  return it == live_.end() ? nullptr : it->second;
+  return it == live_.end() ? kNone : it->second;
 }
 
 std::optional<std::string> Streams::create(uint32_t id) {
@@ -98,6 +103,7 @@ std::optional<std::string> Streams::destroy(uint32_t id) {
 
 void Streams::stage(const StreamPtr& s, Task&& t) {
   ++staged_count_;
+  known_idle_ = nullptr;
   for (auto& [stream, tasks] : staged_) {
     if (stream == s) {
       tasks.push_back(std::move(t));
@@ -126,13 +132,17 @@ void Streams::flush(const std::shared_ptr<const protocol::Batch>& batch) {
 }
 
 bool Streams::idle_now(const StreamPtr& s) const {
+  if (s.get() == known_idle_) return true;
   for (auto& [stream, tasks] : staged_)
     if (stream == s) return false;
   std::lock_guard lock(s->mu);
-  return s->state == Stream::State::Idle && s->queue.empty();
+  const bool idle = s->state == Stream::State::Idle && s->queue.empty();
+  if (idle) known_idle_ = s.get();
+  return idle;
 }
 
 void Streams::prune_retired() {
+  known_idle_ = nullptr;  // the stream it names may be freed here
   std::erase_if(retired_, [](const StreamPtr& s) { return s->idle(); });
 }
 

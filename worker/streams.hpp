@@ -118,6 +118,7 @@ struct Stream : Runnable, std::enable_shared_from_this<Stream> {
 // Fails the task's output and, first on its stream since the last record, notes the
 // failure for the stream's next event (every kind of task that makes or writes a tensor).
 void fail_output(Stream& s, Task& t, Failure f);
+void fail_output(Stream& s, Slot& out, Failure f);
 // A barrier task has reached stream `s`: its CUDA work is waited for (a failure noted on
 // `b`). True when `s` was the last stream the barrier waited for.
 bool arrive(Stream& s, Barrier& b);
@@ -127,7 +128,9 @@ class Streams {
   // Makes the default stream (0).
   Streams(Executor& executor, TaskRunner& runner);
 
-  StreamPtr find(uint32_t id) const;  // null when absent
+  // The stream, or a null pointer when absent (a reference into the table: valid until
+  // the stream is destroyed).
+  const StreamPtr& find(uint32_t id) const;
   size_t size() const { return live_.size(); }
   // Tasks handed to the streams and not yet done (any thread; approximate).
   size_t backlog() const { return queued_.load(std::memory_order_relaxed); }
@@ -142,7 +145,8 @@ class Streams {
   // Hands the staged tasks to their streams and schedules the idle ones. `batch` (the
   // batch the commands live in) is held by each stream's last task of the flush.
   void flush(const std::shared_ptr<const protocol::Batch>& batch);
-  // Nothing queued, staged or running on `s`.
+  // Nothing queued, staged or running on `s`. Remembers the answer for `s` until something
+  // is staged (only the dispatch thread makes an idle stream run).
   bool idle_now(const StreamPtr& s) const;
   // Stages one task of `b` on every stream, live or retired, and sets b->remaining.
   void barrier(const std::shared_ptr<Barrier>& b);
@@ -166,6 +170,8 @@ class Streams {
   std::vector<StreamPtr> retired_;  // destroyed streams still running their queue
   std::vector<std::pair<StreamPtr, std::vector<Task>>> staged_;
   size_t staged_count_ = 0;
+  // The stream idle_now() last found idle, while nothing has been staged since.
+  mutable const Stream* known_idle_ = nullptr;
   std::atomic<size_t> queued_{0};  // tasks handed to streams and not yet done
 };
 

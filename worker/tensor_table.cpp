@@ -108,15 +108,17 @@ void TensorTable::fail_new(TensorId id, Failure f) {
   if (id != protocol::kNoTensor && !slots_.count(id)) slots_[id] = Slot::failed_with(std::move(f));
 }
 
-SlotPtr TensorTable::input(TensorId id, TensorId target, std::string_view op, TensorId out) {
-  if (SlotPtr slot = find(id)) return slot;
+const SlotPtr& TensorTable::input(TensorId id, TensorId target, std::string_view op,
+                                  TensorId out) {
+  static const SlotPtr kNone;
+  if (auto it = slots_.find(id); it != slots_.end()) return it->second;
   fail_new(out, failures_.root(target, op, fmt::format("input tensor %{} does not exist", id)));
-  return nullptr;
+  return kNone;
 }
 
-SlotPtr TensorTable::make_output(TensorId id) {
-  auto slot = std::make_shared<Slot>();
-  slots_[id] = slot;
+const SlotPtr& TensorTable::make_output(TensorId id) {
+  SlotPtr& slot = slots_[id];
+  slot = std::make_shared<Slot>();
   return slot;
 }
 

@@ -95,10 +95,11 @@ class TensorTable {
   void fail_new(protocol::TensorId id, Failure f);
   // `op`'s input `id`, or null when it does not exist: then a root failure "input tensor
   // %id does not exist" is recorded for `target`, and `out` (when not 0) made failed.
-  SlotPtr input(protocol::TensorId id, protocol::TensorId target, std::string_view op,
-                protocol::TensorId out);
-  // A new pending slot bound to `id`.
-  SlotPtr make_output(protocol::TensorId id);
+  // (A reference into the table, or to a null pointer: valid until `id` is erased.)
+  const SlotPtr& input(protocol::TensorId id, protocol::TensorId target, std::string_view op,
+                       protocol::TensorId out);
+  // A new pending slot bound to `id` (a reference into the table, as input()'s).
+  const SlotPtr& make_output(protocol::TensorId id);
   // The session is ending: every slot forgets its parked streams.
   void drop_waiters();
 

@@ -331,8 +331,18 @@ struct OpDef {
 
 // The whole table, in the order of the lists (not of the codes).
 std::span<const OpDef> all_ops();
+namespace detail {
+// all_ops().data(), for op_def() (inline: the dispatch paths look ops up per command).
+extern const OpDef* const kOpTable;
+[[noreturn]] void throw_unknown_op(uint16_t code);
+}  // namespace detail
 // The op of a valid id (is_valid_op); throws InvalidArgument for another value.
-const OpDef& op_def(OpId id);
+inline const OpDef& op_def(OpId id) {
+  const auto code = static_cast<uint16_t>(id);
+  if (code > kMaxOpCode || detail::kOpIndexOfCode[code] < 0) [[unlikely]]
+    detail::throw_unknown_op(code);
+  return detail::kOpTable[detail::kOpIndexOfCode[code]];
+}
 // Looks an op up by its user-facing name; nullptr when unknown.
 const OpDef* find_op(std::string_view name);
 // True for raw values that name an op (validation of wire bytes).
