@@ -131,6 +131,16 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
 }
 
 namespace {
+// The shape rule: the result's metadata into `*meta` (an in-place call's is input 0's:
+// only its checks run).
+void infer_into(OpId op, std::span<const TensorMeta> in, const OpAttrs& attrs, bool inplace,
+                TensorMeta* meta) {
+  if (inplace)
+    infer_inplace(op, in, attrs);
+  else
+    *meta = infer(op, in, attrs, false).meta;
+}
+
 // Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
 // and returns the result's id (0 for in-place calls), its metadata in `*meta` when given.
 uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
@@ -139,7 +149,6 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
   cmd::RunOp c{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
   c.inputs.n = 1;
   c.inputs.ids[0] = self.id;
-  InferResult r;
   if (other) {
     if (other->node != self.node || other->device != self.device)
       throw InvalidArgument(fmt::format(
@@ -150,15 +159,14 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
     c.inputs.ids[1] = other->id;
     c.inputs.n = 2;
     const TensorMeta metas[2] = {self.meta, other->meta};
-    r = infer(op, std::span<const TensorMeta>(metas, 2), attrs, inplace);
+    infer_into(op, std::span<const TensorMeta>(metas, 2), attrs, inplace, meta);
   } else {
-    r = infer(op, std::span<const TensorMeta>(&self.meta, 1), attrs, inplace);
+    infer_into(op, std::span<const TensorMeta>(&self.meta, 1), attrs, inplace, meta);
   }
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
   self.session->enqueue(self.node, c);
-  if (meta) *meta = r.meta;
   return c.out;
 }
 }  // namespace

@@ -61,7 +61,13 @@ class StringOutputArchive
   void restart() { end_ = out_.size(); }
 
  private:
-  void grow(size_t n) { out_.resize(std::max(out_.size() * 2, end_ + n + 256)); }
+  void grow(size_t n) {
+    const size_t need = end_ + n;
+    size_t size = std::max(out_.size() * 2, need + 256);
+    // Within the capacity reserved ahead, when that is enough: no reallocation.
+    if (size > out_.capacity() && need <= out_.capacity()) size = out_.capacity();
+    out_.resize(size);
+  }
 
   std::string& out_;
   size_t end_;

@@ -45,13 +45,6 @@ void Dims::resize(size_t n, int64_t value) {
   size_ = static_cast<uint8_t>(n);
 }
 
-bool operator==(const Dims& a, const Dims& b) {
-  if (a.size_ != b.size_) return false;
-  for (size_t i = 0; i < a.size_; ++i)
-    if (a.data_[i] != b.data_[i]) return false;
-  return true;
-}
-
 int64_t numel_of(const Shape& shape) {
   // The product of the sizes, and of the sizes with zeros counted as ones: the latter is
   // what contiguous strides multiply, so it must fit too ([0, 2^32, 2^32] is refused).

@@ -57,16 +57,6 @@ std::string Scalar::to_string() const {
   return "?";
 }
 
-bool TensorMeta::is_contiguous() const {
-  int64_t expected = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 1) continue;
-    if (shape[i] == 0) return true;
-    if (strides[i] != expected) return false;
-    expected *= shape[i];
-  }
-  return true;
-}
 
 int64_t TensorMeta::storage_extent() const {
   int64_t extent = offset + 1;

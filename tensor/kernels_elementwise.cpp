@@ -3,7 +3,7 @@
 // indexed loop that the compiler vectorizes.
 #include <cmath>
 #include <limits>
-#include <optional>
+#include <memory>
 
 #include "kernels.hpp"
 
@@ -93,10 +93,12 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       });
 }
 
-// `t` itself when it holds `dtype`, else a converted copy kept in `converted`.
-const Tensor& as_dtype(const Tensor& t, DType dtype, std::optional<Tensor>& converted) {
+// `t` itself when it holds `dtype`, else a converted copy kept in `converted`. (A
+// std::optional<Tensor> would cost a zeroing on every call with g++ 12.)
+const Tensor& as_dtype(const Tensor& t, DType dtype, std::unique_ptr<Tensor>& converted) {
   if (t.dtype() == dtype) return t;
-  return converted.emplace(t.to(dtype));
+  converted = std::make_unique<Tensor>(t.to(dtype));
+  return *converted;
 }
 
 template <typename T>
@@ -117,7 +119,7 @@ T nan_min(T a, T b) {
 }  // namespace
 
 void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, const Tensor& out) {
-  std::optional<Tensor> converted;
+  std::unique_ptr<Tensor> converted;
   const Tensor& x = as_dtype(in[0], out.dtype(), converted);
   auto run = [&]<typename T>(auto f) { map1<T, T>(out, x, f); };
   auto float_op = [&](auto f) {
@@ -201,10 +203,11 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
     compute = binary_operand_dtype(std::span<const TensorMeta>(metas.data(), in.size()), a);
   }
   dispatch_wide(d.name, compute, [&]<typename T>() {
-    std::optional<Tensor> converted[2];
+    std::unique_ptr<Tensor> converted[2];
     const Tensor& x = as_dtype(in[0], compute, converted[0]);
     const bool scalar = in.size() == 1;
-    const Tensor& y = scalar ? x : as_dtype(in[1], compute, converted[1]);  // x: unused
+    // With a scalar operand there is no y (x stands in; it is not read as y).
+    const Tensor& y = scalar ? x : as_dtype(in[1], compute, converted[1]);
     const T s = scalar ? a.scalars[0].to<T>() : T(0);
     const bool scalar_first = scalar && a.scalar_first;
     // f elementwise into `out` (element type O): over x and y, or over x and the scalar

@@ -757,38 +757,57 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
   return out;
 }
 
-InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, bool inplace) {
-  const OpDef& d = op_def(op);
+namespace {
+void check_input_count(const OpDef& d, std::span<const TensorMeta> in) {
   int n = static_cast<int>(in.size());
   if (n < d.min_inputs || n > d.max_inputs)
     fail<InvalidArgument>(d.name, "takes {} to {} tensor inputs, got {}", d.min_inputs,
                           d.max_inputs, n);
+}
+
+void check_writable(const OpDef& d, const TensorMeta& x) {
+  for (size_t i = 0; i < x.shape.size(); ++i)
+    if (x.strides[i] == 0 && x.shape[i] > 1)
+      fail<InvalidArgument>(d.name,
+                            "cannot write in place to an expanded tensor (shape {}, strides {}): "
+                            "several elements share one memory location; clone it first",
+                            x.shape, x.strides);
+}
+}  // namespace
+
+DType infer_inplace(OpId op, std::span<const TensorMeta> in, const OpAttrs& a) {
+  const OpDef& d = op_def(op);
+  check_input_count(d, in);
+  check_writable(d, in[0]);
+  if (d.kind == OpKind::Mutate) return infer_mutate(d, in, a).computed_dtype;
+  if (!d.has_inplace_form) fail<InvalidArgument>(d.name, "has no in-place form");
+  // The result is input 0 itself: only what would give it another shape, or a dtype input
+  // 0 cannot hold, is checked, and no result metadata is built. (Broadcast errors come
+  // before dtype errors, as for the out-of-place form.)
+  const bool same_shapes = in.size() < 2 || in[1].shape == in[0].shape;
+  Shape shape;
+  if (!same_shapes) shape = elementwise_shape(d, in);
+  const DType computed = elementwise_dtype(d, in, a);
+  if (!same_shapes && !(shape == in[0].shape)) inplace_shape_mismatch(d, shape, in[0].shape);
+  check_inplace_dtype(d, computed, in[0].dtype);
+  return computed;
+}
+
+InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, bool inplace) {
+  const OpDef& d = op_def(op);
   if (inplace) {
-    for (size_t i = 0; i < in[0].shape.size(); ++i)
-      if (in[0].strides[i] == 0 && in[0].shape[i] > 1)
-        fail<InvalidArgument>(d.name,
-                              "cannot write in place to an expanded tensor (shape {}, strides {}): "
-                              "several elements share one memory location; clone it first",
-                              in[0].shape, in[0].strides);
-  }
-  if (d.kind == OpKind::Mutate) {
-    if (!inplace) fail<InvalidArgument>(d.name, "only exists in place");
-    return infer_mutate(d, in, a);
-  }
-  if (inplace && !d.has_inplace_form) fail<InvalidArgument>(d.name, "has no in-place form");
-  if (is_elementwise(d.kind)) {
-    // In place, the result is input 0 itself: only what would give it another shape, or a
-    // dtype input 0 cannot hold, is checked, and no result metadata is built. (Broadcast
-    // errors come before dtype errors, as for the out-of-place form.)
-    const bool same_shapes = in.size() < 2 || in[1].shape == in[0].shape;
-    Shape shape;
-    if (!inplace || !same_shapes) shape = elementwise_shape(d, in);
-    const DType computed = elementwise_dtype(d, in, a);
-    if (!inplace) return contiguous_result(computed, shape);
-    if (!same_shapes && !(shape == in[0].shape)) inplace_shape_mismatch(d, shape, in[0].shape);
-    check_inplace_dtype(d, computed, in[0].dtype);
+    if (d.kind == OpKind::Mutate) {
+      check_input_count(d, in);
+      check_writable(d, in[0]);
+      return infer_mutate(d, in, a);
+    }
+    const DType computed = infer_inplace(op, in, a);  // before in[0] is read: it checks there is one
     return InferResult{in[0], true, computed};
   }
+  check_input_count(d, in);
+  if (d.kind == OpKind::Mutate) fail<InvalidArgument>(d.name, "only exists in place");
+  if (is_elementwise(d.kind))
+    return contiguous_result(elementwise_dtype(d, in, a), elementwise_shape(d, in));
 
   InferResult r;
   switch (d.kind) {
@@ -825,12 +844,7 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
       break;  // handled above
   }
   r.computed_dtype = r.meta.dtype;
-  if (!inplace) return r;
-
-  const TensorMeta& self = in[0];
-  if (!(r.meta.shape == self.shape)) inplace_shape_mismatch(d, r.meta.shape, self.shape);
-  check_inplace_dtype(d, r.meta.dtype, self.dtype);
-  return InferResult{self, true, r.meta.dtype};
+  return r;
 }
 
 }  // namespace dtr

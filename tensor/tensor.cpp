@@ -3,7 +3,6 @@
 #include "dtr/tensor.hpp"
 
 #include <array>
-#include <optional>
 #include <limits>
 #include <ostream>
 
@@ -70,19 +69,13 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, const TensorMeta& meta)
         describe(meta_), meta_.strides, meta_.offset, storage_->nbytes()));
 }
 
-void* Tensor::raw_data() const {
-  check_defined(*this, "data");
-  return static_cast<char*>(storage_->data()) +
-         meta_.offset * static_cast<int64_t>(element_size(meta_.dtype));
+void Tensor::undefined(const char* what) {
+  fail<InvalidArgument>(what, "called on an undefined tensor");
 }
 
 void Tensor::check_dtype(DType expected, const char* what) const {
   if (meta_.dtype != expected)
     fail<DTypeError>(what, "tensor has dtype {}, asked for {}", meta_.dtype, expected);
-}
-
-int Tensor::device() const {
-  return storage_ ? storage_->device() : -1;
 }
 
 Tensor Tensor::to_device(int device) const {
@@ -259,57 +252,69 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
 }
 
 namespace {
-// infer() on the inputs' metadata (a single input's is not copied).
-InferResult infer_on(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace) {
-  if (inputs.size() == 1)
-    return infer(op, std::span<const TensorMeta>(&inputs[0].meta(), 1), attrs, inplace);
+// The inputs' metadata as infer() takes it: a single input's is not copied.
+template <typename F>
+auto with_metas(std::span<const Tensor> inputs, F&& f) {
+  if (inputs.size() == 1) return f(std::span<const TensorMeta>(&inputs[0].meta(), 1));
   std::array<TensorMeta, kMaxInputs> metas;
   for (size_t i = 0; i < inputs.size(); ++i) metas[i] = inputs[i].meta();
-  return infer(op, std::span<const TensorMeta>(metas.data(), inputs.size()), attrs, inplace);
+  return f(std::span<const TensorMeta>(metas.data(), inputs.size()));
+}
+
+void check_inputs(const OpDef& d, std::span<const Tensor> inputs) {
+  if (inputs.size() > kMaxInputs)
+    fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxInputs,
+                          inputs.size());
+  for (const Tensor& t : inputs) check_defined(t, d.name);
 }
 }  // namespace
 
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace,
                int device) {
-  const OpDef& d = op_def(op);
-  if (inputs.size() > kMaxInputs)
-    fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxInputs,
-                          inputs.size());
-  for (const Tensor& t : inputs) check_defined(t, d.name);
-  InferResult r = infer_on(op, inputs, attrs, inplace);
-  device = common_device(d.name, inputs, device);
-
-  if (!inplace) {
-    if (r.aliases_input) return Tensor(inputs[0].storage(), r.meta);
-    Tensor out = empty(r.meta.shape, r.meta.dtype, device);
-    run_checked(op, inputs, attrs, out);
-    return out;
+  if (inplace) {
+    execute_inplace(op, inputs, attrs);
+    return inputs[0];
   }
+  const OpDef& d = op_def(op);
+  check_inputs(d, inputs);
+  InferResult r = with_metas(inputs, [&](std::span<const TensorMeta> m) {
+    return infer(op, m, attrs, false);
+  });
+  device = common_device(d.name, inputs, device);
+  if (r.aliases_input) return Tensor(inputs[0].storage(), r.meta);
+  Tensor out = empty(r.meta.shape, r.meta.dtype, device);
+  run_checked(op, inputs, attrs, out);
+  return out;
+}
 
+void execute_inplace(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs) {
+  const OpDef& d = op_def(op);
+  check_inputs(d, inputs);
+  const DType computed = with_metas(
+      inputs, [&](std::span<const TensorMeta> m) { return infer_inplace(op, m, attrs); });
+  common_device(d.name, inputs, -1);
   const Tensor& self = inputs[0];
   // An operand that overlaps the destination with another layout (x.add_(x.t())) would
   // be read after it is overwritten: read it from a copy.
-  std::optional<std::array<Tensor, kMaxInputs>> safe;
+  // (On the heap: a std::optional of it costs a zeroing on every call, here and with g++ 12.)
+  std::unique_ptr<std::array<Tensor, kMaxInputs>> safe;
   std::span<const Tensor> operands = inputs;
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (!overlaps(inputs[i], self)) continue;
-    safe.emplace();
+    safe = std::make_unique<std::array<Tensor, kMaxInputs>>();
     for (size_t j = 0; j < inputs.size(); ++j)
       (*safe)[j] = j > 0 && overlaps(inputs[j], self) ? inputs[j].clone() : inputs[j];
     operands = std::span<const Tensor>(safe->data(), inputs.size());
     break;
   }
-  if (d.kind != OpKind::Mutate) {
-    // The kernel computes in the out-of-place result dtype; when self holds another dtype
-    // (int32 tensor add_ int64 tensor, eq_), compute aside and convert into self.
-    if (r.computed_dtype != self.dtype()) {
-      Tensor tmp = execute(op, operands, attrs, false);
-      copy_elements(self, tmp);
-      return self;
-    }
+  // The kernel computes in the out-of-place result dtype; when self holds another dtype
+  // (int32 tensor add_ int64 tensor, eq_), compute aside and convert into self.
+  if (d.kind != OpKind::Mutate && computed != self.dtype()) {
+    Tensor tmp = execute(op, operands, attrs, false);
+    copy_elements(self, tmp);
+    return;
   }
   run_checked(op, operands, attrs, self);
-  return self;
 }
 
 // ---- creation ----

@@ -586,11 +586,12 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
   try {
     local::Tensor result;
     if (device < 0 && n <= 1) {
-      // A CPU op of one input reads the slot's tensor in place (a ready slot's handle no
-      // longer changes).
+      // A CPU op of one input reads the slot's tensor where it is (a ready slot's handle
+      // no longer changes).
       std::span<const local::Tensor> inputs;
       if (n == 1) inputs = std::span<const local::Tensor>(&in[0]->tensor, 1);
-      result = local::execute(c.op, inputs, c.attrs, c.inplace, c.device);
+      if (c.inplace) return local::execute_inplace(c.op, inputs, c.attrs);
+      result = local::execute(c.op, inputs, c.attrs, false, c.device);
     } else {
       std::array<local::Tensor, 2> inputs;
       for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s.cuda, *in[i]);

@@ -52,7 +52,12 @@ class Dims {
   void clear() { size_ = 0; }
   void resize(size_t n, int64_t value = 0);
 
-  friend bool operator==(const Dims& a, const Dims& b);
+  friend bool operator==(const Dims& a, const Dims& b) {
+    if (a.size_ != b.size_) return false;
+    for (size_t i = 0; i < a.size_; ++i)
+      if (a.data_[i] != b.data_[i]) return false;
+    return true;
+  }
 
  private:
   std::array<int64_t, kMaxDims> data_{};

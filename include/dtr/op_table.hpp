@@ -366,6 +366,9 @@ struct InferResult {
 // InvalidArgument with a message that names the op and the shapes or dtypes involved.
 InferResult infer(OpId op, std::span<const TensorMeta> inputs, const OpAttrs& attrs,
                   bool inplace = false);
+// The checks infer() makes for an in-place call, without building its result (which is
+// input 0): returns the dtype the op computes in (InferResult::computed_dtype).
+DType infer_inplace(OpId op, std::span<const TensorMeta> inputs, const OpAttrs& attrs);
 
 // The dtype the operands of a Binary op compute in: the two tensors' promoted dtype, or
 // for a scalar operand torch's scalar rule (a float scalar makes an integral or bool tensor

@@ -78,7 +78,7 @@ class Tensor : public TensorOps<Tensor> {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   // Where the bytes live: -1 the host, k CUDA device k (ops run there, on the calling
   // thread's current stream of that device).
-  int device() const;
+  int device() const { return storage_ ? storage_->device() : -1; }
   // This tensor on `device` (-1: the host): itself when already there, else a contiguous
   // copy (host<->device through pinned staging). A copy to the host has finished when
   // this returns; one to a device is ordered on the device's current stream.
@@ -87,7 +87,12 @@ class Tensor : public TensorOps<Tensor> {
   Tensor cuda(int device = 0) const { return to_device(device); }
 
   // Address of element 0 (the offset applied); a device address for a CUDA tensor.
-  void* raw_data() const;
+  void* raw_data() const {
+    if (!storage_) [[unlikely]]
+      undefined("data");
+    return static_cast<char*>(storage_->data()) +
+           meta_.offset * static_cast<int64_t>(element_size(meta_.dtype));
+  }
   // Typed address of element 0; throws DTypeError when T does not match dtype().
   template <typename T>
   T* data() const {
@@ -116,6 +121,8 @@ class Tensor : public TensorOps<Tensor> {
 
  private:
   void check_dtype(DType expected, const char* what) const;
+  // Throws InvalidArgument: `what` was called on an undefined tensor.
+  [[noreturn]] static void undefined(const char* what);
   std::shared_ptr<Storage> storage_;
   TensorMeta meta_;
 };
@@ -130,6 +137,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace);
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace,
                int device);
+// execute() in place: the result is written into inputs[0].
+void execute_inplace(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs);
 // Runs the kernel of `op` into an already allocated `out` whose meta is what infer()
 // gives; the worker uses this when it has allocated the result itself.
 void run_kernel(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out);

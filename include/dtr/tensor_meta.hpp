@@ -20,7 +20,16 @@ struct TensorMeta {
 
   int64_t dim() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return numel_of(shape); }
-  bool is_contiguous() const;
+  bool is_contiguous() const {
+    int64_t expected = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      if (shape[i] == 1) continue;
+      if (shape[i] == 0) return true;
+      if (strides[i] != expected) return false;
+      expected *= shape[i];
+    }
+    return true;
+  }
   // Number of storage elements the view reaches: 1 + offset + sum((size-1)*stride),
   // 0 for an empty tensor.
   int64_t storage_extent() const;
