@@ -303,6 +303,8 @@ void init_master_worker() {
     o.sync_timeout = std::chrono::milliseconds(parse_int("DTR_SYNC_TIMEOUT_MS", t));
   if (std::string t = env("DTR_HEARTBEAT_TIMEOUT_MS"); !t.empty())
     o.heartbeat_timeout = std::chrono::milliseconds(parse_int("DTR_HEARTBEAT_TIMEOUT_MS", t));
+  if (std::string t = env("DTR_SPIN_US"); !t.empty())
+    o.spin = std::chrono::microseconds(parse_int("DTR_SPIN_US", t));
   init_master_worker(o);
 }
 

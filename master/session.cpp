@@ -96,6 +96,9 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     throw InvalidArgument(
         "init_master_worker: give either worker endpoints to connect to or an endpoint to "
         "listen on, not both or neither");
+  if (options.spin.count() < 0)
+    throw InvalidArgument(fmt::format("init_master_worker: spin must be >= 0 us, got {}",
+                                      options.spin.count()));
   if (!options.listen.empty() && options.num_workers <= 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: listening on {} needs num_workers >= 1, got {}",
@@ -407,24 +410,55 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
       if (future.wait_for(slice) == std::future_status::ready) return true;
       continue;
     }
-    // This thread is the I/O thread until its reply is here: it holds the lock while it
-    // sleeps on the sockets, so nobody else reads them (and takes the wake-up meant for
-    // it); commands other threads queue meanwhile wake it through the wake fd.
-    Clock::time_point until = std::min(deadline, now + std::chrono::milliseconds(kWaitSlice));
-    while (true) {
-      service(true);
-      if (ready()) return true;
-      now = Clock::now();
-      if (now >= until) break;
-      holder_sleeping_.store(true);
-      if (!work_pending_.load() && !input_waiting())
-        wait_sockets(std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
-                         std::chrono::milliseconds(1),
-                     true);
-      holder_sleeping_.store(false);
-    }
+    if (hold_io(future, std::min(deadline, now + kWaitSlice))) return true;
   }
   return true;
+}
+
+bool MasterSession::hold_io(std::future<ReplyMessage>& future, Clock::time_point until) {
+  auto ready = [&] {
+    return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  // This thread is the I/O thread until its reply is here: it holds the lock while it
+  // waits, so nobody else reads the sockets (and takes the wake-up meant for it); the I/O
+  // thread meanwhile leaves them alone, and commands other threads queue wake this one
+  // through the wake fd.
+  holder_.store(true);
+  struct Leave {
+    MasterSession& s;
+    ~Leave() {
+      s.holder_.store(false);
+      // Replies other threads wait for, and commands queued since the last flush, are the
+      // I/O thread's again: wake it if it sleeps away from the sockets. (Heartbeats can
+      // wait for its next round.)
+      bool others;
+      {
+        std::lock_guard lock(s.pending_mu_);
+        others = !s.pending_.empty();
+      }
+      if ((others || s.work_pending_.load()) && s.sleeping_.exchange(false)) s.wake();
+    }
+  } leave{*this};
+  const Clock::time_point spin_until = Clock::now() + options_.spin;
+  while (true) {
+    service(true);
+    if (ready()) return true;
+    Clock::time_point now = Clock::now();
+    if (now >= until) return false;
+    if (now < spin_until) {
+      // Spin first: a reply that comes while this thread polls costs no wake-up. Yielding
+      // lets the ZeroMQ I/O thread that brings it run on this core.
+      while (!work_pending_.load() && !input_waiting() && Clock::now() < spin_until)
+        std::this_thread::yield();
+      continue;
+    }
+    holder_sleeping_.store(true);
+    if (!work_pending_.load() && !input_waiting())
+      wait_sockets(std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
+                       std::chrono::milliseconds(1),
+                   true, true);
+    holder_sleeping_.store(false);
+  }
 }
 
 void MasterSession::enqueue_collective(const std::vector<int>& nodes,
@@ -545,8 +579,10 @@ bool MasterSession::input_waiting() {
   return false;
 }
 
-void MasterSession::wait_sockets(std::chrono::milliseconds timeout, bool with_wake) {
-  std::vector<pollfd> fds = socket_fds_;
+void MasterSession::wait_sockets(std::chrono::milliseconds timeout, bool with_wake,
+                                 bool with_sockets) {
+  std::vector<pollfd> fds;
+  if (with_sockets) fds = socket_fds_;
   if (with_wake) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
   ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
   if (with_wake && (fds.back().revents & POLLIN)) {
@@ -560,36 +596,42 @@ void MasterSession::io_loop() {
   constexpr auto kBusyService = std::chrono::milliseconds(20);
   Clock::time_point serviced = Clock::now();
   while (true) {
+    // A requester holding the I/O (hold_io) flushes and reads for everyone meanwhile:
+    // this thread never waits for the lock, and sleeps away from the sockets then.
     if (work_pending_.load()) {
-      std::lock_guard lock(io_mu_);
-      Clock::time_point now = Clock::now();
-      bool full = now - serviced >= kBusyService;
-      if (full) {
-        service(true);
-        serviced = now;
-      } else if (!io_closed_) {
-        work_pending_.store(false);
-        flush_all();
+      std::unique_lock lock(io_mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        Clock::time_point now = Clock::now();
+        bool full = now - serviced >= kBusyService;
+        if (full) {
+          service(true);
+          serviced = now;
+        } else if (!io_closed_) {
+          work_pending_.store(false);
+          flush_all();
+        }
       }
     }
     if (stop_.load()) break;
     sleeping_.store(true);
-    if (work_pending_.load()) {
+    if (work_pending_.load() && !holder_.load()) {
       sleeping_.store(false);
       continue;
     }
     {
       // Whatever a requester left unread (it may have woken this thread's poll for
       // nothing, or left before a message arrived): read it now, then sleep.
-      std::lock_guard lock(io_mu_);
-      service(false);
-      serviced = Clock::now();
+      std::unique_lock lock(io_mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        service(false);
+        serviced = Clock::now();
+      }
     }
-    if (work_pending_.load()) {
+    if (work_pending_.load() && !holder_.load()) {
       sleeping_.store(false);
       continue;
     }
-    wait_sockets(kIdlePoll, true);
+    wait_sockets(kIdlePoll, true, !holder_.load());
     sleeping_.store(false);
   }
   std::lock_guard lock(io_mu_);

@@ -116,9 +116,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // One round of the I/O work, under io_mu_: flush the batches (`flush`), heartbeats and
   // the silence check, then read every socket until it has nothing.
   void service(bool flush);
-  // Sleeps until a socket (and, with `with_wake`, the wake fd) may have input, or timeout;
-  // without io_mu_.
-  void wait_sockets(std::chrono::milliseconds timeout, bool with_wake);
+  // Sleeps until a socket (with `with_sockets`) or the wake fd (with `with_wake`) may have
+  // input, or timeout; without io_mu_.
+  void wait_sockets(std::chrono::milliseconds timeout, bool with_wake, bool with_sockets);
   void receive_all();
   // Under io_mu_: whether a socket has a message to read (ZMQ_EVENTS; its ZMQ_FD need not
   // signal for one that arrived while the socket was in use).
@@ -127,6 +127,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // whenever the I/O thread is not (it sends the request and takes the reply with no
   // hand-off between threads); false on timeout.
   bool await_reply(std::future<ReplyMessage>& future, Clock::time_point deadline);
+  // await_reply() with io_mu_ held: flushes and reads (spinning for options_.spin first,
+  // then sleeping on the sockets) until the reply is here (true) or `until`.
+  bool hold_io(std::future<ReplyMessage>& future, Clock::time_point until);
   void flush_all();
   void send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
   // node < 0: a ROUTER whose first frame names the worker.
@@ -177,6 +180,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> work_pending_{false};
   std::atomic<bool> sleeping_{false};         // the I/O thread sleeps
   std::atomic<bool> holder_sleeping_{false};  // a requester holding the I/O sleeps
+  std::atomic<bool> holder_{false};           // a requester holds the I/O (hold_io)
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;

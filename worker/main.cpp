@@ -100,6 +100,7 @@ struct Args {
   unsigned threads = 0;
   std::string peer_host;
   int64_t collective_timeout_ms = dtr::worker::ServerOptions{}.collective_timeout.count();
+  int64_t spin_us = dtr::worker::ServerOptions{}.spin.count();
   int64_t memory_limit = 0;
   std::string key_file;
   std::string devices = "all";
@@ -137,6 +138,11 @@ void add_mode_options(CLI::App& app, Args& a) {
   app.add_option("--connect-timeout-ms", a.connect_timeout_ms,
                  "Connect mode: give up when no HELLO arrived within this time")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--spin-us", a.spin_us,
+                 "After each message, poll this long before sleeping: lower latency for a "
+                 "busy core while a master is active; 0: sleep at once")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
       ->capture_default_str();
 }
 
@@ -206,6 +212,7 @@ dtr::worker::ServerOptions server_options(const Args& a) {
   options.threads = a.threads;
   options.peer_host = a.peer_host;
   options.collective_timeout = std::chrono::milliseconds(a.collective_timeout_ms);
+  options.spin = std::chrono::microseconds(a.spin_us);
   options.security = dtr::resolve_security(a.key_file, a.insecure);
   if (options.security.key)
     spdlog::info("CURVE on every link; cluster key {} from {}", options.security.key->public_key,

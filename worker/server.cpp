@@ -165,6 +165,9 @@ struct Server::Impl {
   ~Impl();
 
   void loop();
+  // Before the loop's poll: polls without sleeping while a message came within opt.spin;
+  // sets `wait` to 0 when something is ready.
+  void spin(std::vector<zmq::pollitem_t>& items, milliseconds& wait);
   void drain_socket();
   void drain_monitor();
   void drain_peer_socket();
@@ -237,6 +240,7 @@ struct Server::Impl {
   bool master_gone = false;
   bool hello_seen = false;
   bool finished = false;    // run() returns
+  Clock::time_point active_until;  // the loop spins before it sleeps until then (spin())
   bool backlogged = false;  // the session's streams have enough queued: stop reading
 };
 
@@ -691,6 +695,18 @@ void Server::Impl::drain_monitor() {
   }
 }
 
+void Server::Impl::spin(std::vector<zmq::pollitem_t>& items, milliseconds& wait) {
+  // Soon after a message: poll without sleeping (yielding, so that the ZeroMQ I/O thread
+  // that brings the next one runs), then sleep as usual once nothing came for opt.spin.
+  while (wait.count() > 0 && Clock::now() < active_until && !stopping.load()) {
+    if (zmq::poll(items, milliseconds{0}) > 0) {
+      wait = milliseconds{0};  // the poll below returns at once with the same events
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
 void Server::Impl::loop() {
   loop_thread.store(std::this_thread::get_id());
   struct Leave {
@@ -717,11 +733,13 @@ void Server::Impl::loop() {
     if (backlogged) wait = std::min(wait, milliseconds{1});
     drain_outbox();  // what this thread posted since its last drain (post() did not wake it)
     try {
+      spin(items, wait);
       zmq::poll(items, wait);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       throw;
     }
+    if (items[0].revents & ZMQ_POLLIN) active_until = Clock::now() + opt.spin;
     drain_socket();
     drain_outbox();
     if (!listen_mode) {

@@ -47,6 +47,10 @@ struct ServerOptions {
   std::string peer_host;  // address peers use; default: the one facing the master
   // Bound on a session's process-group waits (its rendezvous, each collective).
   std::chrono::milliseconds collective_timeout{300000};
+  // After a message, the loop polls its sockets this long before it sleeps (a request
+  // seen while spinning costs no thread wake-up: lower latency for one busy core while a
+  // master is active). Zero: sleep at once.
+  std::chrono::microseconds spin{200};
   // Authentication (dtr/security.hpp): with a key every link of this worker (to masters,
   // to peers, its process groups) is CURVE and only holders of the key get through; without
   // one, non-local endpoints are refused unless `insecure`. dtr-worker resolves it from
