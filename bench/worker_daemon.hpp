@@ -32,7 +32,8 @@ inline std::string worker_binary() {
 // bounded wait for its endpoint file. Stopped with SIGTERM, then SIGKILL after 10 s.
 class WorkerDaemon {
  public:
-  WorkerDaemon() {
+  // `extra`: more dtr-worker arguments.
+  explicit WorkerDaemon(std::vector<std::string> extra = {}) {
     std::string bin = worker_binary();
     char tmpl[] = "/tmp/dtr-bench-endpoint-XXXXXX";
     int fd = mkstemp(tmpl);
@@ -42,6 +43,7 @@ class WorkerDaemon {
     file_ = tmpl;
     std::vector<std::string> args = {
         bin, "--listen", "tcp://127.0.0.1:*", "--endpoint-file", file_, "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
