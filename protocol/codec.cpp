@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstring>
 #include <utility>
 
@@ -38,29 +39,20 @@ bool has_random(const OpAttrs& a) {
   return a.seed != 0 || a.offset != 0;
 }
 
-class Writer {
+// The encoding of values and fields, over a sink of bytes (`Derived::bytes(p, n, width)`,
+// width: the size of the value, for byte order): the same layout whatever the sink.
+template <class Derived>
+class FieldEncoder {
  public:
-  // Appends to `out`, which holds the message's prefix already (and the archive's
-  // endianness byte when `tag` is false).
-  explicit Writer(std::string& out, bool tag = true) : ar_(out, tag) {}
-  // Bytes written to the string (its prefix included).
-  size_t size() const { return ar_.size(); }
-  // The string holds exactly what was written (call before using it).
-  void settle() { ar_.settle(); }
-  // Starts over on a string the caller refilled.
-  void restart() { ar_.restart(); }
-
-  // A fixed-width value straight into the archive's buffer (the same bytes Cereal's
-  // dispatch would write, without it).
   template <typename T>
   [[gnu::always_inline]] inline void put(T v) {
     static_assert(std::is_arithmetic_v<T>);
-    ar_.saveBinary<sizeof(T)>(&v, sizeof(T));
+    static_cast<Derived*>(this)->template bytes<sizeof(T)>(&v, sizeof(T));
   }
   void str(const std::string& s) {
     auto n = static_cast<uint32_t>(std::min(s.size(), kMaxStringBytes));
     put(n);
-    ar_.saveBinary<1>(s.data(), n);
+    static_cast<Derived*>(this)->template bytes<1>(s.data(), n);
   }
   void meta(const TensorMeta& m) {
     put(static_cast<uint8_t>(m.dtype));
@@ -116,10 +108,10 @@ class Writer {
       list(v);
   }
   template <class C>
-  void command(const C& c) {
+  void fields_of(const C& c) {
     put(static_cast<uint8_t>(C::kType));
     put(c.stream);
-    C::fields(c, *this);
+    C::fields(c, static_cast<Derived&>(*this));
   }
 
  private:
@@ -131,7 +123,90 @@ class Writer {
     put(static_cast<uint32_t>(std::min(v.size(), kMaxNodes)));
     for (size_t i = 0; i < v.size() && i < kMaxNodes; ++i) put(v[i]);
   }
+};
 
+// Sums the most bytes each field of a command can take (max_encoded_bytes()).
+struct EncodedBound {
+  size_t bytes = 5;  // type and stream
+  bool unbounded = false;
+  void operator()(const char*, bool, const OpAttrs&, OpFlagsRule) { bytes += 1; }
+  template <typename T, typename... Check>
+  void operator()(const char*, const T&, Check...) {
+    if constexpr (std::is_same_v<T, bool>)
+      bytes += 1;
+    else if constexpr (std::is_enum_v<T> || std::is_arithmetic_v<T>)
+      bytes += sizeof(T);
+    else if constexpr (std::is_same_v<T, TensorMeta>)
+      bytes += 2 + 8 * kMaxDims;
+    else if constexpr (std::is_same_v<T, OpAttrs>)
+      bytes += 1 + 8 * kMaxDims + 9 * std::tuple_size_v<decltype(OpAttrs::scalars)> + 1 + 16;
+    else if constexpr (std::is_same_v<T, Inputs>)
+      bytes += 1 + 8 * 2;
+    else
+      unbounded = true;  // a list
+  }
+};
+
+// The most bytes a command of type C encodes to; 0 when unbounded (it has a list).
+template <class C>
+size_t max_encoded_bytes() {
+  const C sample{};
+  EncodedBound bound;
+  C::fields(sample, bound);
+  return bound.unbounded ? 0 : bound.bytes;
+}
+
+// A command of bounded size, encoded into a local buffer (plain stores the compiler keeps
+// in registers, no bounds check per value) and then appended in one piece.
+template <size_t N>
+class LocalEncoder : public FieldEncoder<LocalEncoder<N>> {
+ public:
+  template <std::streamsize Width>
+  [[gnu::always_inline]] inline void bytes(const void* data, size_t n) {
+    assert(size_ + n <= N);  // max_encoded_bytes() bounds every command encoded here
+    std::memcpy(buf_ + size_, data, n);
+    if constexpr (!archive_detail::kHostLittle)
+      archive_detail::swap_each(buf_ + size_, static_cast<std::streamsize>(n), Width);
+    size_ += n;
+  }
+  const char* data() const { return buf_; }
+  size_t size() const { return size_; }
+
+ private:
+  char buf_[N];
+  size_t size_ = 0;
+};
+
+class Writer : public FieldEncoder<Writer> {
+ public:
+  // Appends to `out`, which holds the message's prefix already (and the archive's
+  // endianness byte when `tag` is false).
+  explicit Writer(std::string& out, bool tag = true) : ar_(out, tag) {}
+  // Bytes written to the string (its prefix included).
+  size_t size() const { return ar_.size(); }
+  // The string holds exactly what was written (call before using it).
+  void settle() { ar_.settle(); }
+  // Starts over on a string the caller refilled.
+  void restart() { ar_.restart(); }
+
+  // Values go straight into the archive's buffer (the bytes Cereal's dispatch would
+  // write, without it).
+  template <std::streamsize Width>
+  [[gnu::always_inline]] inline void bytes(const void* data, size_t n) {
+    ar_.saveBinary<Width>(data, static_cast<std::streamsize>(n));
+  }
+
+  template <class C>
+  void command(const C& c) {
+    constexpr size_t kLocal = 256;
+    static const size_t bound = max_encoded_bytes<C>();
+    if (bound == 0 || bound > kLocal) return fields_of(c);
+    LocalEncoder<kLocal> local;
+    local.fields_of(c);
+    ar_.saveBinary<1>(local.data(), static_cast<std::streamsize>(local.size()));
+  }
+
+ private:
   StringOutputArchive ar_;
 };
 
