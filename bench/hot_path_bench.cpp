@@ -45,9 +45,12 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     int64_t v = std::atoll(argv[i + 1]);
-    if (k == "--ops") a.ops = v;
-    else if (k == "--batch") a.batch = v;
-    else if (k == "--reps") a.reps = static_cast<int>(v);
+    if (k == "--ops")
+      a.ops = v;
+    else if (k == "--batch")
+      a.batch = v;
+    else if (k == "--reps")
+      a.reps = static_cast<int>(v);
     else {
       std::fprintf(stderr, "usage: %s [--ops N] [--batch N] [--reps N]\n", argv[0]);
       std::exit(2);
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
   std::printf(
       "RESULT {\"bench\":\"hot_path\",\"ops\":%lld,\"batch\":%lld,\"encode_ns\":%.2f,"
       "\"decode_ns\":%.2f,\"run_ns\":%.2f,\"memcpy_ns\":%.3f}\n",
-      static_cast<long long>(ops), static_cast<long long>(a.batch), median(enc_ns),
-      median(dec_ns), median(run_ns), median(copy_ns));
+      static_cast<long long>(ops), static_cast<long long>(a.batch), median(enc_ns), median(dec_ns),
+      median(run_ns), median(copy_ns));
   return ok && value_ok ? 0 : 1;
 }

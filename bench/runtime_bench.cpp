@@ -66,13 +66,13 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
-#include <optional>
 #include <vector>
 #include <zmq.hpp>
 

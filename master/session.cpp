@@ -98,8 +98,8 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
         "init_master_worker: give either worker endpoints to connect to or an endpoint to "
         "listen on, not both or neither");
   if (options.spin.count() < 0)
-    throw InvalidArgument(fmt::format("init_master_worker: spin must be >= 0 us, got {}",
-                                      options.spin.count()));
+    throw InvalidArgument(
+        fmt::format("init_master_worker: spin must be >= 0 us, got {}", options.spin.count()));
   if (!options.listen.empty() && options.num_workers <= 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: listening on {} needs num_workers >= 1, got {}",

@@ -57,7 +57,6 @@ std::string Scalar::to_string() const {
   return "?";
 }
 
-
 int64_t TensorMeta::storage_extent() const {
   int64_t extent = offset + 1;
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -801,7 +801,8 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
       check_writable(d, in[0]);
       return infer_mutate(d, in, a);
     }
-    const DType computed = infer_inplace(op, in, a);  // before in[0] is read: it checks there is one
+    const DType computed =
+        infer_inplace(op, in, a);  // before in[0] is read: it checks there is one
     return InferResult{in[0], true, computed};
   }
   check_input_count(d, in);

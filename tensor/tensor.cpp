@@ -277,9 +277,8 @@ Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bo
   }
   const OpDef& d = op_def(op);
   check_inputs(d, inputs);
-  InferResult r = with_metas(inputs, [&](std::span<const TensorMeta> m) {
-    return infer(op, m, attrs, false);
-  });
+  InferResult r =
+      with_metas(inputs, [&](std::span<const TensorMeta> m) { return infer(op, m, attrs, false); });
   device = common_device(d.name, inputs, device);
   if (r.aliases_input) return Tensor(inputs[0].storage(), r.meta);
   Tensor out = empty(r.meta.shape, r.meta.dtype, device);

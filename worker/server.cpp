@@ -239,9 +239,9 @@ struct Server::Impl {
   bool connected = false;
   bool master_gone = false;
   bool hello_seen = false;
-  bool finished = false;    // run() returns
+  bool finished = false;           // run() returns
   Clock::time_point active_until;  // the loop spins before it sleeps until then (spin())
-  bool backlogged = false;  // the session's streams have enough queued: stop reading
+  bool backlogged = false;         // the session's streams have enough queued: stop reading
 };
 
 Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {

@@ -108,8 +108,7 @@ void TensorTable::fail_new(TensorId id, Failure f) {
   if (id != protocol::kNoTensor && !slots_.count(id)) slots_[id] = Slot::failed_with(std::move(f));
 }
 
-const SlotPtr& TensorTable::input(TensorId id, TensorId target, std::string_view op,
-                                  TensorId out) {
+const SlotPtr& TensorTable::input(TensorId id, TensorId target, std::string_view op, TensorId out) {
   static const SlotPtr kNone;
   if (auto it = slots_.find(id); it != slots_.end()) return it->second;
   fail_new(out, failures_.root(target, op, fmt::format("input tensor %{} does not exist", id)));

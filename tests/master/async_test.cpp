@@ -132,6 +132,47 @@ TEST_CASE("several threads share the session") {
   CHECK_NOTHROW(synchronize());
 }
 
+// Requests from several threads at once, with and without the requesters' spin: whoever
+// holds the I/O reads the others' replies, and hands the I/O back when it leaves.
+TEST_CASE("concurrent requests, spinning or not") {
+  std::vector<WorkerProcess> workers(2);
+  for (int spin_us : {0, 200, 5000}) {
+    CAPTURE(spin_us);
+    SessionGuard guard;
+    MasterOptions o = test_options();
+    o.workers = {workers[0].endpoint(), workers[1].endpoint()};
+    o.spin = std::chrono::microseconds(spin_us);
+    REQUIRE_NOTHROW(init_master_worker(o));
+    constexpr int kThreads = 6;
+    constexpr int kRounds = 60;
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          node_guard on(t % 2);
+          DistributedTensor x = dtr::zeros({4}, DType::Int64);
+          for (int i = 0; i < kRounds; ++i) {
+            x.add_(1);
+            int64_t got = (x + t).sum().item<int64_t>();
+            if (got != 4 * (i + 1 + t))
+              throw std::runtime_error("round " + std::to_string(i) + ": " + std::to_string(got));
+          }
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(t)] = e.what();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t)
+      CHECK_MESSAGE(errors[static_cast<size_t>(t)].empty(), errors[static_cast<size_t>(t)]);
+    // Async work queued after the requesters left still goes out (the I/O thread is awake).
+    DistributedTensor y = dtr::zeros({1});
+    for (int i = 0; i < 100; ++i) y.add_(1);
+    CHECK(y.item<float>() == 100.0f);
+  }
+}
+
 TEST_CASE("init_master_worker from options and from the environment") {
   std::vector<WorkerProcess> workers(2);
 
@@ -182,7 +223,26 @@ TEST_CASE("init_master_worker from options and from the environment") {
     MasterOptions no_count = test_options();
     no_count.listen = "tcp://127.0.0.1:" + std::to_string(free_port());
     CHECK_THROWS_AS(init_master_worker(no_count), InvalidArgument);
+    MasterOptions negative_spin = test_options();
+    negative_spin.workers = {workers[0].endpoint()};
+    negative_spin.spin = std::chrono::microseconds(-1);
+    std::string m = message_of<InvalidArgument>([&] { init_master_worker(negative_spin); });
+    CHECK_MESSAGE((contains(m, "spin") && contains(m, "-1")), m);
     CHECK_FALSE(is_master_worker_initialized());
+  }
+
+  SUBCASE("DTR_SPIN_US") {
+    ScopedEnv w("DTR_WORKERS", workers[0].endpoint());
+    ScopedEnv c("DTR_CONNECT_TIMEOUT_MS", "10000");
+    {
+      ScopedEnv s("DTR_SPIN_US", "often");
+      std::string m = message_of<InvalidArgument>([] { init_master_worker(); });
+      CHECK_MESSAGE((contains(m, "DTR_SPIN_US") && contains(m, "often")), m);
+    }
+    ScopedEnv s("DTR_SPIN_US", "0");
+    SessionGuard guard;
+    REQUIRE_NOTHROW(init_master_worker());
+    check_same(dtr::ones({2}) + 1, local::full({2}, 2.0));
   }
 
   SUBCASE("an endpoint nobody serves times out, naming it") {

@@ -29,18 +29,19 @@ inline bool eventually(const std::function<bool()>& done,
 }
 
 // Runs tasks whose `cmd` points to an int label: a task waits for its in[0] slot when it
-// has one (parking its stream), publishes an empty tensor into its `out` slot when it has
-// one, and records its label. Other behaviour per task through `hook` (returns false to
-// park; the task then runs again when woken).
+// has one (parking its stream), records its label, and then publishes an empty tensor
+// into its `out` slot when it has one (so that a task woken by that output records after
+// it). Other behaviour per task through `hook` (returns false to park; the task then runs
+// again when woken).
 struct Recorder : detail::TaskRunner {
   bool execute(detail::Stream& s, const detail::StreamPtr& self, detail::Task& t) override {
     if (hook && !hook(s, self, t)) return false;
     if (t.in[0] && !t.in[0]->ready_or_park(self)) return false;
-    if (t.out) t.out->publish(local::Tensor());
     if (t.cmd) {
       std::lock_guard lock(mu);
       ran.push_back(*static_cast<const int*>(t.cmd));
     }
+    if (t.out) t.out->publish(local::Tensor());
     return true;
   }
   std::vector<int> labels() {

@@ -37,6 +37,30 @@ TEST_CASE("streams: one stream runs its tasks in order, across several slices") 
   CHECK(rig.streams.idle_now(s));
 }
 
+TEST_CASE("streams: idle_now remembers an idle stream only until something is staged") {
+  StreamRig rig;
+  const int one = 1, two = 2;  // the tasks' labels (they must outlive the tasks)
+  StreamPtr s = rig.streams.find(0);
+  REQUIRE(s);
+  CHECK(rig.streams.idle_now(s));
+  CHECK(rig.streams.idle_now(s));  // remembered
+  rig.streams.stage(s, StreamRig::labelled(one));
+  CHECK_FALSE(rig.streams.idle_now(s));
+  rig.streams.flush(nullptr);
+  REQUIRE(rig.executor.wait_idle(std::chrono::seconds(10)));
+  CHECK(rig.streams.idle_now(s));
+  // Staging to another stream forgets it too (it is looked at again, under its lock).
+  REQUIRE_FALSE(rig.streams.create(5).has_value());
+  StreamPtr other = rig.streams.find(5);
+  REQUIRE(other);
+  rig.streams.stage(other, StreamRig::labelled(two));
+  CHECK(rig.streams.idle_now(s));
+  CHECK_FALSE(rig.streams.idle_now(other));
+  rig.streams.flush(nullptr);
+  REQUIRE(rig.executor.wait_idle(std::chrono::seconds(10)));
+  CHECK(rig.recorder.labels() == std::vector<int>{1, 2});
+}
+
 TEST_CASE("streams: a task whose input is not ready parks its stream until it is") {
   StreamRig rig;
   std::vector<int> labels = iota(3);
