@@ -73,12 +73,15 @@ RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
   std::string where = fmt::format("node {} ({})", node, device_name(f.device));
   std::string tensor = f.tensor == protocol::kNoTensor ? std::string("nothing")
                                                        : fmt::format("tensor %{}", f.tensor);
+  auto info = std::make_shared<RemoteFailureInfo>(RemoteFailureInfo{
+      f.op, f.tensor, node, f.device, f.message, f.cause_op, f.cause_tensor, f.cause_message});
   if (f.cause_tensor == f.tensor && f.cause_op == f.op)
     return RemoteError(
-        fmt::format("{} failed on {} producing {}: {}", f.op, where, tensor, f.message));
+        fmt::format("{} failed on {} producing {}: {}", f.op, where, tensor, f.message), info);
   return RemoteError(
       fmt::format("{} failed on {} producing {}: {}; first cause: {} producing tensor %{}: {}",
-                  f.op, where, tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message));
+                  f.op, where, tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message),
+      info);
 }
 
 RemoteTensor::~RemoteTensor() {
@@ -380,7 +383,8 @@ void synchronize(int node) {
   }
   if (error) {
     if (more == 0) throw *error;
-    throw RemoteError(fmt::format("{} (and {} more failures)", error->what(), more));
+    throw RemoteError(fmt::format("{} (and {} more failures)", error->what(), more),
+                      error->failure_ptr());
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "master/wait_interrupt.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -347,7 +348,15 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
     std::lock_guard lock(pending_mu_);
     if (pending_.erase(request)) throw WorkerLost(n.lost_reason);
   }
-  if (!await_reply(future, Clock::now() + options_.sync_timeout)) {
+  bool replied = false;
+  try {
+    replied = await_reply(future, Clock::now() + options_.sync_timeout);
+  } catch (...) {  // the wait interrupt check threw: the reply, if it comes, is dropped
+    std::lock_guard lock(pending_mu_);
+    pending_.erase(request);
+    throw;
+  }
+  if (!replied) {
     std::lock_guard lock(pending_mu_);
     pending_.erase(request);
     throw TimeoutError(fmt::format("node {} ({}) did not answer request {} within {} ms", node,
@@ -363,9 +372,14 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
   auto ready = [&] {
     return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   };
+  Clock::time_point next_interrupt_check = Clock::now() + kWaitInterruptEvery;
   while (!ready()) {
     Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
+    if (now >= next_interrupt_check) {
+      check_wait_interrupt();  // may throw: request() drops the pending reply
+      next_interrupt_check = now + kWaitInterruptEvery;
+    }
     auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
                               std::chrono::milliseconds(1),
                           std::chrono::milliseconds(kWaitSlice));
