@@ -78,7 +78,7 @@ from ._dtr import (  # noqa: F401  (re-exported)
 )
 from . import local  # noqa: E402
 from ._contexts import device, node, stream  # noqa: E402,F401
-from ._paths import find_program  # noqa: E402
+from ._paths import find_program  # noqa: E402,F401
 
 __version__ = "0.1.0"
 built_with_cuda = _dtr.built_with_cuda
