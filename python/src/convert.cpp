@@ -15,7 +15,10 @@ std::optional<Scalar> to_scalar(nb::handle h) {
   if (PyLong_CheckExact(o) || PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow != 0) throw nb::type_error("integer does not fit in int64");
+    if (overflow != 0) {
+      PyErr_SetString(PyExc_OverflowError, "integer does not fit in int64");
+      throw nb::python_error();
+    }
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
     return Scalar(static_cast<int64_t>(v));
   }
@@ -141,6 +144,16 @@ void bind_basics(nb::module_& m) {
       .def_prop_ro("offset", &Generator::offset);
   m.def("manual_seed", &manual_seed, nb::arg("seed"),
         "Seeds the default generator (rand, randn, uniform_, normal_ without generator=).");
+
+  m.def("_op_table", [] {
+    static const char* kKinds[] = {"unary", "binary", "reduce", "clamp", "norm", "moment",
+                                   "linalg", "view", "convert", "mutate", "create"};
+    nb::list ops;
+    for (const OpDef& d : all_ops())
+      ops.append(nb::make_tuple(std::string(d.name), kKinds[static_cast<int>(d.kind)],
+                                d.has_inplace_form, std::string(d.help)));
+    return ops;
+  }, "The op table: (name, kind, has an in-place form, help) per op.");
 
   nb::enum_<ReduceOp>(m, "ReduceOp", "Reduction of a collective.")
       .value("SUM", ReduceOp::Sum)

@@ -10,6 +10,7 @@
 // commands are queued for its node).
 #pragma once
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <limits>
@@ -225,6 +226,11 @@ void bind_tensor_methods(nb::class_<T>& c) {
   c.def("narrow", [](const T& t, int64_t d, int64_t start, int64_t length) {
     return t.narrow(d, start, length);
   }, arg("dim"), arg("start"), arg("length"));
+  c.def("slice", [](const T& t, int64_t d, int64_t start, std::optional<int64_t> end,
+                    int64_t step) {
+    return t.slice(d, start, end ? *end : std::numeric_limits<int64_t>::max(), step);
+  }, arg("dim"), arg("start") = 0, arg("end") = nb::none(), arg("step") = 1,
+        "python-style slice of one dim");
   c.def("select", [](const T& t, int64_t d, int64_t i) { return t.select(d, i); }, arg("dim"),
         arg("index"));
   c.def("squeeze", [](const T& t, std::optional<int64_t> d) {
