@@ -5,6 +5,8 @@
 // with the GIL released, in slices, running Python's signal handlers between them, so
 // Ctrl-C raises KeyboardInterrupt (the operation itself goes on to its own deadline).
 #include <nanobind/stl/chrono.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
