@@ -21,13 +21,16 @@ def main(argv=None):
                         help="local dtr-worker daemons to start (default 2)")
     parser.add_argument("--connect", metavar="ENDPOINTS",
                         help="comma-separated endpoints of running workers instead")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="bound on reaching the workers (default 60)")
     parser.add_argument("--log-level", default="warn", help="--log-level of local workers")
     parser.add_argument("-q", "--quiet", action="store_true", help="no banner")
     args = parser.parse_args(argv)
     if args.connect:
-        dtr.init_master_worker(args.connect)
+        dtr.init_master_worker(args.connect, connect_timeout=args.connect_timeout)
     else:
-        dtr.init_master_worker(local_workers=args.workers, log_level=args.log_level)
+        dtr.init_master_worker(local_workers=args.workers, log_level=args.log_level,
+                               connect_timeout=args.connect_timeout)
     namespace = {"dtr": dtr, "__name__": "__console__"}
     namespace.update({k: getattr(dtr, k) for k in dir(dtr) if not k.startswith("_")})
     try:

@@ -242,7 +242,7 @@ void bind_local_tensor(nb::module_& m) {
                             "(dtr.distributed). Every op of dtr.Tensor runs here on the CPU "
                             "kernels. Shares memory with numpy and DLPack consumers.");
   c.def(nb::init<>());
-  bind_tensor_methods(c);
+  bind_tensor_methods(c, "LocalTensor");
   c.def_prop_ro("device", [](const LocalTensor& t) { return t.device(); });
   c.def("item", [](const LocalTensor& t) { return from_scalar(t.item()); });
   c.def("to", [](const LocalTensor& t, nb::handle dtype) { return t.to(dtype_arg(dtype)); },

@@ -171,7 +171,7 @@ void bind_remote_tensor(nb::module_& m) {
     new (self) Tensor(on_place(node, device, [&] { return empty(s, t); }));
   }, arg("shape"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
         arg("device") = nb::none());
-  bind_tensor_methods(c);
+  bind_tensor_methods(c, "Tensor");
   bind_remote_methods(c);
   bind_creation(m);
 }

@@ -13,6 +13,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <deque>
 #include <limits>
 #include <vector>
 
@@ -43,13 +44,17 @@ nb::object binary(OpId op, const T& self, nb::handle other, bool reflected) {
 
 // The method form: TypeError instead of NotImplemented.
 template <typename T>
-nb::object binary_method(OpId op, const T& self, nb::handle other) {
-  nb::object r = binary(op, self, other, false);
-  if (r.is(nb::handle(Py_NotImplemented)))
-    throw nb::type_error((std::string(op_def(op).name) + ": expected a tensor of the same kind or "
-                          "a number, got " + nb::type_name(other.type()).c_str())
-                             .c_str());
-  return r;
+T binary_method(OpId op, const T& self, nb::handle other) {
+  if (const T* o = tensor_of<T>(other)) return self.apply(op, {}, o);
+  OpAttrs a;
+  a.scalars[0] = scalar_arg(other, op_def(op).name.data());
+  return self.apply(op, a, nullptr);
+}
+
+// A signature for the stubs (`nb::sig`), kept for the life of the module.
+inline const char* stub_sig(std::string text) {
+  static std::deque<std::string> kept;
+  return kept.emplace_back(std::move(text)).c_str();
 }
 
 // `self op= other`; returns self (the same Python object).
@@ -115,8 +120,13 @@ T index_view(const T& x, nb::handle index) {
 }
 
 template <typename T>
-void bind_tensor_methods(nb::class_<T>& c) {
+void bind_tensor_methods(nb::class_<T>& c, const std::string& cls) {
   using nb::arg;
+  // Signatures of the methods that return self (typed `object` otherwise).
+  auto self_sig = [&cls](const char* name, const char* params) {
+    return nb::sig(stub_sig("def " + std::string(name) + "(self" + params + ") -> " + cls));
+  };
+  const std::string operand = ", other: " + cls + " | float | int | bool";
   // ---- metadata ----
   c.def_prop_ro("dtype", [](const T& t) { return t.dtype(); })
       .def_prop_ro("shape",
@@ -155,7 +165,7 @@ void bind_tensor_methods(nb::class_<T>& c) {
   c.def(#name "_", [](nb::pointer_and_handle<T> t) {                                     \
     t.p->apply_inplace(OpId::name, {}, nullptr);                                         \
     return nb::borrow(t.h);                                                              \
-  }, "in place: " doc);
+  }, self_sig(#name "_", ""), "in place: " doc);
   DTR_UNARY_OPS(DTR_PY_UNARY)
 #undef DTR_PY_UNARY
 
@@ -167,7 +177,7 @@ void bind_tensor_methods(nb::class_<T>& c) {
         [](nb::pointer_and_handle<T> t, nb::handle o) {                                        \
           return binary_inplace<T>(OpId::name, t, o);                                          \
         },                                                                                     \
-        arg("other"), "in place: " doc);
+        self_sig(#name "_", operand.c_str()), "in place: " doc);
   DTR_BINARY_OPS(DTR_PY_BINARY)
 #undef DTR_PY_BINARY
 
@@ -202,7 +212,9 @@ void bind_tensor_methods(nb::class_<T>& c) {
   c.def("clamp_", [bound](nb::pointer_and_handle<T> t, nb::handle lo, nb::handle hi) {
     t.p->clamp_(bound(lo), bound(hi));
     return nb::borrow(t.h);
-  }, arg("min") = nb::none(), arg("max") = nb::none(), "in place: limit values to [min, max]");
+  }, arg("min") = nb::none(), arg("max") = nb::none(),
+        self_sig("clamp_", ", min: float | int | None = None, max: float | int | None = None"),
+        "in place: limit values to [min, max]");
 
   // ---- linear algebra ----
   c.def("matmul", [](const T& a, const T& b) { return a.matmul(b); }, arg("other"));
@@ -252,23 +264,27 @@ void bind_tensor_methods(nb::class_<T>& c) {
   c.def("copy_", [](nb::pointer_and_handle<T> t, const T& src) {
     t.p->copy_(src);
     return nb::borrow(t.h);
-  }, arg("src"));
+  }, arg("src"), self_sig("copy_", (", src: " + cls).c_str()));
   c.def("fill_", [](nb::pointer_and_handle<T> t, nb::handle v) {
     t.p->fill_(scalar_arg(v, "fill_"));
     return nb::borrow(t.h);
-  }, arg("value"));
+  }, arg("value"), self_sig("fill_", ", value: float | int | bool"));
   c.def("zero_", [](nb::pointer_and_handle<T> t) {
     t.p->zero_();
     return nb::borrow(t.h);
-  });
+  }, self_sig("zero_", ""));
   c.def("uniform_", [](nb::pointer_and_handle<T> t, double from, double to, Generator* gen) {
     if (gen) t.p->uniform_(from, to, *gen); else t.p->uniform_(from, to);
     return nb::borrow(t.h);
-  }, arg("from_") = 0.0, arg("to") = 1.0, arg("generator") = nb::none());
+  }, arg("from_") = 0.0, arg("to") = 1.0, arg("generator") = nb::none(),
+        self_sig("uniform_",
+                 ", from_: float = 0.0, to: float = 1.0, generator: Generator | None = None"));
   c.def("normal_", [](nb::pointer_and_handle<T> t, double mean, double std, Generator* gen) {
     if (gen) t.p->normal_(mean, std, *gen); else t.p->normal_(mean, std);
     return nb::borrow(t.h);
-  }, arg("mean") = 0.0, arg("std") = 1.0, arg("generator") = nb::none());
+  }, arg("mean") = 0.0, arg("std") = 1.0, arg("generator") = nb::none(),
+        self_sig("normal_",
+                 ", mean: float = 0.0, std: float = 1.0, generator: Generator | None = None"));
   c.def("float", [](const T& t) { return t.to(DType::Float32); });
   c.def("double", [](const T& t) { return t.to(DType::Float64); });
   c.def("int", [](const T& t) { return t.to(DType::Int32); });
