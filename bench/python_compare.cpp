@@ -40,10 +40,11 @@ int main(int argc, char** argv) {
     if (i >= warmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   std::sort(us.begin(), us.end());
-  std::printf("{\"dispatch_ops_per_s\": %.1f, \"dispatch_ok\": %s, \"roundtrip_median_us\": %.2f, "
-              "\"roundtrip_p99_us\": %.2f}\n",
-              static_cast<double>(n) / seconds, ok ? "true" : "false", us[us.size() / 2],
-              us[std::min(us.size() - 1, us.size() * 99 / 100)]);
+  std::printf(
+      "{\"dispatch_ops_per_s\": %.1f, \"dispatch_ok\": %s, \"roundtrip_median_us\": %.2f, "
+      "\"roundtrip_p99_us\": %.2f}\n",
+      static_cast<double>(n) / seconds, ok ? "true" : "false", us[us.size() / 2],
+      us[std::min(us.size() - 1, us.size() * 99 / 100)]);
   dtr::shutdown_master_worker();
   return ok ? 0 : 1;
 }

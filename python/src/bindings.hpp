@@ -21,12 +21,12 @@ namespace dtr::python {
 namespace nb = nanobind;
 
 // ---- the parts (one file each) ----
-void bind_errors(nb::module_& m);          // errors.cpp
-void bind_basics(nb::module_& m);          // convert.cpp: DType, Generator, ReduceOp
-void bind_local_tensor(nb::module_& m);    // local_tensor.cpp
-void bind_remote_tensor(nb::module_& m);   // remote_tensor.cpp
-void bind_session(nb::module_& m);         // session.cpp
-void bind_process_group(nb::module_& m);   // process_group.cpp
+void bind_errors(nb::module_& m);         // errors.cpp
+void bind_basics(nb::module_& m);         // convert.cpp: DType, Generator, ReduceOp
+void bind_local_tensor(nb::module_& m);   // local_tensor.cpp
+void bind_remote_tensor(nb::module_& m);  // remote_tensor.cpp
+void bind_session(nb::module_& m);        // session.cpp
+void bind_process_group(nb::module_& m);  // process_group.cpp
 
 // ---- conversions (convert.cpp) ----
 

@@ -29,8 +29,8 @@ std::optional<Scalar> to_scalar(nb::handle h) {
     return Scalar(PyObject_IsTrue(o) == 1);
   if (t->tp_as_number && t->tp_as_number->nb_index) {
     nb::object i = nb::steal(PyNumber_Index(o));
-    if (!i.is_valid()) throw nb::python_error();
-    return to_scalar(i);
+    if (i.is_valid()) return to_scalar(i);
+    PyErr_Clear();  // e.g. a 0-d float array: __index__ refuses it, __float__ takes it
   }
   if (t->tp_as_number && t->tp_as_number->nb_float) {
     double v = PyFloat_AsDouble(o);
@@ -76,9 +76,9 @@ Shape shape_from_args(nb::args args, const char* what) {
     nb::object item = nb::steal(PySequence_GetItem(seq.ptr(), i));
     if (!item.is_valid()) throw nb::python_error();
     if (PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr()))
-      throw nb::type_error((std::string(what) + ": a shape is ints, got " +
-                            nb::type_name(item.type()).c_str())
-                               .c_str());
+      throw nb::type_error(
+          (std::string(what) + ": a shape is ints, got " + nb::type_name(item.type()).c_str())
+              .c_str());
     long long v = PyLong_AsLongLong(nb::steal(PyNumber_Index(item.ptr())).ptr());
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
     shape.push_back(static_cast<int64_t>(v));
@@ -91,28 +91,26 @@ DType dtype_arg(nb::handle h) {
   if (nb::isinstance<nb::str>(h)) {
     std::string name = nb::cast<std::string>(h);
     static const std::pair<std::string_view, DType> kNames[] = {
-        {"float32", DType::Float32}, {"float", DType::Float32},     {"float64", DType::Float64},
-        {"double", DType::Float64},  {"int32", DType::Int32},       {"int", DType::Int32},
-        {"int64", DType::Int64},     {"long", DType::Int64},        {"bool", DType::Bool},
-        {"float16", DType::Float16}, {"half", DType::Float16},      {"bfloat16", DType::BFloat16}};
+        {"float32", DType::Float32}, {"float", DType::Float32}, {"float64", DType::Float64},
+        {"double", DType::Float64},  {"int32", DType::Int32},   {"int", DType::Int32},
+        {"int64", DType::Int64},     {"long", DType::Int64},    {"bool", DType::Bool},
+        {"float16", DType::Float16}, {"half", DType::Float16},  {"bfloat16", DType::BFloat16}};
     for (const auto& [n, t] : kNames)
       if (name == n) return t;
     throw DTypeError("unknown dtype '" + name +
                      "' (float32, float64, int32, int64, bool, float16, bfloat16)");
   }
   // numpy dtypes and scalar types: by their name.
-  if (nb::hasattr(h, "name") && nb::hasattr(h, "kind"))
-    return dtype_arg(nb::str(h.attr("name")));
+  if (nb::hasattr(h, "name") && nb::hasattr(h, "kind")) return dtype_arg(nb::str(h.attr("name")));
   if (PyType_Check(h.ptr())) {
     if (h.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return DType::Float32;
     if (h.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return DType::Int64;
     if (h.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return DType::Bool;
     if (nb::hasattr(h, "__name__")) return dtype_arg(nb::str(h.attr("__name__")));
   }
-  throw nb::type_error(
-      (std::string("expected a dtype (dtr.float32, 'float32', ...), got ") +
-       nb::type_name(h.type()).c_str())
-          .c_str());
+  throw nb::type_error((std::string("expected a dtype (dtr.float32, 'float32', ...), got ") +
+                        nb::type_name(h.type()).c_str())
+                           .c_str());
 }
 
 void bind_basics(nb::module_& m) {
@@ -134,26 +132,30 @@ void bind_basics(nb::module_& m) {
                         "A seeded counter-based random stream (Philox): the same seed gives the "
                         "same values on every node.")
       .def(nb::init<uint64_t>(), nb::arg("seed") = 0x5eed)
-      .def("manual_seed",
-           [](Generator& g, uint64_t seed) -> Generator& {
-             g.manual_seed(seed);
-             return g;
-           },
-           nb::arg("seed"), nb::rv_policy::reference)
+      .def(
+          "manual_seed",
+          [](Generator& g, uint64_t seed) -> Generator& {
+            g.manual_seed(seed);
+            return g;
+          },
+          nb::arg("seed"), nb::rv_policy::reference)
       .def("initial_seed", &Generator::seed)
       .def_prop_ro("offset", &Generator::offset);
   m.def("manual_seed", &manual_seed, nb::arg("seed"),
         "Seeds the default generator (rand, randn, uniform_, normal_ without generator=).");
 
-  m.def("_op_table", [] {
-    static const char* kKinds[] = {"unary", "binary", "reduce", "clamp", "norm", "moment",
-                                   "linalg", "view", "convert", "mutate", "create"};
-    nb::list ops;
-    for (const OpDef& d : all_ops())
-      ops.append(nb::make_tuple(std::string(d.name), kKinds[static_cast<int>(d.kind)],
-                                d.has_inplace_form, std::string(d.help)));
-    return ops;
-  }, "The op table: (name, kind, has an in-place form, help) per op.");
+  m.def(
+      "_op_table",
+      [] {
+        static const char* kKinds[] = {"unary",  "binary", "reduce",  "clamp",  "norm",  "moment",
+                                       "linalg", "view",   "convert", "mutate", "create"};
+        nb::list ops;
+        for (const OpDef& d : all_ops())
+          ops.append(nb::make_tuple(std::string(d.name), kKinds[static_cast<int>(d.kind)],
+                                    d.has_inplace_form, std::string(d.help)));
+        return ops;
+      },
+      "The op table: (name, kind, has an in-place form, help) per op.");
 
   nb::enum_<ReduceOp>(m, "ReduceOp", "Reduction of a collective.")
       .value("SUM", ReduceOp::Sum)

@@ -56,10 +56,10 @@ void raise_remote(const RemoteError& e) {
   exc.attr("cause_op") = f ? nb::cast(f->cause_op) : none;
   exc.attr("cause_tensor") = f && f->cause_tensor ? nb::cast(f->cause_tensor) : none;
   exc.attr("cause_message") = f ? nb::cast(f->cause_message) : none;
-  exc.attr("cause") =
-      has_cause ? nb::cast(f->cause_op + " producing tensor %" + std::to_string(f->cause_tensor) +
-                           ": " + f->cause_message)
-                : none;
+  exc.attr("cause") = has_cause
+                          ? nb::cast(f->cause_op + " producing tensor %" +
+                                     std::to_string(f->cause_tensor) + ": " + f->cause_message)
+                          : none;
   PyErr_SetObject(g_classes.remote, exc.ptr());
 }
 

@@ -23,13 +23,20 @@ nb::dlpack::dtype dlpack_dtype(DType t) {
     return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
   };
   switch (t) {
-    case DType::Float32: return make(dtype_code::Float, 32);
-    case DType::Float64: return make(dtype_code::Float, 64);
-    case DType::Int32: return make(dtype_code::Int, 32);
-    case DType::Int64: return make(dtype_code::Int, 64);
-    case DType::Bool: return make(dtype_code::Bool, 8);
-    case DType::Float16: return make(dtype_code::Float, 16);
-    case DType::BFloat16: return make(dtype_code::Bfloat, 16);
+    case DType::Float32:
+      return make(dtype_code::Float, 32);
+    case DType::Float64:
+      return make(dtype_code::Float, 64);
+    case DType::Int32:
+      return make(dtype_code::Int, 32);
+    case DType::Int64:
+      return make(dtype_code::Int, 64);
+    case DType::Bool:
+      return make(dtype_code::Bool, 8);
+    case DType::Float16:
+      return make(dtype_code::Float, 16);
+    case DType::BFloat16:
+      return make(dtype_code::Bfloat, 16);
   }
   throw DTypeError("no DLPack dtype for this tensor");
 }
@@ -64,9 +71,8 @@ nb::object export_ndarray(const LocalTensor& t) {
     shape[i] = static_cast<size_t>(t.shape()[i]);
     strides[i] = t.strides()[i];
   }
-  nb::capsule owner(new LocalTensor(t), [](void* p) noexcept {
-    delete static_cast<LocalTensor*>(p);
-  });
+  nb::capsule owner(new LocalTensor(t),
+                    [](void* p) noexcept { delete static_cast<LocalTensor*>(p); });
   int device_type = t.device() < 0 ? nb::device::cpu::value : nb::device::cuda::value;
   nb::ndarray<F> array(t.raw_data(), static_cast<size_t>(t.dim()), shape, owner, strides,
                        dlpack_dtype(t.dtype()), device_type, t.device() < 0 ? 0 : t.device());
@@ -77,8 +83,7 @@ nb::object to_numpy(const LocalTensor& t) {
   if (t.dtype() == DType::BFloat16)
     throw DTypeError(
         "numpy has no bfloat16: use DLPack (torch.from_dlpack(t)), or t.to(dtr.float32)");
-  if (t.device() >= 0)
-    throw DeviceError("a CUDA tensor cannot be a numpy array: t.cpu() first");
+  if (t.device() >= 0) throw DeviceError("a CUDA tensor cannot be a numpy array: t.cpu() first");
   return export_ndarray<nb::numpy>(t);
 }
 
@@ -93,20 +98,33 @@ int get_buffer(PyObject* self, Py_buffer* view, int flags) {
   const LocalTensor& t = *nb::inst_ptr<LocalTensor>(self);
   const char* format = nullptr;
   switch (t.dtype()) {
-    case DType::Float32: format = "f"; break;
-    case DType::Float64: format = "d"; break;
-    case DType::Int32: format = "i"; break;
-    case DType::Int64: format = "q"; break;
-    case DType::Bool: format = "?"; break;
-    case DType::Float16: format = "e"; break;
-    case DType::BFloat16: break;
+    case DType::Float32:
+      format = "f";
+      break;
+    case DType::Float64:
+      format = "d";
+      break;
+    case DType::Int32:
+      format = "i";
+      break;
+    case DType::Int64:
+      format = "q";
+      break;
+    case DType::Bool:
+      format = "?";
+      break;
+    case DType::Float16:
+      format = "e";
+      break;
+    case DType::BFloat16:
+      break;
   }
   if (!t.defined() || t.device() >= 0 || !format) {
-    PyErr_SetString(PyExc_BufferError,
-                    !t.defined()     ? "an undefined tensor has no buffer"
-                    : t.device() >= 0 ? "a CUDA tensor has no host buffer: t.cpu() first"
-                                      : "bfloat16 has no buffer format: use DLPack or "
-                                        "t.to(dtr.float32)");
+    PyErr_SetString(PyExc_BufferError, !t.defined() ? "an undefined tensor has no buffer"
+                                       : t.device() >= 0
+                                           ? "a CUDA tensor has no host buffer: t.cpu() first"
+                                           : "bfloat16 has no buffer format: use DLPack or "
+                                             "t.to(dtr.float32)");
     view->obj = nullptr;
     return -1;
   }
@@ -153,48 +171,75 @@ PyType_Slot kBufferSlots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(get_buff
 
 void bind_local_creation(nb::module_& local) {
   using nb::arg;
-  local.def("empty", [](nb::args shape, nb::handle dtype) {
-    return local::empty(shape_from_args(shape, "empty"), dtype_arg(dtype));
-  }, arg("shape"), arg("dtype") = DType::Float32);
-  local.def("zeros", [](nb::args shape, nb::handle dtype) {
-    return local::zeros(shape_from_args(shape, "zeros"), dtype_arg(dtype));
-  }, arg("shape"), arg("dtype") = DType::Float32);
-  local.def("ones", [](nb::args shape, nb::handle dtype) {
-    return local::ones(shape_from_args(shape, "ones"), dtype_arg(dtype));
-  }, arg("shape"), arg("dtype") = DType::Float32);
-  local.def("full", [](nb::handle shape, nb::handle value, nb::handle dtype) {
-    return local::full(shape_from_args(nb::borrow<nb::args>(nb::make_tuple(shape)), "full"),
-                       scalar_arg(value, "full"), dtype_arg(dtype));
-  }, arg("size"), arg("fill_value"), arg("dtype") = DType::Float32);
-  local.def("arange", [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype) {
-    Scalar start = b.is_none() ? Scalar(0) : scalar_arg(a, "arange");
-    Scalar end = b.is_none() ? scalar_arg(a, "arange") : scalar_arg(b, "arange");
-    Scalar s = scalar_arg(step, "arange");
-    if (dtype.is_none()) return local::arange(start, end, s);
-    return local::arange(start, end, s, dtype_arg(dtype));
-  }, arg("start"), arg("end") = nb::none(), arg("step") = 1, arg("dtype") = nb::none());
-  local.def("linspace", [](double start, double end, int64_t steps, nb::handle dtype) {
-    return local::linspace(start, end, steps, dtype_arg(dtype));
-  }, arg("start"), arg("end"), arg("steps"), arg("dtype") = DType::Float32);
-  local.def("rand", [](nb::args shape, Generator* gen, nb::handle dtype) {
-    Shape s = shape_from_args(shape, "rand");
-    return gen ? local::rand(s, *gen, dtype_arg(dtype)) : local::rand(s, dtype_arg(dtype));
-  }, arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32);
-  local.def("randn", [](nb::args shape, Generator* gen, nb::handle dtype) {
-    Shape s = shape_from_args(shape, "randn");
-    return gen ? local::randn(s, *gen, dtype_arg(dtype)) : local::randn(s, dtype_arg(dtype));
-  }, arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32);
+  local.def(
+      "empty",
+      [](nb::args shape, nb::handle dtype) {
+        return local::empty(shape_from_args(shape, "empty"), dtype_arg(dtype));
+      },
+      arg("shape"), arg("dtype") = DType::Float32);
+  local.def(
+      "zeros",
+      [](nb::args shape, nb::handle dtype) {
+        return local::zeros(shape_from_args(shape, "zeros"), dtype_arg(dtype));
+      },
+      arg("shape"), arg("dtype") = DType::Float32);
+  local.def(
+      "ones",
+      [](nb::args shape, nb::handle dtype) {
+        return local::ones(shape_from_args(shape, "ones"), dtype_arg(dtype));
+      },
+      arg("shape"), arg("dtype") = DType::Float32);
+  local.def(
+      "full",
+      [](nb::handle shape, nb::handle value, nb::handle dtype) {
+        return local::full(shape_from_args(nb::borrow<nb::args>(nb::make_tuple(shape)), "full"),
+                           scalar_arg(value, "full"), dtype_arg(dtype));
+      },
+      arg("size"), arg("fill_value"), arg("dtype") = DType::Float32);
+  local.def(
+      "arange",
+      [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype) {
+        Scalar start = b.is_none() ? Scalar(0) : scalar_arg(a, "arange");
+        Scalar end = b.is_none() ? scalar_arg(a, "arange") : scalar_arg(b, "arange");
+        Scalar s = scalar_arg(step, "arange");
+        if (dtype.is_none()) return local::arange(start, end, s);
+        return local::arange(start, end, s, dtype_arg(dtype));
+      },
+      arg("start"), arg("end") = nb::none(), arg("step") = 1, arg("dtype") = nb::none());
+  local.def(
+      "linspace",
+      [](double start, double end, int64_t steps, nb::handle dtype) {
+        return local::linspace(start, end, steps, dtype_arg(dtype));
+      },
+      arg("start"), arg("end"), arg("steps"), arg("dtype") = DType::Float32);
+  local.def(
+      "rand",
+      [](nb::args shape, Generator* gen, nb::handle dtype) {
+        Shape s = shape_from_args(shape, "rand");
+        return gen ? local::rand(s, *gen, dtype_arg(dtype)) : local::rand(s, dtype_arg(dtype));
+      },
+      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32);
+  local.def(
+      "randn",
+      [](nb::args shape, Generator* gen, nb::handle dtype) {
+        Shape s = shape_from_args(shape, "randn");
+        return gen ? local::randn(s, *gen, dtype_arg(dtype)) : local::randn(s, dtype_arg(dtype));
+      },
+      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32);
   local.def("from_dlpack", &local_from_object, arg("array"),
             "A LocalTensor sharing the memory of any object with __dlpack__ or the buffer "
             "protocol (numpy, torch CPU tensors); no copy.");
-  local.def("memory_stats", [] {
-    MemoryStats s = cpu_memory_stats();
-    nb::dict d;
-    d["bytes_in_use"] = s.bytes_in_use;
-    d["peak_bytes"] = s.peak_bytes;
-    d["live_storages"] = s.live_storages;
-    return d;
-  }, "Host memory held by this process's local tensors.");
+  local.def(
+      "memory_stats",
+      [] {
+        MemoryStats s = cpu_memory_stats();
+        nb::dict d;
+        d["bytes_in_use"] = s.bytes_in_use;
+        d["peak_bytes"] = s.peak_bytes;
+        d["live_storages"] = s.live_storages;
+        return d;
+      },
+      "Host memory held by this process's local tensors.");
 }
 
 }  // namespace
@@ -221,8 +266,9 @@ local::Tensor local_from_object(nb::handle h) {
     int64_t size = static_cast<int64_t>(array.shape(i));
     int64_t stride = array.stride(i);
     if (stride < 0)
-      throw InvalidArgument("arrays with negative strides cannot be shared: pass a copy "
-                            "(numpy.ascontiguousarray)");
+      throw InvalidArgument(
+          "arrays with negative strides cannot be shared: pass a copy "
+          "(numpy.ascontiguousarray)");
     meta.shape.push_back(size);
     meta.strides.push_back(stride);
     if (size == 0) empty = true;
@@ -245,22 +291,31 @@ void bind_local_tensor(nb::module_& m) {
   bind_tensor_methods(c, "LocalTensor");
   c.def_prop_ro("device", [](const LocalTensor& t) { return t.device(); });
   c.def("item", [](const LocalTensor& t) { return from_scalar(t.item()); });
-  c.def("to", [](const LocalTensor& t, nb::handle dtype) { return t.to(dtype_arg(dtype)); },
-        nb::arg("dtype"));
-  c.def("to_device", [](const LocalTensor& t, int d) { return t.to_device(d); }, nb::arg("device"));
+  c.def(
+      "to", [](const LocalTensor& t, nb::handle dtype) { return t.to(dtype_arg(dtype)); },
+      nb::arg("dtype"));
+  c.def(
+      "to_device", [](const LocalTensor& t, int d) { return t.to_device(d); }, nb::arg("device"));
   c.def("cpu", [](const LocalTensor& t) { return t.cpu(); });
-  c.def("cuda", [](const LocalTensor& t, int d) { return t.cuda(d); }, nb::arg("device") = 0);
+  c.def(
+      "cuda", [](const LocalTensor& t, int d) { return t.cuda(d); }, nb::arg("device") = 0);
   c.def("clone", [](const LocalTensor& t) { return t.clone(); });
   c.def("numpy", &to_numpy, "A numpy array sharing this tensor's memory (no copy).");
-  c.def("__array__", [](const LocalTensor& t, nb::handle dtype, nb::handle copy) {
-    nb::object a = to_numpy(t);
-    if (!dtype.is_none()) a = a.attr("astype")(dtype, nb::arg("copy") = false);
-    if (!copy.is_none() && nb::cast<bool>(copy)) a = a.attr("copy")();
-    return a;
-  }, nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none());
-  c.def("__dlpack__", [](const LocalTensor& t, nb::kwargs kwargs) {
-    return export_ndarray<nb::array_api>(t).attr("__dlpack__")(**kwargs);
-  }, "DLPack capsule sharing this tensor's memory (torch.from_dlpack, numpy.from_dlpack).");
+  c.def(
+      "__array__",
+      [](const LocalTensor& t, nb::handle dtype, nb::handle copy) {
+        nb::object a = to_numpy(t);
+        if (!dtype.is_none()) a = a.attr("astype")(dtype, nb::arg("copy") = false);
+        if (!copy.is_none() && nb::cast<bool>(copy)) a = a.attr("copy")();
+        return a;
+      },
+      nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none());
+  c.def(
+      "__dlpack__",
+      [](const LocalTensor& t, nb::kwargs kwargs) {
+        return export_ndarray<nb::array_api>(t).attr("__dlpack__")(**kwargs);
+      },
+      "DLPack capsule sharing this tensor's memory (torch.from_dlpack, numpy.from_dlpack).");
   c.def("__dlpack_device__", [](const LocalTensor& t) {
     return t.device() < 0 ? nb::make_tuple(1, 0) : nb::make_tuple(2, t.device());
   });
