@@ -99,10 +99,11 @@ if [[ "${DTR_SKIP_PYTHON:-0}" != 1 ]]; then
 assert m.version("nanobind") == "3.1.0"' 2>/dev/null; then
     echo "setup.sh: installing ${python_packages[*]} for ${python3_bin} (pip)"
     python3 -m pip --version >/dev/null 2>&1 || python3 -m ensurepip --upgrade
-    # Debian marks its interpreter externally managed (PEP 668); these packages do not
-    # clash with Debian's (none of them is a dependency of a Debian package here).
+    # Debian marks its interpreter externally managed (PEP 668). pip only adds what is
+    # missing (under /usr/local for Debian's interpreter) and leaves packages that are
+    # there, Debian's python3-numpy for one, as they are.
     PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check \
-      --root-user-action=ignore \
+      --root-user-action=ignore --no-warn-script-location \
       "${python_packages[@]}"
   fi
 fi
