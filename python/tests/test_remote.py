@@ -214,3 +214,24 @@ def test_sync_points_release_the_gil(session):
     during = [v for v in ticks if begin < v < end]
     assert end - begin > 0.02, "the wait was too short to tell"
     assert len(during) >= 5, f"the other thread ran {len(during)} times in {end - begin:.3f} s"
+
+
+def test_cuda_calls(session):
+    """Runs where the workers have a CUDA device (the GPU pass, scripts/gpu-check.sh);
+    elsewhere it checks that the calls say why they cannot run."""
+    if dtr.device_count(0) == 0:
+        with pytest.raises((dtr.IndexError, dtr.DeviceError), match="CUDA|cuda"):
+            dtr.ones(2).cuda()
+        if not dtr.built_with_cuda:
+            with pytest.raises(dtr.DeviceError, match="without CUDA"):
+                local.ones(2).cuda()
+        pytest.skip("no CUDA device on the workers")
+    x = dtr.tensor(DATA)
+    g = x.cuda(0)
+    assert (g.get_node(), g.get_device()) == (0, 0)
+    assert (g * 2 + 1).cpu().tolist() == (x * 2 + 1).tolist()
+    with dtr.device(0):
+        h = dtr.ones(3)
+    assert h.get_device() == 0 and dtr.FloatTensor(3, device=0).get_device() == 0
+    assert dtr.memory_stats(0, 0)["bytes_in_use"] > 0
+    assert g.to(1).get_device() == -1  # staged through the hosts to node 1's CPU

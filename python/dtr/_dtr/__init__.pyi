@@ -57,7 +57,7 @@ class Generator:
     A seeded counter-based random stream (Philox): the same seed gives the same values on every node.
     """
 
-    def __init__(self, seed: int = 24301) -> None: ...
+    def __init__(self, seed: int = ...) -> None: ...
 
     def manual_seed(self, seed: int) -> Generator: ...
 
@@ -107,9 +107,9 @@ class LocalTensor:
 
     def numel(self) -> int: ...
 
-    def size(self, dim: int | None = None) -> object: ...
+    def size(self, dim: int | None = ...) -> object: ...
 
-    def stride(self, dim: int | None = None) -> object: ...
+    def stride(self, dim: int | None = ...) -> object: ...
 
     def is_contiguous(self) -> bool: ...
 
@@ -259,37 +259,37 @@ class LocalTensor:
     def ge_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
         """in place: a >= b as bool, broadcasting"""
 
-    def sum(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def sum(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """sum (bool/int give int64)"""
 
-    def prod(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def prod(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """product"""
 
-    def mean(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def mean(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """arithmetic mean"""
 
-    def max(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def max(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """largest value (NaN wins)"""
 
-    def min(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def min(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """smallest value (NaN wins)"""
 
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def argmax(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """index of the first max"""
 
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def argmin(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """index of the first min"""
 
-    def norm(self, p: float = 2.0, dim: int | None = None, keepdim: bool = False) -> LocalTensor:
+    def norm(self, p: float = ..., dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """p-norm (p may be inf)"""
 
-    def var(self, dim: int | None = None, keepdim: bool = False, correction: int = 1) -> LocalTensor:
+    def var(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> LocalTensor:
         """variance"""
 
-    def std(self, dim: int | None = None, keepdim: bool = False, correction: int = 1) -> LocalTensor:
+    def std(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> LocalTensor:
         """standard deviation"""
 
-    def clamp(self, min: object | None = None, max: object | None = None) -> LocalTensor:
+    def clamp(self, min: object | None = ..., max: object | None = ...) -> LocalTensor:
         """limit values to [min, max]"""
 
     def clamp_(self, min: float | int | None = None, max: float | int | None = None) -> LocalTensor:
@@ -322,12 +322,12 @@ class LocalTensor:
 
     def narrow(self, dim: int, start: int, length: int) -> LocalTensor: ...
 
-    def slice(self, dim: int, start: int = 0, end: int | None = None, step: int = 1) -> LocalTensor:
+    def slice(self, dim: int, start: int = ..., end: int | None = ..., step: int = ...) -> LocalTensor:
         """python-style slice of one dim"""
 
     def select(self, dim: int, index: int) -> LocalTensor: ...
 
-    def squeeze(self, dim: int | None = None) -> LocalTensor: ...
+    def squeeze(self, dim: int | None = ...) -> LocalTensor: ...
 
     def unsqueeze(self, dim: int) -> LocalTensor: ...
 
@@ -422,14 +422,14 @@ class LocalTensor:
 
     def cpu(self) -> LocalTensor: ...
 
-    def cuda(self, device: int = 0) -> LocalTensor: ...
+    def cuda(self, device: int = ...) -> LocalTensor: ...
 
     def clone(self) -> LocalTensor: ...
 
     def numpy(self) -> object:
         """A numpy array sharing this tensor's memory (no copy)."""
 
-    def __array__(self, dtype: object | None = None, copy: object | None = None) -> object: ...
+    def __array__(self, dtype: object | None = ..., copy: object | None = ...) -> object: ...
 
     def __dlpack__(self, **kwargs) -> object:
         """
@@ -451,7 +451,7 @@ class Tensor:
     A tensor on a worker: ops are checked here and run on its node, returning at once; to_local(), item() and printing are sync points.
     """
 
-    def __init__(self, *shape, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> None: ...
+    def __init__(self, *shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> None: ...
 
     @property
     def dtype(self) -> dtype: ...
@@ -466,9 +466,9 @@ class Tensor:
 
     def numel(self) -> int: ...
 
-    def size(self, dim: int | None = None) -> object: ...
+    def size(self, dim: int | None = ...) -> object: ...
 
-    def stride(self, dim: int | None = None) -> object: ...
+    def stride(self, dim: int | None = ...) -> object: ...
 
     def is_contiguous(self) -> bool: ...
 
@@ -618,37 +618,37 @@ class Tensor:
     def ge_(self, other: Tensor | float | int | bool) -> Tensor:
         """in place: a >= b as bool, broadcasting"""
 
-    def sum(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def sum(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """sum (bool/int give int64)"""
 
-    def prod(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def prod(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """product"""
 
-    def mean(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def mean(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """arithmetic mean"""
 
-    def max(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def max(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """largest value (NaN wins)"""
 
-    def min(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def min(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """smallest value (NaN wins)"""
 
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmax(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """index of the first max"""
 
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmin(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """index of the first min"""
 
-    def norm(self, p: float = 2.0, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def norm(self, p: float = ..., dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """p-norm (p may be inf)"""
 
-    def var(self, dim: int | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def var(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> Tensor:
         """variance"""
 
-    def std(self, dim: int | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def std(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> Tensor:
         """standard deviation"""
 
-    def clamp(self, min: object | None = None, max: object | None = None) -> Tensor:
+    def clamp(self, min: object | None = ..., max: object | None = ...) -> Tensor:
         """limit values to [min, max]"""
 
     def clamp_(self, min: float | int | None = None, max: float | int | None = None) -> Tensor:
@@ -681,12 +681,12 @@ class Tensor:
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor: ...
 
-    def slice(self, dim: int, start: int = 0, end: int | None = None, step: int = 1) -> Tensor:
+    def slice(self, dim: int, start: int = ..., end: int | None = ..., step: int = ...) -> Tensor:
         """python-style slice of one dim"""
 
     def select(self, dim: int, index: int) -> Tensor: ...
 
-    def squeeze(self, dim: int | None = None) -> Tensor: ...
+    def squeeze(self, dim: int | None = ...) -> Tensor: ...
 
     def unsqueeze(self, dim: int) -> Tensor: ...
 
@@ -796,9 +796,9 @@ class Tensor:
     def numpy(self) -> object:
         """Sync point: to_local().numpy()."""
 
-    def __array__(self, dtype: object | None = None, copy: object | None = None) -> object: ...
+    def __array__(self, dtype: object | None = ..., copy: object | None = ...) -> object: ...
 
-    def to(self, target: object | None = None, node: int | None = None, device: int | None = None) -> Tensor:
+    def to(self, target: object | None = ..., node: int | None = ..., device: int | None = ...) -> Tensor:
         """
         to(dtype) converts; to(k) or to(node=k) copies to node k worker to worker; to(device=d) moves to CUDA device d of the node (-1: its CPU). Never blocks.
         """
@@ -807,7 +807,7 @@ class Tensor:
 
     def cpu(self) -> Tensor: ...
 
-    def cuda(self, device: int = 0) -> Tensor: ...
+    def cuda(self, device: int = ...) -> Tensor: ...
 
     def __repr__(self) -> str:
         """Sync point: the values with node and device."""
@@ -818,39 +818,39 @@ class Tensor:
 
     def __int__(self) -> int: ...
 
-def empty(*shape, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor:
+def empty(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
     """
     An uninitialized tensor on the current node and device (or node=, device=).
     """
 
-def zeros(*shape, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor:
+def zeros(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
     """A tensor of zeros on the current node and device (or node=, device=)."""
 
-def ones(*shape, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor:
+def ones(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
     """A tensor of ones on the current node and device (or node=, device=)."""
 
-def full(size: object, fill_value: object, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor: ...
+def full(size: object, fill_value: object, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor: ...
 
-def arange(start: object, end: object | None = None, step: object = 1, dtype: object | None = None, node: int | None = None, device: int | None = None) -> Tensor: ...
+def arange(start: object, end: object | None = ..., step: object = ..., dtype: object | None = ..., node: int | None = ..., device: int | None = ...) -> Tensor: ...
 
-def linspace(start: float, end: float, steps: int, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor: ...
+def linspace(start: float, end: float, steps: int, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor: ...
 
-def rand(*shape, generator: Generator | None = None, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor:
+def rand(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
     """
     Uniform draws on [0, 1) (the same seed gives the same values on any node).
     """
 
-def randn(*shape, generator: Generator | None = None, dtype: object = dtype.float32, node: int | None = None, device: int | None = None) -> Tensor:
+def randn(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
     """
     Standard normal draws (the same seed gives the same values on any node).
     """
 
-def dist_send(data: object, node: int | None = None, device: int | None = None) -> Tensor:
+def dist_send(data: object, node: int | None = ..., device: int | None = ...) -> Tensor:
     """
     Sync point: copies a LocalTensor, numpy array or any DLPack/buffer object to a node (default: the current one) and returns its handle.
     """
 
-def _init_master_worker(workers: Sequence[str] | None = None, listen: str | None = None, num_workers: int = 0, connect_timeout: float | None = None, sync_timeout: float | None = None, heartbeat_timeout: float | None = None, key_file: str = '', insecure: bool = False) -> None: ...
+def _init_master_worker(workers: Sequence[str] | None = ..., listen: str | None = ..., num_workers: int = ..., connect_timeout: float | None = ..., sync_timeout: float | None = ..., heartbeat_timeout: float | None = ..., key_file: str = ..., insecure: bool = ...) -> None: ...
 
 def shutdown_master_worker() -> None:
     """
@@ -878,12 +878,12 @@ def cuda_device_count() -> int:
 
 def cuda_unavailable_reason() -> str: ...
 
-def synchronize(node: int = -1) -> None:
+def synchronize(node: int = ...) -> None:
     """
     Waits until every command sent to node (all: -1) has run; raises RemoteError for the first failure not reported before.
     """
 
-def memory_stats(node: int, device: int = -1) -> dict:
+def memory_stats(node: int, device: int = ...) -> dict:
     """Sync point: memory in use on a node's CPU or device."""
 
 def node_info(node: int) -> dict: ...
@@ -891,9 +891,9 @@ def node_info(node: int) -> dict: ...
 class Event:
     """A point in a stream; waits across nodes go worker to worker."""
 
-    def __init__(self, enable_timing: bool = False) -> None: ...
+    def __init__(self, enable_timing: bool = ...) -> None: ...
 
-    def record(self, stream: Stream | None = None) -> None: ...
+    def record(self, stream: Stream | None = ...) -> None: ...
 
     @property
     def recorded(self) -> bool: ...
@@ -914,7 +914,7 @@ class Stream:
     """A stream of commands on one node (CUDA-style)."""
 
     @staticmethod
-    def create(node: int = -1) -> Stream:
+    def create(node: int = ...) -> Stream:
         """A new stream on node (-1: the current one) and the current device."""
 
     @property
@@ -934,7 +934,7 @@ class Stream:
 
     def wait(self, event: Event) -> None: ...
 
-    def record_event(self, enable_timing: bool = False) -> Event: ...
+    def record_event(self, enable_timing: bool = ...) -> Event: ...
 
     def query(self) -> bool: ...
 
@@ -946,9 +946,9 @@ class Stream:
 
     def __repr__(self) -> str: ...
 
-def current_stream(node: int = -1) -> Stream: ...
+def current_stream(node: int = ...) -> Stream: ...
 
-def default_stream(node: int = -1) -> Stream: ...
+def default_stream(node: int = ...) -> Stream: ...
 
 def set_stream(stream: Stream) -> None: ...
 
@@ -973,7 +973,7 @@ class LocalWorkers:
     dtr-worker daemons on loopback, stopped by stop() or when garbage collected.
     """
 
-    def __init__(self, count: int, worker_binary: str, log_level: str = 'warn', timeout: float = 20.0) -> None: ...
+    def __init__(self, count: int, worker_binary: str, log_level: str = ..., timeout: float = ...) -> None: ...
 
     @property
     def endpoints(self) -> list[str]: ...
@@ -981,6 +981,6 @@ class LocalWorkers:
     @property
     def pids(self) -> list[int]: ...
 
-    def stop(self, timeout: float = 5.0) -> None: ...
+    def stop(self, timeout: float = ...) -> None: ...
 
-built_with_cuda: bool = False
+built_with_cuda: bool = ...
