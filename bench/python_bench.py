@@ -5,6 +5,7 @@ the order alternating between rounds:
 
   dispatch   N x.add_(1) on a 1-element float tensor, then synchronize(): ops/s
   roundtrip  (x + 1).item(): median and p99 over R iterations after W warm-up, in us
+             (and x.item() alone, the round trip without an op)
 
 Usage: PYTHONPATH=build/python python3 bench/python_bench.py [--cpp build/bench/dtr_python_compare]
            [--ops 1000000] [--rounds 3]
@@ -40,10 +41,20 @@ def python_side(endpoints, n, rounds, warmup):
             assert v == 1.0
             if i >= warmup:
                 us.append((t1 - t0) * 1e6)
+        item_us = []  # y.item() alone: the round trip without an op
+        for i in range(warmup + rounds):
+            t0 = time.perf_counter()
+            v = y.item()
+            t1 = time.perf_counter()
+            assert v == 0.0
+            if i >= warmup:
+                item_us.append((t1 - t0) * 1e6)
         us.sort()
+        item_us.sort()
         return {"dispatch_ops_per_s": n / seconds, "dispatch_ok": ok,
                 "roundtrip_median_us": us[len(us) // 2],
-                "roundtrip_p99_us": us[min(len(us) - 1, len(us) * 99 // 100)]}
+                "roundtrip_p99_us": us[min(len(us) - 1, len(us) * 99 // 100)],
+                "item_median_us": item_us[len(item_us) // 2]}
     finally:
         dtr.shutdown_master_worker()
 
@@ -84,7 +95,8 @@ def main():
                   f"C++ {cpp['dispatch_ops_per_s'] / 1e6:.3f} M/s, ratio {d:.2f}; round trip "
                   f"python {py['roundtrip_median_us']:.0f} us (p99 {py['roundtrip_p99_us']:.0f}), "
                   f"C++ {cpp['roundtrip_median_us']:.0f} us (p99 {cpp['roundtrip_p99_us']:.0f}), "
-                  f"ratio {rt:.2f}", flush=True)
+                  f"ratio {rt:.2f}; item() alone python {py['item_median_us']:.0f} us, C++ "
+                  f"{cpp['item_median_us']:.0f} us", flush=True)
     finally:
         workers.stop()
     for name, goal in (("dispatch", ">= 0.5"), ("roundtrip", "<= 1.2")):

@@ -3,7 +3,8 @@
 // named by DTR_WORKERS, printed as one JSON line.
 //   dispatch   N x.add_(1) on a 1-element float tensor, then synchronize(): ops/s
 //              (x.item() == N is checked).
-//   roundtrip  (x + 1).item(): median and p99 of R iterations after W warm-up, in us.
+//   roundtrip  (x + 1).item(): median and p99 of R iterations after W warm-up, in us; and
+//              x.item() alone (median), the round trip without an op.
 // Usage: DTR_WORKERS=tcp://127.0.0.1:PORT dtr_python_compare N R W
 #include <algorithm>
 #include <chrono>
@@ -39,12 +40,21 @@ int main(int argc, char** argv) {
     if (v != 1.0f) return 1;
     if (i >= warmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
+  std::vector<double> item_us;  // y.item() alone: the round trip without an op
+  for (int i = 0; i < warmup + rounds; ++i) {
+    auto t0 = Clock::now();
+    float v = y.item<float>();
+    auto t1 = Clock::now();
+    if (v != 0.0f) return 1;
+    if (i >= warmup) item_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
   std::sort(us.begin(), us.end());
+  std::sort(item_us.begin(), item_us.end());
   std::printf(
       "{\"dispatch_ops_per_s\": %.1f, \"dispatch_ok\": %s, \"roundtrip_median_us\": %.2f, "
-      "\"roundtrip_p99_us\": %.2f}\n",
+      "\"roundtrip_p99_us\": %.2f, \"item_median_us\": %.2f}\n",
       static_cast<double>(n) / seconds, ok ? "true" : "false", us[us.size() / 2],
-      us[std::min(us.size() - 1, us.size() * 99 / 100)]);
+      us[std::min(us.size() - 1, us.size() * 99 / 100)], item_us[item_us.size() / 2]);
   dtr::shutdown_master_worker();
   return ok ? 0 : 1;
 }
