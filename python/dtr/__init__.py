@@ -194,3 +194,10 @@ LocalTensor.tolist = _tolist
 def _shutdown_at_exit():
     if is_master_worker_initialized() or _local_workers is not None:
         shutdown_master_worker()
+
+
+# `from dtr import *` and `python -m dtr`'s namespace: every public name except those that
+# would hide Python's builtins (dtr.int, dtr.float, dtr.bool, dtr.IndexError,
+# dtr.TimeoutError stay reachable as attributes).
+_SHADOWING = {"bool", "int", "float", "IndexError", "TimeoutError"}
+__all__ = sorted(k for k in globals() if not k.startswith("_") and k not in _SHADOWING)

@@ -32,7 +32,7 @@ def main(argv=None):
         dtr.init_master_worker(local_workers=args.workers, log_level=args.log_level,
                                connect_timeout=args.connect_timeout)
     namespace = {"dtr": dtr, "__name__": "__console__"}
-    namespace.update({k: getattr(dtr, k) for k in dir(dtr) if not k.startswith("_")})
+    namespace.update({k: getattr(dtr, k) for k in dtr.__all__})
     try:
         import readline
         import rlcompleter  # noqa: F401  (tab completion of names)

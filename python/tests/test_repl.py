@@ -14,6 +14,7 @@ with node(1): y = zeros(2)
 
 print("node", y.get_node(), node_count())
 print("endpoints", ",".join(dtr.local_worker_endpoints()))
+print("builtins", int("3") + 1, float("2"), bool(0), dtr.int is dtr.int32)
 """
 
 
@@ -30,6 +31,7 @@ def test_repl_with_local_workers_stops_them_on_exit():
     r = run_python(["-m", "dtr"], input=SCRIPT, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sum 6.0" in r.stdout and "node 1 2" in r.stdout
+    assert "builtins 4 2.0 False True" in r.stdout  # dtr's names hide no builtin
     assert "2 nodes" in r.stderr  # the banner
     endpoints = next(x for x in r.stdout.splitlines() if "endpoints" in x).split()[-1]
     for e in endpoints.split(","):
