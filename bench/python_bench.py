@@ -69,7 +69,8 @@ def cpp_side(binary, endpoints, n, rounds, warmup):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cpp", default=os.path.join(here, "..", "build", "bench", "dtr_python_compare"))
+    p.add_argument("--cpp",
+                   default=os.path.join(here, "..", "build", "bench", "dtr_python_compare"))
     p.add_argument("--ops", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rt-iters", type=int, default=2000)
@@ -79,8 +80,9 @@ def main():
     ratios = {"dispatch": [], "roundtrip": []}
     try:
         for r in range(a.rounds):
-            sides = [("python", lambda: python_side(workers.endpoints, a.ops, a.rt_iters, a.rt_warmup)),
-                     ("cpp", lambda: cpp_side(a.cpp, workers.endpoints, a.ops, a.rt_iters, a.rt_warmup))]
+            args = (workers.endpoints, a.ops, a.rt_iters, a.rt_warmup)
+            sides = [("python", lambda: python_side(*args)),
+                     ("cpp", lambda: cpp_side(a.cpp, *args))]
             if r % 2:
                 sides.reverse()
             res = {name: run() for name, run in sides}

@@ -20,8 +20,12 @@ process-group API for SPMD programs (torch.distributed's names); ``dtr.local`` m
 tensors in this process. See docs/python.md.
 """
 
+from __future__ import annotations
+
 import atexit as _atexit
+import builtins as _builtins
 import os as _os
+from typing import Optional as _Optional, Sequence as _Sequence, Union as _Union
 
 from . import _dtr
 from ._dtr import (  # noqa: F401  (re-exported)
@@ -100,11 +104,13 @@ _local_workers = None  # LocalWorkers started by init_master_worker(local_worker
 
 
 def _typed(name, dt):
-    def make(*shape, node=None, device=None):
+    def make(*shape: _builtins.int, node: _Optional[_builtins.int] = None,
+             device: _Optional[_builtins.int] = None) -> Tensor:
         return Tensor(*shape, dtype=dt, node=node, device=device)
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = f"An uninitialized {dt} tensor on the current node and device (or node=, device=)."
+    make.__doc__ = (f"An uninitialized {dt} tensor on the current node and device "
+                    "(or node=, device=).")
     return make
 
 
@@ -121,9 +127,14 @@ def _from_environment():
     return any(_os.environ.get(v) for v in ("DTR_WORKERS", "DTR_LISTEN", "MASTER_ADDR"))
 
 
-def init_master_worker(workers=None, *, listen=None, num_workers=0, local_workers=None,
-                       connect_timeout=None, sync_timeout=None, heartbeat_timeout=None,
-                       key_file="", insecure=False, log_level="warn"):
+def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
+                       listen: _Optional[str] = None, num_workers: _builtins.int = 0,
+                       local_workers: _Optional[_builtins.int] = None,
+                       connect_timeout: _Optional[_builtins.float] = None,
+                       sync_timeout: _Optional[_builtins.float] = None,
+                       heartbeat_timeout: _Optional[_builtins.float] = None,
+                       key_file: str = "", insecure: _builtins.bool = False,
+                       log_level: str = "warn") -> None:
     """Starts the master-worker session.
 
     workers: endpoints of running ``dtr-worker --listen`` daemons (a list, or one string
@@ -140,23 +151,25 @@ def init_master_worker(workers=None, *, listen=None, num_workers=0, local_worker
         local_workers = 2
     if local_workers is not None:
         if workers is not None or listen is not None:
-            raise InvalidArgument("init_master_worker: local_workers= excludes workers= and listen=")
+            raise InvalidArgument(
+                "init_master_worker: local_workers= excludes workers= and listen=")
         if is_master_worker_initialized():
             raise InvalidArgument("init_master_worker: a session is already running")
         started = _dtr.LocalWorkers(local_workers, find_program("dtr-worker"), log_level)
         try:
-            _dtr._init_master_worker(started.endpoints, None, 0, connect_timeout, sync_timeout,
-                                     heartbeat_timeout, key_file, insecure)
+            _dtr._init_master_worker(list(started.endpoints), None, 0, connect_timeout,
+                                     sync_timeout, heartbeat_timeout, key_file, insecure)
         except BaseException:
             started.stop()
             raise
         _local_workers = started
         return
-    _dtr._init_master_worker(workers, listen, num_workers, connect_timeout, sync_timeout,
+    _dtr._init_master_worker(None if workers is None else list(workers), listen, num_workers,
+                             connect_timeout, sync_timeout,
                              heartbeat_timeout, key_file, insecure)
 
 
-def shutdown_master_worker():
+def shutdown_master_worker() -> None:
     """Ends the session (workers free its tensors) and stops the local workers, if any."""
     global _local_workers
     try:
@@ -167,19 +180,20 @@ def shutdown_master_worker():
             workers.stop()
 
 
-def local_worker_endpoints():
+def local_worker_endpoints() -> list:
     """The endpoints of the workers init_master_worker(local_workers=N) started, or []."""
     return list(_local_workers.endpoints) if _local_workers is not None else []
 
 
-def tensor(data, dtype=None, *, node=None, device=None):
+def tensor(data, dtype=None, *, node: _Optional[_builtins.int] = None,
+           device: _Optional[_builtins.int] = None) -> Tensor:
     """Sync point: a tensor on a node (default: the current one) holding a copy of `data`
     (a LocalTensor, a numpy array or anything numpy.asarray takes; Python floats give
     float32, as in torch)."""
     return dist_send(local.tensor(data, dtype), node=node, device=device)
 
 
-def _tolist(self):
+def _tolist(self) -> list:
     t = self.to_local() if isinstance(self, Tensor) else self
     if t.dtype == bfloat16:
         t = t.to(float32)

@@ -82,7 +82,9 @@ def destroy_process_group(group=None):
 
 def _group(g):
     # None, group.WORLD and the old tutorials' group=0 mean the world.
-    if g is None or g is _World.WORLD or (isinstance(g, int) and not isinstance(g, bool) and g == 0):
+    if g is None or g is _World.WORLD:
+        return None
+    if isinstance(g, int) and not isinstance(g, bool) and g == 0:
         return None
     if not isinstance(g, ProcessGroup):
         raise TypeError(f"group must be a ProcessGroup from new_group(), got {type(g).__name__}")

@@ -1,6 +1,7 @@
 """The type stubs (python/dtr/_dtr/*.pyi) are those nanobind.stubgen makes from the built
 module: an op or function added without regenerating them fails here. To regenerate:
-PYTHONPATH=build/python python3 -m nanobind.stubgen -m dtr._dtr -r -P --exclude-values -O python/dtr -q"""
+PYTHONPATH=build/python python3 -m nanobind.stubgen -m dtr._dtr -r -P --exclude-values \
+    -O python/dtr -q"""
 
 import os
 import subprocess
