@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
 
@@ -39,7 +40,9 @@ std::string_view frame_view(const zmq::message_t& m) {
 
 // Waits for one HelloReply on `socket` (frames [identity?] header) until `deadline`;
 // `watch`, when given, is asked between polls whether the handshake failed (it throws
-// AuthenticationError naming why).
+// AuthenticationError naming why). A signal that interrupts the poll is not an error; the
+// wait interrupt check (dtr::set_wait_interrupt_check) runs after each poll and may end
+// the wait by throwing.
 std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::time_point deadline,
                                                security::HandshakeWatch* watch = nullptr) {
   while (true) {
@@ -50,7 +53,12 @@ std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::tim
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return std::nullopt;
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    try {
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+    check_wait_interrupt();
     if (auto m = protocol::try_recv(socket, kMaxFrames)) return m;
   }
 }

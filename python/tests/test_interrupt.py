@@ -50,6 +50,18 @@ dist.destroy_process_group()
 """
 
 
+CONNECT = r"""
+import dtr
+print("connecting", flush=True)
+try:
+    dtr.init_master_worker(["tcp://127.0.0.1:1"], connect_timeout=60)  # nobody there
+except KeyboardInterrupt:
+    print("interrupted", dtr.is_master_worker_initialized(), flush=True)
+dtr.init_master_worker(local_workers=1)  # a later start works
+print("usable", (dtr.ones(2) * 2).sum().item(), flush=True)
+"""
+
+
 def wait_for_line(p, text, timeout=60):
     deadline = time.monotonic() + timeout
     lines = []
@@ -98,6 +110,22 @@ def test_ctrl_c_interrupts_a_process_group_wait():
             assert f"[{rank}] interrupted" in lines and f"[{rank}] usable" in lines, out
         # Both ranks ended normally; dtr-exec says it was interrupted (128 + SIGINT).
         assert p.returncode == 130, (p.returncode, out)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_ctrl_c_interrupts_connecting():
+    p = subprocess.Popen([sys.executable, "-c", CONNECT], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(p, "connecting")
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        assert "interrupted False" in wait_for_line(p, "interrupted")[-1]
+        assert time.monotonic() - sent < 2.0, "KeyboardInterrupt came late"
+        out = p.communicate(timeout=60)[0]
+        assert "usable 4.0" in out and p.returncode == 0, out
     finally:
         if p.poll() is None:
             p.kill()
