@@ -75,6 +75,21 @@ TEST_CASE("a wait interrupt check ends a blocking sync point and the session goe
   CHECK((dtr::ones({2}) + 1).sum().item<float>() == 4.0f);
 }
 
+TEST_CASE("the wait interrupt check ends init_master_worker's handshake") {
+  g_interrupt_calls = 0;
+  set_wait_interrupt_check([] {
+    if (++g_interrupt_calls >= 2) throw Interrupted{};
+  });
+  MasterOptions o = test_options();
+  o.workers = {"tcp://127.0.0.1:1"};  // nobody answers there
+  o.connect_timeout = 30s;
+  auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(init_master_worker(o), Interrupted);
+  set_wait_interrupt_check(nullptr);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK_FALSE(is_master_worker_initialized());
+}
+
 TEST_CASE("a failing op poisons its dependents and the worker survives") {
   Cluster cluster(2);
   DistributedTensor ok = dtr::arange(5);
