@@ -79,7 +79,9 @@ Shape shape_from_args(nb::args args, const char* what) {
       throw nb::type_error(
           (std::string(what) + ": a shape is ints, got " + nb::type_name(item.type()).c_str())
               .c_str());
-    long long v = PyLong_AsLongLong(nb::steal(PyNumber_Index(item.ptr())).ptr());
+    nb::object index = nb::steal(PyNumber_Index(item.ptr()));
+    if (!index.is_valid()) throw nb::python_error();
+    long long v = PyLong_AsLongLong(index.ptr());
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
     shape.push_back(static_cast<int64_t>(v));
   }

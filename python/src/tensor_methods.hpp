@@ -104,7 +104,9 @@ T index_view(const T& x, nb::handle index) {
     } else if (h.ptr() == Py_Ellipsis) {
       d = r.dim() - consuming;  // the indices after it (`consuming` left) name the last dims
     } else if (is_int(h)) {
-      r = r.select(d, nb::cast<int64_t>(nb::steal(PyNumber_Index(h.ptr()))));
+      nb::object i = nb::steal(PyNumber_Index(h.ptr()));
+      if (!i.is_valid()) throw nb::python_error();  // an __index__ that raised
+      r = r.select(d, nb::cast<int64_t>(i));
       if (consuming > 0) --consuming;
     } else {
       Py_ssize_t start, stop, step;

@@ -199,3 +199,19 @@ def test_generators_make_the_same_values():
     x = local.rand(4)
     dtr.manual_seed(3)
     assert local.rand(4).tolist() == x.tolist()
+
+
+def test_hostile_index_objects_raise_their_own_errors():
+    class BadIndex:
+        def __index__(self):
+            raise ZeroDivisionError("bad __index__")
+
+    t = local.zeros(3, 3)
+    with pytest.raises(ZeroDivisionError):
+        t[BadIndex()]
+    with pytest.raises(ZeroDivisionError):
+        local.zeros(BadIndex())
+    with pytest.raises(TypeError):  # not a number, then: the operator gives up
+        t + BadIndex()
+    with pytest.raises(dtr.InvalidArgument, match="step must be positive"):
+        t[::-1]
