@@ -244,17 +244,11 @@ void bind_local_creation(nb::module_& local) {
 
 }  // namespace
 
-local::Tensor local_from_object(nb::handle h) {
-  if (nb::isinstance<LocalTensor>(h)) return *nb::inst_ptr<LocalTensor>(h);
-  nb::ndarray<> array;
-  try {
-    array = nb::cast<nb::ndarray<>>(h);
-  } catch (const nb::cast_error&) {
-    throw nb::type_error((std::string("expected a tensor, or an array with __dlpack__ or the "
-                                      "buffer protocol (numpy, torch), got ") +
-                          nb::type_name(h.type()).c_str())
-                             .c_str());
-  }
+namespace {
+
+// A tensor over `array`'s memory, keeping the array alive.
+template <typename Array>
+local::Tensor wrap_array(const Array& array) {
   if (array.device_type() != nb::device::cpu::value)
     throw DeviceError("only host (CPU) arrays can be shared with dtr; copy it to the host first");
   DType dtype = dtype_of_dlpack(array.dtype());
@@ -274,11 +268,26 @@ local::Tensor local_from_object(nb::handle h) {
     if (size == 0) empty = true;
     extent += (size - 1) * stride;
   }
-  if (meta.shape.size() != array.ndim()) throw InvalidArgument("too many dims for dtr");
   size_t nbytes = empty ? 0 : static_cast<size_t>(extent) * element_size(dtype);
-  auto owner = std::make_shared<nb::ndarray<>>(array);
+  auto owner = std::make_shared<Array>(array);
   auto storage = Storage::wrap(const_cast<void*>(array.data()), nbytes, owner);
   return LocalTensor(std::move(storage), meta);
+}
+
+}  // namespace
+
+local::Tensor local_from_object(nb::handle h) {
+  if (nb::isinstance<LocalTensor>(h)) return *nb::inst_ptr<LocalTensor>(h);
+  nb::ndarray<> array;
+  if (nb::try_cast(h, array)) return wrap_array(array);
+  // Read-only memory (numpy.frombuffer over bytes, ...) is copied: dtr writes into the
+  // tensors it is given (a receive, an in-place op).
+  nb::ndarray<nb::ro> readonly;
+  if (nb::try_cast(h, readonly)) return wrap_array(readonly).clone();
+  throw nb::type_error((std::string("expected a tensor, or an array with __dlpack__ or the "
+                                    "buffer protocol (numpy, torch), got ") +
+                        nb::type_name(h.type()).c_str())
+                           .c_str());
 }
 
 void bind_local_tensor(nb::module_& m) {

@@ -215,3 +215,13 @@ def test_hostile_index_objects_raise_their_own_errors():
         t + BadIndex()
     with pytest.raises(dtr.InvalidArgument, match="step must be positive"):
         t[::-1]
+
+
+def test_read_only_arrays_are_copied_not_written():
+    a = np.frombuffer(b"\x00\x00\x80\x3f" * 4, dtype=np.float32)  # read-only memory
+    t = local.from_numpy(a)
+    t += 1
+    assert t.tolist() == [2.0] * 4 and a.tolist() == [1.0] * 4
+    w = np.arange(4.0)
+    local.from_numpy(w).add_(1)  # writable: shared
+    assert w.tolist() == [1.0, 2.0, 3.0, 4.0]
