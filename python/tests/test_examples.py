@@ -60,3 +60,14 @@ def test_synchronous_sgd_keeps_replicas_identical_and_learns():
         losses = [float(x.rsplit(":", 1)[1]) for x in out
                   if x.startswith(f"[{rank}] Rank {rank}, epoch")]
         assert len(losses) == 6 and losses[-1] < losses[0] / 5, losses
+
+
+def test_master_driven_sgd_matches_the_spmd_one_bit_for_bit():
+    spmd = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120",
+                                example("sgd.py"), "--epochs", "3"], timeout=180))
+    master = lines_of(run_python(["-m", "dtr.exec", "--workers", "2", "--timeout", "120",
+                                  example("master_sgd.py"), "--epochs", "3"], timeout=180))
+    spmd_digests = {x.rsplit(" ", 1)[1] for x in spmd if "parameters" in x}
+    master_digests = {x.rsplit(" ", 1)[1] for x in master if "parameters" in x}
+    assert len(master_digests) == 1 and master_digests == spmd_digests, (spmd, master)
+    assert "node 1, epoch 2: " in "\n".join(master)
