@@ -401,7 +401,14 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
   s->enqueue(target, c, &packed);
   // Sync point: once the worker answers a later request it holds the bytes, and the caller
   // may change `t`. (Stats, not Sync: failures stay for synchronize() to report.)
-  s->request(target, cmd::Stats{});
+  try {
+    s->request(target, cmd::Stats{});
+  } catch (...) {
+    // No handle will own the tensor (the wait timed out, or the wait interrupt check
+    // ended it): free it on the worker, after the Put.
+    s->enqueue(target, cmd::Free{.input = c.out});
+    throw;
+  }
   return DistributedTensor(make_remote(s, target, t_device, c.out, c.meta));
 }
 

@@ -75,6 +75,23 @@ TEST_CASE("a wait interrupt check ends a blocking sync point and the session goe
   CHECK((dtr::ones({2}) + 1).sum().item<float>() == 4.0f);
 }
 
+TEST_CASE("a dist_send whose wait is interrupted frees the tensor it sent") {
+  Cluster cluster(1);
+  DistributedTensor x = dtr::randn({512, 512});
+  const int64_t live = memory_stats(0).live_tensors;
+  for (int i = 0; i < 40; ++i) x = x.matmul(x) / 512;  // keeps the worker busy for a while
+  g_interrupt_calls = 0;
+  set_wait_interrupt_check([] {
+    ++g_interrupt_calls;
+    throw Interrupted{};
+  });
+  CHECK_THROWS_AS(dtr::dist_send(dtr::local::ones({1000})), Interrupted);
+  set_wait_interrupt_check(nullptr);
+  CHECK(g_interrupt_calls.load() == 1);
+  synchronize();
+  CHECK(memory_stats(0).live_tensors == live);  // x only: the sent tensor was freed
+}
+
 TEST_CASE("the wait interrupt check ends init_master_worker's handshake") {
   g_interrupt_calls = 0;
   set_wait_interrupt_check([] {
