@@ -73,12 +73,15 @@ RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
   std::string where = fmt::format("node {} ({})", node, device_name(f.device));
   std::string tensor = f.tensor == protocol::kNoTensor ? std::string("nothing")
                                                        : fmt::format("tensor %{}", f.tensor);
+  auto info = std::make_shared<RemoteFailureInfo>(RemoteFailureInfo{
+      f.op, f.tensor, node, f.device, f.message, f.cause_op, f.cause_tensor, f.cause_message});
   if (f.cause_tensor == f.tensor && f.cause_op == f.op)
     return RemoteError(
-        fmt::format("{} failed on {} producing {}: {}", f.op, where, tensor, f.message));
+        fmt::format("{} failed on {} producing {}: {}", f.op, where, tensor, f.message), info);
   return RemoteError(
       fmt::format("{} failed on {} producing {}: {}; first cause: {} producing tensor %{}: {}",
-                  f.op, where, tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message));
+                  f.op, where, tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message),
+      info);
 }
 
 RemoteTensor::~RemoteTensor() {
@@ -392,7 +395,8 @@ void synchronize(int node) {
   }
   if (error) {
     if (more == 0) throw *error;
-    throw RemoteError(fmt::format("{} (and {} more failures)", error->what(), more));
+    throw RemoteError(fmt::format("{} (and {} more failures)", error->what(), more),
+                      error->failure_ptr());
   }
 }
 
@@ -409,7 +413,14 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
   s->enqueue(target, c, &packed);
   // Sync point: once the worker answers a later request it holds the bytes, and the caller
   // may change `t`. (Stats, not Sync: failures stay for synchronize() to report.)
-  s->request(target, cmd::Stats{});
+  try {
+    s->request(target, cmd::Stats{});
+  } catch (...) {
+    // No handle will own the tensor (the wait timed out, or the wait interrupt check
+    // ended it): free it on the worker, after the Put.
+    s->enqueue(target, cmd::Free{.input = c.out});
+    throw;
+  }
   return DistributedTensor(make_remote(s, target, t_device, c.out, c.meta));
 }
 

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
 
+#include "master/wait_interrupt.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -39,7 +41,9 @@ std::string_view frame_view(const zmq::message_t& m) {
 
 // Waits for one HelloReply on `socket` (frames [identity?] header) until `deadline`;
 // `watch`, when given, is asked between polls whether the handshake failed (it throws
-// AuthenticationError naming why).
+// AuthenticationError naming why). A signal that interrupts the poll is not an error; the
+// wait interrupt check (dtr::set_wait_interrupt_check) runs after each poll and may end
+// the wait by throwing.
 std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::time_point deadline,
                                                security::HandshakeWatch* watch = nullptr) {
   while (true) {
@@ -50,7 +54,12 @@ std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::tim
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return std::nullopt;
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    try {
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+    check_wait_interrupt();
     if (auto m = protocol::try_recv(socket, kMaxFrames)) return m;
   }
 }
@@ -373,7 +382,15 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
     std::lock_guard lock(pending_mu_);
     if (pending_.erase(request)) throw WorkerLost(n.lost_reason);
   }
-  if (!await_reply(future, Clock::now() + options_.sync_timeout)) {
+  bool replied = false;
+  try {
+    replied = await_reply(future, Clock::now() + options_.sync_timeout);
+  } catch (...) {  // the wait interrupt check threw: the reply, if it comes, is dropped
+    std::lock_guard lock(pending_mu_);
+    pending_.erase(request);
+    throw;
+  }
+  if (!replied) {
     std::lock_guard lock(pending_mu_);
     pending_.erase(request);
     throw TimeoutError(fmt::format("node {} ({}) did not answer request {} within {} ms", node,
@@ -389,9 +406,14 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
   auto ready = [&] {
     return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   };
+  Clock::time_point next_interrupt_check = Clock::now() + kWaitInterruptEvery;
   while (!ready()) {
     Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
+    if (now >= next_interrupt_check) {
+      check_wait_interrupt();  // may throw: request() drops the pending reply
+      next_interrupt_check = now + kWaitInterruptEvery;
+    }
     auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
                               std::chrono::milliseconds(1),
                           std::chrono::milliseconds(kWaitSlice));

@@ -9,7 +9,13 @@
 #   CMAKE_ARG...     passed to the CMake configure step, e.g. -DDTR_SANITIZE=address
 #
 # Environment: DTR_SKIP_APT=1 skips the package check; DTR_JOBS overrides the number of
-# parallel build jobs (default: nproc).
+# parallel build jobs (default: nproc); DTR_SKIP_PYTHON=1 skips the Python module's
+# dependencies (the build then has no Python module unless they are there anyway).
+#
+# Python: for the `python3` first on PATH (a pyenv or venv one included) it installs the
+# headers and pip where missing (Debian: python3-dev, python3-pip) and, with pip, nanobind
+# (the binding library the module is built with), numpy and pytest (the tests), so that
+# the build includes the Python module (DTR_WITH_PYTHON, python/).
 #
 # CUDA: when /usr/local/cuda/bin exists it is put on PATH, so CMake finds nvcc and
 # DTR_WITH_CUDA defaults to ON (pass -DDTR_WITH_CUDA=OFF to turn it off).
@@ -60,6 +66,45 @@ if [[ "${DTR_SKIP_APT:-0}" != 1 ]]; then
     export DEBIAN_FRONTEND=noninteractive
     "${sudo[@]}" apt-get update -q
     "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# ---- Python: headers, pip, and nanobind / numpy / pytest for the python3 on PATH ----
+# nanobind is pinned: the committed stubs (python/dtr/_dtr/*.pyi) are its stubgen's output.
+python_packages=("nanobind==3.1.0" "numpy" "pytest")
+if [[ "${DTR_SKIP_PYTHON:-0}" != 1 ]]; then
+  as_root=()
+  [[ "$(id -u)" -eq 0 ]] || as_root=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  if ! command -v python3 >/dev/null; then
+    echo "setup.sh: installing python3"
+    "${as_root[@]}" apt-get update -q
+    "${as_root[@]}" apt-get install -y -q --no-install-recommends python3 python3-dev python3-pip
+  fi
+  python3_bin="$(python3 -c 'import sys; print(sys.executable)')"
+  # Debian's own interpreter: its headers and pip come from Debian packages.
+  if [[ "${python3_bin}" == /usr/bin/python3* ]]; then
+    deb_missing=()
+    for pkg in python3-dev python3-pip; do
+      status="$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null || true)"
+      [[ "${status}" == installed ]] || deb_missing+=("${pkg}")
+    done
+    if [[ ${#deb_missing[@]} -gt 0 ]]; then
+      echo "setup.sh: installing ${deb_missing[*]}"
+      "${as_root[@]}" apt-get update -q
+      "${as_root[@]}" apt-get install -y -q --no-install-recommends "${deb_missing[@]}"
+    fi
+  fi
+  if ! python3 -c 'import importlib.metadata as m, numpy, pytest
+assert m.version("nanobind") == "3.1.0"' 2>/dev/null; then
+    echo "setup.sh: installing ${python_packages[*]} for ${python3_bin} (pip)"
+    python3 -m pip --version >/dev/null 2>&1 || python3 -m ensurepip --upgrade
+    # Debian marks its interpreter externally managed (PEP 668). pip only adds what is
+    # missing (under /usr/local for Debian's interpreter) and leaves packages that are
+    # there, Debian's python3-numpy for one, as they are.
+    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check \
+      --root-user-action=ignore --no-warn-script-location \
+      "${python_packages[@]}"
   fi
 fi
 

@@ -211,6 +211,18 @@ void synchronize(int node = -1);
 // Copies master data to a node (default: the current one) and returns its handle.
 DistributedTensor dist_send(const local::Tensor& t, int node = -1);
 
+// Interrupting a wait: blocking sync points (every wait for a worker's reply: to_local,
+// item, synchronize, dist_send, memory_stats, Event and Stream queries and synchronize)
+// call `check` on the waiting thread every few milliseconds while they wait. When it
+// throws, the wait ends and the exception propagates from the sync point; the reply, if
+// it still comes, is dropped (failures a dropped Sync reply carried are not reported
+// again), and the session stays usable. init_master_worker's handshake calls it too
+// (after each poll, at most 100 ms apart); there it ends the start, and no session runs.
+// nullptr (the default) removes the check. Language bindings use it to deliver Ctrl-C
+// (Python's KeyboardInterrupt). Any thread may set it.
+using WaitInterruptCheck = void (*)();
+void set_wait_interrupt_check(WaitInterruptCheck check);
+
 struct NodeMemoryStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes = 0;

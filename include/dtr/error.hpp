@@ -4,6 +4,8 @@
 // any thread is safe.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -86,11 +88,33 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// What a worker reported about a failed op, for RemoteError::failure().
+struct RemoteFailureInfo {
+  std::string op;       // the op that failed, or could not run because an input had failed
+  uint64_t tensor = 0;  // the tensor it was producing (0: none)
+  int node = -1;
+  int device = -1;  // of that tensor: -1 the node's CPU, k CUDA device k
+  std::string message;
+  // The first cause (the same op and tensor when this op is the root of the failure).
+  std::string cause_op;
+  uint64_t cause_tensor = 0;
+  std::string cause_message;
+};
+
 // An op failed on a worker; raised on the master at the next sync point that touches the
-// failed tensor. The message names op, tensor, node, device and the worker's message.
+// failed tensor. The message names op, tensor, node, device and the worker's message;
+// failure() gives them as fields when the error came from a worker's report.
 class RemoteError : public Error {
  public:
   using Error::Error;
+  RemoteError(const std::string& what, std::shared_ptr<const RemoteFailureInfo> info)
+      : Error(what), info_(std::move(info)) {}
+  // The worker's report, or nullptr when this error was not made from one.
+  const RemoteFailureInfo* failure() const { return info_.get(); }
+  const std::shared_ptr<const RemoteFailureInfo>& failure_ptr() const { return info_; }
+
+ private:
+  std::shared_ptr<const RemoteFailureInfo> info_;
 };
 
 }  // namespace dtr

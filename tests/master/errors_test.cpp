@@ -3,6 +3,7 @@
 // dtype mistakes throw on the master, at the call, before anything is sent.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <string>
 
 #include "master/cluster.hpp"
@@ -20,7 +21,91 @@ std::string tensor_ref(uint64_t id) {
   return s;
 }
 
+// What the wait interrupt check below throws.
+struct Interrupted {};
+std::atomic<int> g_interrupt_calls{0};
+
 }  // namespace
+
+TEST_CASE("RemoteError::failure() gives the worker's report as fields") {
+  Cluster cluster(1);
+  DistributedTensor bad = dtr::arange(5).pow(-1);
+  DistributedTensor dep = bad.add(1);
+  bool thrown = false;
+  try {
+    (void)dep.to_local();
+  } catch (const RemoteError& e) {
+    thrown = true;
+    const RemoteFailureInfo* f = e.failure();
+    REQUIRE(f != nullptr);
+    CHECK(f->op == "add");
+    CHECK(f->tensor == dep.id());
+    CHECK(f->node == 0);
+    CHECK(f->device == -1);
+    CHECK(f->cause_op == "pow");
+    CHECK(f->cause_tensor == bad.id());
+    CHECK(contains(f->cause_message, "negative integer powers"));
+  }
+  CHECK(thrown);
+  CHECK(RemoteError("not from a worker").failure() == nullptr);
+  // synchronize() reports the root, with its report too.
+  try {
+    synchronize();
+    FAIL("synchronize() did not report the root failure");
+  } catch (const RemoteError& e) {
+    REQUIRE(e.failure() != nullptr);
+    CHECK(e.failure()->op == "pow");
+    CHECK(e.failure()->cause_tensor == bad.id());
+  }
+}
+
+TEST_CASE("a wait interrupt check ends a blocking sync point and the session goes on") {
+  Cluster cluster(1);
+  DistributedTensor x = dtr::randn({512, 512});
+  for (int i = 0; i < 40; ++i) x = x.matmul(x) / 512;  // some hundreds of ms of worker time
+  g_interrupt_calls = 0;
+  set_wait_interrupt_check([] {
+    if (++g_interrupt_calls >= 3) throw Interrupted{};
+  });
+  CHECK_THROWS_AS(synchronize(), Interrupted);
+  set_wait_interrupt_check(nullptr);
+  CHECK(g_interrupt_calls.load() == 3);
+  synchronize();  // waits for the rest; nothing failed
+  CHECK(g_interrupt_calls.load() == 3);
+  CHECK((dtr::ones({2}) + 1).sum().item<float>() == 4.0f);
+}
+
+TEST_CASE("a dist_send whose wait is interrupted frees the tensor it sent") {
+  Cluster cluster(1);
+  DistributedTensor x = dtr::randn({512, 512});
+  const int64_t live = memory_stats(0).live_tensors;
+  for (int i = 0; i < 40; ++i) x = x.matmul(x) / 512;  // keeps the worker busy for a while
+  g_interrupt_calls = 0;
+  set_wait_interrupt_check([] {
+    ++g_interrupt_calls;
+    throw Interrupted{};
+  });
+  CHECK_THROWS_AS(dtr::dist_send(dtr::local::ones({1000})), Interrupted);
+  set_wait_interrupt_check(nullptr);
+  CHECK(g_interrupt_calls.load() == 1);
+  synchronize();
+  CHECK(memory_stats(0).live_tensors == live);  // x only: the sent tensor was freed
+}
+
+TEST_CASE("the wait interrupt check ends init_master_worker's handshake") {
+  g_interrupt_calls = 0;
+  set_wait_interrupt_check([] {
+    if (++g_interrupt_calls >= 2) throw Interrupted{};
+  });
+  MasterOptions o = test_options();
+  o.workers = {"tcp://127.0.0.1:1"};  // nobody answers there
+  o.connect_timeout = 30s;
+  auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(init_master_worker(o), Interrupted);
+  set_wait_interrupt_check(nullptr);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK_FALSE(is_master_worker_initialized());
+}
 
 TEST_CASE("a failing op poisons its dependents and the worker survives") {
   Cluster cluster(2);

@@ -1,0 +1,217 @@
+"""dtr: a distributed tensor runtime, from Python.
+
+A *master* program drives tensors that live on worker daemons (``dtr-worker``)::
+
+    import dtr, numpy as np
+    dtr.init_master_worker()                     # DTR_WORKERS=..., or two local workers
+    x = dtr.FloatTensor(20, 20).fill_(4)         # node 0, CPU
+    y = dtr.dist_send(np.random.randn(20, 20).astype(np.float32))
+    z = x + y                                    # returns at once
+    with dtr.node(1):
+        a = dtr.FloatTensor(10)                  # a.get_node() == 1
+    print(z.sum().item())                        # sync point
+    arr = z.to_local().numpy()                   # no copy from the LocalTensor
+
+Ops are checked here (shape and dtype rules) and run on the tensor's node; the program
+waits only at sync points (``to_local``, ``item``, printing, ``dist_send``,
+``synchronize``, event and stream queries). A failure on a worker is raised as
+``dtr.RemoteError`` at the next sync point that touches it. ``dtr.distributed`` is the
+process-group API for SPMD programs (torch.distributed's names); ``dtr.local`` makes
+tensors in this process. See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+import builtins as _builtins
+import os as _os
+from typing import Optional as _Optional, Sequence as _Sequence, Union as _Union
+
+from . import _dtr
+from ._dtr import (  # noqa: F401  (re-exported)
+    AuthenticationError,
+    DeviceError,
+    DTypeError,
+    Error,
+    Event,
+    Generator,
+    IndexError,
+    InvalidArgument,
+    LocalTensor,
+    OutOfMemory,
+    ProtocolError,
+    ReduceOp,
+    RemoteError,
+    ShapeError,
+    Stream,
+    Tensor,
+    TimeoutError,
+    TransportError,
+    WorkerLost,
+    all_gather,
+    all_reduce,
+    arange,
+    broadcast,
+    cuda_device_count,
+    cuda_unavailable_reason,
+    current_device,
+    current_node,
+    current_stream,
+    default_stream,
+    device_count,
+    dist_send,
+    dtype,
+    empty,
+    full,
+    is_master_worker_initialized,
+    linspace,
+    manual_seed,
+    memory_stats,
+    node_count,
+    node_info,
+    ones,
+    promote_types,
+    rand,
+    randn,
+    reduce_scatter,
+    set_device,
+    set_node,
+    set_stream,
+    synchronize,
+    zeros,
+)
+from . import local  # noqa: E402
+from ._contexts import device, node, stream  # noqa: E402,F401
+from ._paths import find_program  # noqa: E402,F401
+
+__version__ = "0.1.0"
+built_with_cuda = _dtr.built_with_cuda
+
+float32 = dtype.float32
+float64 = dtype.float64
+int32 = dtype.int32
+int64 = dtype.int64
+bool = dtype.bool  # noqa: A001  (torch.bool)
+float16 = dtype.float16
+bfloat16 = dtype.bfloat16
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+
+_local_workers = None  # LocalWorkers started by init_master_worker(local_workers=N)
+
+
+def _typed(name, dt):
+    def make(*shape: _builtins.int, node: _Optional[_builtins.int] = None,
+             device: _Optional[_builtins.int] = None) -> Tensor:
+        return Tensor(*shape, dtype=dt, node=node, device=device)
+
+    make.__name__ = make.__qualname__ = name
+    make.__doc__ = (f"An uninitialized {dt} tensor on the current node and device "
+                    "(or node=, device=).")
+    return make
+
+
+FloatTensor = _typed("FloatTensor", float32)
+DoubleTensor = _typed("DoubleTensor", float64)
+IntTensor = _typed("IntTensor", int32)
+LongTensor = _typed("LongTensor", int64)
+BoolTensor = _typed("BoolTensor", bool)
+HalfTensor = _typed("HalfTensor", float16)
+BFloat16Tensor = _typed("BFloat16Tensor", bfloat16)
+
+
+def _from_environment():
+    return any(_os.environ.get(v) for v in ("DTR_WORKERS", "DTR_LISTEN", "MASTER_ADDR"))
+
+
+def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
+                       listen: _Optional[str] = None, num_workers: _builtins.int = 0,
+                       local_workers: _Optional[_builtins.int] = None,
+                       connect_timeout: _Optional[_builtins.float] = None,
+                       sync_timeout: _Optional[_builtins.float] = None,
+                       heartbeat_timeout: _Optional[_builtins.float] = None,
+                       key_file: str = "", insecure: _builtins.bool = False,
+                       log_level: str = "warn") -> None:
+    """Starts the master-worker session.
+
+    workers: endpoints of running ``dtr-worker --listen`` daemons (a list, or one string
+    with commas); node k is workers[k]. listen/num_workers: listen for workers started with
+    ``dtr-worker --master``. local_workers=N: start N workers on loopback here (stopped by
+    shutdown_master_worker() or at exit). With none of them the environment decides
+    (DTR_WORKERS, DTR_LISTEN + DTR_NUM_WORKERS, or MASTER_ADDR/MASTER_PORT/WORLD_SIZE), and
+    where it names nothing two local workers are started. Timeouts are in seconds.
+    """
+    global _local_workers
+    if isinstance(workers, str):
+        workers = [w for w in workers.split(",") if w]
+    if workers is None and listen is None and local_workers is None and not _from_environment():
+        local_workers = 2
+    if local_workers is not None:
+        if workers is not None or listen is not None:
+            raise InvalidArgument(
+                "init_master_worker: local_workers= excludes workers= and listen=")
+        if is_master_worker_initialized():
+            raise InvalidArgument("init_master_worker: a session is already running")
+        started = _dtr.LocalWorkers(local_workers, find_program("dtr-worker"), log_level)
+        try:
+            _dtr._init_master_worker(list(started.endpoints), None, 0, connect_timeout,
+                                     sync_timeout, heartbeat_timeout, key_file, insecure)
+        except BaseException:
+            started.stop()
+            raise
+        _local_workers = started
+        return
+    _dtr._init_master_worker(None if workers is None else list(workers), listen, num_workers,
+                             connect_timeout, sync_timeout,
+                             heartbeat_timeout, key_file, insecure)
+
+
+def shutdown_master_worker() -> None:
+    """Ends the session (workers free its tensors) and stops the local workers, if any."""
+    global _local_workers
+    try:
+        _dtr.shutdown_master_worker()
+    finally:
+        if _local_workers is not None:
+            workers, _local_workers = _local_workers, None
+            workers.stop()
+
+
+def local_worker_endpoints() -> list:
+    """The endpoints of the workers init_master_worker(local_workers=N) started, or []."""
+    return list(_local_workers.endpoints) if _local_workers is not None else []
+
+
+def tensor(data, dtype=None, *, node: _Optional[_builtins.int] = None,
+           device: _Optional[_builtins.int] = None) -> Tensor:
+    """Sync point: a tensor on a node (default: the current one) holding a copy of `data`
+    (a LocalTensor, a numpy array or anything numpy.asarray takes; Python floats give
+    float32, as in torch)."""
+    return dist_send(local.tensor(data, dtype), node=node, device=device)
+
+
+def _tolist(self) -> list:
+    t = self.to_local() if isinstance(self, Tensor) else self
+    if t.dtype == bfloat16:
+        t = t.to(float32)
+    return t.numpy().tolist()
+
+
+Tensor.tolist = _tolist
+LocalTensor.tolist = _tolist
+
+
+@_atexit.register
+def _shutdown_at_exit():
+    if is_master_worker_initialized() or _local_workers is not None:
+        shutdown_master_worker()
+
+
+# `from dtr import *` and `python -m dtr`'s namespace: every public name except those that
+# would hide Python's builtins (dtr.int, dtr.float, dtr.bool, dtr.IndexError,
+# dtr.TimeoutError stay reachable as attributes).
+_SHADOWING = {"bool", "int", "float", "IndexError", "TimeoutError"}
+__all__ = sorted(k for k in globals() if not k.startswith("_") and k not in _SHADOWING)

@@ -1,0 +1,55 @@
+"""``python -m dtr``: Python's own REPL with dtr imported and a session running, against
+two local dtr-worker daemons (stopped on exit) or running workers (--connect), as
+dtr-repl does.
+
+    $ python -m dtr
+    >>> x = randn(4, 4)
+    >>> with node(1): y = ones(4)
+    >>> (x * 2).sum(1, keepdim=True)
+"""
+
+import argparse
+import code
+import sys
+
+import dtr
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m dtr", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2,
+                        help="local dtr-worker daemons to start (default 2)")
+    parser.add_argument("--connect", metavar="ENDPOINTS",
+                        help="comma-separated endpoints of running workers instead")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="bound on reaching the workers (default 60)")
+    parser.add_argument("--log-level", default="warn", help="--log-level of local workers")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no banner")
+    args = parser.parse_args(argv)
+    if args.connect:
+        dtr.init_master_worker(args.connect, connect_timeout=args.connect_timeout)
+    else:
+        dtr.init_master_worker(local_workers=args.workers, log_level=args.log_level,
+                               connect_timeout=args.connect_timeout)
+    namespace = {"dtr": dtr, "__name__": "__console__"}
+    namespace.update({k: getattr(dtr, k) for k in dtr.__all__})
+    try:
+        import readline
+        import rlcompleter  # noqa: F401  (tab completion of names)
+
+        readline.set_completer(rlcompleter.Completer(namespace).complete)
+        readline.parse_and_bind("tab: complete")
+    except ImportError:
+        pass
+    where = ", ".join(dtr.local_worker_endpoints()) or args.connect
+    banner = (f"dtr {dtr.__version__}: {dtr.node_count()} nodes ({where}); "
+              "dtr's names are imported (zeros, randn, node, ...). Ctrl-D quits.")
+    try:
+        code.interact(banner="" if args.quiet else banner, local=namespace, exitmsg="")
+    finally:
+        dtr.shutdown_master_worker()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

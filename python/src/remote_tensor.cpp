@@ -1,0 +1,204 @@
+// dtr.Tensor: a handle to a tensor on a worker (dtr::DistributedTensor), its sync points
+// (GIL released while they wait), copies between nodes and devices, and the creation
+// functions with node= and device= (dtr.zeros(3, node=1), dtr.FloatTensor(10, device=0)).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "tensor_methods.hpp"
+
+namespace dtr::python {
+
+namespace {
+
+using Tensor = DistributedTensor;
+using nb::arg;
+
+local::Tensor fetch(const Tensor& t) {
+  nb::gil_scoped_release nogil;
+  return t.to_local();
+}
+
+nb::object item(const Tensor& t) {
+  Scalar s;
+  {
+    nb::gil_scoped_release nogil;
+    s = t.item();
+  }
+  return from_scalar(s);
+}
+
+std::string text(const Tensor& t) {
+  if (!t.defined()) return "Tensor(undefined)";
+  nb::gil_scoped_release nogil;
+  return t.to_string();
+}
+
+// x.to(dtype) converts; x.to(k) (an int) copies to node k; x.to(node=k, device=d) too.
+Tensor to(const Tensor& t, nb::handle target, std::optional<int> node, std::optional<int> device) {
+  Tensor r = t;
+  if (!target.is_none()) {
+    if (!PyBool_Check(target.ptr()) && PyIndex_Check(target.ptr())) {
+      if (node) throw InvalidArgument("to(): the node given twice");
+      node = nb::cast<int>(target);
+    } else {
+      r = r.to(dtype_arg(target));
+    }
+  }
+  if (node) r = r.to(*node);
+  if (device) r = r.to_device(*device);
+  return r;
+}
+
+// Creation on the current node and device, or on node= / device= when given.
+template <typename F>
+void def_creation(nb::module_& m, const char* name, F&& make, const char* doc) {
+  m.def(
+      name,
+      [make](nb::args shape, nb::handle dtype, std::optional<int> node, std::optional<int> device) {
+        Shape s = shape_from_args(shape, "tensor");
+        DType t = dtype_arg(dtype);
+        return on_place(node, device, [&] { return make(s, t); });
+      },
+      arg("shape"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
+      arg("device") = nb::none(), doc);
+}
+
+void bind_creation(nb::module_& m) {
+  def_creation(
+      m, "empty", [](const Shape& s, DType t) { return empty(s, t); },
+      "An uninitialized tensor on the current node and device (or node=, device=).");
+  def_creation(
+      m, "zeros", [](const Shape& s, DType t) { return zeros(s, t); },
+      "A tensor of zeros on the current node and device (or node=, device=).");
+  def_creation(
+      m, "ones", [](const Shape& s, DType t) { return ones(s, t); },
+      "A tensor of ones on the current node and device (or node=, device=).");
+  m.def(
+      "full",
+      [](nb::handle size, nb::handle value, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device) {
+        Shape s = shape_from_args(nb::borrow<nb::args>(nb::make_tuple(size)), "full");
+        Scalar v = scalar_arg(value, "full");
+        DType t = dtype_arg(dtype);
+        return on_place(node, device, [&] { return full(s, v, t); });
+      },
+      arg("size"), arg("fill_value"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
+      arg("device") = nb::none());
+  m.def(
+      "arange",
+      [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device) {
+        Scalar start = b.is_none() ? Scalar(0) : scalar_arg(a, "arange");
+        Scalar end = b.is_none() ? scalar_arg(a, "arange") : scalar_arg(b, "arange");
+        Scalar s = scalar_arg(step, "arange");
+        return on_place(node, device, [&] {
+          Tensor r = arange(start, end, s);
+          return dtype.is_none() ? r : r.to(dtype_arg(dtype));
+        });
+      },
+      arg("start"), arg("end") = nb::none(), arg("step") = 1, arg("dtype") = nb::none(),
+      arg("node") = nb::none(), arg("device") = nb::none());
+  m.def(
+      "linspace",
+      [](double start, double end, int64_t steps, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device) {
+        DType t = dtype_arg(dtype);
+        return on_place(node, device, [&] { return linspace(start, end, steps, t); });
+      },
+      arg("start"), arg("end"), arg("steps"), arg("dtype") = DType::Float32,
+      arg("node") = nb::none(), arg("device") = nb::none());
+  for (bool normal : {false, true}) {
+    m.def(
+        normal ? "randn" : "rand",
+        [normal](nb::args shape, Generator* gen, nb::handle dtype, std::optional<int> node,
+                 std::optional<int> device) {
+          Shape s = shape_from_args(shape, normal ? "randn" : "rand");
+          DType t = dtype_arg(dtype);
+          return on_place(node, device, [&] {
+            if (gen) return normal ? randn(s, *gen, t) : rand(s, *gen, t);
+            return normal ? randn(s, t) : rand(s, t);
+          });
+        },
+        arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
+        arg("node") = nb::none(), arg("device") = nb::none(),
+        normal ? "Standard normal draws (the same seed gives the same values on any node)."
+               : "Uniform draws on [0, 1) (the same seed gives the same values on any node).");
+  }
+  m.def(
+      "dist_send",
+      [](nb::handle data, std::optional<int> node, std::optional<int> device) {
+        local::Tensor t = local_from_object(data);
+        nb::gil_scoped_release nogil;
+        return on_place(std::nullopt, device, [&] { return dist_send(t, node ? *node : -1); });
+      },
+      arg("data"), arg("node") = nb::none(), arg("device") = nb::none(),
+      "Sync point: copies a LocalTensor, numpy array or any DLPack/buffer object to a node "
+      "(default: the current one) and returns its handle.");
+}
+
+void bind_remote_methods(nb::class_<Tensor>& c) {
+  c.def("get_node", &Tensor::get_node);
+  c.def("get_device", &Tensor::get_device, "-1 for the node's CPU");
+  c.def_prop_ro("node", &Tensor::get_node);
+  c.def_prop_ro("device", &Tensor::get_device);
+  c.def_prop_ro("id", &Tensor::id);
+  c.def_prop_ro("is_defined", &Tensor::defined);
+  c.def("to_local", &fetch, "Sync point: the values, copied to this process.");
+  c.def("item", &item, "Sync point: the only element of a one-element tensor.");
+  c.def(
+      "numpy", [](const Tensor& t) { return nb::cast(fetch(t)).attr("numpy")(); },
+      "Sync point: to_local().numpy().");
+  c.def(
+      "__array__",
+      [](const Tensor& t, nb::handle dtype, nb::handle copy) {
+        return nb::cast(fetch(t)).attr("__array__")(dtype, copy);
+      },
+      arg("dtype") = nb::none(), arg("copy") = nb::none());
+  c.def("to", &to, arg("target") = nb::none(), arg("node") = nb::none(), arg("device") = nb::none(),
+        "to(dtype) converts; to(k) or to(node=k) copies to node k worker to worker; "
+        "to(device=d) moves to CUDA device d of the node (-1: its CPU). Never blocks.");
+  c.def("to_device", &Tensor::to_device, arg("device"));
+  c.def("cpu", &Tensor::cpu);
+  c.def("cuda", &Tensor::cuda, arg("device") = 0);
+  c.def("__repr__", &text, "Sync point: the values with node and device.");
+  c.def("__bool__", [](const Tensor& t) {
+    if (t.numel() != 1)
+      throw InvalidArgument("the truth value of a tensor with " + std::to_string(t.numel()) +
+                            " elements is ambiguous");
+    nb::gil_scoped_release nogil;
+    return t.item().to<bool>();
+  });
+  c.def("__float__", [](const Tensor& t) {
+    nb::gil_scoped_release nogil;
+    return t.item().to_double();
+  });
+  c.def("__int__", [](const Tensor& t) {
+    nb::gil_scoped_release nogil;
+    return t.item().to_int();
+  });
+}
+
+}  // namespace
+
+void bind_remote_tensor(nb::module_& m) {
+  nb::class_<Tensor> c(m, "Tensor",
+                       "A tensor on a worker: ops are checked here and run on its node, "
+                       "returning at once; to_local(), item() and printing are sync points.");
+  c.def(
+      "__init__",
+      [](Tensor* self, nb::args shape, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device) {
+        Shape s = shape_from_args(shape, "Tensor");
+        DType t = dtype_arg(dtype);
+        new (self) Tensor(on_place(node, device, [&] { return empty(s, t); }));
+      },
+      arg("shape"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
+      arg("device") = nb::none());
+  bind_tensor_methods(c, "Tensor");
+  bind_remote_methods(c);
+  bind_creation(m);
+}
+
+}  // namespace dtr::python

@@ -1,0 +1,434 @@
+// The methods and operators both tensor classes share (dtr.Tensor, a remote handle, and
+// dtr.LocalTensor), generated from the op table as TensorOps<T> generates the C++ ones:
+// every unary op with its in-place form, every binary op with tensor or number operands
+// and its in-place form, every reduction, the views, conversions, fills, indexing and
+// slicing, and Python's operators (+ - * / ** @, comparisons giving bool tensors, in-place
+// += -= *= /=, numbers on either side).
+//
+// Thread safety: as the bound type's; called with the GIL held. Nothing here blocks
+// except through the type's own calls (a remote op may wait for the I/O thread when 64 Ki
+// commands are queued for its node).
+#pragma once
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <deque>
+#include <limits>
+#include <vector>
+
+#include "bindings.hpp"
+
+namespace dtr::python {
+
+// The tensor `h` holds when it is a T, else nullptr.
+template <typename T>
+const T* tensor_of(nb::handle h) {
+  return nb::isinstance<T>(h) ? nb::inst_ptr<T>(h) : nullptr;
+}
+
+// `self op other` (or `other op self` when reflected) for a tensor or number operand;
+// NotImplemented for anything else, so Python tries the other operand's method.
+template <typename T>
+nb::object binary(OpId op, const T& self, nb::handle other, bool reflected) {
+  if (const T* o = tensor_of<T>(other))
+    return nb::cast(reflected ? o->apply(op, {}, &self) : self.apply(op, {}, o));
+  if (std::optional<Scalar> s = to_scalar(other)) {
+    OpAttrs a;
+    a.scalars[0] = *s;
+    a.scalar_first = reflected;
+    return nb::cast(self.apply(op, a, nullptr));
+  }
+  return nb::borrow(Py_NotImplemented);
+}
+
+// The method form: TypeError instead of NotImplemented.
+template <typename T>
+T binary_method(OpId op, const T& self, nb::handle other) {
+  if (const T* o = tensor_of<T>(other)) return self.apply(op, {}, o);
+  OpAttrs a;
+  a.scalars[0] = scalar_arg(other, op_def(op).name.data());
+  return self.apply(op, a, nullptr);
+}
+
+// A signature for the stubs (`nb::sig`), kept for the life of the module.
+inline const char* stub_sig(std::string text) {
+  static std::deque<std::string> kept;
+  return kept.emplace_back(std::move(text)).c_str();
+}
+
+// `self op= other`; returns self (the same Python object).
+template <typename T>
+nb::object binary_inplace(OpId op, nb::pointer_and_handle<T> self, nb::handle other) {
+  if (const T* o = tensor_of<T>(other)) {
+    self.p->apply_inplace(op, {}, o);
+  } else {
+    OpAttrs a;
+    a.scalars[0] = scalar_arg(other, op_def(op).name.data());
+    self.p->apply_inplace(op, a, nullptr);
+  }
+  return nb::borrow(self.h);
+}
+
+// x[index]: ints select (dropping the dim), slices slice (step > 0), None inserts a dim,
+// one Ellipsis stands for the dims not named. Views: they share x's storage.
+template <typename T>
+T index_view(const T& x, nb::handle index) {
+  std::vector<nb::handle> items;
+  if (nb::isinstance<nb::tuple>(index)) {
+    for (nb::handle h : nb::borrow<nb::tuple>(index)) items.push_back(h);
+  } else {
+    items.push_back(index);
+  }
+  auto is_int = [](nb::handle h) { return !PyBool_Check(h.ptr()) && PyIndex_Check(h.ptr()); };
+  int64_t consuming = 0, ellipses = 0;
+  for (nb::handle h : items) {
+    if (is_int(h) || PySlice_Check(h.ptr())) {
+      ++consuming;
+    } else if (h.ptr() == Py_Ellipsis) {
+      ++ellipses;
+    } else if (!h.is_none()) {
+      throw IndexError(std::string("only integers, slices, None and ... index a tensor, got ") +
+                       nb::type_name(h.type()).c_str() + " (no advanced indexing)");
+    }
+  }
+  if (ellipses > 1) throw IndexError("an index can only have one ellipsis ('...')");
+  if (consuming > x.dim())
+    throw IndexError("too many indices for a tensor of dimension " + std::to_string(x.dim()) +
+                     ": " + std::to_string(consuming));
+  T r = x;
+  int64_t d = 0;
+  for (nb::handle h : items) {
+    if (h.is_none()) {
+      r = r.unsqueeze(d++);
+    } else if (h.ptr() == Py_Ellipsis) {
+      d = r.dim() - consuming;  // the indices after it (`consuming` left) name the last dims
+    } else if (is_int(h)) {
+      nb::object i = nb::steal(PyNumber_Index(h.ptr()));
+      if (!i.is_valid()) throw nb::python_error();  // an __index__ that raised
+      r = r.select(d, nb::cast<int64_t>(i));
+      if (consuming > 0) --consuming;
+    } else {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+      if (step <= 0)
+        throw InvalidArgument("slice step must be positive, got " + std::to_string(step));
+      int64_t end = stop == PY_SSIZE_T_MAX ? std::numeric_limits<int64_t>::max() : stop;
+      r = r.slice(d++, start, end, step);
+      if (consuming > 0) --consuming;
+    }
+  }
+  return r;
+}
+
+// The nb::sig of a method that returns self: "def name(self<params>) -> cls" (the stubs
+// would say `object` otherwise).
+inline nb::sig self_sig(const std::string& cls, const char* name, const std::string& params) {
+  return nb::sig(stub_sig("def " + std::string(name) + "(self" + params + ") -> " + cls));
+}
+
+template <typename T>
+void bind_metadata(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  (void)cls;
+  // ---- metadata ----
+  c.def_prop_ro("dtype", [](const T& t) { return t.dtype(); })
+      .def_prop_ro("shape",
+                   [](const T& t) {
+                     nb::tuple shape = nb::steal<nb::tuple>(PyTuple_New(t.dim()));
+                     for (int64_t i = 0; i < t.dim(); ++i)
+                       PyTuple_SET_ITEM(shape.ptr(), i, PyLong_FromLongLong(t.shape()[i]));
+                     return shape;
+                   })
+      .def_prop_ro("ndim", [](const T& t) { return t.dim(); })
+      .def("dim", [](const T& t) { return t.dim(); })
+      .def("numel", [](const T& t) { return t.numel(); })
+      .def(
+          "size",
+          [](const T& t, std::optional<int64_t> d) -> nb::object {
+            if (d) return nb::int_(t.size(*d));
+            return nb::getattr(nb::cast(t), "shape");
+          },
+          arg("dim") = nb::none())
+      .def(
+          "stride",
+          [](const T& t, std::optional<int64_t> d) -> nb::object {
+            if (d) return nb::int_(t.strides()[wrap_dim("stride", *d, t.dim())]);
+            nb::list l;
+            for (int64_t s : t.strides()) l.append(s);
+            return nb::tuple(l);
+          },
+          arg("dim") = nb::none())
+      .def("is_contiguous", [](const T& t) { return t.is_contiguous(); })
+      .def("__len__", [](const T& t) {
+        if (t.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
+        return t.shape()[0];
+      });
+}
+
+template <typename T>
+void bind_elementwise(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  const std::string operand = ", other: " + cls + " | float | int | bool";
+  // ---- unary ops, name() and name_() ----
+#define DTR_PY_UNARY(name, code, kind, rule, sig, doc)                          \
+  c.def(                                                                        \
+      #name, [](const T& t) { return t.apply(OpId::name, {}, nullptr); }, doc); \
+  c.def(                                                                        \
+      #name "_",                                                                \
+      [](nb::pointer_and_handle<T> t) {                                         \
+        t.p->apply_inplace(OpId::name, {}, nullptr);                            \
+        return nb::borrow(t.h);                                                 \
+      },                                                                        \
+      self_sig(cls, #name "_", ""), "in place: " doc);
+  DTR_UNARY_OPS(DTR_PY_UNARY)
+#undef DTR_PY_UNARY
+
+  // ---- binary ops with a tensor or a number, and in place ----
+#define DTR_PY_BINARY(name, code, kind, rule, sig, doc)                                   \
+  c.def(                                                                                  \
+      #name, [](const T& t, nb::handle o) { return binary_method<T>(OpId::name, t, o); }, \
+      arg("other"), doc);                                                                 \
+  c.def(                                                                                  \
+      #name "_",                                                                          \
+      [](nb::pointer_and_handle<T> t, nb::handle o) {                                     \
+        return binary_inplace<T>(OpId::name, t, o);                                       \
+      },                                                                                  \
+      self_sig(cls, #name "_", operand), "in place: " doc);
+  DTR_BINARY_OPS(DTR_PY_BINARY)
+#undef DTR_PY_BINARY
+}
+
+template <typename T>
+void bind_reductions(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  (void)cls;
+  // ---- reductions: over everything, or over one dim ----
+#define DTR_PY_REDUCE(name, code, kind, rule, sig, doc)        \
+  c.def(                                                       \
+      #name,                                                   \
+      [](const T& t, std::optional<int64_t> d, bool keepdim) { \
+        return d ? t.name(*d, keepdim) : t.name();             \
+      },                                                       \
+      arg("dim") = nb::none(), arg("keepdim") = false, doc);
+  DTR_REDUCE_OPS(DTR_PY_REDUCE)
+#undef DTR_PY_REDUCE
+
+  c.def(
+      "norm",
+      [](const T& t, double p, std::optional<int64_t> d, bool keepdim) {
+        return d ? t.norm(p, *d, keepdim) : t.norm(p);
+      },
+      arg("p") = 2.0, arg("dim") = nb::none(), arg("keepdim") = false, "p-norm (p may be inf)");
+  c.def(
+      "var",
+      [](const T& t, std::optional<int64_t> d, bool keepdim, int64_t correction) {
+        return t.var(d, keepdim, correction);
+      },
+      arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1, "variance");
+  c.def(
+      "std",
+      [](const T& t, std::optional<int64_t> d, bool keepdim, int64_t correction) {
+        return t.std(d, keepdim, correction);
+      },
+      arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1, "standard deviation");
+  auto bound = [](nb::handle h) { return h.is_none() ? Scalar() : scalar_arg(h, "clamp"); };
+  c.def(
+      "clamp",
+      [bound](const T& t, nb::handle lo, nb::handle hi) { return t.clamp(bound(lo), bound(hi)); },
+      arg("min") = nb::none(), arg("max") = nb::none(), "limit values to [min, max]");
+  c.def(
+      "clamp_",
+      [bound](nb::pointer_and_handle<T> t, nb::handle lo, nb::handle hi) {
+        t.p->clamp_(bound(lo), bound(hi));
+        return nb::borrow(t.h);
+      },
+      arg("min") = nb::none(), arg("max") = nb::none(),
+      self_sig(cls, "clamp_", ", min: float | int | None = None, max: float | int | None = None"),
+      "in place: limit values to [min, max]");
+
+  // ---- linear algebra ----
+  c.def(
+      "matmul", [](const T& a, const T& b) { return a.matmul(b); }, arg("other"));
+  c.def(
+      "dot", [](const T& a, const T& b) { return a.dot(b); }, arg("other"));
+  c.def(
+      "mv", [](const T& a, const T& b) { return a.mv(b); }, arg("vec"));
+  c.def("__matmul__", [](const T& a, const T& b) { return a.matmul(b); });
+}
+
+template <typename T>
+void bind_views(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  (void)cls;
+  // ---- views ----
+  c.def("view", [](const T& t, nb::args shape) { return t.view(shape_from_args(shape, "view")); });
+  c.def("reshape",
+        [](const T& t, nb::args shape) { return t.reshape(shape_from_args(shape, "reshape")); });
+  c.def("expand",
+        [](const T& t, nb::args shape) { return t.expand(shape_from_args(shape, "expand")); });
+  c.def("permute",
+        [](const T& t, nb::args dims) { return t.permute(shape_from_args(dims, "permute")); });
+  c.def("flatten", [](const T& t) { return t.flatten(); });
+  c.def(
+      "transpose", [](const T& t, int64_t d0, int64_t d1) { return t.transpose(d0, d1); },
+      arg("dim0"), arg("dim1"));
+  c.def("t", [](const T& t) { return t.t(); });
+  c.def_prop_ro("T", [](const T& t) { return t.dim() < 2 ? t : t.transpose(0, 1); });
+  c.def(
+      "narrow",
+      [](const T& t, int64_t d, int64_t start, int64_t length) {
+        return t.narrow(d, start, length);
+      },
+      arg("dim"), arg("start"), arg("length"));
+  c.def(
+      "slice",
+      [](const T& t, int64_t d, int64_t start, std::optional<int64_t> end, int64_t step) {
+        return t.slice(d, start, end ? *end : std::numeric_limits<int64_t>::max(), step);
+      },
+      arg("dim"), arg("start") = 0, arg("end") = nb::none(), arg("step") = 1,
+      "python-style slice of one dim");
+  c.def(
+      "select", [](const T& t, int64_t d, int64_t i) { return t.select(d, i); }, arg("dim"),
+      arg("index"));
+  c.def(
+      "squeeze",
+      [](const T& t, std::optional<int64_t> d) { return d ? t.squeeze(*d) : t.squeeze(); },
+      arg("dim") = nb::none());
+  c.def(
+      "unsqueeze", [](const T& t, int64_t d) { return t.unsqueeze(d); }, arg("dim"));
+  c.def(
+      "__getitem__", [](const T& t, nb::handle index) { return index_view(t, index); },
+      arg("index").none());
+  c.def(
+      "__setitem__",
+      [](const T& t, nb::handle index, nb::handle value) {
+        T view = index_view(t, index);
+        if (const T* v = tensor_of<T>(value))
+          view.copy_(*v);
+        else
+          view.fill_(scalar_arg(value, "__setitem__"));
+      },
+      arg("index").none(), arg("value").none());
+}
+
+template <typename T>
+void bind_conversions_and_fills(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  // ---- conversions and fills ----
+  c.def("contiguous", [](const T& t) { return t.contiguous(); });
+  c.def(
+      "copy_",
+      [](nb::pointer_and_handle<T> t, const T& src) {
+        t.p->copy_(src);
+        return nb::borrow(t.h);
+      },
+      arg("src"), self_sig(cls, "copy_", ", src: " + cls));
+  c.def(
+      "fill_",
+      [](nb::pointer_and_handle<T> t, nb::handle v) {
+        t.p->fill_(scalar_arg(v, "fill_"));
+        return nb::borrow(t.h);
+      },
+      arg("value"), self_sig(cls, "fill_", ", value: float | int | bool"));
+  c.def(
+      "zero_",
+      [](nb::pointer_and_handle<T> t) {
+        t.p->zero_();
+        return nb::borrow(t.h);
+      },
+      self_sig(cls, "zero_", ""));
+  c.def(
+      "uniform_",
+      [](nb::pointer_and_handle<T> t, double from, double to, Generator* gen) {
+        if (gen)
+          t.p->uniform_(from, to, *gen);
+        else
+          t.p->uniform_(from, to);
+        return nb::borrow(t.h);
+      },
+      arg("from_") = 0.0, arg("to") = 1.0, arg("generator") = nb::none(),
+      self_sig(cls, "uniform_",
+               ", from_: float = 0.0, to: float = 1.0, generator: Generator | None = None"));
+  c.def(
+      "normal_",
+      [](nb::pointer_and_handle<T> t, double mean, double std, Generator* gen) {
+        if (gen)
+          t.p->normal_(mean, std, *gen);
+        else
+          t.p->normal_(mean, std);
+        return nb::borrow(t.h);
+      },
+      arg("mean") = 0.0, arg("std") = 1.0, arg("generator") = nb::none(),
+      self_sig(cls, "normal_",
+               ", mean: float = 0.0, std: float = 1.0, generator: Generator | None = None"));
+  c.def("float", [](const T& t) { return t.to(DType::Float32); });
+  c.def("double", [](const T& t) { return t.to(DType::Float64); });
+  c.def("int", [](const T& t) { return t.to(DType::Int32); });
+  c.def("long", [](const T& t) { return t.to(DType::Int64); });
+  c.def("bool", [](const T& t) { return t.to(DType::Bool); });
+  c.def("half", [](const T& t) { return t.to(DType::Float16); });
+  c.def("bfloat16", [](const T& t) { return t.to(DType::BFloat16); });
+}
+
+template <typename T>
+void bind_operators(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  (void)cls;
+  // ---- operators ----
+  struct Op {
+    const char* name;
+    OpId op;
+    bool reflected;
+  };
+  static const Op kOps[] = {{"__add__", OpId::add, false},     {"__radd__", OpId::add, true},
+                            {"__sub__", OpId::sub, false},     {"__rsub__", OpId::sub, true},
+                            {"__mul__", OpId::mul, false},     {"__rmul__", OpId::mul, true},
+                            {"__truediv__", OpId::div, false}, {"__rtruediv__", OpId::div, true},
+                            {"__pow__", OpId::pow, false},     {"__rpow__", OpId::pow, true},
+                            {"__eq__", OpId::eq, false},       {"__ne__", OpId::ne, false},
+                            {"__lt__", OpId::lt, false},       {"__le__", OpId::le, false},
+                            {"__gt__", OpId::gt, false},       {"__ge__", OpId::ge, false}};
+  for (const Op& o : kOps) {
+    OpId op = o.op;
+    bool reflected = o.reflected;
+    c.def(
+        o.name,
+        [op, reflected](const T& t, nb::handle other) {
+          return binary<T>(op, t, other, reflected);
+        },
+        arg("other").none(), nb::is_operator());
+  }
+  static const Op kInplace[] = {{"__iadd__", OpId::add, false},
+                                {"__isub__", OpId::sub, false},
+                                {"__imul__", OpId::mul, false},
+                                {"__itruediv__", OpId::div, false},
+                                {"__ipow__", OpId::pow, false}};
+  for (const Op& o : kInplace) {
+    OpId op = o.op;
+    c.def(
+        o.name,
+        [op](nb::pointer_and_handle<T> t, nb::handle other) {
+          return binary_inplace<T>(op, t, other);
+        },
+        arg("other").none(), nb::is_operator());
+  }
+  c.def("__neg__", [](const T& t) { return t.neg(); });
+  c.def("__abs__", [](const T& t) { return t.abs(); });
+  c.def("__pos__", [](nb::handle self) { return nb::borrow(self); });
+  // Comparisons give tensors, so hashing stays by identity, as in torch.
+  c.def("__hash__", [](nb::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); });
+}
+
+// Every method and operator of both tensor classes; `cls` names the class in the stubs.
+template <typename T>
+void bind_tensor_methods(nb::class_<T>& c, const std::string& cls) {
+  bind_metadata(c, cls);
+  bind_elementwise(c, cls);
+  bind_reductions(c, cls);
+  bind_views(c, cls);
+  bind_conversions_and_fills(c, cls);
+  bind_operators(c, cls);
+}
+
+}  // namespace dtr::python

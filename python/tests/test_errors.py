@@ -1,0 +1,109 @@
+"""dtr's errors as Python exceptions against real workers: RemoteError with the worker's
+report (op, tensor, node, device, cause), WorkerLost, connection failures, misuse."""
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import dtr
+
+
+def start_worker(*extra):
+    """One dtr-worker on 127.0.0.1 with extra options; returns (process, endpoint)."""
+    d = tempfile.mkdtemp()
+    f = os.path.join(d, "endpoint")
+    p = subprocess.Popen([dtr.find_program("dtr-worker"), "--listen", "tcp://127.0.0.1:*",
+                          "--endpoint-file", f, "--log-level", "error", *extra])
+    deadline = time.monotonic() + 20
+    while not (os.path.exists(f) and open(f).read().strip()):
+        assert time.monotonic() < deadline, "the worker did not report its endpoint"
+        assert p.poll() is None, "the worker exited"
+        time.sleep(0.02)
+    return p, open(f).read().strip()
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def test_the_hierarchy_mirrors_dtr_error():
+    assert issubclass(dtr.InvalidArgument, dtr.Error) and issubclass(dtr.Error, RuntimeError)
+    for cls in (dtr.ShapeError, dtr.DTypeError, dtr.IndexError):
+        assert issubclass(cls, dtr.InvalidArgument) and issubclass(cls, ValueError)
+    assert issubclass(dtr.WorkerLost, dtr.TransportError)
+    assert issubclass(dtr.AuthenticationError, dtr.TransportError)
+    for cls in (dtr.OutOfMemory, dtr.DeviceError, dtr.ProtocolError, dtr.TimeoutError,
+                dtr.RemoteError, dtr.TransportError):
+        assert issubclass(cls, dtr.Error)
+    assert dtr.RemoteError.__module__ == "dtr"
+
+
+def test_no_session_is_a_clear_error():
+    assert not dtr.is_master_worker_initialized()
+    with pytest.raises(dtr.InvalidArgument, match="init_master_worker"):
+        dtr.zeros(3)
+
+
+def test_unreachable_worker_times_out_naming_it():
+    with pytest.raises((dtr.TimeoutError, dtr.TransportError), match="127.0.0.1:1"):
+        dtr.init_master_worker(["tcp://127.0.0.1:1"], connect_timeout=0.5)
+    assert not dtr.is_master_worker_initialized()
+
+
+def test_remote_error_carries_the_workers_report():
+    p, endpoint = start_worker("--memory-limit", "1MiB")
+    try:
+        dtr.init_master_worker(endpoint)
+        big = dtr.zeros(1 << 20)  # 4 MiB: past the worker's limit
+        y = big + 1  # runs after its input failed
+        with pytest.raises(dtr.RemoteError) as e:
+            y.sum().item()
+        err = e.value
+        assert err.node == 0 and err.device == -1 and err.op == "sum"
+        assert err.cause_op == "full" and err.cause_tensor == big.id
+        assert "memory" in err.cause_message.lower() and "full producing tensor" in err.cause
+        assert "node 0 (cpu)" in str(err)
+        # The session goes on: other tensors work, and synchronize() reports each root once.
+        assert (dtr.ones(2) + 1).sum().item() == 4
+        with pytest.raises(dtr.RemoteError) as e2:
+            dtr.synchronize()
+        assert e2.value.op == "full" and e2.value.cause is None
+        dtr.synchronize()  # nothing left to report
+    finally:
+        dtr.shutdown_master_worker()
+        stop(p)
+
+
+def test_worker_lost_is_reported_and_other_nodes_go_on():
+    dtr.init_master_worker(local_workers=2, heartbeat_timeout=1.0)
+    try:
+        x1 = dtr.ones(3, node=1)
+        assert x1.sum().item() == 3
+        os.kill(dtr._local_workers.pids[1], signal.SIGKILL)
+        with pytest.raises(dtr.WorkerLost) as e:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                x1.sum().item()
+                time.sleep(0.05)
+        assert "node 1" in str(e.value) and isinstance(e.value, dtr.TransportError)
+        assert (dtr.ones(2) * 3).sum().item() == 6  # node 0 is unaffected
+    finally:
+        dtr.shutdown_master_worker()
+
+
+def test_undefined_and_misused_handles():
+    with pytest.raises(dtr.InvalidArgument, match="no master-worker session"):
+        dtr.synchronize()
+    with pytest.raises(TypeError, match="a shape is ints"):
+        dtr.local.zeros(2.5)
+    with pytest.raises(dtr.InvalidArgument, match="at most 12 dims"):
+        dtr.local.zeros(*([1] * 13))

@@ -1,0 +1,73 @@
+"""The examples (python/examples/: the seed documents' programs in Python) run as a user
+runs them, with their output checked."""
+
+import os
+import re
+
+from conftest import SOURCE_DIR, run_python
+
+EXAMPLES = os.path.join(SOURCE_DIR, "python", "examples")
+
+
+def example(name):
+    return os.path.join(EXAMPLES, name)
+
+
+def lines_of(r):
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.splitlines()
+
+
+def test_quickstart_with_its_own_workers():
+    out = lines_of(run_python([example("quickstart.py")]))
+    assert out == ["z.get_node(), z.get_device() == 0 -1", "a.get_node() == 1",
+                   "z.sum() = 1800.0", "b = " + str([5.5] * 10), "arr: (20, 20) float32 4.5"]
+
+
+def test_quickstart_under_dtr_exec_workers():
+    out = lines_of(run_python(["-m", "dtr.exec", "--workers", "2", "--timeout", "60",
+                               example("quickstart.py")]))
+    assert "z.sum() = 1800.0" in out and "a.get_node() == 1" in out
+
+
+def test_p2p_blocking_and_nonblocking():
+    out = lines_of(run_python(["-m", "dtr.exec", "-n", "4", "--timeout", "60", example("p2p.py")]))
+    for rank, blocking, nonblocking in [(0, 1.0, 2.0), (1, 0.0, 0.0), (2, 0.0, 0.0),
+                                        (3, 1.0, 2.0)]:
+        got = [line for line in out if line.startswith(f"[{rank}] Rank  {rank}  has data")]
+        assert got == [f"[{rank}] Rank  {rank}  has data  {blocking}",
+                       f"[{rank}] Rank  {rank}  has data  {nonblocking}"], out
+    assert "[0] Rank 0 started sending" in out and "[3] Rank 3 started receiving" in out
+
+
+def test_reduce_and_broadcast():
+    out = lines_of(run_python(["-m", "dtr.exec", "-n", "4", "--timeout", "60",
+                               example("reduce_broadcast.py")]))
+    values = set()
+    for rank in range(4):
+        (line,) = [x for x in out if x.startswith(f"[{rank}] rank {rank}:")]
+        assert "(the mean: True)" in line, line
+        values.add(line.split(":", 1)[1])
+    assert len(values) == 1, out  # every rank holds the same reduced and broadcast values
+
+
+def test_synchronous_sgd_keeps_replicas_identical_and_learns():
+    out = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120", example("sgd.py"),
+                               "--epochs", "6"], timeout=180))
+    digests = {re.search(r"parameters (\w+)", x).group(1) for x in out if "parameters" in x}
+    assert len(digests) == 1, out
+    for rank in range(2):
+        losses = [float(x.rsplit(":", 1)[1]) for x in out
+                  if x.startswith(f"[{rank}] Rank {rank}, epoch")]
+        assert len(losses) == 6 and losses[-1] < losses[0] / 5, losses
+
+
+def test_master_driven_sgd_matches_the_spmd_one_bit_for_bit():
+    spmd = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120",
+                                example("sgd.py"), "--epochs", "3"], timeout=180))
+    master = lines_of(run_python(["-m", "dtr.exec", "--workers", "2", "--timeout", "120",
+                                  example("master_sgd.py"), "--epochs", "3"], timeout=180))
+    spmd_digests = {x.rsplit(" ", 1)[1] for x in spmd if "parameters" in x}
+    master_digests = {x.rsplit(" ", 1)[1] for x in master if "parameters" in x}
+    assert len(master_digests) == 1 and master_digests == spmd_digests, (spmd, master)
+    assert "node 1, epoch 2: " in "\n".join(master)

@@ -1,0 +1,131 @@
+"""Ctrl-C (SIGINT, as a terminal sends it) during a blocking sync point raises
+KeyboardInterrupt promptly, and the session stays usable; the same for a process-group
+wait. Each case runs a program in a child process and signals it from here."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import dtr
+
+MASTER = r"""
+import sys, time, dtr
+dtr.init_master_worker(local_workers=1)
+x = dtr.randn(1024, 1024)
+for _ in range(80):
+    y = x.matmul(x)             # seconds of work queued on node 0's default stream
+print("waiting", flush=True)
+t = time.monotonic()
+try:
+    dtr.synchronize()           # blocks until every matmul has run
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted after %.2f s" % (time.monotonic() - t), flush=True)
+s = dtr.Stream.create(0)        # the default stream is still busy: use another one
+with dtr.stream(s):
+    print("usable", (dtr.ones(2) + 1).sum().item(), flush=True)
+try:
+    (x + 1).sum().item()        # behind the matmuls: interrupted again
+except KeyboardInterrupt:
+    print("interrupted again", flush=True)
+dtr.shutdown_master_worker()
+print("done", flush=True)
+"""
+
+SPMD = r"""
+import dtr, dtr.distributed as dist
+dist.init_process_group("zmq")
+t = dtr.local.zeros(1)
+print("waiting", flush=True)
+try:
+    dist.recv(t, src=1 - dist.get_rank())   # nobody sends
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+dist.barrier()                                 # the group still works
+print("usable", flush=True)
+dist.destroy_process_group()
+"""
+
+
+CONNECT = r"""
+import dtr
+print("connecting", flush=True)
+try:
+    dtr.init_master_worker(["tcp://127.0.0.1:1"], connect_timeout=60)  # nobody there
+except KeyboardInterrupt:
+    print("interrupted", dtr.is_master_worker_initialized(), flush=True)
+dtr.init_master_worker(local_workers=1)  # a later start works
+print("usable", (dtr.ones(2) * 2).sum().item(), flush=True)
+"""
+
+
+def wait_for_line(p, text, timeout=60):
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"no '{text}' in {lines}")
+
+
+def test_ctrl_c_interrupts_a_sync_point_and_the_session_stays_usable():
+    p = subprocess.Popen([sys.executable, "-c", MASTER], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(p, "waiting")
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        lines = wait_for_line(p, "interrupted after")
+        assert time.monotonic() - sent < 2.0, "KeyboardInterrupt came late"
+        assert "usable 4.0" in wait_for_line(p, "usable")[-1]
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        wait_for_line(p, "interrupted again")
+        rest = p.communicate(timeout=60)[0]
+        assert "done" in rest and p.returncode == 0, (lines, rest)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_ctrl_c_interrupts_a_process_group_wait():
+    cmd = [sys.executable, "-m", "dtr.exec", "-n", "2", "--timeout", "60", sys.executable, "-c",
+           SPMD]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(p, "waiting")
+        wait_for_line(p, "waiting")
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)  # dtr-exec forwards it to both ranks
+        out = p.communicate(timeout=60)[0]
+        lines = out.splitlines()
+        for rank in (0, 1):
+            assert f"[{rank}] interrupted" in lines and f"[{rank}] usable" in lines, out
+        # Both ranks ended normally; dtr-exec says it was interrupted (128 + SIGINT).
+        assert p.returncode == 130, (p.returncode, out)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_ctrl_c_interrupts_connecting():
+    p = subprocess.Popen([sys.executable, "-c", CONNECT], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(p, "connecting")
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        assert "interrupted False" in wait_for_line(p, "interrupted")[-1]
+        assert time.monotonic() - sent < 2.0, "KeyboardInterrupt came late"
+        out = p.communicate(timeout=60)[0]
+        assert "usable 4.0" in out and p.returncode == 0, out
+    finally:
+        if p.poll() is None:
+            p.kill()

@@ -1,0 +1,227 @@
+"""Local tensors: ops, operators, dtypes, indexing, numpy (buffer protocol, __array__),
+DLPack both ways, errors. No workers needed."""
+
+import numpy as np
+import pytest
+
+import dtr
+from dtr import local
+
+DTYPES = [(dtr.float32, np.float32), (dtr.float64, np.float64), (dtr.int32, np.int32),
+          (dtr.int64, np.int64), (dtr.bool, np.bool_), (dtr.float16, np.float16)]
+
+
+@pytest.mark.parametrize("dt,npdt", DTYPES)
+def test_numpy_round_trip_every_dtype_without_copy(dt, npdt):
+    a = (np.arange(12).reshape(3, 4) % 3).astype(npdt)
+    t = local.from_numpy(a)
+    assert t.dtype == dt and t.shape == (3, 4)
+    back = t.numpy()
+    assert back.dtype == npdt and np.array_equal(back, a)
+    # One memory: a write through numpy shows in the tensor and the other way round.
+    a[0, 0] = 1
+    assert t[0, 0].item() == 1
+    t.fill_(0)
+    assert not a.any() and not back.any()
+
+
+def test_buffer_protocol_and_array_interface():
+    t = local.arange(6).reshape(2, 3).float()
+    m = memoryview(t)
+    assert m.format == "f" and m.shape == (2, 3) and m.strides == (12, 4) and not m.readonly
+    assert np.asarray(t).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert np.array(t, dtype=np.float64).dtype == np.float64
+    # A transposed view: strided buffer, shared memory.
+    tt = t.t()
+    a = np.asarray(tt)
+    assert a.strides == (4, 12) and a.tolist() == [[0, 3], [1, 4], [2, 5]]
+    with pytest.raises(BufferError, match="contiguous"):
+        np.frombuffer(tt, dtype=np.float32)  # asks for a simple (contiguous) buffer
+    assert memoryview(local.zeros(2, dtype=dtr.float16)).format == "e"
+
+
+def test_dlpack_both_ways():
+    t = local.arange(5).float()
+    a = np.from_dlpack(t)
+    a[1] = 42
+    assert t[1].item() == 42.0
+    assert t.__dlpack_device__() == (1, 0)
+    back = local.from_dlpack(a)
+    back[2] = -1
+    assert t[2].item() == -1.0
+
+
+def test_bfloat16_through_dlpack():
+    t = local.tensor([1.5, -2.0, 3.25], dtype=dtr.bfloat16)
+    assert t.dtype == dtr.bfloat16
+    with pytest.raises(dtr.DTypeError, match="bfloat16"):
+        t.numpy()
+    with pytest.raises(BufferError, match="bfloat16"):
+        memoryview(t)
+    u = local.from_dlpack(t)  # through its __dlpack__ capsule: same memory
+    assert u.dtype == dtr.bfloat16
+    u[0] = 8
+    assert t[0].item() == 8.0
+    assert t.to(dtr.float32).tolist() == [8.0, -2.0, 3.25]
+
+
+def test_float16_maps_to_numpy_float16():
+    t = local.tensor([0.5, 65504.0], dtype=dtr.float16)
+    a = t.numpy()
+    assert a.dtype == np.float16 and a.tolist() == [0.5, 65504.0]
+
+
+def test_unsupported_arrays_are_refused_clearly():
+    with pytest.raises(dtr.DTypeError, match="uint8"):
+        local.from_numpy(np.zeros(3, dtype=np.uint8))
+    with pytest.raises(dtr.DTypeError, match="complex"):
+        local.from_numpy(np.zeros(3, dtype=np.complex64))
+    with pytest.raises(dtr.InvalidArgument, match="negative strides"):
+        local.from_numpy(np.arange(4.0)[::-1])
+    with pytest.raises(TypeError, match="expected a tensor"):
+        local.from_dlpack(object())
+
+
+def test_ops_operators_and_inplace_forms():
+    a = local.tensor([[1.0, 2.0], [3.0, 4.0]])
+    b = local.tensor([10.0, 20.0])
+    assert (a + b).tolist() == [[11, 22], [13, 24]]
+    assert (1 - a).tolist() == [[0, -1], [-2, -3]]
+    assert (a * 2).tolist() == [[2, 4], [6, 8]]
+    assert (a / 2).tolist() == [[0.5, 1], [1.5, 2]]
+    assert (2 / a)[0, 0].item() == 2.0
+    assert (a ** 2).tolist() == [[1, 4], [9, 16]]
+    assert (-a)[1, 1].item() == -4 and abs(-a)[1, 1].item() == 4
+    assert (a @ a).tolist() == [[7, 10], [15, 22]]
+    assert (a > 2).dtype == dtr.bool and (a > 2).tolist() == [[False, False], [True, True]]
+    assert (a == a).all() if hasattr(a, "all") else (a == a).sum().item() == 4
+    c = a.clone()
+    same = c.add_(1)
+    assert same is c and c.tolist() == [[2, 3], [4, 5]]
+    c += b
+    c -= 1
+    c *= 2
+    c /= 2
+    assert c.tolist() == [[11, 22], [13, 24]]
+    assert a.exp_() is a and abs(a[0, 0].item() - np.e) < 1e-6
+    assert a.sum().dtype == dtr.float32 and local.ones(3, dtype=dtr.int32).sum().dtype == dtr.int64
+    assert local.tensor([1, 2, 3]).dtype == dtr.int64
+    assert local.tensor([True, False]).dtype == dtr.bool
+
+
+def test_every_op_of_the_table_has_its_method():
+    for name, kind, inplace, _ in dtr._dtr._op_table():
+        if kind == "create":
+            assert hasattr(dtr, name) and hasattr(local, name), name
+            continue
+        assert hasattr(dtr.Tensor, name) and hasattr(dtr.LocalTensor, name), name
+        if inplace:
+            assert hasattr(dtr.Tensor, name + "_") and hasattr(dtr.LocalTensor, name + "_"), name
+
+
+def test_reductions_norms_and_moments():
+    a = local.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert a.sum().item() == 21 and a.sum(1).tolist() == [6, 15]
+    assert a.sum(0, keepdim=True).shape == (1, 3)
+    assert a.mean().item() == 3.5 and a.max().item() == 6 and a.argmin(1).tolist() == [0, 0]
+    assert abs(a.norm().item() - np.linalg.norm(np.arange(1, 7))) < 1e-5
+    assert abs(a.var().item() - np.var(np.arange(1, 7), ddof=1)) < 1e-5
+    assert abs(a.std(1, correction=0)[0].item() - np.std([1, 2, 3])) < 1e-6
+    assert a.clamp(2, 5).tolist() == [[2, 2, 3], [4, 5, 5]]
+    assert a.clamp(max=2).tolist()[1] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("index", [0, -1, (1, 2), slice(1, 3), (slice(None), 1),
+                                   (Ellipsis, 2), (None, 1), (1, None, slice(0, 4, 2)),
+                                   (slice(None, None, 2), Ellipsis), (slice(-2, None),)])
+def test_indexing_matches_numpy(index):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)[1:]  # also an offset view
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = local.from_numpy(a)
+    assert np.array_equal(t[index].numpy(), a[index])
+
+
+def test_setitem_and_iteration():
+    t = local.zeros(3, 4)
+    t[1] = 5
+    t[:, 2] = local.tensor([1.0, 2.0, 3.0])
+    assert t.tolist() == [[0, 0, 1, 0], [5, 5, 2, 5], [0, 0, 3, 0]]
+    assert [row.sum().item() for row in t] == [1, 17, 3]
+    assert len(t) == 3
+
+
+def test_bad_input_raises_the_matching_classes():
+    a, b = local.ones(2, 3), local.ones(4)
+    with pytest.raises(dtr.ShapeError) as e:
+        a + b
+    assert isinstance(e.value, dtr.InvalidArgument) and isinstance(e.value, ValueError)
+    assert "[2, 3]" in str(e.value) and "[4]" in str(e.value)
+    with pytest.raises(dtr.DTypeError) as e:
+        local.ones(2, dtype=dtr.int32).mean()
+    assert isinstance(e.value, TypeError)
+    with pytest.raises(dtr.IndexError) as e:
+        a[5]
+    assert isinstance(e.value, IndexError)
+    with pytest.raises(dtr.IndexError, match="too many indices"):
+        a[0, 0, 0]
+    with pytest.raises(dtr.IndexError, match="advanced indexing"):
+        a[[0, 1]]
+    with pytest.raises(dtr.InvalidArgument, match="ambiguous"):
+        bool(a)
+    with pytest.raises(TypeError):
+        a + "x"
+    with pytest.raises(TypeError, match="a number"):
+        a.fill_("x")
+    with pytest.raises(OverflowError):
+        a + 2**70
+    with pytest.raises(dtr.DTypeError, match="unknown dtype"):
+        local.zeros(2, dtype="uint7")
+    with pytest.raises(dtr.DeviceError):
+        local.ones(2).cuda() if not dtr.built_with_cuda else (_ for _ in ()).throw(
+            dtr.DeviceError("skip"))
+
+
+def test_scalars_from_numpy_and_dtype_names():
+    a = local.ones(2, dtype=dtr.int32)
+    assert (a + np.int64(2)).dtype == dtr.int32
+    assert (a + np.float32(0.5)).dtype == dtr.float32
+    assert (a * np.bool_(True)).tolist() == [1, 1]
+    assert local.zeros(2, dtype="float64").dtype == dtr.float64
+    assert local.zeros(2, dtype=np.float16).dtype == dtr.float16
+    assert local.zeros(2, dtype=float).dtype == dtr.float32
+    assert dtr.promote_types(dtr.float16, dtr.bfloat16) == dtr.float32
+
+
+def test_generators_make_the_same_values():
+    g1, g2 = dtr.Generator(7), dtr.Generator(7)
+    assert local.randn(5, generator=g1).tolist() == local.randn(5, generator=g2).tolist()
+    dtr.manual_seed(3)
+    x = local.rand(4)
+    dtr.manual_seed(3)
+    assert local.rand(4).tolist() == x.tolist()
+
+
+def test_hostile_index_objects_raise_their_own_errors():
+    class BadIndex:
+        def __index__(self):
+            raise ZeroDivisionError("bad __index__")
+
+    t = local.zeros(3, 3)
+    with pytest.raises(ZeroDivisionError):
+        t[BadIndex()]
+    with pytest.raises(ZeroDivisionError):
+        local.zeros(BadIndex())
+    with pytest.raises(TypeError):  # not a number, then: the operator gives up
+        t + BadIndex()
+    with pytest.raises(dtr.InvalidArgument, match="step must be positive"):
+        t[::-1]
+
+
+def test_read_only_arrays_are_copied_not_written():
+    a = np.frombuffer(b"\x00\x00\x80\x3f" * 4, dtype=np.float32)  # read-only memory
+    t = local.from_numpy(a)
+    t += 1
+    assert t.tolist() == [2.0] * 4 and a.tolist() == [1.0] * 4
+    w = np.arange(4.0)
+    local.from_numpy(w).add_(1)  # writable: shared
+    assert w.tolist() == [1.0, 2.0, 3.0, 4.0]

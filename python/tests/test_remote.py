@@ -1,0 +1,237 @@
+"""Remote tensors against two real workers: every op of the table against the local
+kernels, operators and in-place forms, indexing, every dtype in and out, constructors
+with node= and device=, the with blocks, streams and events, copies and collectives
+between nodes, memory stats, node_info, and that sync points release the GIL."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dtr
+from dtr import local
+
+DATA = np.array([[0.5, -1.25, 2.0], [3.0, -0.75, 1.5]], dtype=np.float32)
+
+
+def table(kind):
+    return [(n, inplace) for n, k, inplace, _ in dtr._dtr._op_table() if k == kind]
+
+
+@pytest.mark.parametrize("name,inplace", table("unary"))
+def test_unary_ops_match_the_local_kernels(session, name, inplace):
+    x, lx = dtr.tensor(DATA), local.tensor(DATA)
+    want = getattr(lx, name)().numpy()
+    np.testing.assert_allclose(getattr(x, name)().numpy(), want, rtol=1e-6, equal_nan=True)
+    if inplace:
+        assert getattr(x, name + "_")() is x
+        np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,inplace", table("binary"))
+def test_binary_ops_match_the_local_kernels(session, name, inplace):
+    x, y = dtr.tensor(DATA), dtr.tensor(DATA[1] * 2)
+    lx, ly = local.tensor(DATA), local.tensor(DATA[1] * 2)
+    np.testing.assert_allclose(getattr(x, name)(y).numpy(), getattr(lx, name)(ly).numpy(),
+                               rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(getattr(x, name)(2).numpy(), getattr(lx, name)(2).numpy(),
+                               rtol=1e-6, equal_nan=True)
+    if inplace and getattr(lx, name)(ly).dtype == dtr.float32:
+        assert getattr(x, name + "_")(y) is x
+        np.testing.assert_allclose(x.numpy(), getattr(lx, name)(ly).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,_", table("reduce"))
+def test_reductions_match_the_local_kernels(session, name, _):
+    x, lx = dtr.tensor(DATA), local.tensor(DATA)
+    assert getattr(x, name)().item() == pytest.approx(getattr(lx, name)().item())
+    np.testing.assert_allclose(getattr(x, name)(1, keepdim=True).numpy(),
+                               getattr(lx, name)(1, keepdim=True).numpy(), rtol=1e-6)
+
+
+def test_other_ops_and_operators(session):
+    x, lx = dtr.tensor(DATA), local.tensor(DATA)
+    m = dtr.tensor(np.eye(3, dtype=np.float32) * 2)
+    assert (x @ m).tolist() == (lx * 2).tolist()
+    assert x.mv(dtr.ones(3)).tolist() == lx.sum(1).tolist()
+    assert x[0].dot(x[1]).item() == pytest.approx(float(DATA[0] @ DATA[1]))
+    assert x.norm(1).item() == pytest.approx(np.abs(DATA).sum())
+    assert x.clamp(-1, 1).tolist() == lx.clamp(-1, 1).tolist()
+    assert (1 + x - 2 * x / 4).tolist() == (1 + lx - 2 * lx / 4).tolist()
+    assert (x >= 1).tolist() == (lx >= 1).tolist() and (x != x).sum().item() == 0
+    assert x.view(3, 2).shape == (3, 2) and x.reshape(-1).shape == (6,)
+    assert x.transpose(0, 1).tolist() == DATA.T.tolist() and x.T.shape == (3, 2)
+    assert x.permute(1, 0).contiguous().is_contiguous()
+    assert x.unsqueeze(0).squeeze().shape == (2, 3) and x.flatten().shape == (6,)
+    assert x.narrow(1, 1, 2).tolist() == DATA[:, 1:3].tolist()
+    assert x.expand(4, 2, 3).shape == (4, 2, 3)
+    assert x.to(dtr.int64).dtype == dtr.int64 and x.long().tolist() == DATA.astype(int).tolist()
+    y = dtr.zeros(2, 3)
+    assert y.copy_(x) is y and y.tolist() == DATA.tolist()
+    r = dtr.empty(1000).uniform_(2, 3, generator=dtr.Generator(1))
+    assert 2 <= r.min().item() and r.max().item() < 3
+    assert dtr.empty(10).normal_(generator=dtr.Generator(1)).tolist() == \
+        local.empty(10).normal_(generator=dtr.Generator(1)).tolist()
+
+
+def test_indexing_and_assignment(session):
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x = dtr.tensor(a)
+    for index in [1, (1, 2), (slice(None), 2), (Ellipsis, 1), (None, 0, slice(1, 4, 2))]:
+        assert x[index].numpy().tolist() == a[index].tolist()
+    x[0, 1] = -1
+    x[2] = dtr.ones(4, 5)
+    a[0, 1] = -1
+    a[2] = 1
+    assert x.numpy().tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("dt", [dtr.float32, dtr.float64, dtr.int32, dtr.int64, dtr.bool,
+                                dtr.float16, dtr.bfloat16])
+def test_every_dtype_in_and_out(session, dt):
+    values = local.tensor([[0, 1, 2], [3, 0, 1]]).to(dt)
+    x = dtr.dist_send(values)
+    assert x.dtype == dt
+    assert x.to_local().to(dtr.float64).tolist() == values.to(dtr.float64).tolist()
+    assert (x + x).to_local().dtype == (values + values).dtype
+
+
+def test_constructors_with_node_and_device(session):
+    a = dtr.FloatTensor(10, node=1)
+    assert (a.get_node(), a.get_device(), a.dtype, a.shape) == (1, -1, dtr.float32, (10,))
+    assert dtr.LongTensor(2, 3).dtype == dtr.int64 and dtr.BoolTensor(1).get_node() == 0
+    assert dtr.HalfTensor(2).dtype == dtr.float16 and dtr.BFloat16Tensor(2).dtype == dtr.bfloat16
+    assert dtr.zeros(3, node=1, device=-1).get_node() == 1
+    assert dtr.full((2, 2), 7, dtype=dtr.int32, node=1).tolist() == [[7, 7], [7, 7]]
+    assert dtr.arange(5, node=1).tolist() == [0, 1, 2, 3, 4]
+    assert dtr.linspace(0, 1, 3).tolist() == [0, 0.5, 1]
+    assert dtr.tensor([1.5, 2.5], node=1).get_node() == 1
+    with pytest.raises(dtr.IndexError, match="no CUDA device 1"):
+        dtr.FloatTensor(10, device=1)
+    with pytest.raises(dtr.IndexError, match="node 5 does not exist"):
+        dtr.zeros(1, node=5)
+    assert dtr.current_node() == 0 and dtr.current_device() == -1  # restored after errors
+
+
+def test_node_and_device_with_blocks(session):
+    with dtr.node(1):
+        a = dtr.FloatTensor(10)
+        with dtr.node(0):
+            b = dtr.ones(1)
+        c = dtr.zeros(1)
+    assert (a.get_node(), b.get_node(), c.get_node(), dtr.current_node()) == (1, 0, 1, 0)
+    with dtr.device(-1):
+        assert dtr.current_device() == -1
+    with pytest.raises(dtr.IndexError):
+        with dtr.node(7):
+            pass
+    assert dtr.current_node() == 0
+    with pytest.raises(dtr.InvalidArgument, match="different nodes|node"):
+        a + b
+
+
+def test_streams_and_events(session):
+    s = dtr.Stream.create(1)
+    assert s.node == 1 and not s.is_default and s != dtr.default_stream(1)
+    start, done = dtr.Event(enable_timing=True), dtr.Event(enable_timing=True)
+    with dtr.stream(s):
+        assert dtr.current_stream(1) == s and dtr.current_node() == 1
+        x = dtr.randn(256, 256)
+        start.record()
+        y = x.matmul(x)
+        done.record()
+    assert dtr.current_node() == 0 and dtr.current_stream(1) == dtr.default_stream(1)
+    dtr.current_stream(0).wait_event(done)  # node 0 waits for node 1's event, worker to worker
+    z = y.to(0) + 1
+    done.synchronize()
+    assert done.query() and done.node == 1 and start.elapsed_time(done) >= 0
+    assert z.to_local().tolist() == (y.to_local() + 1).tolist()
+    s.synchronize()
+    assert s.query()
+
+
+def test_copies_and_collectives_between_nodes(session):
+    x = dtr.arange(6, dtype=dtr.float32)
+    y = x.to(1) * 2
+    assert y.get_node() == 1 and y.tolist() == [0, 2, 4, 6, 8, 10]
+    assert x.to(node=1).get_node() == 1
+    parts = [dtr.ones(4), dtr.full(4, 3.0, node=1)]
+    dtr.all_reduce(parts, dtr.ReduceOp.AVG)
+    assert parts[0].tolist() == [2] * 4 and parts[1].tolist() == [2] * 4
+    parts = [dtr.zeros(2), dtr.full(2, 5.0, node=1)]
+    dtr.broadcast(parts, 1)
+    assert parts[0].tolist() == [5, 5]
+    g = dtr.all_gather([dtr.zeros(2), dtr.ones(2, node=1)])
+    assert [t.get_node() for t in g] == [0, 1] and g[0].tolist() == [[0, 0], [1, 1]]
+    rs = dtr.reduce_scatter([dtr.ones(4), dtr.ones(4, node=1)])
+    assert rs[1].tolist() == [2, 2] and rs[1].get_node() == 1
+    with pytest.raises(dtr.InvalidArgument):
+        dtr.all_reduce([dtr.ones(2), dtr.ones(2)])  # both on node 0
+
+
+def test_memory_stats_and_node_info(session):
+    before = dtr.memory_stats(1)
+    x = dtr.zeros(1 << 20, node=1)
+    dtr.synchronize(1)
+    after = dtr.memory_stats(1)
+    assert after["bytes_in_use"] >= before["bytes_in_use"] + 4 * (1 << 20)
+    assert after["live_tensors"] >= 1 and after["peak_bytes"] >= after["bytes_in_use"]
+    info = dtr.node_info(1)
+    assert ":" in info["worker"] and info["threads"] >= 1 and info["cpu_total_memory"] > 0
+    assert info["cuda_devices"] == [] or dtr.device_count(1) == len(info["cuda_devices"])
+    del x
+    assert dtr.local.memory_stats()["bytes_in_use"] >= 0
+
+
+def test_numpy_and_printing_of_remote_tensors(session):
+    x = dtr.tensor(DATA)
+    assert np.asarray(x).tolist() == DATA.tolist() and x.numpy().dtype == np.float32
+    text = repr(x)
+    assert "node=0" in text and "device=cpu" in text
+    assert float(x[0, 0]) == 0.5 and int(x[1, 0]) == 3 and bool(x[1, 0])
+
+
+def test_sync_points_release_the_gil(session):
+    x = dtr.randn(512, 512)
+    for _ in range(10):
+        x = x.matmul(x) / 512  # a few hundred ms of worker time
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    begin = time.perf_counter()
+    x.sum().item()
+    end = time.perf_counter()
+    stop.set()
+    t.join()
+    during = [v for v in ticks if begin < v < end]
+    assert end - begin > 0.02, "the wait was too short to tell"
+    assert len(during) >= 5, f"the other thread ran {len(during)} times in {end - begin:.3f} s"
+
+
+def test_cuda_calls(session):
+    """Runs where the workers have a CUDA device (the GPU pass, scripts/gpu-check.sh);
+    elsewhere it checks that the calls say why they cannot run."""
+    if dtr.device_count(0) == 0:
+        with pytest.raises((dtr.IndexError, dtr.DeviceError), match="CUDA|cuda"):
+            dtr.ones(2).cuda()
+        if not dtr.built_with_cuda:
+            with pytest.raises(dtr.DeviceError, match="without CUDA"):
+                local.ones(2).cuda()
+        pytest.skip("no CUDA device on the workers")
+    x = dtr.tensor(DATA)
+    g = x.cuda(0)
+    assert (g.get_node(), g.get_device()) == (0, 0)
+    assert (g * 2 + 1).cpu().tolist() == (x * 2 + 1).tolist()
+    with dtr.device(0):
+        h = dtr.ones(3)
+    assert h.get_device() == 0 and dtr.FloatTensor(3, device=0).get_device() == 0
+    assert dtr.memory_stats(0, 0)["bytes_in_use"] > 0
+    assert g.to(1).get_device() == -1  # staged through the hosts to node 1's CPU

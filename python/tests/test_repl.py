@@ -1,0 +1,57 @@
+"""python -m dtr: Python's REPL with dtr imported against two local workers, stopped on
+exit; and its --connect mode."""
+
+import os
+import socket
+import subprocess
+
+from conftest import run_python
+
+SCRIPT = """\
+x = ones(3) * 2
+print("sum", x.sum().item())
+with node(1): y = zeros(2)
+
+print("node", y.get_node(), node_count())
+print("endpoints", ",".join(dtr.local_worker_endpoints()))
+print("builtins", int("3") + 1, float("2"), bool(0), dtr.int is dtr.int32)
+"""
+
+
+def port_open(endpoint):
+    host, port = endpoint.replace("tcp://", "").rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_repl_with_local_workers_stops_them_on_exit():
+    r = run_python(["-m", "dtr"], input=SCRIPT, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sum 6.0" in r.stdout and "node 1 2" in r.stdout
+    assert "builtins 4 2.0 False True" in r.stdout  # dtr's names hide no builtin
+    assert "2 nodes" in r.stderr  # the banner
+    endpoints = next(x for x in r.stdout.splitlines() if "endpoints" in x).split()[-1]
+    for e in endpoints.split(","):
+        assert e.startswith("tcp://127.0.0.1:") and not port_open(e), e
+
+
+def test_repl_connects_to_running_workers():
+    import dtr
+
+    workers = dtr._dtr.LocalWorkers(2, dtr.find_program("dtr-worker"))
+    try:
+        r = run_python(["-m", "dtr", "-q", "--connect", ",".join(workers.endpoints)],
+                       input="print('nodes', node_count(), randn(2, 2).shape)\n", timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "nodes 2 (2, 2)" in r.stdout
+    finally:
+        workers.stop()
+
+
+def test_repl_reports_a_bad_endpoint():
+    r = run_python(["-m", "dtr", "--connect", "tcp://127.0.0.1:1", "--connect-timeout", "0.5"],
+                   input="", timeout=60)
+    assert r.returncode != 0 and "127.0.0.1:1" in r.stderr
