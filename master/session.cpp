@@ -338,9 +338,8 @@ void MasterSession::after_enqueue(Node& n, size_t queued, bool wake_io) {
   // a `true` seen here is still flushed.)
   if (!work_pending_.load()) work_pending_.store(true);
   // The I/O thread or a requester holding the I/O may sleep (both watch the wake fd).
-  if (wake_io && ((sleeping_.load() && sleeping_.exchange(false)) ||
-                  (holder_sleeping_.load() && holder_sleeping_.exchange(false))))
-    wake();
+  if (wake_io && sleeping_.load() && sleeping_.exchange(false)) wake();
+  if (wake_io && holder_sleeping_.load() && holder_sleeping_.exchange(false)) wake();
   if (queued >= kBackpressureCommands) {
     // The I/O thread flushes it (woken here even for a caller that flushes itself).
     if (sleeping_.exchange(false)) wake();
@@ -559,6 +558,7 @@ void MasterSession::send_to(Node& node, std::string header,
 }
 
 void MasterSession::flush_all() {
+  last_flush_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   for (auto& node : nodes_) {
     std::string header;
     std::vector<local::Tensor> payloads;
@@ -617,17 +617,16 @@ void MasterSession::wait_sockets(std::chrono::milliseconds timeout, bool with_wa
 void MasterSession::io_loop() {
   // While callers keep it busy sending, replies and heartbeats are still read this often.
   constexpr auto kBusyService = std::chrono::milliseconds(20);
-  // In a burst (commands queued again within this of the last flush), the next flush waits
-  // until this long after the last one, so that each message carries more commands.
-  constexpr auto kCork = std::chrono::microseconds(30);
-  prctl(PR_SET_TIMERSLACK, 1000UL);  // that wait, to the microsecond (this thread only)
-  Clock::time_point serviced = Clock::now(), flushed = serviced;
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // the cork's wait, to the microsecond (this thread only)
+  Clock::time_point serviced = Clock::now();
   while (true) {
     // A requester holding the I/O (hold_io) flushes and reads for everyone meanwhile:
     // this thread never waits for the lock, and sleeps away from the sockets then.
     if (work_pending_.load()) {
-      if (Clock::now() - flushed < kCork) std::this_thread::sleep_until(flushed + kCork);
-      flushed = Clock::now();
+      // In a burst (work again within kCork of the last flush), the flush waits until kCork
+      // after the last one, so that a message carries more commands.
+      Clock::time_point last(Clock::duration(last_flush_.load(std::memory_order_relaxed)));
+      if (Clock::now() < last + kCork) std::this_thread::sleep_until(last + kCork);
       std::unique_lock lock(io_mu_, std::try_to_lock);
       if (lock.owns_lock()) {
         Clock::time_point now = Clock::now();

@@ -144,6 +144,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and
   // holds the caller at the backpressure limit.
   void after_enqueue(Node& n, size_t queued, bool wake_io);
+  // In a burst of commands, the I/O thread's next flush waits until this long after the
+  // last one (io_loop).
+  static constexpr std::chrono::microseconds kCork{30};
 
   MasterOptions options_;
   zmq::context_t context_;
@@ -181,6 +184,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> sleeping_{false};         // the I/O thread sleeps
   std::atomic<bool> holder_sleeping_{false};  // a requester holding the I/O sleeps
   std::atomic<bool> holder_{false};           // a requester holds the I/O (hold_io)
+  std::atomic<Clock::rep> last_flush_{0};     // when flush_all last ran (steady clock)
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;
