@@ -24,6 +24,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int64_t kMaxMessageBytes = int64_t{16} << 30;
+// On a heartbeat connection nothing but heartbeats (a few bytes) is expected.
+constexpr int64_t kMaxBeatBytes = int64_t{64} << 10;
 constexpr size_t kMaxFrames = protocol::kMaxPayloadFrames + 2;
 // A user thread that has queued this many commands for one node waits for the I/O thread.
 constexpr size_t kBackpressureCommands = size_t{1} << 16;
@@ -79,17 +81,6 @@ protocol::HelloReply check_hello_reply(const protocol::Received& msg, size_t fir
   return r;
 }
 
-std::string random_routing_id() {
-  std::random_device rd;
-  std::string id(16, '\0');
-  for (size_t i = 0; i < id.size(); i += 4) {
-    uint32_t r = rd();
-    std::memcpy(id.data() + i, &r, 4);
-  }
-  id[0] = static_cast<char>(id[0] | 1);  // ids starting with a zero byte are ZeroMQ's own
-  return id;
-}
-
 }  // namespace
 
 MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {
@@ -130,7 +121,10 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   if (s->router_) {
     watch(*s->router_);
   } else {
-    for (auto& node : s->nodes_) watch(*node->dealer);
+    for (auto& node : s->nodes_) {
+      watch(*node->dealer);
+      watch(*node->beat);
+    }
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
   return s;
@@ -150,7 +144,8 @@ void MasterSession::connect_workers() {
     // A random 128-bit routing id: the worker's ROUTER hands a connection's session over
     // to a client presenting the same id, so it must not be guessable (ZeroMQ's own ids
     // are a counter).
-    node->dealer->set(zmq::sockopt::routing_id, random_routing_id());
+    node->identity = protocol::random_routing_id();
+    node->dealer->set(zmq::sockopt::routing_id, node->identity);
     guard_->client(*node->dealer, endpoint, fmt::format("worker (node {})", node->index));
     watches.push_back(std::make_unique<security::HandshakeWatch>(
         context_, *node->dealer, guard_->curve(), fmt::format("worker {}", endpoint)));
@@ -187,6 +182,7 @@ void MasterSession::connect_workers() {
         continue;
       }
       node->hello = check_hello_reply(*msg, 0, node->endpoint);
+      open_beat(*node, deadline);
       break;
     }
   }
@@ -225,6 +221,7 @@ void MasterSession::accept_workers() {
     } catch (const ProtocolError&) {
       continue;  // not a dtr worker; ignore it
     }
+    if (node_of_identity_.count(identity)) continue;  // an accepted worker's, until Setup
     if (type == MsgType::Heartbeat && !greeted[identity]) {
       greeted[identity] = true;
       protocol::send_message(*router_, &identity, hello, {});
@@ -236,6 +233,7 @@ void MasterSession::accept_workers() {
       node->hello = check_hello_reply(*msg, 1, node->endpoint);
       node->endpoint = fmt::format("{} ({})", node->hello.worker, options_.listen);
       node_of_identity_[identity] = static_cast<int>(nodes_.size());
+      node_of_identity_[protocol::beat_identity(identity)] = static_cast<int>(nodes_.size());
       nodes_.push_back(std::move(node));
     }
   }
@@ -512,6 +510,46 @@ void MasterSession::check_alive(int node) const {
   if (n.lost.load()) throw WorkerLost(n.lost_reason);
 }
 
+void MasterSession::open_beat(Node& node, Clock::time_point deadline) {
+  std::string peer = fmt::format("worker {} (its heartbeat connection)", node.endpoint);
+  try {
+    node.beat = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    protocol::configure_socket(*node.beat, kMaxBeatBytes);
+    node.beat->set(zmq::sockopt::routing_id, protocol::beat_identity(node.identity));
+    guard_->client(*node.beat, node.endpoint, fmt::format("worker (node {})", node.index));
+    // Up before the session starts, so that closing it never cuts a handshake short (the
+    // worker would log that as a failed handshake).
+    security::HandshakeWatch watch(context_, *node.beat, guard_->curve(), peer);
+    node.beat->connect(node.endpoint);
+    while (true) {
+      if (std::string why = watch.failure(); !why.empty())
+        throw TransportError(fmt::format("cannot start the session: {}", why));
+      if (watch.succeeded()) return;
+      if (Clock::now() >= deadline)
+        throw TimeoutError(fmt::format("{} did not come up within {} ms", peer,
+                                       options_.connect_timeout.count()));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  } catch (const zmq::error_t& e) {
+    throw TransportError(fmt::format("cannot open the heartbeat connection to {}: {}",
+                                     node.endpoint, e.what()));
+  }
+}
+
+void MasterSession::send_beat(Node& node) {
+  std::string beat = protocol::encode_heartbeat();
+  // A DEALER queues it until its connection is up (its queue has no limit: one message
+  // per heartbeat interval, for at most the heartbeat timeout).
+  if (node.beat) {
+    (void)protocol::send_message(*node.beat, nullptr, std::move(beat), {});
+    return;
+  }
+  // Listen mode: the worker's heartbeat connection, or its data connection until that one
+  // is up.
+  const std::string to = protocol::beat_identity(node.identity);
+  if (!protocol::send_message(*router_, &to, beat, {})) send_to(node, std::move(beat), {});
+}
+
 void MasterSession::liveness(Clock::time_point now) {
   for (auto& node : nodes_) {
     if (node->lost.load()) continue;
@@ -526,7 +564,7 @@ void MasterSession::liveness(Clock::time_point now) {
   if (now < next_heartbeat_) return;
   next_heartbeat_ = now + options_.heartbeat;
   for (auto& node : nodes_)
-    if (!node->lost.load()) send_to(*node, protocol::encode_heartbeat(), {});
+    if (!node->lost.load()) send_beat(*node);
 }
 
 void MasterSession::fail_node(int node, const std::string& why) {
@@ -576,7 +614,10 @@ void MasterSession::receive_all() {
   if (router_) {
     receive(*router_, -1);
   } else {
-    for (auto& node : nodes_) receive(*node->dealer, node->index);
+    for (auto& node : nodes_) {
+      receive(*node->dealer, node->index);
+      receive(*node->beat, node->index);
+    }
   }
 }
 
@@ -598,7 +639,7 @@ bool MasterSession::input_waiting() {
   };
   if (router_) return has(*router_);
   for (auto& node : nodes_)
-    if (node->dealer && has(*node->dealer)) return true;
+    if ((node->dealer && has(*node->dealer)) || (node->beat && has(*node->beat))) return true;
   return false;
 }
 
@@ -672,7 +713,10 @@ void MasterSession::io_loop() {
   for (auto& node : nodes_)
     if (node->dealer) node->dealer->set(zmq::sockopt::linger, 1000);
   if (router_) router_->set(zmq::sockopt::linger, 1000);
-  for (auto& node : nodes_) node->dealer.reset();
+  for (auto& node : nodes_) {
+    node->dealer.reset();
+    node->beat.reset();
+  }
   router_.reset();
 }
 

@@ -96,8 +96,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   struct Node {
     int index = 0;
     std::string endpoint;
-    std::string identity;                   // listen mode: the worker's ROUTER identity
-    std::unique_ptr<zmq::socket_t> dealer;  // connect mode
+    // The data connection's routing id: ours (connect mode, random) or the worker's
+    // (listen mode); the heartbeat connection's is protocol::beat_identity() of it.
+    std::string identity;
+    std::unique_ptr<zmq::socket_t> dealer;  // connect mode: the data connection
+    std::unique_ptr<zmq::socket_t> beat;    // connect mode: the heartbeat connection
     protocol::HelloReply hello;
     std::mutex mu;  // guards batch and payloads
     protocol::BatchWriter batch;
@@ -139,6 +142,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void fail_node(int node, const std::string& why);
   // I/O thread: heartbeats to the workers, and the silence check.
   void liveness(Clock::time_point now);
+  // Connect mode, after the worker's HELLO reply: the heartbeat connection to it, up
+  // (handshake done) by `deadline` or TimeoutError.
+  void open_beat(Node& node, Clock::time_point deadline);
+  // One heartbeat to `node`, on its heartbeat connection when that is up.
+  void send_beat(Node& node);
   void wake();
   // After a command was queued for `n` (`queued` commands are waiting): tells the I/O
   // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and

@@ -1,6 +1,9 @@
 // ZeroMQ framing helpers.
 #include "protocol/transport.hpp"
 
+#include <cstring>
+#include <random>
+
 #include <malloc.h>
 
 #include <cerrno>
@@ -63,6 +66,21 @@ bool send_message(zmq::socket_t& socket, const std::string* identity, std::strin
     if (e.num() == EHOSTUNREACH) return false;
     throw;
   }
+}
+
+std::string random_routing_id() {
+  std::random_device rd;
+  std::string id(16, '\0');
+  for (size_t i = 0; i < id.size(); i += 4) {
+    uint32_t r = rd();
+    std::memcpy(id.data() + i, &r, 4);
+  }
+  id[0] = static_cast<char>(id[0] | 1);  // ids starting with a zero byte are ZeroMQ's own
+  return id;
+}
+
+std::string beat_identity(const std::string& data_id) {
+  return data_id + std::string("\x01") + "beat";
 }
 
 std::shared_ptr<zmq::message_t> share_frame(zmq::message_t&& frame) {

@@ -34,6 +34,17 @@ std::optional<Received> try_recv(zmq::socket_t& socket, size_t max_frames);
 bool send_message(zmq::socket_t& socket, const std::string* identity, std::string header,
                   std::span<const local::Tensor> payloads);
 
+// A random 128-bit routing id (never starting with a zero byte, which ZeroMQ reserves): a
+// ROUTER hands a connection's session over to a client presenting the same id, so ids of
+// dtr's connections must not be guessable.
+std::string random_routing_id();
+
+// The routing id of the heartbeat connection that goes with the data connection whose
+// routing id is `data_id`. Master and worker exchange heartbeats on a connection of their
+// own (the same endpoint, a second ZeroMQ socket), so that a large message in flight on
+// the data connection never delays them: liveness does not depend on message size.
+std::string beat_identity(const std::string& data_id);
+
 // A frame's bytes as shared memory that outlives the message object.
 std::shared_ptr<zmq::message_t> share_frame(zmq::message_t&& frame);
 

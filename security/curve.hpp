@@ -84,6 +84,8 @@ class HandshakeWatch {
   // Reads the events that arrived (never blocks). Returns a sentence naming the peer and
   // the cause when a handshake failed since the last call that returned one, else "".
   std::string failure();
+  // Whether a handshake succeeded (as of the last failure() call, which reads the events).
+  bool succeeded() const { return succeeded_; }
 
  private:
   zmq::socket_t& socket_;

@@ -44,6 +44,8 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr milliseconds kMaxPollWait{100};
+// On a heartbeat connection nothing but heartbeats (a few bytes) is expected.
+constexpr int64_t kMaxBeatBytes = int64_t{64} << 10;
 // Messages handled per wakeup before stop() and heartbeats are looked at again.
 constexpr int kMaxMessagesPerWakeup = 256;
 // With this many commands queued on its streams the session reads no more batches until
@@ -171,6 +173,11 @@ struct Server::Impl {
   void drain_socket();
   void drain_monitor();
   void drain_peer_socket();
+  // Connect mode: heartbeats from the master on the heartbeat connection.
+  void drain_beat_socket();
+  // A heartbeat to the session's master, on the heartbeat connection when it is up;
+  // false when the master is unreachable.
+  bool send_beat();
   void handle(proto::Received& msg);
   void on_hello(const std::string* identity, std::string_view header);
   void on_batch(const std::string* identity, std::string_view header,
@@ -188,6 +195,10 @@ struct Server::Impl {
 
   bool is_peer(const std::string* identity) const {
     return session && (!identity || *identity == peer);
+  }
+  // Listen mode: the identity of the session master's heartbeat connection.
+  bool is_peer_beat(const std::string* identity) const {
+    return session && identity && *identity == peer_beat;
   }
   // The identity to address the session's master with (null in connect mode).
   const std::string* peer_identity() const { return listen_mode ? &peer : nullptr; }
@@ -213,6 +224,11 @@ struct Server::Impl {
   std::string handshake_failure;  // connect mode: why the master refused us, if it did
   zmq::socket_t socket;
   zmq::socket_t monitor;      // connect mode: events of `socket`
+  // Connect mode: the heartbeat connection to the master (connected at Setup), whose
+  // routing id is protocol::beat_identity(data_id); `socket`'s is data_id.
+  zmq::socket_t beat_socket;
+  std::string data_id;
+  bool beat_connected = false;
   zmq::socket_t peer_socket;  // connect mode: where the session's other workers reach us
   std::string endpoint;
   std::string peer_endpoint;  // connect mode: advertised in HELLO's reply
@@ -228,6 +244,7 @@ struct Server::Impl {
 
   std::unique_ptr<Session> session;
   std::string peer;         // routing identity of the session's master (listen mode)
+  std::string peer_beat;    // ... and of its heartbeat connection
   std::string peer_client;  // its "host:pid", from HELLO
   std::string peer_since;   // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
@@ -271,6 +288,11 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
     } else {
       socket = zmq::socket_t(context, zmq::socket_type::dealer);
       proto::configure_socket(socket, opt.max_message_bytes);
+      data_id = proto::random_routing_id();
+      socket.set(zmq::sockopt::routing_id, data_id);
+      beat_socket = zmq::socket_t(context, zmq::socket_type::dealer);
+      proto::configure_socket(beat_socket, kMaxBeatBytes);
+      beat_socket.set(zmq::sockopt::routing_id, proto::beat_identity(data_id));
       // The monitor goes on before connect() so that no event is missed.
       static std::atomic<uint64_t> counter{0};
       std::string address = fmt::format("inproc://dtr-worker-monitor-{}", counter++);
@@ -328,6 +350,7 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
 Server::Impl::~Impl() {
   session.reset();
   peer_dealers.clear();
+  if (beat_socket) beat_socket.close();
   if (peer_socket) peer_socket.close();
   if (wake_fd >= 0) close(wake_fd);
   if (monitor) {
@@ -358,6 +381,7 @@ void Server::Impl::end_session(std::string_view what) {
   peers.clear();
   spdlog::info("{} (master {}); freed {} tensors", what, peer_client, n);
   peer.clear();
+  peer_beat.clear();
   peer_client.clear();
   peer_since.clear();
 }
@@ -370,6 +394,12 @@ void Server::Impl::handle(proto::Received& msg) {
   const std::string* identity = id ? &*id : nullptr;
   size_t header_index = listen_mode ? 1 : 0;
   if (is_peer(identity)) last_from_master = Clock::now();  // it is alive
+  if (is_peer_beat(identity)) {
+    // The master's heartbeat connection: anything on it says the master is alive, and
+    // nothing but heartbeats is taken from it.
+    last_from_master = Clock::now();
+    return;
+  }
 
   if (frames.size() <= header_index) {
     protocol_error(identity, "message has no header frame");
@@ -451,6 +481,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   so.devices = cuda_device_count();
   session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
   peer = identity ? *identity : std::string();
+  peer_beat = identity ? proto::beat_identity(*identity) : std::string();
   peer_client = hello.client;
   last_from_master = Clock::now();
   heartbeat_interval = opt.heartbeat;
@@ -523,6 +554,16 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
   if (setup.master_timeout_ms > 0)
     master_timeout = std::chrono::milliseconds(setup.master_timeout_ms);
   next_heartbeat = Clock::now();
+  if (!listen_mode && !beat_connected) {
+    try {
+      guard->client(beat_socket, opt.master, "master endpoint");
+      beat_socket.connect(opt.master);
+      beat_connected = true;
+    } catch (const zmq::error_t& e) {
+      spdlog::error("cannot open the heartbeat connection to master {}: {}", opt.master,
+                    e.what());
+    }
+  }
   peer_dealers.clear();
   peer_dealers.resize(peers.size());
   session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session,
@@ -633,7 +674,29 @@ void Server::Impl::heartbeat_tick() {
   }
   if (now < next_heartbeat) return;
   next_heartbeat = now + heartbeat_interval;
-  if (!send(peer_identity(), proto::encode_heartbeat())) end_session("master went away");
+  if (!send_beat()) end_session("master went away");
+}
+
+bool Server::Impl::send_beat() {
+  // On the heartbeat connection, so that a large message on the data connection does not
+  // hold it up; on the data connection until the heartbeat connection is up.
+  if (!listen_mode) {
+    if (beat_connected) {
+      (void)proto::send_message(beat_socket, nullptr, proto::encode_heartbeat(), {});
+      return true;
+    }
+    return send(nullptr, proto::encode_heartbeat());
+  }
+  if (proto::send_message(socket, &peer_beat, proto::encode_heartbeat(), {})) return true;
+  return send(&peer, proto::encode_heartbeat());
+}
+
+void Server::Impl::drain_beat_socket() {
+  for (int i = 0; i < kMaxMessagesPerWakeup; ++i) {
+    std::optional<proto::Received> msg = proto::try_recv(beat_socket, 1);
+    if (!msg) return;
+    if (session) last_from_master = Clock::now();  // anything on it: the master is alive
+  }
 }
 
 void Server::Impl::drain_socket() {
@@ -719,6 +782,7 @@ void Server::Impl::loop() {
   if (!listen_mode) {
     items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({peer_socket.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({beat_socket.handle(), 0, ZMQ_POLLIN, 0});
   }
 
   while (!stopping.load() && !finished) {
@@ -744,6 +808,7 @@ void Server::Impl::loop() {
     drain_outbox();
     if (!listen_mode) {
       drain_peer_socket();
+      drain_beat_socket();
       drain_monitor();
       // A refused handshake does not get better by retrying: say why and stop.
       if (!hello_seen && !finished && !handshake_failure.empty())
