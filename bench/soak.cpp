@@ -2,7 +2,8 @@
 // and the worker's resident memory and open file descriptors before and after, so that a
 // leak (memory, sockets) shows as growth.
 //
-//   dtr-exec --workers 1 build/bench/dtr_soak [--ops N] [--cycles N]
+//   dtr-exec --workers 1 build/bench/dtr_soak [--ops N] [--cycles N] [--rounds N]
+//                                             [--unsynced N]
 //
 // Defaults: 10 million in-place adds on one tensor, then 1 million cycles of creating a
 // small tensor and dropping its handle (a create and a free on the worker each), then both
@@ -10,10 +11,16 @@
 // commands decoded on the worker, kept by glibc, which dtr tells not to trim); the second
 // round shows what a leak would add. The worker's pid comes from node_info(0); its /proc
 // entries give RSS and open fds. Exits non-zero when a result is wrong.
+//
+// --unsynced N (default 100 million; 0 skips it): then N in-place adds with no sync point
+// at all, both processes' RSS sampled every tenth of them: a master that never waits runs
+// in bounded memory on both sides (the data connection's high-water marks hold it back).
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -68,10 +75,45 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// `n` adds to x with no sync point, RSS sampled every n/10; checks x against `before + n`.
+bool run_unsynced(dtr::DistributedTensor& x, long worker, int64_t n, int64_t before) {
+  std::printf("  %lld in-place adds without a sync point:\n", static_cast<long long>(n));
+  Sample lo{INT64_MAX, INT64_MAX, 0, 0}, hi{0, 0, 0, 0};
+  auto t0 = Clock::now();
+  const int64_t step = std::max<int64_t>(n / 10, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    x.add_(1);
+    if ((i + 1) % step != 0) continue;
+    Sample s = sample(worker);
+    print(("    after " + std::to_string((i + 1) / 1'000'000) + " M").c_str(), s, since(t0));
+    lo.master_kib = std::min(lo.master_kib, s.master_kib);
+    lo.worker_kib = std::min(lo.worker_kib, s.worker_kib);
+    hi.master_kib = std::max(hi.master_kib, s.master_kib);
+    hi.worker_kib = std::max(hi.worker_kib, s.worker_kib);
+  }
+  int64_t value = x.item<int64_t>();
+  std::printf(
+      "  RSS while streaming: master %.1f to %.1f MiB, worker %.1f to %.1f MiB; %.2f M ops/s\n",
+      lo.master_kib / 1024.0, hi.master_kib / 1024.0, lo.worker_kib / 1024.0,
+      hi.worker_kib / 1024.0, static_cast<double>(n) / since(t0) / 1e6);
+  std::printf(
+      "RESULT {\"bench\":\"soak_unsynced\",\"ops\":%lld,\"master_rss_kib\":[%lld,%lld],"
+      "\"worker_rss_kib\":[%lld,%lld]}\n",
+      static_cast<long long>(n), static_cast<long long>(lo.master_kib),
+      static_cast<long long>(hi.master_kib), static_cast<long long>(lo.worker_kib),
+      static_cast<long long>(hi.worker_kib));
+  if (value != before + n) {
+    std::fprintf(stderr, "dtr_soak: x = %lld after the unsynced adds, expected %lld\n",
+                 static_cast<long long>(value), static_cast<long long>(before + n));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t ops = 10'000'000, cycles = 1'000'000, rounds = 2;
+  int64_t ops = 10'000'000, cycles = 1'000'000, rounds = 2, unsynced = 100'000'000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--ops") {
@@ -80,8 +122,11 @@ int main(int argc, char** argv) {
       cycles = std::atoll(argv[i + 1]);
     } else if (a == "--rounds") {
       rounds = std::atoll(argv[i + 1]);
+    } else if (a == "--unsynced") {
+      unsynced = std::atoll(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: dtr_soak [--ops N] [--cycles N] [--rounds N]\n");
+      std::fprintf(stderr,
+                   "usage: dtr_soak [--ops N] [--cycles N] [--rounds N] [--unsynced N]\n");
       return 2;
     }
   }
@@ -126,6 +171,7 @@ int main(int argc, char** argv) {
       print(("round " + std::to_string(round) + ": after the create/free").c_str(), after_cycles,
             since(t0));
     }
+    if (unsynced > 0 && !run_unsynced(x, worker, unsynced, 200'000 + rounds * ops)) return 1;
     int64_t live = dtr::memory_stats(0).live_tensors;
     std::printf("  live tensors on the worker: %lld (x only)\n", static_cast<long long>(live));
     std::printf(

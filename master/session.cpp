@@ -146,6 +146,7 @@ void MasterSession::connect_workers() {
     // are a counter).
     node->identity = protocol::random_routing_id();
     node->dealer->set(zmq::sockopt::routing_id, node->identity);
+    node->dealer->set(zmq::sockopt::sndhwm, protocol::kDataHighWaterMark);
     guard_->client(*node->dealer, endpoint, fmt::format("worker (node {})", node->index));
     watches.push_back(std::make_unique<security::HandshakeWatch>(
         context_, *node->dealer, guard_->curve(), fmt::format("worker {}", endpoint)));
@@ -191,6 +192,7 @@ void MasterSession::connect_workers() {
 void MasterSession::accept_workers() {
   router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
   protocol::configure_socket(*router_, kMaxMessageBytes);
+  router_->set(zmq::sockopt::sndhwm, protocol::kDataHighWaterMark);
   router_->set(zmq::sockopt::router_mandatory, 1);
   guard_->server(*router_, options_.listen, "master listen endpoint");
   try {
@@ -341,12 +343,17 @@ void MasterSession::after_enqueue(Node& n, size_t queued, bool wake_io) {
   if (queued >= kBackpressureCommands) {
     // The I/O thread flushes it (woken here even for a caller that flushes itself).
     if (sleeping_.exchange(false)) wake();
-    while (!closed_.load() && !n.lost.load()) {
+    // Yielding first (the I/O thread usually takes the batch within microseconds), then
+    // sleeping: a worker that holds the master back (full queues) may take a while.
+    for (int round = 0; !closed_.load() && !n.lost.load(); ++round) {
       {
         std::lock_guard lock(n.mu);
         if (n.batch.count() < kBackpressureCommands) break;
       }
-      std::this_thread::yield();
+      if (round < 64)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 }
@@ -547,7 +554,7 @@ void MasterSession::send_beat(Node& node) {
   // Listen mode: the worker's heartbeat connection, or its data connection until that one
   // is up.
   const std::string to = protocol::beat_identity(node.identity);
-  if (!protocol::send_message(*router_, &to, beat, {})) send_to(node, std::move(beat), {});
+  if (!protocol::send_message(*router_, &to, beat, {})) send_control(node, std::move(beat));
 }
 
 void MasterSession::liveness(Clock::time_point now) {
@@ -586,18 +593,71 @@ void MasterSession::fail_node(int node, const std::string& why) {
   }
 }
 
-void MasterSession::send_to(Node& node, std::string header,
+bool MasterSession::send_to(Node& node, std::string header,
                             std::span<const local::Tensor> payloads) {
+  auto shared = std::make_shared<const std::string>(std::move(header));
   zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
   const std::string* identity = node.dealer ? nullptr : &node.identity;
-  if (!protocol::send_message(socket, identity, std::move(header), payloads))
+  switch (protocol::try_send(socket, identity, shared, payloads)) {
+    case protocol::SendResult::kSent:
+      return true;
+    case protocol::SendResult::kWouldBlock:
+      // The worker takes no more for now (its queue and ours are at their high-water
+      // marks): keep the message for the next flush. Liveness says whether it is alive.
+      node.unsent = std::move(shared);
+      node.unsent_payloads.assign(payloads.begin(), payloads.end());
+      return false;
+    case protocol::SendResult::kUnreachable:
+      break;
+  }
+  fail_node(node.index,
+            fmt::format("node {} ({}) is lost: its connection closed", node.index, node.endpoint));
+  return false;
+}
+
+void MasterSession::send_control(Node& node, std::string header) {
+  zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
+  const std::string* identity = node.dealer ? nullptr : &node.identity;
+  auto shared = std::make_shared<const std::string>(std::move(header));
+  // A queue at its high-water mark drops it: a heartbeat or a goodbye is not worth a wait.
+  if (protocol::try_send(socket, identity, shared, {}) == protocol::SendResult::kUnreachable)
     fail_node(node.index, fmt::format("node {} ({}) is lost: its connection closed", node.index,
                                       node.endpoint));
 }
 
+bool MasterSession::send_unsent(Node& node) {
+  if (!node.unsent) return true;
+  std::shared_ptr<const std::string> header = std::move(node.unsent);
+  std::vector<local::Tensor> payloads = std::move(node.unsent_payloads);
+  node.unsent.reset();
+  node.unsent_payloads.clear();
+  zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
+  const std::string* identity = node.dealer ? nullptr : &node.identity;
+  switch (protocol::try_send(socket, identity, header, payloads)) {
+    case protocol::SendResult::kSent:
+      return true;
+    case protocol::SendResult::kWouldBlock:
+      node.unsent = std::move(header);
+      node.unsent_payloads = std::move(payloads);
+      return false;
+    case protocol::SendResult::kUnreachable:
+      break;
+  }
+  fail_node(node.index,
+            fmt::format("node {} ({}) is lost: its connection closed", node.index, node.endpoint));
+  return false;
+}
+
 void MasterSession::flush_all() {
   last_flush_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  bool blocked = false;
   for (auto& node : nodes_) {
+    // A message the worker could not take yet goes first; until it has, new commands stay
+    // in the node's batch (whose size holds callers at the backpressure limit).
+    if (!node->lost.load() && !send_unsent(*node)) {
+      blocked = true;
+      continue;
+    }
     std::string header;
     std::vector<local::Tensor> payloads;
     {
@@ -606,8 +666,9 @@ void MasterSession::flush_all() {
       header = node->batch.finish();
       payloads.swap(node->payloads);
     }
-    if (!node->lost.load()) send_to(*node, std::move(header), payloads);
+    if (!node->lost.load() && !send_to(*node, std::move(header), payloads)) blocked = true;
   }
+  blocked_.store(blocked);
 }
 
 void MasterSession::receive_all() {
@@ -662,8 +723,10 @@ void MasterSession::io_loop() {
   Clock::time_point serviced = Clock::now();
   while (true) {
     // A requester holding the I/O (hold_io) flushes and reads for everyone meanwhile:
-    // this thread never waits for the lock, and sleeps away from the sockets then.
-    if (work_pending_.load()) {
+    // this thread never waits for the lock, and sleeps away from the sockets then. A
+    // message a full queue refused is tried again whenever the sockets stir (ZMQ_FD also
+    // signals room to send).
+    if (work_pending_.load() || blocked_.load()) {
       // In a burst (work again within kCork of the last flush), the flush waits until kCork
       // after the last one, so that a message carries more commands.
       Clock::time_point last(Clock::duration(last_flush_.load(std::memory_order_relaxed)));
@@ -708,7 +771,7 @@ void MasterSession::io_loop() {
   flush_all();
   std::string goodbye = protocol::encode_goodbye();
   for (auto& node : nodes_)
-    if (!node->lost.load()) send_to(*node, goodbye, {});
+    if (!node->lost.load()) send_control(*node, goodbye);
   // Let ZeroMQ hand the goodbyes to the kernel before the sockets close (linger is 0).
   for (auto& node : nodes_)
     if (node->dealer) node->dealer->set(zmq::sockopt::linger, 1000);

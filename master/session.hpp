@@ -108,6 +108,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     std::atomic<bool> lost{false};
     std::string lost_reason;                           // set once, before `lost`
     std::chrono::steady_clock::time_point last_heard;  // under io_mu_
+    // A batch message the worker could not take yet (its queue and ours at their
+    // high-water marks), sent before anything else; under io_mu_.
+    std::shared_ptr<const std::string> unsent;
+    std::vector<local::Tensor> unsent_payloads;
   };
 
   explicit MasterSession(const MasterOptions& options);
@@ -134,7 +138,13 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // then sleeping on the sockets) until the reply is here (true) or `until`.
   bool hold_io(std::future<ReplyMessage>& future, Clock::time_point until);
   void flush_all();
-  void send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
+  // Sends a batch message without blocking: false when the worker's queue is full (the
+  // message is kept as the node's `unsent`) or the node is lost (fail_node).
+  bool send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
+  // The node's unsent message, first: true when it went (or there was none).
+  bool send_unsent(Node& node);
+  // A message outside the batches (heartbeat, goodbye): dropped when the queue is full.
+  void send_control(Node& node, std::string header);
   // node < 0: a ROUTER whose first frame names the worker.
   void receive(zmq::socket_t& socket, int node);
   void dispatch(int node, protocol::Received& msg, size_t first);
@@ -193,6 +203,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> holder_sleeping_{false};  // a requester holding the I/O sleeps
   std::atomic<bool> holder_{false};           // a requester holds the I/O (hold_io)
   std::atomic<Clock::rep> last_flush_{0};     // when flush_all last ran (steady clock)
+  std::atomic<bool> blocked_{false};  // the last flush left a message unsent (a full queue)
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;

@@ -1,14 +1,30 @@
 // ZeroMQ framing helpers.
 #include "protocol/transport.hpp"
 
-#include <cstring>
-#include <random>
-
 #include <malloc.h>
 
 #include <cerrno>
+#include <cstring>
+#include <random>
 
 namespace dtr::protocol {
+
+namespace {
+// The payload frames of a message whose first frames are sent; zero-copy, each keeping
+// its tensor's storage alive until ZeroMQ is done with it.
+void send_payloads(zmq::socket_t& socket, std::span<const local::Tensor> payloads) {
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    const local::Tensor& t = payloads[i];
+    auto* keep = new std::shared_ptr<Storage>(t.storage());
+    size_t bytes = static_cast<size_t>(t.numel()) * element_size(t.dtype());
+    zmq::message_t body(
+        t.raw_data(), bytes,
+        [](void*, void* hint) { delete static_cast<std::shared_ptr<Storage>*>(hint); }, keep);
+    (void)socket.send(body,
+                      i + 1 < payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+}
+}  // namespace
 
 std::optional<Received> try_recv(zmq::socket_t& socket, size_t max_frames) {
   Received r;
@@ -50,20 +66,38 @@ bool send_message(zmq::socket_t& socket, const std::string* identity, std::strin
         owned->data(), owned->size(),
         [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
     if (!socket.send(head, more)) return false;
-    for (size_t i = 0; i < payloads.size(); ++i) {
-      const local::Tensor& t = payloads[i];
-      auto* keep = new std::shared_ptr<Storage>(t.storage());
-      size_t bytes = static_cast<size_t>(t.numel()) * element_size(t.dtype());
-      zmq::message_t body(
-          t.raw_data(), bytes,
-          [](void*, void* hint) { delete static_cast<std::shared_ptr<Storage>*>(hint); }, keep);
-      if (!socket.send(body,
-                       i + 1 < payloads.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
-        return false;
-    }
+    send_payloads(socket, payloads);
     return true;
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) return false;
+    throw;
+  }
+}
+
+
+SendResult try_send(zmq::socket_t& socket, const std::string* identity,
+                    const std::shared_ptr<const std::string>& header,
+                    std::span<const local::Tensor> payloads) {
+  try {
+    const zmq::send_flags more =
+        payloads.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore;
+    if (identity) {
+      if (!socket.send(zmq::buffer(*identity),
+                       zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        return SendResult::kWouldBlock;
+    }
+    auto* keep = new std::shared_ptr<const std::string>(header);
+    zmq::message_t head(
+        const_cast<char*>(header->data()), header->size(),
+        [](void*, void* hint) { delete static_cast<std::shared_ptr<const std::string>*>(hint); },
+        keep);
+    // With an identity frame in, the rest of the message cannot be refused.
+    const zmq::send_flags flags = identity ? more : more | zmq::send_flags::dontwait;
+    if (!socket.send(head, flags)) return SendResult::kWouldBlock;
+    send_payloads(socket, payloads);
+    return SendResult::kSent;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return SendResult::kUnreachable;
     throw;
   }
 }

@@ -34,6 +34,27 @@ std::optional<Received> try_recv(zmq::socket_t& socket, size_t max_frames);
 bool send_message(zmq::socket_t& socket, const std::string* identity, std::string header,
                   std::span<const local::Tensor> payloads);
 
+// The high-water mark (messages) of the queues of a master-worker data connection: the
+// master's sending side and the worker's receiving side. With the kernel's buffers between
+// them they bound what a master that never waits has in flight to a node; past them the
+// master keeps its batch and holds callers at its backpressure limit.
+inline constexpr int kDataHighWaterMark = 16;
+
+// What try_send() did.
+enum class SendResult {
+  kSent,
+  kWouldBlock,   // the peer's queue is at its high-water mark: nothing was sent
+  kUnreachable,  // ROUTER (ZMQ_ROUTER_MANDATORY): no connection with that identity
+};
+
+// send_message() that never blocks: the first frame goes with ZMQ_DONTWAIT, and when the
+// peer's queue is full nothing is sent (the rest of a message can never be refused once
+// its first frame is in). The header is shared, so that the caller keeps it for a later
+// try.
+SendResult try_send(zmq::socket_t& socket, const std::string* identity,
+                    const std::shared_ptr<const std::string>& header,
+                    std::span<const local::Tensor> payloads);
+
 // A random 128-bit routing id (never starting with a zero byte, which ZeroMQ reserves): a
 // ROUTER hands a connection's session over to a client presenting the same id, so ids of
 // dtr's connections must not be guessable.

@@ -280,6 +280,9 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
     if (listen_mode) {
       socket = zmq::socket_t(context, zmq::socket_type::router);
       proto::configure_socket(socket, opt.max_message_bytes);
+      // A master that sends faster than this worker runs is held back (see
+      // protocol::kDataHighWaterMark): what waits stays in bounded queues.
+      socket.set(zmq::sockopt::rcvhwm, proto::kDataHighWaterMark);
       guard->server(socket, where, "worker listen endpoint");
       socket.set(zmq::sockopt::router_mandatory, 1);
       // A master that reconnects under the same routing id takes its identity over.
@@ -288,6 +291,7 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
     } else {
       socket = zmq::socket_t(context, zmq::socket_type::dealer);
       proto::configure_socket(socket, opt.max_message_bytes);
+      socket.set(zmq::sockopt::rcvhwm, proto::kDataHighWaterMark);
       data_id = proto::random_routing_id();
       socket.set(zmq::sockopt::routing_id, data_id);
       beat_socket = zmq::socket_t(context, zmq::socket_type::dealer);
