@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 #include "master/session.hpp"
@@ -19,14 +20,15 @@ std::vector<int> check_collective(std::string_view what,
                                   const std::vector<DistributedTensor>& tensors) {
   if (tensors.empty()) throw InvalidArgument(fmt::format("{}: no tensors", what));
   std::vector<int> nodes;
-  std::set<int> seen;
+  std::map<int, size_t> index_on_node;  // node -> the tensor given for it
   for (size_t i = 0; i < tensors.size(); ++i) {
     const DistributedTensor& t = tensors[i];
     if (!t.defined()) throw InvalidArgument(fmt::format("{}: tensor {} is undefined", what, i));
-    if (!seen.insert(t.get_node()).second)
+    auto [at, fresh] = index_on_node.emplace(t.get_node(), i);
+    if (!fresh)
       throw InvalidArgument(fmt::format(
-          "{}: tensors {} and another one both live on node {}; give one tensor per node", what, i,
-          t.get_node()));
+          "{}: tensors {} and {} both live on node {}; give one tensor per node", what,
+          at->second, i, t.get_node()));
     if (t.dtype() != tensors[0].dtype())
       throw DTypeError(fmt::format("{}: tensor {} is {}, tensor 0 is {}", what, i,
                                    dtype_name(t.dtype()), dtype_name(tensors[0].dtype())));

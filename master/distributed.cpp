@@ -43,8 +43,9 @@ std::shared_ptr<RemoteTensor> make_remote(std::shared_ptr<MasterSession> s, int 
 void check_device(std::string_view what, const MasterSession& s, int node, int device) {
   int count = static_cast<int>(s.hello(node).devices.size()) - 1;
   if (device >= count || device < -1)
-    throw IndexError(
-        fmt::format("{}: node {} has no CUDA device {} (it has {})", what, node, device, count));
+    throw DeviceError(fmt::format("{}: node {} has no CUDA device {} ({})", what, node, device,
+                                  count == 0 ? std::string("it has none")
+                                             : fmt::format("it has cuda:0 to cuda:{}", count - 1)));
 }
 
 }  // namespace
@@ -285,11 +286,13 @@ void init_master_worker() {
     throw InvalidArgument(fmt::format("init_master_worker: {}={} is not an integer", name, v));
   };
   if (std::string workers = env("DTR_WORKERS"); !workers.empty()) {
-    std::stringstream ss(workers);
-    for (std::string e; std::getline(ss, e, ',');)
-      if (!e.empty()) o.workers.push_back(e);
+    o.workers = protocol::split_endpoints(workers);
+    if (o.workers.empty())
+      throw InvalidArgument(
+          fmt::format("init_master_worker: DTR_WORKERS='{}' names no endpoint", workers));
   } else if (std::string listen = env("DTR_LISTEN"); !listen.empty()) {
-    o.listen = listen;
+    std::vector<std::string> one = protocol::split_endpoints(listen);
+    o.listen = one.size() == 1 ? one[0] : listen;  // several: start() says what is wrong
     o.num_workers = parse_int("DTR_NUM_WORKERS", env("DTR_NUM_WORKERS"));
   } else if (!env("MASTER_ADDR").empty() && !env("MASTER_PORT").empty()) {
     o.listen = fmt::format("tcp://{}:{}", env("MASTER_ADDR"), env("MASTER_PORT"));

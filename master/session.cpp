@@ -24,6 +24,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int64_t kMaxMessageBytes = int64_t{16} << 30;
+// A worker endpoint that refuses every connection this long fails the session's start.
+constexpr auto kRefusedLimit = std::chrono::milliseconds(3000);
 // On a heartbeat connection nothing but heartbeats (a few bytes) is expected.
 constexpr int64_t kMaxBeatBytes = int64_t{64} << 10;
 constexpr size_t kMaxFrames = protocol::kMaxPayloadFrames + 2;
@@ -52,6 +54,13 @@ std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::tim
     if (watch) {
       if (std::string why = watch->failure(); !why.empty())
         throw AuthenticationError(fmt::format("cannot start the session: {}", why));
+      // Nothing listens there (a mistyped port, a worker not started): say so soon rather
+      // than at the connect timeout.
+      if (watch->refused_for() >= kRefusedLimit)
+        throw TransportError(fmt::format(
+            "cannot start the session: {} refused every connection for {} ms (is `dtr-worker "
+            "--listen` running there, on that port?)",
+            watch->peer(), watch->refused_for().count()));
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return std::nullopt;
@@ -97,6 +106,16 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     throw InvalidArgument(
         "init_master_worker: give either worker endpoints to connect to or an endpoint to "
         "listen on, not both or neither");
+  for (size_t i = 0; i < options.workers.size(); ++i) {
+    if (auto problem = protocol::endpoint_problem(options.workers[i], false))
+      throw InvalidArgument(
+          fmt::format("init_master_worker: worker endpoint {} of {}: {}", i + 1,
+                      options.workers.size(), *problem));
+  }
+  if (!options.listen.empty()) {
+    if (auto problem = protocol::endpoint_problem(options.listen, true))
+      throw InvalidArgument(fmt::format("init_master_worker: listen endpoint: {}", *problem));
+  }
   if (options.spin.count() < 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: spin must be >= 0 us, got {}", options.spin.count()));

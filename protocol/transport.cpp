@@ -3,6 +3,10 @@
 
 #include <malloc.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -100,6 +104,58 @@ SendResult try_send(zmq::socket_t& socket, const std::string* identity,
     if (e.num() == EHOSTUNREACH) return SendResult::kUnreachable;
     throw;
   }
+}
+
+std::optional<std::string> endpoint_problem(std::string_view endpoint, bool bind) {
+  auto problem = [&](std::string_view why) {
+    return fmt::format("expected tcp://HOST:PORT or ipc://PATH, got '{}' ({})", endpoint, why);
+  };
+  constexpr std::string_view tcp = "tcp://", ipc = "ipc://";
+  if (endpoint.rfind(ipc, 0) == 0) {
+    if (endpoint.size() == ipc.size()) return problem("no path");
+    return std::nullopt;
+  }
+  if (endpoint.rfind(tcp, 0) != 0) {
+    if (endpoint.find("://") == std::string_view::npos)
+      return problem("no transport: write tcp:// before the host");
+    return problem("unknown transport");
+  }
+  std::string_view rest = endpoint.substr(tcp.size());
+  size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos) return problem("no port");
+  std::string_view host = rest.substr(0, colon), port = rest.substr(colon + 1);
+  if (host.empty()) return problem("no host");
+  if (host == "*" && !bind) return problem("'*' is for listening: name the host to connect to");
+  for (char c : host)
+    if (std::isspace(static_cast<unsigned char>(c))) return problem("white space in the host");
+  if (port == "*" || port == "0") {
+    if (!bind) return problem("a port the kernel picks is for listening: name the port");
+    return std::nullopt;
+  }
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return problem(fmt::format("port '{}' is not a number", port));
+  int value = std::stoi(std::string(port));
+  if (value < 1 || value > 65535) return problem(fmt::format("port {} is not 1 to 65535", value));
+  return std::nullopt;
+}
+
+std::vector<std::string> split_endpoints(std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string_view item =
+        list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
+      item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())))
+      item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 std::string random_routing_id() {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
@@ -54,6 +55,14 @@ enum class SendResult {
 SendResult try_send(zmq::socket_t& socket, const std::string* identity,
                     const std::shared_ptr<const std::string>& header,
                     std::span<const local::Tensor> payloads);
+
+// Why `endpoint` is not one dtr can use, or nullopt: tcp://HOST:PORT (PORT 1 to 65535, or
+// `*` with `bind`: a port the kernel picks; HOST may be `*` with `bind`) or ipc://PATH.
+// The text names what was given ("expected tcp://HOST:PORT or ipc://PATH, got ...").
+std::optional<std::string> endpoint_problem(std::string_view endpoint, bool bind);
+
+// `list` split at commas, each item trimmed of white space; empty items are dropped.
+std::vector<std::string> split_endpoints(std::string_view list);
 
 // A random 128-bit routing id (never starting with a zero byte, which ZeroMQ reserves): a
 // ROUTER hands a connection's session over to a client presenting the same id, so ids of

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -125,7 +126,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--connect", connect,
                  "Attach to running daemons instead (node k is the k-th endpoint), e.g. "
                  "tcp://a:7000,tcp://b:7000")
-      ->delimiter(',')
+      ->expected(1)  // one list per --connect: a FILE after it is the script, not an endpoint
+      ->allow_extra_args(false)
       ->type_name("ENDPOINTS")
       ->excludes(workers_opt);
   app.add_flag("--stop-on-error", stop_on_error,
@@ -167,7 +169,14 @@ int main(int argc, char** argv) {
   options.sync_timeout = std::chrono::milliseconds(static_cast<int64_t>(sync_timeout_s * 1000));
   try {
     if (!connect.empty()) {
-      options.workers = connect;
+      for (const std::string& list : connect) {  // comma-separated, each endpoint trimmed
+        std::stringstream ss(list);
+        for (std::string e; std::getline(ss, e, ',');) {
+          e.erase(0, e.find_first_not_of(" \t"));
+          e.erase(e.find_last_not_of(" \t") + 1);
+          if (!e.empty()) options.workers.push_back(e);
+        }
+      }
     } else {
       local = std::make_unique<dtr::repl::LocalWorkers>(
           workers, worker_bin.empty() ? dtr::repl::find_worker_binary() : worker_bin, log_level,

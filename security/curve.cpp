@@ -266,11 +266,18 @@ HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, b
     : socket_(socket), curve_(curve), peer_(std::move(peer)) {
   std::string address = next_inproc("handshake-watch");
   if (zmq_socket_monitor(socket_.handle(), address.c_str(),
-                         kHandshakeEvents | ZMQ_EVENT_DISCONNECTED) != 0)
+                         kHandshakeEvents | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
+                             ZMQ_EVENT_CONNECT_RETRIED) != 0)
     throw zmq::error_t();
   pair_ = zmq::socket_t(context, zmq::socket_type::pair);
   pair_.set(zmq::sockopt::linger, 0);
   pair_.connect(address);
+}
+
+std::chrono::milliseconds HandshakeWatch::refused_for() const {
+  if (connected_ || !refused_since_) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               *refused_since_);
 }
 
 HandshakeWatch::~HandshakeWatch() {
@@ -283,6 +290,13 @@ std::string HandshakeWatch::failure() {
     switch (ev->event) {
       case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
         succeeded_ = true;
+        break;
+      case ZMQ_EVENT_CONNECTED:
+        connected_ = true;
+        refused_since_.reset();
+        break;
+      case ZMQ_EVENT_CONNECT_RETRIED:
+        if (!connected_ && !refused_since_) refused_since_ = std::chrono::steady_clock::now();
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:

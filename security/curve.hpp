@@ -17,6 +17,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -86,6 +88,10 @@ class HandshakeWatch {
   std::string failure();
   // Whether a handshake succeeded (as of the last failure() call, which reads the events).
   bool succeeded() const { return succeeded_; }
+  // How long every attempt to connect has been refused (no TCP connection ever made), as
+  // of the last failure() call; zero once one connected.
+  std::chrono::milliseconds refused_for() const;
+  const std::string& peer() const { return peer_; }
 
  private:
   zmq::socket_t& socket_;
@@ -93,6 +99,8 @@ class HandshakeWatch {
   bool curve_;
   std::string peer_;
   bool succeeded_ = false;
+  bool connected_ = false;
+  std::optional<std::chrono::steady_clock::time_point> refused_since_;
 };
 
 }  // namespace dtr::security

@@ -107,7 +107,7 @@ def test_constructors_with_node_and_device(session):
     assert dtr.arange(5, node=1).tolist() == [0, 1, 2, 3, 4]
     assert dtr.linspace(0, 1, 3).tolist() == [0, 0.5, 1]
     assert dtr.tensor([1.5, 2.5], node=1).get_node() == 1
-    with pytest.raises(dtr.IndexError, match="no CUDA device 1"):
+    with pytest.raises(dtr.DeviceError, match="no CUDA device 1"):
         dtr.FloatTensor(10, device=1)
     with pytest.raises(dtr.IndexError, match="node 5 does not exist"):
         dtr.zeros(1, node=5)

@@ -102,6 +102,50 @@ TEST_CASE("a worker started after the master is waited for") {
   CHECK_NOTHROW(synchronize());
 }
 
+TEST_CASE("a port nobody listens on is reported as refused within seconds") {
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.connect_timeout = 60s;
+  std::string endpoint = local_endpoint(free_port());
+  o.workers = {endpoint};
+  auto t0 = std::chrono::steady_clock::now();
+  std::string why = message_of<TransportError>([&] { init_master_worker(o); });
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK_MESSAGE((contains(why, endpoint) && contains(why, "refused")), why);
+  CHECK(took < 15s);  // about 3 s, not the 60 s connect timeout
+  CHECK_FALSE(is_master_worker_initialized());
+}
+
+TEST_CASE("worker endpoints are trimmed and checked before anything is sent") {
+  WorkerProcess worker;
+  SUBCASE("DTR_WORKERS with spaces around the commas") {
+    SessionGuard guard;
+    ScopedEnv w("DTR_WORKERS", " " + worker.endpoint() + " , ");
+    ScopedEnv c("DTR_CONNECT_TIMEOUT_MS", "10000");
+    REQUIRE_NOTHROW(init_master_worker());
+    CHECK(node_count() == 1);
+  }
+  SUBCASE("malformed endpoints say what was expected") {
+    const std::pair<std::string, std::string> cases[] = {
+        {"127.0.0.1:5555", "write tcp://"},
+        {"tcp://127.0.0.1", "no port"},
+        {"tcp://127.0.0.1:http", "not a number"},
+        {"tcp://127.0.0.1:70000", "not 1 to 65535"},
+        {"tcp://*:5555", "for listening"},
+        {"udp://127.0.0.1:5555", "unknown transport"}};
+    for (const auto& [endpoint, why] : cases) {
+      CAPTURE(endpoint);
+      MasterOptions o = test_options();
+      o.workers = {worker.endpoint(), endpoint};
+      std::string m = message_of<InvalidArgument>([&] { init_master_worker(o); });
+      CHECK_MESSAGE((contains(m, "expected tcp://HOST:PORT or ipc://PATH") &&
+                     contains(m, endpoint) && contains(m, why) && contains(m, "2 of 2")),
+                    m);
+      CHECK_FALSE(is_master_worker_initialized());
+    }
+  }
+}
+
 TEST_CASE("a master gone without cleanup leaves the worker ready for the next one") {
   WorkerProcess worker;
   Pipe report;

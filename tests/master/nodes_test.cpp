@@ -46,12 +46,15 @@ void check_node_scoping(int n) {
     {
       device_guard on_cuda(0);
       CHECK(current_device() == 0);
-      std::string m = message_of<IndexError>([] { (void)dtr::zeros({2}); });
+      // A missing device is a DeviceError (error.hpp), naming the node and what it has.
+      std::string m = message_of<DeviceError>([] { (void)dtr::zeros({2}); });
+      CHECK_MESSAGE((contains(m, "has no CUDA device 0") && contains(m, "it has none")), m);
+      m = message_of<DeviceError>([] { (void)DistributedTensor({3}); });
       CHECK_MESSAGE(contains(m, "has no CUDA device"), m);
-      m = message_of<IndexError>([] { (void)DistributedTensor({3}); });
+      m = message_of<DeviceError>([] { (void)memory_stats(0, 0); });
       CHECK_MESSAGE(contains(m, "has no CUDA device"), m);
-      m = message_of<IndexError>([] { (void)memory_stats(0, 0); });
-      CHECK_MESSAGE(contains(m, "has no CUDA device"), m);
+      m = message_of<DeviceError>([&] { (void)x.cuda(); });
+      CHECK_MESSAGE((contains(m, "to_device") && contains(m, "no CUDA device 0")), m);
       // Ops on existing tensors follow the tensors, not the current device.
       CHECK((x + 1).get_device() == -1);
     }

@@ -107,6 +107,20 @@ TEST_CASE("--connect attaches to running daemons and leaves them running") {
   CHECK(w1.running());
 }
 
+TEST_CASE("a script FILE and --connect go in either order; the endpoint list is trimmed") {
+  WorkerProcess w0, w1;
+  std::string file = temp_file("print(node_count())\n");
+  const std::string list = w0.endpoint() + ", " + w1.endpoint();
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--connect", list, file},
+                                               std::vector<std::string>{file, "--connect", list}}) {
+    ProcessResult r = run_repl(args, "");
+    INFO("stderr:\n", r.err);
+    CHECK(r.exit_code() == 0);
+    CHECK(r.out == "2\n");
+  }
+  std::remove(file.c_str());
+}
+
 TEST_CASE("workers that cannot be reached give exit status 2 and a message") {
   int port = free_port();
   ProcessResult r = run_repl(
