@@ -116,6 +116,11 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     if (auto problem = protocol::endpoint_problem(options.listen, true))
       throw InvalidArgument(fmt::format("init_master_worker: listen endpoint: {}", *problem));
   }
+  if (options.heartbeat.count() <= 0 || options.heartbeat >= options.heartbeat_timeout)
+    throw InvalidArgument(fmt::format(
+        "init_master_worker: heartbeat ({} ms) must be positive and shorter than "
+        "heartbeat_timeout ({} ms)",
+        options.heartbeat.count(), options.heartbeat_timeout.count()));
   if (options.spin.count() < 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: spin must be >= 0 us, got {}", options.spin.count()));
@@ -707,6 +712,10 @@ void MasterSession::service(bool flush) {
     work_pending_.store(false);
     flush_all();
   }
+  // What arrived is read before a node is judged silent: a process that was stopped (or
+  // starved of CPU) finds its workers' heartbeats, or a worker's goodbye and its reason,
+  // before it blames them.
+  receive_all();
   liveness(Clock::now());
   // Last: every socket is left read until it has nothing (the rule for sleeping on their
   // ZMQ_FD, which may only signal again after that).
@@ -846,6 +855,15 @@ void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
     std::string_view header = frame_view(msg.frames[first]);
     MsgType type = protocol::peek_type(header);
     if (type == MsgType::Heartbeat) return;
+    if (type == MsgType::Goodbye) {
+      // The worker ended the session on its own (it found this master silent for its
+      // timeout, say): the node is lost to this session, and the reason says why.
+      protocol::Goodbye g = protocol::decode_goodbye(header);
+      fail_node(node, fmt::format("node {} ({}) ended the session: {}", node,
+                                  nodes_[node]->endpoint,
+                                  g.reason.empty() ? std::string("no reason given") : g.reason));
+      return;
+    }
     if (type != MsgType::Reply)
       throw ProtocolError(fmt::format("unexpected message type {}", static_cast<int>(type)));
     size_t payload_frames = msg.frames.size() - first - 1;

@@ -581,8 +581,14 @@ std::string encode(const Reply& m) {
   });
 }
 
+std::string encode(const Goodbye& m) {
+  return encode_with(MsgType::Goodbye, [&](Writer& w) {
+    if (!m.reason.empty()) w.str(m.reason);
+  });
+}
+
 std::string encode_goodbye() {
-  return encode_with(MsgType::Goodbye, [](Writer&) {});
+  return encode(Goodbye{});
 }
 
 std::string encode_heartbeat() {
@@ -623,6 +629,20 @@ HelloReply decode_hello_reply(std::string_view frame) {
     }
     m.peer_endpoint = r.str("peer endpoint");
     m.pg_endpoint = r.str("process group endpoint");
+    r.finish();
+    return m;
+  });
+}
+
+Goodbye decode_goodbye(std::string_view frame) {
+  expect_type(frame, MsgType::Goodbye, "goodbye");
+  return guarded("goodbye", [&] {
+    Reader r(frame, "goodbye");
+    Goodbye m;
+    if (r.left() > 0) {
+      m.reason = r.str("reason");
+      if (m.reason.empty()) r.fail("an empty reason is sent as no reason");
+    }
     r.finish();
     return m;
   });

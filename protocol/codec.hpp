@@ -26,7 +26,8 @@ std::string encode(const Batch& m);
 std::string encode(const Reply& m);
 std::string encode(const Setup& m);
 std::string encode(const PeerNotify& m);
-std::string encode_goodbye();
+std::string encode(const Goodbye& m);
+std::string encode_goodbye();  // encode(Goodbye{})
 std::string encode_heartbeat();
 
 // Reads the prefix; throws ProtocolError on a short frame, bad magic or unknown type, and
@@ -36,6 +37,7 @@ MsgType peek_type(std::string_view frame);
 Hello decode_hello(std::string_view frame);
 HelloReply decode_hello_reply(std::string_view frame);
 Setup decode_setup(std::string_view frame);
+Goodbye decode_goodbye(std::string_view frame);
 PeerNotify decode_peer_notify(std::string_view frame);
 // `payload_frames` is the number of frames after the header; Put commands must reference
 // one of them.

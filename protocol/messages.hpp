@@ -5,7 +5,8 @@
 //   master -> worker   Hello, Setup (node index and the session's peer table), Batch
 //                      (coalesced commands, protocol/commands.hpp), Goodbye, Heartbeat
 //   worker -> master   HelloReply, Reply (answers to requests, and protocol errors naming
-//                      what was rejected), Heartbeat
+//                      what was rejected), Heartbeat, Goodbye (the worker ended the
+//                      session, and why)
 //   worker -> worker   Peer (event notifications for cross-node stream waits)
 //
 // Thread safety: plain value types.
@@ -88,6 +89,13 @@ struct RemoteFailure {
   TensorId cause_tensor = kNoTensor;
   std::string cause_op;
   std::string cause_message;
+};
+
+// The session ends. From the master: it is over. From a worker: the worker ended it (or
+// had ended it when a message of it arrived), `reason` says why ("master silent for more
+// than 2500 ms"). An empty reason has no body on the wire.
+struct Goodbye {
+  std::string reason;
 };
 
 // Worker to worker: `token` is done. For a cross-node wait (NotifyPeer / WaitRemote) the

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <ctime>
 #include <fstream>
 #include <mutex>
@@ -214,7 +215,13 @@ struct Server::Impl {
     return proto::send_message(socket, identity, std::move(header), {});
   }
   void protocol_error(const std::string* identity, std::string message);
-  void end_session(std::string_view what);
+  // Ends the session (`what` says why, for the log). `tell_master`: the worker ended it on
+  // its own (the master may still be there): a Goodbye with the reason goes to the master,
+  // and later messages of that master get one too (ended_), instead of a protocol error.
+  void end_session(std::string_view what, bool tell_master = false);
+  // Listen mode: answers a message from a master whose session this worker ended with a
+  // Goodbye saying why; false when `identity` is not one of those.
+  bool answer_ended(const std::string* identity);
 
   ServerOptions opt;
   bool listen_mode;
@@ -245,6 +252,8 @@ struct Server::Impl {
   std::unique_ptr<Session> session;
   std::string peer;         // routing identity of the session's master (listen mode)
   std::string peer_beat;    // ... and of its heartbeat connection
+  // Sessions this worker ended on its own: the master's identity and why (the last few).
+  std::deque<std::pair<std::string, std::string>> ended_;
   std::string peer_client;  // its "host:pid", from HELLO
   std::string peer_since;   // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
@@ -373,8 +382,17 @@ void Server::Impl::protocol_error(const std::string* identity, std::string messa
   send(identity, proto::encode(r));
 }
 
-void Server::Impl::end_session(std::string_view what) {
+void Server::Impl::end_session(std::string_view what, bool tell_master) {
   if (!session) return;
+  if (tell_master) {
+    std::string reason(what);
+    (void)send(peer_identity(), proto::encode(proto::Goodbye{reason}));
+    if (listen_mode) {
+      constexpr size_t kRemembered = 16;
+      ended_.emplace_back(peer, reason);
+      if (ended_.size() > kRemembered) ended_.pop_front();
+    }
+  }
   size_t n = session->live_tensors();
   session.reset();  // joins its executor threads: nothing posts after this
   {
@@ -508,9 +526,20 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   if (!send(identity, proto::encode(reply))) end_session("master went away before the reply");
 }
 
+bool Server::Impl::answer_ended(const std::string* identity) {
+  if (!identity) return false;
+  for (auto it = ended_.rbegin(); it != ended_.rend(); ++it) {
+    if (it->first != *identity) continue;
+    (void)send(identity, proto::encode(proto::Goodbye{it->second}));
+    return true;
+  }
+  return false;
+}
+
 void Server::Impl::on_batch(const std::string* identity, std::string_view header,
                             std::vector<zmq::message_t>& frames, size_t first_payload) {
   if (!is_peer(identity)) {
+    if (answer_ended(identity)) return;
     protocol_error(identity,
                    session ? busy_reason() : "no session with this master: send HELLO first");
     return;
@@ -541,6 +570,7 @@ void Server::Impl::on_batch(const std::string* identity, std::string_view header
 
 void Server::Impl::on_setup(const std::string* identity, std::string_view header) {
   if (!is_peer(identity)) {
+    if (answer_ended(identity)) return;
     protocol_error(identity,
                    session ? busy_reason() : "no session with this master: send HELLO first");
     return;
@@ -672,7 +702,8 @@ void Server::Impl::heartbeat_tick() {
   if (!session) return;
   Clock::time_point now = Clock::now();
   if (master_timeout.count() > 0 && now - last_from_master > master_timeout) {
-    end_session(fmt::format("master silent for more than {} ms", master_timeout.count()));
+    end_session(fmt::format("master silent for more than {} ms", master_timeout.count()),
+                /*tell_master=*/true);
     if (!listen_mode) finished = true;
     return;
   }

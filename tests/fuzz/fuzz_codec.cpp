@@ -1,6 +1,7 @@
 // libFuzzer target: every header-frame decoder of protocol/codec.hpp (the worker's:
-// decode_hello, decode_setup, decode_peer_notify, decode_batch; the master's: decode_reply,
-// decode_hello_reply) and peek_type, on the same frame.
+// decode_hello, decode_setup, decode_goodbye, decode_peer_notify, decode_batch; the
+// master's: decode_reply, decode_hello_reply, decode_goodbye) and peek_type, on the same
+// frame.
 //
 // Input layout: byte 0 chooses the payload-frame count passed to decode_batch and
 // decode_reply (low 3 bits: 0..7; 0xFF: one more than kMaxPayloadFrames); the rest is the
@@ -83,6 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try_decoder(frame, "hello_reply", MsgType::HelloReply,
               [](std::string_view f) { return decode_hello_reply(f); });
   try_decoder(frame, "setup", MsgType::Setup, [](std::string_view f) { return decode_setup(f); });
+  try_decoder(frame, "goodbye", MsgType::Goodbye,
+              [](std::string_view f) { return decode_goodbye(f); });
   try_decoder(frame, "peer_notify", MsgType::Peer,
               [](std::string_view f) { return decode_peer_notify(f); });
   try_decoder(frame, "reply", MsgType::Reply,

@@ -498,6 +498,7 @@ int main(int argc, char** argv) {
     s.codec("reply-event-failed", encode(ev));
   }
   s.codec("goodbye", encode_goodbye());
+  s.codec("goodbye_reason", encode(Goodbye{"master silent for more than 2500 ms"}));
   s.codec("heartbeat", encode_heartbeat());
   std::printf("wrote %d worker_batch and %d codec seeds\n", s.n_batch, s.n_codec);
   return 0;

@@ -197,6 +197,11 @@ TEST_CASE("init_master_worker from options and from the environment") {
     MasterOptions no_count = test_options();
     no_count.listen = "tcp://127.0.0.1:" + std::to_string(free_port());
     CHECK_THROWS_AS(init_master_worker(no_count), InvalidArgument);
+    MasterOptions slow_beat = test_options();
+    slow_beat.workers = {workers[0].endpoint()};
+    slow_beat.heartbeat = std::chrono::milliseconds(3000);
+    std::string beat = message_of<InvalidArgument>([&] { init_master_worker(slow_beat); });
+    CHECK_MESSAGE((contains(beat, "3000 ms") && contains(beat, "heartbeat_timeout")), beat);
     MasterOptions negative_spin = test_options();
     negative_spin.workers = {workers[0].endpoint()};
     negative_spin.spin = std::chrono::microseconds(-1);

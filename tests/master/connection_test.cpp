@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <optional>
@@ -207,8 +208,19 @@ TEST_CASE(
       DistributedTensor big = dtr::ones({1 << 20});
       synchronize();
       raise(SIGSTOP);
-      _exit(0);
-    } catch (const std::exception&) {
+      // Resumed after the worker gave up on it: the worker's goodbye says why.
+      try {
+        (void)big.sum().item<float>();
+        _exit(3);
+      } catch (const WorkerLost& e) {
+        std::string why = e.what();
+        bool named = why.find("ended the session: master silent for more than") !=
+                     std::string::npos;
+        if (!named) std::fprintf(stderr, "child: WorkerLost says: %s\n", why.c_str());
+        _exit(named ? 0 : 4);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
       _exit(2);
     }
   }
@@ -234,8 +246,12 @@ TEST_CASE(
   MESSAGE("next master accepted ", ms, " ms after the first one froze");
   CHECK(ms <= 5000);
   CHECK(memory_stats(0).live_tensors == 0);
-  kill(frozen, SIGKILL);
-  CHECK(dtr::test::wait_or_kill(frozen, 10s) != -1);
+  // The frozen master, resumed, is told its session was dropped and why.
+  kill(frozen, SIGCONT);
+  int status = dtr::test::wait_or_kill(frozen, 20s);
+  REQUIRE(status != -1);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("a second live master is refused as busy") {

@@ -399,6 +399,35 @@ TEST_SUITE("worker/server") {
     CHECK(accepted);
   }
 
+  TEST_CASE("a session the worker dropped is reported as dropped, and why") {
+    ServerThread server(listen_options(30ms));
+    zmq::context_t ctx;
+    Client c(ctx, server.endpoint(), "m:1");
+    REQUIRE(c.hello().accepted);
+    protocol::Setup setup;
+    setup.node = 0;
+    setup.session = 7;
+    setup.peers = {server.endpoint()};
+    setup.heartbeat_ms = 30;
+    setup.master_timeout_ms = 200;  // this client sends no heartbeat: silent
+    c.send(protocol::encode(setup));
+    // The worker gives up on the silent master and says so.
+    auto bye = receive(c.socket(), /*skip_heartbeats=*/true, kWait);
+    REQUIRE(bye.has_value());
+    REQUIRE(protocol::peek_type(view_of(bye->frames[0])) == MsgType::Goodbye);
+    std::string why = protocol::decode_goodbye(view_of(bye->frames[0])).reason;
+    CHECK_MESSAGE(contains(why, "master silent for more than 200 ms"), why);
+    // A batch after that gets the same reason, not "send HELLO first".
+    c.send(batch({stats_cmd(1)}));
+    auto again = receive(c.socket(), /*skip_heartbeats=*/true, kWait);
+    REQUIRE(again.has_value());
+    REQUIRE(protocol::peek_type(view_of(again->frames[0])) == MsgType::Goodbye);
+    CHECK(protocol::decode_goodbye(view_of(again->frames[0])).reason == why);
+    // A new HELLO starts a new session.
+    REQUIRE(c.hello().accepted);
+    CHECK(live_tensors(c, 2) == 0);
+  }
+
   TEST_CASE("connect mode: hello, batch, goodbye, then run() returns") {
     zmq::context_t ctx;
     zmq::socket_t router(ctx, zmq::socket_type::router);
