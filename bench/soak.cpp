@@ -125,8 +125,7 @@ int main(int argc, char** argv) {
     } else if (a == "--unsynced") {
       unsynced = std::atoll(argv[i + 1]);
     } else {
-      std::fprintf(stderr,
-                   "usage: dtr_soak [--ops N] [--cycles N] [--rounds N] [--unsynced N]\n");
+      std::fprintf(stderr, "usage: dtr_soak [--ops N] [--cycles N] [--rounds N] [--unsynced N]\n");
       return 2;
     }
   }

@@ -26,9 +26,9 @@ std::vector<int> check_collective(std::string_view what,
     if (!t.defined()) throw InvalidArgument(fmt::format("{}: tensor {} is undefined", what, i));
     auto [at, fresh] = index_on_node.emplace(t.get_node(), i);
     if (!fresh)
-      throw InvalidArgument(fmt::format(
-          "{}: tensors {} and {} both live on node {}; give one tensor per node", what,
-          at->second, i, t.get_node()));
+      throw InvalidArgument(
+          fmt::format("{}: tensors {} and {} both live on node {}; give one tensor per node", what,
+                      at->second, i, t.get_node()));
     if (t.dtype() != tensors[0].dtype())
       throw DTypeError(fmt::format("{}: tensor {} is {}, tensor 0 is {}", what, i,
                                    dtype_name(t.dtype()), dtype_name(tensors[0].dtype())));

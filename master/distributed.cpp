@@ -1,6 +1,7 @@
 // Remote tensor handles, node and device scoping, sync points.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -307,8 +308,11 @@ void init_master_worker() {
     o.connect_timeout = std::chrono::milliseconds(parse_int("DTR_CONNECT_TIMEOUT_MS", t));
   if (std::string t = env("DTR_SYNC_TIMEOUT_MS"); !t.empty())
     o.sync_timeout = std::chrono::milliseconds(parse_int("DTR_SYNC_TIMEOUT_MS", t));
-  if (std::string t = env("DTR_HEARTBEAT_TIMEOUT_MS"); !t.empty())
+  if (std::string t = env("DTR_HEARTBEAT_TIMEOUT_MS"); !t.empty()) {
     o.heartbeat_timeout = std::chrono::milliseconds(parse_int("DTR_HEARTBEAT_TIMEOUT_MS", t));
+    // Heartbeats come at least five times per timeout.
+    o.heartbeat = std::clamp(o.heartbeat_timeout / 5, std::chrono::milliseconds(1), o.heartbeat);
+  }
   if (std::string t = env("DTR_SPIN_US"); !t.empty())
     o.spin = std::chrono::microseconds(parse_int("DTR_SPIN_US", t));
   init_master_worker(o);

@@ -108,19 +108,18 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
         "listen on, not both or neither");
   for (size_t i = 0; i < options.workers.size(); ++i) {
     if (auto problem = protocol::endpoint_problem(options.workers[i], false))
-      throw InvalidArgument(
-          fmt::format("init_master_worker: worker endpoint {} of {}: {}", i + 1,
-                      options.workers.size(), *problem));
+      throw InvalidArgument(fmt::format("init_master_worker: worker endpoint {} of {}: {}", i + 1,
+                                        options.workers.size(), *problem));
   }
   if (!options.listen.empty()) {
     if (auto problem = protocol::endpoint_problem(options.listen, true))
       throw InvalidArgument(fmt::format("init_master_worker: listen endpoint: {}", *problem));
   }
   if (options.heartbeat.count() <= 0 || options.heartbeat >= options.heartbeat_timeout)
-    throw InvalidArgument(fmt::format(
-        "init_master_worker: heartbeat ({} ms) must be positive and shorter than "
-        "heartbeat_timeout ({} ms)",
-        options.heartbeat.count(), options.heartbeat_timeout.count()));
+    throw InvalidArgument(
+        fmt::format("init_master_worker: heartbeat ({} ms) must be positive and shorter than "
+                    "heartbeat_timeout ({} ms)",
+                    options.heartbeat.count(), options.heartbeat_timeout.count()));
   if (options.spin.count() < 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: spin must be >= 0 us, got {}", options.spin.count()));
@@ -557,13 +556,13 @@ void MasterSession::open_beat(Node& node, Clock::time_point deadline) {
         throw TransportError(fmt::format("cannot start the session: {}", why));
       if (watch.succeeded()) return;
       if (Clock::now() >= deadline)
-        throw TimeoutError(fmt::format("{} did not come up within {} ms", peer,
-                                       options_.connect_timeout.count()));
+        throw TimeoutError(
+            fmt::format("{} did not come up within {} ms", peer, options_.connect_timeout.count()));
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   } catch (const zmq::error_t& e) {
-    throw TransportError(fmt::format("cannot open the heartbeat connection to {}: {}",
-                                     node.endpoint, e.what()));
+    throw TransportError(
+        fmt::format("cannot open the heartbeat connection to {}: {}", node.endpoint, e.what()));
   }
 }
 
@@ -859,9 +858,9 @@ void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
       // The worker ended the session on its own (it found this master silent for its
       // timeout, say): the node is lost to this session, and the reason says why.
       protocol::Goodbye g = protocol::decode_goodbye(header);
-      fail_node(node, fmt::format("node {} ({}) ended the session: {}", node,
-                                  nodes_[node]->endpoint,
-                                  g.reason.empty() ? std::string("no reason given") : g.reason));
+      fail_node(node,
+                fmt::format("node {} ({}) ended the session: {}", node, nodes_[node]->endpoint,
+                            g.reason.empty() ? std::string("no reason given") : g.reason));
       return;
     }
     if (type != MsgType::Reply)

@@ -78,7 +78,6 @@ bool send_message(zmq::socket_t& socket, const std::string* identity, std::strin
   }
 }
 
-
 SendResult try_send(zmq::socket_t& socket, const std::string* identity,
                     const std::shared_ptr<const std::string>& header,
                     std::span<const local::Tensor> payloads) {
@@ -145,8 +144,8 @@ std::vector<std::string> split_endpoints(std::string_view list) {
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string_view item =
-        list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view item = list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
       item.remove_prefix(1);
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())))

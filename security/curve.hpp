@@ -14,10 +14,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>

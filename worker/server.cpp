@@ -17,8 +17,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -230,7 +230,7 @@ struct Server::Impl {
   std::unique_ptr<security::Guard> guard;
   std::string handshake_failure;  // connect mode: why the master refused us, if it did
   zmq::socket_t socket;
-  zmq::socket_t monitor;      // connect mode: events of `socket`
+  zmq::socket_t monitor;  // connect mode: events of `socket`
   // Connect mode: the heartbeat connection to the master (connected at Setup), whose
   // routing id is protocol::beat_identity(data_id); `socket`'s is data_id.
   zmq::socket_t beat_socket;
@@ -250,8 +250,8 @@ struct Server::Impl {
   std::atomic<bool> running{false};
 
   std::unique_ptr<Session> session;
-  std::string peer;         // routing identity of the session's master (listen mode)
-  std::string peer_beat;    // ... and of its heartbeat connection
+  std::string peer;       // routing identity of the session's master (listen mode)
+  std::string peer_beat;  // ... and of its heartbeat connection
   // Sessions this worker ended on its own: the master's identity and why (the last few).
   std::deque<std::pair<std::string, std::string>> ended_;
   std::string peer_client;  // its "host:pid", from HELLO
@@ -594,8 +594,7 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
       beat_socket.connect(opt.master);
       beat_connected = true;
     } catch (const zmq::error_t& e) {
-      spdlog::error("cannot open the heartbeat connection to master {}: {}", opt.master,
-                    e.what());
+      spdlog::error("cannot open the heartbeat connection to master {}: {}", opt.master, e.what());
     }
   }
   peer_dealers.clear();

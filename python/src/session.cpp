@@ -5,6 +5,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <algorithm>
 
 #include "bindings.hpp"
 #include "repl/local_workers.hpp"
@@ -35,7 +36,11 @@ void init(std::optional<std::vector<std::string>> workers, std::optional<std::st
   o.num_workers = num_workers;
   if (connect_timeout) o.connect_timeout = ms(*connect_timeout);
   if (sync_timeout) o.sync_timeout = ms(*sync_timeout);
-  if (heartbeat_timeout) o.heartbeat_timeout = ms(*heartbeat_timeout);
+  if (heartbeat_timeout) {
+    o.heartbeat_timeout = ms(*heartbeat_timeout);
+    // Heartbeats come at least five times per timeout (as with DTR_HEARTBEAT_TIMEOUT_MS).
+    o.heartbeat = std::clamp(o.heartbeat_timeout / 5, std::chrono::milliseconds(1), o.heartbeat);
+  }
   o.key_file = key_file;
   o.insecure = insecure;
   init_master_worker(o);

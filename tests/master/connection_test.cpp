@@ -128,12 +128,9 @@ TEST_CASE("worker endpoints are trimmed and checked before anything is sent") {
   }
   SUBCASE("malformed endpoints say what was expected") {
     const std::pair<std::string, std::string> cases[] = {
-        {"127.0.0.1:5555", "write tcp://"},
-        {"tcp://127.0.0.1", "no port"},
-        {"tcp://127.0.0.1:http", "not a number"},
-        {"tcp://127.0.0.1:70000", "not 1 to 65535"},
-        {"tcp://*:5555", "for listening"},
-        {"udp://127.0.0.1:5555", "unknown transport"}};
+        {"127.0.0.1:5555", "write tcp://"},       {"tcp://127.0.0.1", "no port"},
+        {"tcp://127.0.0.1:http", "not a number"}, {"tcp://127.0.0.1:70000", "not 1 to 65535"},
+        {"tcp://*:5555", "for listening"},        {"udp://127.0.0.1:5555", "unknown transport"}};
     for (const auto& [endpoint, why] : cases) {
       CAPTURE(endpoint);
       MasterOptions o = test_options();
@@ -214,8 +211,8 @@ TEST_CASE(
         _exit(3);
       } catch (const WorkerLost& e) {
         std::string why = e.what();
-        bool named = why.find("ended the session: master silent for more than") !=
-                     std::string::npos;
+        bool named =
+            why.find("ended the session: master silent for more than") != std::string::npos;
         if (!named) std::fprintf(stderr, "child: WorkerLost says: %s\n", why.c_str());
         _exit(named ? 0 : 4);
       }
