@@ -33,6 +33,7 @@
 #include "protocol/codec.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
+#include "security/log_throttle.hpp"
 #include "worker/devices.hpp"
 #include "worker/session.hpp"
 
@@ -215,6 +216,11 @@ struct Server::Impl {
     return proto::send_message(socket, identity, std::move(header), {});
   }
   void protocol_error(const std::string* identity, std::string message);
+  // A warning that a peer may repeat at will: logged at most once a minute per `key`, with
+  // the count of the ones held back (docs/security.md).
+  void warn_throttled(const std::string& key, std::string line) {
+    if (std::optional<std::string> l = warnings.admit(key, std::move(line))) spdlog::warn("{}", *l);
+  }
   // Ends the session (`what` says why, for the log). `tell_master`: the worker ended it on
   // its own (the master may still be there): a Goodbye with the reason goes to the master,
   // and later messages of that master get one too (ended_), instead of a protocol error.
@@ -225,6 +231,8 @@ struct Server::Impl {
 
   ServerOptions opt;
   bool listen_mode;
+  // Before the guard, whose thread reports through it until the guard stops.
+  security::LogThrottle warnings{std::chrono::minutes(1)};
   zmq::context_t context{1};
   // Before the sockets: they bind under its ZAP handler and close before it stops.
   std::unique_ptr<security::Guard> guard;
@@ -284,7 +292,7 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
   listen_mode = !opt.listen.empty();
   const std::string& where = listen_mode ? opt.listen : opt.master;
   guard = std::make_unique<security::Guard>(
-      context, opt.security, [](const std::string& line) { spdlog::warn("{}", line); });
+      context, opt.security, [this](const std::string& line) { warn_throttled(line, line); });
   try {
     if (listen_mode) {
       socket = zmq::socket_t(context, zmq::socket_type::router);
@@ -374,7 +382,8 @@ Server::Impl::~Impl() {
 }
 
 void Server::Impl::protocol_error(const std::string* identity, std::string message) {
-  spdlog::warn("protocol error from {}: {}", who(identity), message);
+  warn_throttled("protocol error from " + who(identity),
+                 fmt::format("protocol error from {}: {}", who(identity), message));
   proto::Reply r;
   r.type = proto::ReplyType::ProtocolError;
   r.request = 0;
@@ -479,7 +488,8 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   if (hello.version != proto::kVersion) {
     reply.reason = fmt::format("protocol version mismatch: master speaks {}, worker speaks {}",
                                hello.version, proto::kVersion);
-    spdlog::warn("rejected master {}: {}", hello.client, reply.reason);
+    warn_throttled("rejected master " + hello.client,
+                   fmt::format("rejected master {}: {}", hello.client, reply.reason));
     send(identity, proto::encode(reply));
     return;
   }
@@ -491,7 +501,9 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
       end_session("master went away");
     } else {
       reply.reason = busy_reason();
-      spdlog::warn("rejected master {}: {}", hello.client, reply.reason);
+      // A master asking again every 200 ms would repeat this line: once a minute.
+      warn_throttled("rejected master " + hello.client,
+                     fmt::format("rejected master {}: {}", hello.client, reply.reason));
       send(identity, proto::encode(reply));
       return;
     }
@@ -615,7 +627,8 @@ void Server::Impl::on_peer(const std::string* identity, std::string_view header,
                                       frames.size() - first_payload));
   } catch (const ProtocolError& e) {
     // No reply: peers do not read them, and a stranger gets nothing to work with.
-    spdlog::warn("bad peer message from {}: {}", who(identity), e.what());
+    warn_throttled("bad peer message from " + who(identity),
+                   fmt::format("bad peer message from {}: {}", who(identity), e.what()));
     return;
   }
   std::optional<PayloadFrame> payload;
@@ -761,10 +774,12 @@ void Server::Impl::drain_peer_socket() {
         continue;
       }
     } catch (const ProtocolError& e) {
-      spdlog::warn("bad message on the peer socket: {}", e.what());
+      warn_throttled("bad message on the peer socket",
+                     fmt::format("bad message on the peer socket: {}", e.what()));
       continue;
     }
-    spdlog::warn("unexpected message on the peer socket; dropped");
+    warn_throttled("unexpected message on the peer socket",
+                   "unexpected message on the peer socket; dropped");
   }
 }
 

@@ -11,7 +11,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -376,6 +379,44 @@ TEST_CASE("hostile raw clients get protocol errors and never disturb a live sess
   guard.reset();  // the session ends
   check_new_master_works(worker);
   CHECK(worker.running());
+}
+
+TEST_CASE("a thousand bad messages from one peer leave the worker's log readable") {
+  char tmpl[] = "/tmp/dtr-worker-log-XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  close(fd);
+  const std::string log_path = tmpl;
+  int lines = 0;
+  std::string log;
+  {
+    WorkerProcess worker(worker_args(), log_path);
+    zmq::context_t ctx;
+    std::mt19937 rng(7);
+    RawClient master(ctx, worker.endpoint());
+    REQUIRE(master.hello(protocol::kVersion, "raw:1").accepted);
+    // A second master asking 50 times while the worker is busy.
+    RawClient second(ctx, worker.endpoint());
+    for (int i = 0; i < 50; ++i) CHECK_FALSE(second.hello(protocol::kVersion, "raw:2").accepted);
+    // 1,000 garbage messages from a stranger: every one is still answered (the throttle is
+    // for the log only).
+    RawClient c(ctx, worker.endpoint());
+    for (int i = 0; i < 1000; ++i) c.send(random_bytes(rng, 64));
+    int answered = 0;
+    for (auto deadline = Clock::now() + 4 * kWait; answered < 1000 && Clock::now() < deadline;)
+      if (c.next(std::chrono::milliseconds(500))) ++answered;
+    CHECK(answered == 1000);
+  }
+  std::ifstream in(log_path);
+  for (std::string line; std::getline(in, line);) {
+    ++lines;
+    log += line + "\n";
+  }
+  std::remove(log_path.c_str());
+  std::remove((log_path + ".2").c_str());
+  INFO("the worker's log:\n", log);
+  CHECK(lines >= 1);   // the first one is logged
+  CHECK(lines <= 30);  // not one line per message
 }
 
 TEST_CASE("hostile raw master: malformed batches in its own session are named, nothing leaks") {

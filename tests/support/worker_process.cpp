@@ -23,7 +23,7 @@ std::string worker_binary() {
 #endif
 }
 
-WorkerProcess::WorkerProcess(std::vector<std::string> extra_args) {
+WorkerProcess::WorkerProcess(std::vector<std::string> extra_args, const std::string& stderr_path) {
   char tmpl[] = "/tmp/dtr-endpoint-XXXXXX";
   int fd = mkstemp(tmpl);
   if (fd < 0) throw std::runtime_error("mkstemp failed");
@@ -33,7 +33,7 @@ WorkerProcess::WorkerProcess(std::vector<std::string> extra_args) {
   std::vector<std::string> args = {"--listen",     "tcp://127.0.0.1:*", "--endpoint-file",
                                    endpoint_file_, "--log-level",       "warn"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  spawn(args);
+  spawn(args, stderr_path);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(endpoint_file_);
@@ -51,7 +51,7 @@ WorkerProcess WorkerProcess::with_args(std::vector<std::string> args) {
   return w;
 }
 
-void WorkerProcess::spawn(const std::vector<std::string>& args) {
+void WorkerProcess::spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
   std::string bin = worker_binary();
   std::vector<char*> argv;
   argv.push_back(bin.data());
@@ -60,6 +60,10 @@ void WorkerProcess::spawn(const std::vector<std::string>& args) {
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    if (!stderr_path.empty()) {
+      int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(126);
+    }
     execv(bin.c_str(), argv.data());
     _exit(127);
   }

@@ -21,8 +21,10 @@ std::string worker_binary();
 
 class WorkerProcess {
  public:
-  // Listen mode on an ephemeral port; extra arguments are appended.
-  explicit WorkerProcess(std::vector<std::string> extra_args = {});
+  // Listen mode on an ephemeral port; extra arguments are appended. With `stderr_path`,
+  // the worker's standard error (its log) goes to that file.
+  explicit WorkerProcess(std::vector<std::string> extra_args = {},
+                         const std::string& stderr_path = {});
   // Any arguments (e.g. {"--master", endpoint}); does not wait for an endpoint file.
   static WorkerProcess with_args(std::vector<std::string> args);
   ~WorkerProcess();
@@ -39,7 +41,7 @@ class WorkerProcess {
  private:
   struct NoSpawn {};
   explicit WorkerProcess(NoSpawn) {}
-  void spawn(const std::vector<std::string>& args);
+  void spawn(const std::vector<std::string>& args, const std::string& stderr_path = {});
   pid_t pid_ = -1;
   std::string endpoint_;
   std::string endpoint_file_;

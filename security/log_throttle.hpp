@@ -1,0 +1,85 @@
+// LogThrottle: keeps logs readable when a peer repeats itself (a hostile client sending
+// garbage, a client retrying a refused handshake, a second master asking every 200 ms).
+// Each key (one peer and one kind of line) is let through at most once per interval; the
+// lines held back in between are counted, and the next line let through for that key says
+// how many there were. Keys are forgotten once idle for an interval, and at most
+// `max_keys` are tracked (past that, the oldest is dropped), so memory stays bounded
+// whatever the peers do.
+//
+// Thread safety: every member may be called from any thread (one mutex).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace dtr::security {
+
+class LogThrottle {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit LogThrottle(std::chrono::milliseconds interval, size_t max_keys = 256)
+      : interval_(interval), max_keys_(max_keys) {}
+
+  // The line to log now for `key`, or nullopt when one was logged for it within the
+  // interval (this one is then counted). A line after held-back ones ends with "(and N more
+  // like it in the last S s)".
+  std::optional<std::string> admit(const std::string& key, std::string line,
+                                   Clock::time_point now = Clock::now()) {
+    std::lock_guard lock(mu_);
+    forget_idle(now);
+    auto it = keys_.find(key);
+    if (it != keys_.end() && now - it->second.logged < interval_) {
+      ++it->second.held;
+      it->second.last = now;
+      return std::nullopt;
+    }
+    uint64_t held = it == keys_.end() ? 0 : it->second.held;
+    if (it == keys_.end()) {
+      if (keys_.size() >= max_keys_) drop_oldest();
+      it = keys_.emplace(key, Entry{}).first;
+    }
+    it->second = Entry{now, now, 0};
+    if (held > 0)
+      line += fmt::format(" (and {} more like it in the last {} s)", held,
+                          std::chrono::duration_cast<std::chrono::seconds>(interval_).count());
+    return line;
+  }
+
+ private:
+  struct Entry {
+    Clock::time_point logged{};  // when a line for the key was last let through
+    Clock::time_point last{};    // when one last came
+    uint64_t held = 0;           // lines held back since `logged`
+  };
+
+  void forget_idle(Clock::time_point now) {
+    for (auto it = keys_.begin(); it != keys_.end();) {
+      // A key whose held-back lines were never reported keeps its count until its next
+      // line; one with nothing held and nothing for an interval is forgotten.
+      if (it->second.held == 0 && now - it->second.last >= interval_)
+        it = keys_.erase(it);
+      else
+        ++it;
+    }
+  }
+  void drop_oldest() {
+    auto oldest = keys_.begin();
+    for (auto it = keys_.begin(); it != keys_.end(); ++it)
+      if (it->second.last < oldest->second.last) oldest = it;
+    if (oldest != keys_.end()) keys_.erase(oldest);
+  }
+
+  const std::chrono::milliseconds interval_;
+  const size_t max_keys_;
+  std::mutex mu_;
+  std::map<std::string, Entry> keys_;
+};
+
+}  // namespace dtr::security
