@@ -80,10 +80,13 @@ RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
   if (f.cause_tensor == f.tensor && f.cause_op == f.op)
     return RemoteError(
         fmt::format("{} failed on {} producing {}: {}", f.op, where, tensor, f.message), info);
-  return RemoteError(
-      fmt::format("{} failed on {} producing {}: {}; first cause: {} producing tensor %{}: {}",
-                  f.op, where, tensor, f.message, f.cause_op, f.cause_tensor, f.cause_message),
-      info);
+  // A cause that made no tensor (a lost node, say) names none.
+  std::string cause = f.cause_tensor == protocol::kNoTensor
+                          ? f.cause_op
+                          : fmt::format("{} producing tensor %{}", f.cause_op, f.cause_tensor);
+  return RemoteError(fmt::format("{} failed on {} producing {}: {}; first cause: {}: {}", f.op,
+                                 where, tensor, f.message, cause, f.cause_message),
+                     info);
 }
 
 RemoteTensor::~RemoteTensor() {

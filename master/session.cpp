@@ -605,15 +605,29 @@ void MasterSession::fail_node(int node, const std::string& why) {
     n.lost_reason = why;
     n.lost.store(true);
   }
-  std::lock_guard lock(pending_mu_);
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.node == node) {
-      it->second.promise.set_exception(std::make_exception_ptr(WorkerLost(why)));
-      it = pending_.erase(it);
-    } else {
-      ++it;
+  {
+    std::lock_guard lock(pending_mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.node == node) {
+        it->second.promise.set_exception(std::make_exception_ptr(WorkerLost(why)));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
+  // One liveness rule for the session: the other workers learn it too, so that copies,
+  // cross-node waits and collectives that involve the node fail now rather than at their
+  // own timeouts. (No backpressure here: this may run on the thread that flushes.)
+  if (closed_.load()) return;
+  protocol::cmd::NodeLost lost{.node = static_cast<uint32_t>(node)};
+  for (auto& other : nodes_) {
+    if (other->index == node || other->lost.load()) continue;
+    std::lock_guard lock(other->mu);
+    other->batch.add(protocol::Command(lost));
+  }
+  if (!work_pending_.load()) work_pending_.store(true);
+  if (sleeping_.exchange(false)) wake();
 }
 
 bool MasterSession::send_to(Node& node, std::string header,

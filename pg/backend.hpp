@@ -50,6 +50,12 @@ class Backend {
   virtual Work irecv(const local::Tensor& tensor, int src, int tag) = 0;
   virtual Work collective(CollectiveArgs args) = 0;
   virtual void shutdown() = 0;
+  // World rank `world_rank` is lost (ProcessGroup::declare_lost): what involves it fails
+  // now with `why`. A backend without such a notion keeps its own timeouts (the default).
+  virtual void declare_lost(int world_rank, const std::string& why) {
+    (void)world_rank;
+    (void)why;
+  }
   // How CUDA tensors travel (ProcessGroup::cuda_path()); "" for a backend without them.
   virtual std::string cuda_path() const { return ""; }
 };

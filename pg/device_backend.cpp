@@ -140,6 +140,9 @@ class DeviceBackend final : public Backend {
     closing_ = true;
     host_->shutdown();
   }
+  void declare_lost(int world_rank, const std::string& why) override {
+    host_->declare_lost(world_rank, why);
+  }
 
   std::string cuda_path() const override {
     std::lock_guard lock(m_);

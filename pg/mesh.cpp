@@ -466,6 +466,12 @@ void Mesh::watch_send(std::shared_ptr<SendTracker> t, std::shared_ptr<Work::Stat
   watches_.push_back({std::move(t), std::move(work), dst, deadline, std::move(what)});
 }
 
+void Mesh::declare_dead(int r, std::string why) {
+  if (r < 0 || r >= world_ || r == rank_) return;
+  std::lock_guard lock(m_);
+  mark_peer(r, PeerState::Dead, std::move(why));
+}
+
 void Mesh::mark_peer(int r, PeerState s, std::string reason) {
   if (peers_[r].state != PeerState::Alive) return;
   peers_[r].state = s;

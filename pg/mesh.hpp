@@ -176,6 +176,10 @@ class Mesh {
   // Says goodbye to every peer, fails everything pending, stops the I/O thread and closes
   // the sockets. Idempotent.
   void shutdown();
+  // An outside liveness monitor (a session's master) found world rank `r` lost: as when
+  // its connection drops, what is pending that involves it fails with `why`, and later
+  // operations that involve it fail at once; operations among the others go on.
+  void declare_dead(int r, std::string why);
   bool is_shut_down() const { return shut_.load(); }
 
  private:

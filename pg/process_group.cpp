@@ -689,6 +689,10 @@ void ProcessGroup::shutdown() {
   if (impl_) impl_->backend->shutdown();
 }
 
+void ProcessGroup::declare_lost(int world_rank, const std::string& why) {
+  if (impl_) impl_->backend->declare_lost(world_rank, why);
+}
+
 // ---------------------------------------------------------------- global API
 
 namespace {

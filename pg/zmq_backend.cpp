@@ -623,6 +623,9 @@ class ZmqGroup : public Backend {
   }
 
   void shutdown() override { mesh_->shutdown(); }
+  void declare_lost(int world_rank, const std::string& why) override {
+    mesh_->declare_dead(world_rank, why);
+  }
 
  private:
   void execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {

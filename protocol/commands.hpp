@@ -66,7 +66,8 @@ enum class CmdType : uint8_t {
   RecvPeer = 17,
   NewGroup = 18,
   Collective = 19,
-  ToDevice = 20
+  ToDevice = 20,
+  NodeLost = 21
 };
 
 // Master-issued collectives among the session's workers (cmd::Collective).
@@ -427,13 +428,29 @@ struct ToDevice {
   friend bool operator==(const ToDevice&, const ToDevice&) = default;
 };
 
+// The master lost `node` (silent for its heartbeat timeout, its connection closed, or it
+// ended the session): for this worker it is gone too. Waits for it (copies, cross-node
+// event waits) fail, the session's process groups shut down so that collectives blocked on
+// it fail at once, and later commands naming it fail: one liveness rule for a session.
+struct NodeLost {
+  static constexpr CmdType kType = CmdType::NodeLost;
+  static constexpr std::string_view kName = "node_lost";
+  uint32_t stream = 0;
+  uint32_t node = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("node", c.node, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
+  }
+  friend bool operator==(const NodeLost&, const NodeLost&) = default;
+};
+
 }  // namespace cmd
 
 using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
                              cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
                              cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
                              cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
-                             cmd::Collective, cmd::ToDevice>;
+                             cmd::Collective, cmd::ToDevice, cmd::NodeLost>;
 
 // The command's wire code, stream, and the name errors use (a RunOp's op name).
 CmdType command_type(const Command& c);

@@ -105,19 +105,28 @@ GroupPtr Groups::find(uint64_t id) const {
   return it == groups_.end() ? nullptr : it->second;
 }
 
+template <class F>
+void Groups::for_each_formed(F&& f) {
+  for (auto& [id, g] : groups_) {
+    if (!g->ready.valid() ||
+        g->ready.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      continue;
+    try {
+      ProcessGroup pg = g->ready.get();
+      if (pg.valid()) f(pg);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
 void Groups::close() {
   closing_.store(true);
   // Collectives blocked in a process group fail at once when it shuts down.
-  for (auto& [id, g] : groups_) {
-    if (g->ready.valid() &&
-        g->ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      try {
-        ProcessGroup pg = g->ready.get();
-        if (pg.valid()) pg.shutdown();
-      } catch (const std::exception&) {
-      }
-    }
-  }
+  for_each_formed([](ProcessGroup& pg) { pg.shutdown(); });
+}
+
+void Groups::lost(uint32_t node, const std::string& why) {
+  for_each_formed([&](ProcessGroup& pg) { pg.declare_lost(static_cast<int>(node), why); });
 }
 
 namespace {

@@ -81,8 +81,15 @@ class Groups {
   // blocked collectives fail at once).
   void close();
   bool closing() const { return closing_.load(); }
+  // Node `node` is lost to the session (cmd::NodeLost): collectives that involve it, in
+  // every formed group, fail now with `why`; those among the other nodes go on.
+  void lost(uint32_t node, const std::string& why);
 
  private:
+  // Each formed group's handle (groups still forming are skipped).
+  template <class F>
+  void for_each_formed(F&& f);
+
   std::unordered_map<uint64_t, GroupPtr> groups_;
   std::unique_ptr<GroupThread> thread_;
   std::atomic<bool> closing_{false};

@@ -133,6 +133,27 @@ RemoteWaitPtr Tokens::wait(uint64_t token, uint32_t peer, std::string* problem) 
   return w;
 }
 
+size_t Tokens::fail_from(uint32_t peer, const protocol::RemoteFailure& failure) {
+  std::vector<StreamPtr> wake_up;
+  size_t failed = 0;
+  for (auto it = waits_.begin(); it != waits_.end();) {
+    RemoteWait& w = *it->second;
+    std::unique_lock lock(w.mu);
+    if (w.from != peer || w.arrived) {
+      ++it;
+      continue;
+    }
+    w.arrived = true;
+    w.failure = failure;
+    if (w.waiter) wake_up.push_back(std::move(w.waiter));
+    lock.unlock();
+    it = waits_.erase(it);
+    ++failed;
+  }
+  for (const StreamPtr& s : wake_up) wake(s);  // no lock held (session.hpp)
+  return failed;
+}
+
 bool Tokens::arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
                     const std::optional<protocol::RemoteFailure>& failure) {
   auto fill = [&](RemoteWait& w) {

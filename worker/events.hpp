@@ -128,6 +128,9 @@ class Tokens {
   // one stays, and the wait still completes with it).
   bool arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
               const std::optional<protocol::RemoteFailure>& failure);
+  // `peer` is lost to the session: every wait for a token from it that has not arrived
+  // completes with `failure` (its stream woken). Returns how many.
+  size_t fail_from(uint32_t peer, const protocol::RemoteFailure& failure);
   size_t pending() const { return waits_.size(); }
   // The session is ending: every wait forgets its stream.
   void drop_waiters();

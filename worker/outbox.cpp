@@ -18,7 +18,14 @@ std::optional<std::string> Outbox::peer_problem(uint32_t peer) const {
   if (!has_setup_) return std::string("the session has no peer table (no Setup)");
   if (peer >= nodes_ || peer == node_)
     return fmt::format("node {} is not a peer of node {} ({} nodes)", peer, node_, nodes_);
+  if (peer < lost_.size() && !lost_[peer].empty()) return lost_[peer];
   return std::nullopt;
+}
+
+void Outbox::mark_lost(uint32_t peer, std::string why) {
+  if (peer >= nodes_) return;
+  lost_.resize(nodes_);
+  lost_[peer] = std::move(why);
 }
 
 void Outbox::reply(const protocol::Reply& r) {

@@ -33,8 +33,12 @@ class Outbox {
   uint32_t node() const { return node_; }
   uint32_t nodes() const { return nodes_; }
   uint64_t session_id() const { return session_id_; }
-  // Why `peer` cannot be talked to (no Setup, out of range, this node); nullopt if it can.
+  // Why `peer` cannot be talked to (no Setup, out of range, this node, lost); nullopt if
+  // it can. Dispatch thread.
   std::optional<std::string> peer_problem(uint32_t peer) const;
+  // The master lost `peer` (cmd::NodeLost): peer_problem() says `why` from now on.
+  // Dispatch thread.
+  void mark_lost(uint32_t peer, std::string why);
 
   // Any reply to the master.
   void reply(const protocol::Reply& r);
@@ -57,6 +61,7 @@ class Outbox {
   uint32_t node_ = 0;
   uint32_t nodes_ = 1;
   uint64_t session_id_ = 0;
+  std::vector<std::string> lost_;  // per node: why it is lost, "" while it is not
 };
 
 }  // namespace dtr::worker::detail

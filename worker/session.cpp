@@ -96,6 +96,7 @@ struct Session::Impl final : TaskRunner {
   void on(const cmd::NewGroup& c);
   void on(const cmd::Collective& c);
   void on(const cmd::ToDevice& c);
+  void on(const cmd::NodeLost& c);
   // Put's tensor from its frame; the failure when it cannot be made.
   void put(const cmd::Put& c, Payloads payloads);
   void barrier(CmdType type, uint64_t request, int32_t device);
@@ -532,6 +533,20 @@ void Session::Impl::on(const cmd::Collective& c) {
   if (!c.makes_tensor()) t.out = t.in[0];
   t.group = groups.find(c.group);
   streams.stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::NodeLost& c) {
+  if (std::optional<std::string> problem = outbox.peer_problem(c.node)) {
+    failures.root(protocol::kNoTensor, "node_lost", std::move(*problem));
+    return;
+  }
+  std::string why = fmt::format(
+      "node {} is lost to this session (the master lost it: silent for its heartbeat timeout, "
+      "its connection closed, or it ended the session)",
+      c.node);
+  outbox.mark_lost(c.node, why);
+  tokens.fail_from(c.node, make_failure(protocol::kNoTensor, "node_lost", why));
+  groups.lost(c.node, why);
 }
 
 // ---- execution (executor threads) ----

@@ -262,6 +262,11 @@ class ProcessGroup {
   // operations and closes sockets. Idempotent; the last handle's destructor does it too.
   // Subgroup handles share the world's connections: shutting any of them down ends all.
   void shutdown();
+  // For an outside liveness monitor (a master-worker session's master): world rank
+  // `world_rank` is lost. Operations pending or to come that involve it fail at once with
+  // `why`; operations among the other ranks go on (zmq, and CUDA tensors staged through
+  // host memory). The nccl backend keeps its own timeout. Any thread.
+  void declare_lost(int world_rank, const std::string& why);
 
   struct Impl;  // implementation detail
 

@@ -350,6 +350,18 @@ int main(int argc, char** argv) {
             Batch{{notify, peer_cmd<cmd::WaitRemote>(1, 3), request<cmd::Sync>(2)}}, {},
             kNoSetup | kNotifyAfter, 3);
   }
+  // The master lost node 1: a wait for it that was dispatched fails, a later copy from it
+  // fails at dispatch; node_lost naming this node or no node is refused.
+  {
+    auto recv = peer_cmd<cmd::RecvPeer>(1, 9);
+    recv.out = 2;
+    recv.meta = TensorMeta::contiguous(DType::Float32, {3});
+    s.batch("node-lost",
+            Batch{{peer_cmd<cmd::WaitRemote>(1, 3), cmd::NodeLost{.node = 1}, recv,
+                   cmd::NodeLost{.node = 0}, cmd::NodeLost{.node = 7}, with_input<cmd::Get>(2, 1),
+                   request<cmd::Sync>(2)}},
+            {}, 0, 3);
+  }
   // Copies between nodes: a SendPeer to node 1 comes back (loop-back) as node 1's copy for
   // a RecvPeer of the same token; a RecvPeer fed from payload frame 1 by the harness.
   {

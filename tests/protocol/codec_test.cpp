@@ -167,6 +167,7 @@ Batch every_command() {
                                  .meta = TensorMeta::contiguous(DType::Float64, {2, 2}),
                                  .device = 1});
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
+  cmds.push_back(cmd::NodeLost{.node = 4095});
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -581,8 +582,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 21), 0),
-                  "command 0 has unknown type 21");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 22), 0),
+                  "command 0 has unknown type 22");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),
