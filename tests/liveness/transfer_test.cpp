@@ -11,7 +11,10 @@
 #include <cstring>
 #include <future>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "dtr/process_group.hpp"
 #include "master/cluster.hpp"
 
 namespace {
@@ -124,4 +127,52 @@ TEST_CASE("a master streaming ops to a stopped worker gets WorkerLost, not a blo
   CHECK_MESSAGE(why.find("heartbeat timeout") != std::string::npos, why);
   CHECK_MESSAGE(after < 2.0 * kSlowdown * std::chrono::duration<double>(kTimeout).count() + 1.0,
                 after);
+}
+
+TEST_CASE("a 1 GiB copy between workers with a 500 ms heartbeat timeout") {
+  constexpr int64_t kElements = int64_t{256} << 20;  // 1 GiB of float32
+  Cluster cluster(2, cpu_only(), fast_timeout(std::chrono::milliseconds(500)));
+  DistributedTensor x = with_node(0, [&] { return dtr::ones({kElements}); });
+  synchronize();
+  auto t0 = Clock::now();
+  DistributedTensor y = x.to(1);  // worker to worker
+  double sum = y.sum().item<float>();
+  MESSAGE("1 GiB worker to worker in " << std::chrono::duration<double>(Clock::now() - t0).count()
+                                       << " s");
+  CHECK(sum == static_cast<float>(kElements));
+  CHECK_NOTHROW(synchronize());
+}
+
+TEST_CASE("process groups: 1 GiB messages with a 500 ms heartbeat timeout") {
+  constexpr int64_t kElements = int64_t{256} << 20;  // 1 GiB of float32
+  ProcessGroupOptions o;
+  o.timeout = std::chrono::minutes(2);
+  o.heartbeat_timeout = std::chrono::milliseconds(500 * kSlowdown);
+  auto store = make_hash_store();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        ProcessGroup g = ProcessGroup::create(store, r, 2, o);
+        local::Tensor t = local::full({kElements}, static_cast<double>(r + 1));
+        if (r == 0) {
+          g.send(t, 1);
+        } else {
+          g.recv(t, 0);
+          if (t.sum().item<float>() != static_cast<float>(kElements)) errors[1] = "recv: bad sum";
+        }
+        g.all_reduce(t);  // 1 GiB each way again
+        // Rank 1 received rank 0's ones: 1 + 1 everywhere on both ranks.
+        if (t.max().item<float>() != 2.0f || t.min().item<float>() != 2.0f)
+          errors[static_cast<size_t>(r)] = "all_reduce: bad values";
+        g.shutdown();
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  CHECK_MESSAGE(errors[0].empty(), errors[0]);
+  CHECK_MESSAGE(errors[1].empty(), errors[1]);
 }
