@@ -632,57 +632,49 @@ void MasterSession::fail_node(int node, const std::string& why) {
 
 bool MasterSession::send_to(Node& node, std::string header,
                             std::span<const local::Tensor> payloads) {
-  auto shared = std::make_shared<const std::string>(std::move(header));
-  zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
-  const std::string* identity = node.dealer ? nullptr : &node.identity;
-  switch (protocol::try_send(socket, identity, shared, payloads)) {
+  return send_batch(node, std::make_shared<const std::string>(std::move(header)),
+                    std::vector<local::Tensor>(payloads.begin(), payloads.end()));
+}
+
+bool MasterSession::send_batch(Node& node, std::shared_ptr<const std::string> header,
+                               std::vector<local::Tensor> payloads) {
+  switch (try_send_to(node, header, payloads)) {
     case protocol::SendResult::kSent:
       return true;
     case protocol::SendResult::kWouldBlock:
       // The worker takes no more for now (its queue and ours are at their high-water
       // marks): keep the message for the next flush. Liveness says whether it is alive.
-      node.unsent = std::move(shared);
-      node.unsent_payloads.assign(payloads.begin(), payloads.end());
+      node.unsent = std::move(header);
+      node.unsent_payloads = std::move(payloads);
       return false;
     case protocol::SendResult::kUnreachable:
-      break;
+      return false;  // try_send_to failed the node
   }
-  fail_node(node.index,
-            fmt::format("node {} ({}) is lost: its connection closed", node.index, node.endpoint));
   return false;
 }
 
-void MasterSession::send_control(Node& node, std::string header) {
+protocol::SendResult MasterSession::try_send_to(Node& node,
+                                                const std::shared_ptr<const std::string>& header,
+                                                std::span<const local::Tensor> payloads) {
   zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
   const std::string* identity = node.dealer ? nullptr : &node.identity;
-  auto shared = std::make_shared<const std::string>(std::move(header));
-  // A queue at its high-water mark drops it: a heartbeat or a goodbye is not worth a wait.
-  if (protocol::try_send(socket, identity, shared, {}) == protocol::SendResult::kUnreachable)
+  protocol::SendResult r = protocol::try_send(socket, identity, header, payloads);
+  if (r == protocol::SendResult::kUnreachable)
     fail_node(node.index, fmt::format("node {} ({}) is lost: its connection closed", node.index,
                                       node.endpoint));
+  return r;
+}
+
+void MasterSession::send_control(Node& node, std::string header) {
+  // A queue at its high-water mark drops it: a heartbeat or a goodbye is not worth a wait.
+  (void)try_send_to(node, std::make_shared<const std::string>(std::move(header)), {});
 }
 
 bool MasterSession::send_unsent(Node& node) {
   if (!node.unsent) return true;
   std::shared_ptr<const std::string> header = std::move(node.unsent);
-  std::vector<local::Tensor> payloads = std::move(node.unsent_payloads);
   node.unsent.reset();
-  node.unsent_payloads.clear();
-  zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
-  const std::string* identity = node.dealer ? nullptr : &node.identity;
-  switch (protocol::try_send(socket, identity, header, payloads)) {
-    case protocol::SendResult::kSent:
-      return true;
-    case protocol::SendResult::kWouldBlock:
-      node.unsent = std::move(header);
-      node.unsent_payloads = std::move(payloads);
-      return false;
-    case protocol::SendResult::kUnreachable:
-      break;
-  }
-  fail_node(node.index,
-            fmt::format("node {} ({}) is lost: its connection closed", node.index, node.endpoint));
-  return false;
+  return send_batch(node, std::move(header), std::move(node.unsent_payloads));
 }
 
 void MasterSession::flush_all() {

@@ -143,6 +143,12 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   bool send_to(Node& node, std::string header, std::span<const local::Tensor> payloads);
   // The node's unsent message, first: true when it went (or there was none).
   bool send_unsent(Node& node);
+  // send_to() of a message already shared (a retry keeps the same bytes).
+  bool send_batch(Node& node, std::shared_ptr<const std::string> header,
+                  std::vector<local::Tensor> payloads);
+  // One non-blocking send to the node; an unreachable node is failed (fail_node).
+  protocol::SendResult try_send_to(Node& node, const std::shared_ptr<const std::string>& header,
+                                   std::span<const local::Tensor> payloads);
   // A message outside the batches (heartbeat, goodbye): dropped when the queue is full.
   void send_control(Node& node, std::string header);
   // node < 0: a ROUTER whose first frame names the worker.
@@ -203,7 +209,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> holder_sleeping_{false};  // a requester holding the I/O sleeps
   std::atomic<bool> holder_{false};           // a requester holds the I/O (hold_io)
   std::atomic<Clock::rep> last_flush_{0};     // when flush_all last ran (steady clock)
-  std::atomic<bool> blocked_{false};  // the last flush left a message unsent (a full queue)
+  std::atomic<bool> blocked_{false};          // the last flush left a message unsent (a full queue)
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dtr/collectives.hpp"
+#include "liveness/liveness_support.hpp"
 #include "master/cluster.hpp"
 
 namespace {
@@ -17,11 +18,6 @@ using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kSlowdown = 4;
-#else
-constexpr int kSlowdown = 1;
-#endif
 const std::chrono::milliseconds kTimeout(1000 * kSlowdown);
 
 MasterOptions options() {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dtr/process_group.hpp"
+#include "liveness/liveness_support.hpp"
 #include "master/cluster.hpp"
 
 namespace {
@@ -22,14 +23,6 @@ namespace {
 using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
-
-// Sanitizers slow every thread several times over (a sanitized worker's loop may not get
-// to its heartbeat within 500 ms while it maps gigabytes): their builds get longer limits.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kSlowdown = 4;
-#else
-constexpr int kSlowdown = 1;
-#endif
 
 MasterOptions fast_timeout(std::chrono::milliseconds timeout) {
   timeout *= kSlowdown;
