@@ -91,7 +91,8 @@ RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
 
 RemoteTensor::~RemoteTensor() {
   if (!session || session->closed()) return;
-  session->enqueue(node, cmd::Free{.input = id});
+  // Nobody is woken for a Free: it leaves with the next message to the node.
+  session->enqueue(node, cmd::Free{.input = id}, nullptr, false);
 }
 }  // namespace detail
 

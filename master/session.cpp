@@ -434,6 +434,9 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
     return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   };
   Clock::time_point next_interrupt_check = Clock::now() + kWaitInterruptEvery;
+  // The spin is once per request, from its start: a reply that takes longer (a large
+  // tensor on its way) is waited for asleep, leaving the cores to the threads moving it.
+  const Clock::time_point spin_until = Clock::now() + options_.spin;
   while (!ready()) {
     Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
@@ -460,12 +463,13 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
       if (future.wait_for(slice) == std::future_status::ready) return true;
       continue;
     }
-    if (hold_io(future, std::min(deadline, now + kWaitSlice))) return true;
+    if (hold_io(future, std::min(deadline, now + kWaitSlice), spin_until)) return true;
   }
   return true;
 }
 
-bool MasterSession::hold_io(std::future<ReplyMessage>& future, Clock::time_point until) {
+bool MasterSession::hold_io(std::future<ReplyMessage>& future, Clock::time_point until,
+                            Clock::time_point spin_until) {
   auto ready = [&] {
     return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   };
@@ -489,7 +493,6 @@ bool MasterSession::hold_io(std::future<ReplyMessage>& future, Clock::time_point
       if ((others || s.work_pending_.load()) && s.sleeping_.exchange(false)) s.wake();
     }
   } leave{*this};
-  const Clock::time_point spin_until = Clock::now() + options_.spin;
   while (true) {
     service(true);
     if (ready()) return true;
@@ -761,9 +764,14 @@ void MasterSession::io_loop() {
     // signals room to send).
     if (work_pending_.load() || blocked_.load()) {
       // In a burst (work again within kCork of the last flush), the flush waits until kCork
-      // after the last one, so that a message carries more commands.
+      // after the last one, so that a message carries more commands; otherwise kFirstDelay,
+      // so that a request following the work (a requester flushes at once) takes it along.
       Clock::time_point last(Clock::duration(last_flush_.load(std::memory_order_relaxed)));
-      if (Clock::now() < last + kCork) std::this_thread::sleep_until(last + kCork);
+      Clock::time_point woken = Clock::now();
+      if (woken < last + kCork)
+        std::this_thread::sleep_until(last + kCork);
+      else if (!holder_.load())
+        std::this_thread::sleep_until(woken + kFirstDelay);
       std::unique_lock lock(io_mu_, std::try_to_lock);
       if (lock.owns_lock()) {
         Clock::time_point now = Clock::now();

@@ -79,7 +79,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
                           std::vector<protocol::cmd::Collective> commands);
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
-  // `wake_io` false: the caller flushes itself (request()).
+  // `wake_io` false: nobody is woken for it; it goes with the next flush (the caller's own,
+  // request(), or anyone's; at the latest the I/O thread's idle round, kIdlePoll). Frees go
+  // so: they need no promptness, and a program's next command carries them.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr,
                bool wake_io = true);
   // The same for an op (the hot path: no variant to build).
@@ -134,9 +136,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // whenever the I/O thread is not (it sends the request and takes the reply with no
   // hand-off between threads); false on timeout.
   bool await_reply(std::future<ReplyMessage>& future, Clock::time_point deadline);
-  // await_reply() with io_mu_ held: flushes and reads (spinning for options_.spin first,
-  // then sleeping on the sockets) until the reply is here (true) or `until`.
-  bool hold_io(std::future<ReplyMessage>& future, Clock::time_point until);
+  // await_reply() with io_mu_ held: flushes and reads (spinning until `spin_until`, which
+  // await_reply sets once per request, then sleeping on the sockets) until the reply is
+  // here (true) or `until`.
+  bool hold_io(std::future<ReplyMessage>& future, Clock::time_point until,
+               Clock::time_point spin_until);
   void flush_all();
   // Sends a batch message without blocking: false when the worker's queue is full (the
   // message is kept as the node's `unsent`) or the node is lost (fail_node).
@@ -171,6 +175,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // In a burst of commands, the I/O thread's next flush waits until this long after the
   // last one (io_loop).
   static constexpr std::chrono::microseconds kCork{30};
+  // Outside a burst the I/O thread waits this long before it flushes work it was woken
+  // for, unless a requester holds the I/O: a program's async commands followed by a
+  // request (`(x + 1).item()`) then leave as one message, which the requester sends.
+  static constexpr std::chrono::microseconds kFirstDelay{15};
 
   MasterOptions options_;
   zmq::context_t context_;
