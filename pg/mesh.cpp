@@ -150,7 +150,16 @@ Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string
   router_.set(zmq::sockopt::heartbeat_ivl, std::max(hb / 10, 50));
   router_.set(zmq::sockopt::heartbeat_timeout, hb);
   router_.set(zmq::sockopt::heartbeat_ttl, hb);
-  guard_->server(router_, bind_endpoint, "process-group endpoint");
+  try {
+    guard_->server(router_, bind_endpoint, "process-group endpoint");
+  } catch (const AuthenticationError& e) {
+    // SPMD ranks have no dtr-worker flags: say what such a program sets.
+    throw AuthenticationError(fmt::format(
+        "{}. In an SPMD program: when every rank runs on this host, set DTR_PG_ADDR=127.0.0.1 "
+        "(or ProcessGroupOptions::bind_address) so that the group stays on loopback; across "
+        "hosts, set DTR_KEY_FILE to the cluster key on every rank, or DTR_INSECURE=1",
+        e.what()));
+  }
   try {
     router_.bind(bind_endpoint);
   } catch (const zmq::error_t& e) {

@@ -320,6 +320,15 @@ struct Checker {
           fmt::format("{}: {} rank {} outside the group [0, {})", what, role, r, g.size()));
     }
   }
+  // A point-to-point peer: a rank of the group other than this process's own (torch
+  // refuses sending to or receiving from oneself too).
+  void peer(int r, const char* role) const {
+    rank(r, role);
+    if (r == g.rank())
+      throw InvalidArgument(fmt::format(
+          "{}: the {} rank {} is this process's own rank; a rank cannot {} itself", what, role, r,
+          std::string_view(what) == "send" ? "send to" : "receive from"));
+  }
   void tensor(const local::Tensor& t, const char* role) const {
     if (!t.defined())
       throw InvalidArgument(fmt::format("{}: the {} tensor is undefined", what, role));
@@ -409,7 +418,7 @@ Work ProcessGroup::isend(const local::Tensor& tensor, int dst, int tag) {
   Checker c{*this, "send"};
   c.member();
   check_supported(CommOp::Send, DeviceKind::CPU);
-  c.rank(dst, "destination");
+  c.peer(dst, "destination");
   c.tensor(tensor, "send");
   return impl().backend->isend(tensor, dst, tag);
 }
@@ -418,7 +427,7 @@ Work ProcessGroup::irecv(local::Tensor& tensor, int src, int tag) {
   Checker c{*this, "recv"};
   c.member();
   check_supported(src == kAnySource ? CommOp::RecvAnySource : CommOp::Recv, DeviceKind::CPU);
-  if (src != kAnySource) c.rank(src, "source");
+  if (src != kAnySource) c.peer(src, "source");
   c.tensor(tensor, "receive");
   return impl().backend->irecv(tensor, src, tag);
 }

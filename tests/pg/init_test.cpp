@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "pg/util.hpp"
 #include "pg_test_util.hpp"
 
 using namespace dtr;
@@ -87,6 +88,34 @@ TEST_CASE("init: file:// with assigned ranks and two jobs sharing one file by gr
     return global_api_check("file://" + path, 2, i, "a");
   });
   CHECK(again == std::vector<int>{0, 0});
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("init: file:// without a key on a non-loopback address says what an SPMD program sets") {
+  const std::string addr = pg::local_address_towards("192.0.2.1");
+  if (addr.starts_with("127.")) {
+    MESSAGE("skipped: this machine has no non-loopback address for file:// to pick");
+    return;
+  }
+  const std::string path = "/tmp/dtr-pg-nokey-" + std::to_string(getpid());
+  ::unlink(path.c_str());
+  auto codes = fork_ranks(1, [&](int) {
+    ::unsetenv("DTR_PG_ADDR");
+    ::unsetenv("DTR_KEY_FILE");
+    ::unsetenv("DTR_INSECURE");
+    try {
+      init_process_group("zmq", "file://" + path, 1, 0, "", std::chrono::seconds(10));
+    } catch (const AuthenticationError& e) {
+      const std::string m = e.what();
+      bool names_fix = m.find("DTR_PG_ADDR=127.0.0.1") != std::string::npos &&
+                       m.find("DTR_KEY_FILE") != std::string::npos &&
+                       m.find(addr) != std::string::npos;
+      if (!names_fix) std::fprintf(stderr, "message: %s\n", m.c_str());
+      return names_fix ? 0 : 2;
+    }
+    return 1;  // accepted a plain non-loopback bind
+  });
+  CHECK(codes == std::vector<int>{0});
   ::unlink(path.c_str());
 }
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "pg_test_util.hpp"
@@ -174,12 +175,31 @@ TEST_CASE("p2p: a receive with nobody sending times out") {
   check_no_errors(errors);
 }
 
-TEST_CASE("p2p: a rank can send to itself") {
+TEST_CASE("p2p: a rank cannot send to or receive from itself, as in torch") {
   check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
-    Work s = g.isend(local::full(Shape{5}, g.rank() + 3, DType::Int64), g.rank(), 9);
     auto t = local::zeros(Shape{5}, DType::Int64);
-    if (g.recv(t, g.rank(), 9) != g.rank()) throw Error("self recv source");
+    auto expect = [&](auto&& call, const std::string& text) {
+      try {
+        call();
+      } catch (const InvalidArgument& e) {
+        if (std::string(e.what()).find(text) == std::string::npos)
+          throw Error(std::string("unexpected message: ") + e.what());
+        return;
+      }
+      throw Error("no InvalidArgument for " + text);
+    };
+    const std::string own = "rank " + std::to_string(g.rank()) + " is this process's own rank";
+    expect([&] { g.isend(t, g.rank(), 9); },
+           "send: the destination " + own + "; a rank cannot send to itself");
+    expect([&] { g.send(t, g.rank(), 9); }, "send to itself");
+    expect([&] { g.irecv(t, g.rank(), 9); },
+           "recv: the source " + own + "; a rank cannot receive from itself");
+    expect([&] { g.recv(t, g.rank(), 9); }, "receive from itself");
+    // The group is intact: a real exchange still works.
+    const int other = 1 - g.rank();
+    Work s = g.isend(local::full(Shape{5}, g.rank() + 3, DType::Int64), other, 9);
+    if (g.recv(t, other, 9) != other) throw Error("recv source");
     s.wait(30s);
-    if (t.to_vector<int64_t>()[4] != g.rank() + 3) throw Error("self recv payload");
+    if (t.to_vector<int64_t>()[4] != other + 3) throw Error("recv payload");
   }));
 }
