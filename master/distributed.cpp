@@ -16,6 +16,13 @@ using protocol::Command;
 namespace cmd = protocol::cmd;
 
 namespace {
+// An op on at most this many elements is small work (MasterSession::Wake::kLazy): it goes
+// with the next message rather than waking the I/O thread. (The worker runs ops of this
+// size at once on its dispatch thread too.)
+constexpr int64_t kLazyElements = 32 * 1024;
+MasterSession::Wake wake_for(const TensorMeta& out) {
+  return out.numel() <= kLazyElements ? MasterSession::Wake::kLazy : MasterSession::Wake::kNow;
+}
 
 std::mutex g_session_mu;
 std::shared_ptr<MasterSession> g_session;
@@ -91,8 +98,8 @@ RemoteError remote_error(int node, const protocol::RemoteFailure& f) {
 
 RemoteTensor::~RemoteTensor() {
   if (!session || session->closed()) return;
-  // Nobody is woken for a Free: it leaves with the next message to the node.
-  session->enqueue(node, cmd::Free{.input = id}, nullptr, false);
+  // A Free needs no promptness: it leaves with the next message to the node.
+  session->enqueue(node, cmd::Free{.input = id}, nullptr, MasterSession::Wake::kLazy);
 }
 }  // namespace detail
 
@@ -131,11 +138,13 @@ DistributedTensor DistributedTensor::create(OpId op, const OpAttrs& attrs) {
   s->check_alive(t_node);
   TensorMeta meta = infer(op, {}, attrs).meta;
   const uint64_t out = s->new_id();
-  s->enqueue(t_node, cmd::RunOp{.stream = detail::current_stream_id(*s, t_node),
-                                .op = op,
-                                .out = out,
-                                .attrs = attrs,
-                                .device = t_device});
+  s->enqueue(t_node,
+             cmd::RunOp{.stream = detail::current_stream_id(*s, t_node),
+                        .op = op,
+                        .out = out,
+                        .attrs = attrs,
+                        .device = t_device},
+             wake_for(meta));
   return DistributedTensor(make_remote(s, t_node, t_device, out, meta));
 }
 
@@ -175,7 +184,7 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  self.session->enqueue(self.node, c);
+  self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
   return c.out;
 }
 }  // namespace

@@ -322,7 +322,7 @@ void MasterSession::wake() {
 }
 
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
-                            bool wake_io) {
+                            Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
   Node& n = *nodes_[node];
   size_t queued;
@@ -339,10 +339,10 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     }
     queued = n.batch.count();
   }
-  after_enqueue(n, queued, wake_io);
+  after_enqueue(n, queued, how);
 }
 
-void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c) {
+void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
   Node& n = *nodes_[node];
   size_t queued;
@@ -351,18 +351,24 @@ void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c) {
     n.batch.add(c);
     queued = n.batch.count();
   }
-  after_enqueue(n, queued, true);
+  after_enqueue(n, queued, how);
 }
 
-void MasterSession::after_enqueue(Node& n, size_t queued, bool wake_io) {
+void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
   // Each flag is read before it is written: while the I/O thread is busy they stay as they
   // are, and a plain load costs far less than a locked write to a line it also uses. (The
   // I/O thread clears work_pending_ before it takes the batches, so a command added before
   // a `true` seen here is still flushed.)
   if (!work_pending_.load()) work_pending_.store(true);
   // The I/O thread or a requester holding the I/O may sleep (both watch the wake fd).
-  if (wake_io && sleeping_.load() && sleeping_.exchange(false)) wake();
-  if (wake_io && holder_sleeping_.load() && holder_sleeping_.exchange(false)) wake();
+  // Lazy work wakes neither while the I/O thread dozes: whoever flushes next takes it. (The
+  // I/O thread clears dozing_ before it checks work_pending_ and sleeps long.)
+  if (how == Wake::kNow) {
+    if (sleeping_.load() && sleeping_.exchange(false)) wake();
+    if (holder_sleeping_.load() && holder_sleeping_.exchange(false)) wake();
+  } else if (how == Wake::kLazy) {
+    if (sleeping_.load() && !dozing_.load() && sleeping_.exchange(false)) wake();
+  }
   if (queued >= kBackpressureCommands) {
     // The I/O thread flushes it (woken here even for a caller that flushes itself).
     if (sleeping_.exchange(false)) wake();
@@ -402,7 +408,7 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
     future = p.promise.get_future();
   }
   // Not woken: this thread sends the request and reads the reply itself when it can.
-  enqueue(node, c, nullptr, false);
+  enqueue(node, c, nullptr, Wake::kNone);
   // The node may have been marked lost after the check above and before the promise was
   // registered; fail_node() would then have missed it.
   if (n.lost.load()) {
@@ -786,6 +792,10 @@ void MasterSession::io_loop() {
       }
     }
     if (stop_.load()) break;
+    // Doze (look again soon) while the session is busy; lazy work then needs no wake-up.
+    Clock::time_point last(Clock::duration(last_flush_.load(std::memory_order_relaxed)));
+    const bool dozing = Clock::now() - last < kDozeWindow;
+    dozing_.store(dozing);
     sleeping_.store(true);
     if (work_pending_.load() && !holder_.load()) {
       sleeping_.store(false);
@@ -804,7 +814,7 @@ void MasterSession::io_loop() {
       sleeping_.store(false);
       continue;
     }
-    wait_sockets(kIdlePoll, true, !holder_.load());
+    wait_sockets(dozing ? std::chrono::milliseconds(kDoze) : kIdlePoll, true, !holder_.load());
     sleeping_.store(false);
   }
   std::lock_guard lock(io_mu_);

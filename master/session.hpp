@@ -77,15 +77,21 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // `nodes` (in that order) on every node first, once. Sets each command's group.
   void enqueue_collective(const std::vector<int>& nodes,
                           std::vector<protocol::cmd::Collective> commands);
+  // Who sends a queued command, and when.
+  enum class Wake {
+    kNow,   // the I/O thread is woken for it (and flushes within kFirstDelay or the cork)
+    kLazy,  // small work (a Free, an op on a few elements): the I/O thread is woken only
+            // from a long sleep; while the session is busy it goes with the next message
+            // to the node (a request's, typically) or the I/O thread's next look, within
+            // kDoze. A round trip after small async ops then wakes no thread for them.
+    kNone,  // the caller flushes it itself (request())
+  };
   // Queues a command; returns at once. `payload` (Put) must stay unchanged until the
   // worker has it: callers follow a Put with a request.
-  // `wake_io` false: nobody is woken for it; it goes with the next flush (the caller's own,
-  // request(), or anyone's; at the latest the I/O thread's idle round, kIdlePoll). Frees go
-  // so: they need no promptness, and a program's next command carries them.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr,
-               bool wake_io = true);
+               Wake how = Wake::kNow);
   // The same for an op (the hot path: no variant to build).
-  void enqueue(int node, const protocol::cmd::RunOp& c);
+  void enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
   void check_alive(int node) const;
   // Queues a request command (one with a `request` field, which is set here) and waits for
@@ -171,7 +177,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // After a command was queued for `n` (`queued` commands are waiting): tells the I/O
   // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and
   // holds the caller at the backpressure limit.
-  void after_enqueue(Node& n, size_t queued, bool wake_io);
+  void after_enqueue(Node& n, size_t queued, Wake how);
   // In a burst of commands, the I/O thread's next flush waits until this long after the
   // last one (io_loop).
   static constexpr std::chrono::microseconds kCork{30};
@@ -179,6 +185,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // for, unless a requester holds the I/O: a program's async commands followed by a
   // request (`(x + 1).item()`) then leave as one message, which the requester sends.
   static constexpr std::chrono::microseconds kFirstDelay{15};
+  // While anything was flushed within kDozeWindow the idle I/O thread looks again after
+  // kDoze (so Wake::kLazy work waits at most that long); then it sleeps for kIdlePoll.
+  static constexpr std::chrono::milliseconds kDoze{1};
+  static constexpr std::chrono::milliseconds kDozeWindow{100};
 
   MasterOptions options_;
   zmq::context_t context_;
@@ -214,6 +224,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   int wake_fd_ = -1;
   std::atomic<bool> work_pending_{false};
   std::atomic<bool> sleeping_{false};         // the I/O thread sleeps
+  std::atomic<bool> dozing_{false};           // ... and looks again within kDoze
   std::atomic<bool> holder_sleeping_{false};  // a requester holding the I/O sleeps
   std::atomic<bool> holder_{false};           // a requester holds the I/O (hold_io)
   std::atomic<Clock::rep> last_flush_{0};     // when flush_all last ran (steady clock)
