@@ -439,6 +439,253 @@ void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& 
   f(r, c, index, ctx);
 }
 
+// ---- observability replies (messages.hpp): written and read field by field, every
+// enum, range and count checked, as the commands are ----
+
+bool is_command_code(uint8_t code) {
+  return kDecoders[code] != nullptr;
+}
+
+void write_trace_event(Writer& w, const TraceEvent& e) {
+  w.put(static_cast<uint8_t>(e.kind));
+  w.put(static_cast<uint16_t>(e.op));
+  w.put(e.stream);
+  w.put(e.device);
+  w.put(e.begin_ns);
+  w.put(e.end_ns);
+  w.put(e.wait_ns);
+  w.put(static_cast<uint8_t>(e.failed));
+  w.put(e.bytes);
+  w.put(e.peer);
+  w.put(static_cast<uint8_t>(e.flow));
+  w.put(e.flow_id);
+  w.put(e.detail);
+  w.put(e.inputs);
+  auto n = static_cast<uint8_t>(std::min(e.tensors.size(), kMaxTraceTensors));
+  w.put(n);
+  for (size_t i = 0; i < n; ++i) {
+    w.put(e.tensors[i].id);
+    w.put(static_cast<uint8_t>(e.tensors[i].shaped));
+    if (e.tensors[i].shaped) w.meta(e.tensors[i].meta);
+  }
+}
+
+// Bytes of a trace event without its tensors, and of a flight record (count checks).
+constexpr size_t kTraceEventMinBytes = 1 + 2 + 4 + 4 + 8 * 3 + 1 + 8 + 4 + 1 + 8 + 8 + 1 + 1;
+constexpr size_t kFlightRecordBytes = 8 + 1 + 2 + 4 + 1 + 1 + 8 + 4 + 8 * 3 + 8 + 8 * 3;
+
+uint8_t read_command_code(Reader& r, std::string_view what) {
+  auto kind = r.get<uint8_t>();
+  if (!is_command_code(kind)) r.fail("{} has unknown command kind {}", what, kind);
+  return kind;
+}
+
+OpId read_op(Reader& r, std::string_view what) {
+  auto op = r.get<uint16_t>();
+  if (!is_valid_op(op)) r.fail("{} has unknown op code {}", what, op);
+  return static_cast<OpId>(op);
+}
+
+uint32_t read_peer(Reader& r, std::string_view what) {
+  auto peer = r.get<uint32_t>();
+  if (peer != kNoPeer && peer >= kMaxNodes)
+    r.fail("{} has peer {}, expected 0 to {} or none", what, peer, kMaxNodes - 1);
+  return peer;
+}
+
+bool read_bool(Reader& r, std::string_view what, std::string_view field) {
+  auto v = r.get<uint8_t>();
+  if (v > 1) r.fail("{} has {} {}, expected 0 or 1", what, field, v);
+  return v != 0;
+}
+
+template <typename T>
+T read_at_least(Reader& r, std::string_view what, std::string_view field, T lo) {
+  auto v = r.get<T>();
+  if (v < lo) r.fail("{} has {} {}, expected at least {}", what, field, v, lo);
+  return v;
+}
+
+TraceEvent read_trace_event(Reader& r, size_t index) {
+  const std::string what = fmt::format("trace event {}", index);
+  TraceEvent e;
+  e.kind = static_cast<CmdType>(read_command_code(r, what));
+  e.op = read_op(r, what);
+  e.stream = r.get<uint32_t>();
+  e.device = r.get<int32_t>();
+  if (e.device < -1 || e.device >= static_cast<int32_t>(kMaxDevices))
+    r.fail("{} has device {}, expected -1 to {}", what, e.device, kMaxDevices - 1);
+  e.begin_ns = r.get<int64_t>();
+  e.end_ns = r.get<int64_t>();
+  if (e.end_ns < e.begin_ns)
+    r.fail("{} ends ({}) before it begins ({})", what, e.end_ns, e.begin_ns);
+  e.wait_ns = r.get<int64_t>();
+  if (e.wait_ns < 0 || e.wait_ns > e.end_ns - e.begin_ns)
+    r.fail("{} has wait {} ns, expected 0 to its duration {}", what, e.wait_ns,
+           e.end_ns - e.begin_ns);
+  e.failed = read_bool(r, what, "failed flag");
+  e.bytes = read_at_least<int64_t>(r, what, "bytes", 0);
+  e.peer = read_peer(r, what);
+  auto flow = r.get<uint8_t>();
+  if (flow > 2) r.fail("{} has flow {}, expected 0 to 2", what, flow);
+  e.flow = static_cast<TraceFlow>(flow);
+  e.flow_id = r.get<uint64_t>();
+  e.detail = r.get<uint64_t>();
+  e.inputs = r.get<uint8_t>();
+  auto n = r.get<uint8_t>();
+  if (n > kMaxTraceTensors) r.fail("{} has {} tensors, at most {}", what, n, kMaxTraceTensors);
+  if (e.inputs > n) r.fail("{} has {} inputs of {} tensors", what, e.inputs, n);
+  for (uint8_t i = 0; i < n; ++i) {
+    TraceTensor t;
+    t.id = r.get<uint64_t>();
+    t.shaped = read_bool(r, what, "shape flag");
+    if (t.shaped) t.meta = r.meta([&] { return fmt::format("{} tensor {}", what, i); });
+    e.tensors.push_back(std::move(t));
+  }
+  return e;
+}
+
+void write_flight(Writer& w, const FlightDump& d) {
+  w.str(d.reason);
+  w.put(d.now_ns);
+  w.put(d.total);
+  w.put(d.capacity);
+  auto n = static_cast<uint32_t>(std::min(d.records.size(), kMaxFlightRecords));
+  w.put(n);
+  for (size_t i = 0; i < n; ++i) {
+    const FlightRecord& f = d.records[i];
+    w.put(f.seq);
+    w.put(static_cast<uint8_t>(f.kind));
+    w.put(static_cast<uint16_t>(f.op));
+    w.put(f.stream);
+    w.put(static_cast<uint8_t>(f.state));
+    w.put(static_cast<uint8_t>(f.wait));
+    w.put(f.wait_on);
+    w.put(f.peer);
+    w.put(f.out);
+    w.put(f.in0);
+    w.put(f.in1);
+    w.put(f.detail);
+    w.put(f.queued_ns);
+    w.put(f.started_ns);
+    w.put(f.ended_ns);
+  }
+}
+
+FlightRecord read_flight_record(Reader& r, size_t index) {
+  const std::string what = fmt::format("flight record {}", index);
+  FlightRecord f;
+  f.seq = r.get<uint64_t>();
+  f.kind = static_cast<CmdType>(read_command_code(r, what));
+  f.op = read_op(r, what);
+  f.stream = r.get<uint32_t>();
+  auto state = r.get<uint8_t>();
+  if (state < 1 || state > 5) r.fail("{} has state {}, expected 1 to 5", what, state);
+  f.state = static_cast<FlightState>(state);
+  auto wait = r.get<uint8_t>();
+  if (wait > 5) r.fail("{} has wait kind {}, expected 0 to 5", what, wait);
+  f.wait = static_cast<WaitKind>(wait);
+  f.wait_on = r.get<uint64_t>();
+  f.peer = read_peer(r, what);
+  f.out = r.get<uint64_t>();
+  f.in0 = r.get<uint64_t>();
+  f.in1 = r.get<uint64_t>();
+  f.detail = r.get<uint64_t>();
+  f.queued_ns = read_at_least<int64_t>(r, what, "queued time", 0);
+  f.started_ns = read_at_least<int64_t>(r, what, "start time", 0);
+  f.ended_ns = read_at_least<int64_t>(r, what, "end time", 0);
+  return f;
+}
+
+FlightDump read_flight(Reader& r) {
+  FlightDump d;
+  d.reason = r.str("flight dump reason");
+  d.now_ns = r.get<int64_t>();
+  d.total = r.get<uint64_t>();
+  d.capacity = r.get<uint32_t>();
+  size_t n = r.count("flight records", kMaxFlightRecords, kFlightRecordBytes, r.get<uint32_t>());
+  d.records.reserve(n);
+  for (size_t i = 0; i < n; ++i) d.records.push_back(read_flight_record(r, i));
+  return d;
+}
+
+void write_counts(Writer& w, const std::vector<NodeMetrics::Count>& v) {
+  auto n = static_cast<uint32_t>(std::min(v.size(), kMaxMetricsEntries));
+  w.put(n);
+  for (size_t i = 0; i < n; ++i) {
+    w.put(v[i].kind);
+    w.put(v[i].value);
+  }
+}
+
+std::vector<NodeMetrics::Count> read_counts(Reader& r, const char* field) {
+  size_t n = r.count(field, kMaxMetricsEntries, 9, r.get<uint32_t>());
+  std::vector<NodeMetrics::Count> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i].kind = read_command_code(r, fmt::format("metrics {} entry {}", field, i));
+    v[i].value = r.get<uint64_t>();
+  }
+  return v;
+}
+
+void write_metrics(Writer& w, const NodeMetrics& m) {
+  write_counts(w, m.commands);
+  write_counts(w, m.bytes);
+  auto nq = static_cast<uint32_t>(std::min(m.queues.size(), kMaxMetricsEntries));
+  w.put(nq);
+  for (size_t i = 0; i < nq; ++i) {
+    w.put(m.queues[i].stream);
+    w.put(m.queues[i].depth);
+  }
+  auto nd = static_cast<uint32_t>(std::min(m.devices.size(), kMaxDevices + 1));
+  w.put(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    w.put(m.devices[i].device);
+    w.put(m.devices[i].live_tensors);
+    w.put(m.devices[i].bytes_in_use);
+  }
+  w.put(m.sessions);
+  w.put(static_cast<uint8_t>(m.session_active));
+  w.put(m.refused);
+  w.put(m.master_heartbeat_age_ns);
+  w.put(m.threads);
+  w.put(m.flight_records);
+  w.put(static_cast<uint8_t>(m.tracing));
+  w.put(m.trace_dropped);
+}
+
+NodeMetrics read_metrics(Reader& r) {
+  NodeMetrics m;
+  m.commands = read_counts(r, "commands");
+  m.bytes = read_counts(r, "bytes");
+  size_t nq = r.count("metrics queues", kMaxMetricsEntries, 12, r.get<uint32_t>());
+  m.queues.resize(nq);
+  for (auto& q : m.queues) {
+    q.stream = r.get<uint32_t>();
+    q.depth = r.get<uint64_t>();
+  }
+  size_t nd = r.count("metrics devices", kMaxDevices + 1, 20, r.get<uint32_t>());
+  m.devices.resize(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    const std::string what = fmt::format("metrics device entry {}", i);
+    NodeMetrics::Device& d = m.devices[i];
+    d.device = r.get<int32_t>();
+    if (d.device < -1 || d.device >= static_cast<int32_t>(kMaxDevices))
+      r.fail("{} has device {}, expected -1 to {}", what, d.device, kMaxDevices - 1);
+    d.live_tensors = read_at_least<int64_t>(r, what, "live tensors", 0);
+    d.bytes_in_use = read_at_least<int64_t>(r, what, "bytes in use", 0);
+  }
+  m.sessions = r.get<uint64_t>();
+  m.session_active = read_bool(r, "metrics", "session flag");
+  m.refused = r.get<uint64_t>();
+  m.master_heartbeat_age_ns = read_at_least<int64_t>(r, "metrics", "heartbeat age", -1);
+  m.threads = r.get<uint32_t>();
+  m.flight_records = r.get<uint64_t>();
+  m.tracing = read_bool(r, "metrics", "tracing flag");
+  m.trace_dropped = r.get<uint64_t>();
+  return m;
+}
+
 // Runs a decoder, turning Cereal's truncation exceptions into ProtocolError.
 template <typename F>
 auto guarded(std::string_view what, F&& f) {
@@ -577,6 +824,23 @@ std::string encode(const Reply& m) {
         w.put(static_cast<uint8_t>(!m.failures.empty()));
         if (!m.failures.empty()) w.failure(m.failures[0]);
         break;
+      case ReplyType::Clock:
+        w.put(m.time_ns);
+        break;
+      case ReplyType::Trace: {
+        auto n = static_cast<uint32_t>(std::min(m.trace.events.size(), kMaxTraceEventsPerReply));
+        w.put(n);
+        for (size_t i = 0; i < n; ++i) write_trace_event(w, m.trace.events[i]);
+        w.put(m.trace.dropped);
+        w.put(static_cast<uint8_t>(m.trace.more));
+        break;
+      }
+      case ReplyType::Flight:
+        write_flight(w, m.flight);
+        break;
+      case ReplyType::Metrics:
+        write_metrics(w, m.metrics);
+        break;
     }
   });
 }
@@ -714,7 +978,7 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
     Reply m;
     auto type = r.get<uint8_t>();
     if (type < static_cast<uint8_t>(ReplyType::Get) ||
-        type > static_cast<uint8_t>(ReplyType::Event))
+        type > static_cast<uint8_t>(ReplyType::Metrics))
       r.fail("unknown reply type {}", type);
     m.type = static_cast<ReplyType>(type);
     m.request = r.get<uint64_t>();
@@ -751,6 +1015,24 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
         if (failed) m.failures.push_back(r.failure());
         break;
       }
+      case ReplyType::Clock:
+        m.time_ns = r.get<int64_t>();
+        break;
+      case ReplyType::Trace: {
+        size_t n = r.count("trace events", kMaxTraceEventsPerReply, kTraceEventMinBytes,
+                           r.get<uint32_t>());
+        m.trace.events.reserve(n);
+        for (size_t i = 0; i < n; ++i) m.trace.events.push_back(read_trace_event(r, i));
+        m.trace.dropped = r.get<uint64_t>();
+        m.trace.more = read_bool(r, "trace reply", "more flag");
+        break;
+      }
+      case ReplyType::Flight:
+        m.flight = read_flight(r);
+        break;
+      case ReplyType::Metrics:
+        m.metrics = read_metrics(r);
+        break;
     }
     r.finish();
     if (payload_frames != want_frames)
@@ -766,6 +1048,20 @@ CmdType command_type(const Command& c) {
 
 uint32_t command_stream(const Command& c) {
   return std::visit([](const auto& x) { return x.stream; }, c);
+}
+
+std::string_view command_type_name(uint8_t code) {
+  static constexpr std::array<std::string_view, 256> kNames = [] {
+    std::array<std::string_view, 256> table{};
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
+            std::variant_alternative_t<I, Command>::kName),
+       ...);
+    }
+    (std::make_index_sequence<std::variant_size_v<Command>>{});
+    return table;
+  }();
+  return kNames[code];
 }
 
 std::string_view command_name(const Command& c) {

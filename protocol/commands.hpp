@@ -67,7 +67,18 @@ enum class CmdType : uint8_t {
   NewGroup = 18,
   Collective = 19,
   ToDevice = 20,
-  NodeLost = 21
+  NodeLost = 21,
+  ClockSync = 22,
+  Trace = 23,
+  FlightDump = 24,
+  Metrics = 25
+};
+
+// What a cmd::Trace asks of the worker's timeline (docs/observability.md).
+enum class TraceAction : uint8_t {
+  Start = 1,    // start recording (what an earlier trace recorded is dropped)
+  Stop = 2,     // a barrier over every stream; then recording stops
+  Collect = 3,  // the next events of the stopped trace (at most kMaxTraceEventsPerReply)
 };
 
 // Master-issued collectives among the session's workers (cmd::Collective).
@@ -444,18 +455,79 @@ struct NodeLost {
   friend bool operator==(const NodeLost&, const NodeLost&) = default;
 };
 
+// ---- observability (docs/observability.md); each is answered at dispatch, except
+// Trace's Stop, which is a barrier as Sync is ----
+
+// Answers `request` with the worker's steady clock (Reply::time_ns): the master measures
+// each node's clock offset from the round trips.
+struct ClockSync {
+  static constexpr CmdType kType = CmdType::ClockSync;
+  static constexpr std::string_view kName = "clock_sync";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+  }
+  friend bool operator==(const ClockSync&, const ClockSync&) = default;
+};
+
+// Starts, stops or collects the worker's timeline; answers `request` with a TraceChunk.
+struct Trace {
+  static constexpr CmdType kType = CmdType::Trace;
+  static constexpr std::string_view kName = "trace";
+  uint32_t stream = 0;
+  TraceAction action = TraceAction::Start;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("action", c.action, Range{1, 3});
+    v("request", c.request);
+  }
+  friend bool operator==(const Trace&, const Trace&) = default;
+};
+
+// Answers `request` with the worker's flight recorder (its last commands and their state).
+struct FlightDump {
+  static constexpr CmdType kType = CmdType::FlightDump;
+  static constexpr std::string_view kName = "flight_dump";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+  }
+  friend bool operator==(const FlightDump&, const FlightDump&) = default;
+};
+
+// Answers `request` with the worker's live figures (NodeMetrics).
+struct Metrics {
+  static constexpr CmdType kType = CmdType::Metrics;
+  static constexpr std::string_view kName = "metrics";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+  }
+  friend bool operator==(const Metrics&, const Metrics&) = default;
+};
+
 }  // namespace cmd
 
 using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
                              cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
                              cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
                              cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
-                             cmd::Collective, cmd::ToDevice, cmd::NodeLost>;
+                             cmd::Collective, cmd::ToDevice, cmd::NodeLost, cmd::ClockSync,
+                             cmd::Trace, cmd::FlightDump, cmd::Metrics>;
 
 // The command's wire code, stream, and the name errors use (a RunOp's op name).
 CmdType command_type(const Command& c);
 uint32_t command_stream(const Command& c);
 std::string_view command_name(const Command& c);
+// The name of the command type with wire code `code` ("op" for RunOp); "" for none.
+std::string_view command_type_name(uint8_t code);
 
 struct Batch {
   std::vector<Command> commands;

@@ -152,6 +152,7 @@ struct CollectiveRun {
   local::Tensor x;  // the input (when not failed)
   int device = -1;  // its device
   bool all_on_devices = true;
+  bool waited_out = false;  // the group did not form in time, or failed to
 
   Failure root(std::string message) { return ctx.failures.root(target, name, std::move(message)); }
   Failure form_group();
@@ -167,12 +168,15 @@ Failure CollectiveRun::form_group() {
     auto deadline = std::chrono::steady_clock::now() + ctx.timeout;
     while (t.group->ready.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
       if (ctx.groups.closing()) return root("the session ended before its process group formed");
-      if (std::chrono::steady_clock::now() >= deadline)
+      if (std::chrono::steady_clock::now() >= deadline) {
+        waited_out = true;
         return root(fmt::format("the session's process group was not formed within {} ms",
                                 ctx.timeout.count()));
+      }
     }
     pg = t.group->ready.get();
   } catch (const std::exception& e) {
+    waited_out = true;
     return root(fmt::format("process group: {}", e.what()));
   }
   if (!pg.is_member())
@@ -251,21 +255,37 @@ void CollectiveRun::compute() {
 }  // namespace
 
 bool run_collective(Stream& s, const StreamPtr& self, Task& t, const CollectiveContext& ctx) {
-  if (!t.in[0]->ready_or_park(self)) return false;
   const auto& c = t.command<cmd::Collective>();
+  if (!t.in[0]->ready_or_park(self)) {
+    waiting_for_tensor(s, t, c.input);
+    return false;
+  }
   static constexpr std::string_view kNames[] = {"?", "all_reduce", "broadcast", "all_gather",
                                                 "reduce_scatter"};
   CollectiveRun run(s, t, ctx, kNames[static_cast<int>(c.kind)]);
+  FlightRecorder& flight = ctx.recorder.flight;
+  flight.waiting(t.flight, protocol::WaitKind::Group, c.group, FlightRecorder::coarse_now_ns());
+  std::string stuck;  // why waiting for the other members failed
   Failure f = run.form_group();
+  if (f && run.waited_out) stuck = f->message;
   if (!f) {
     try {
       f = run.agree();
+      flight.resumed(t.flight);
       if (!f) run.compute();
     } catch (const std::exception& e) {
       f = run.root(e.what());
+      stuck = e.what();
     }
   }
+  if (!f)
+    ctx.recorder.counters.add_bytes(
+        protocol::CmdType::Collective,
+        run.x.numel() * static_cast<int64_t>(element_size(run.x.dtype())));
   if (f) fail_output(s, t, std::move(f));
+  if (!stuck.empty())
+    ctx.outbox.send_flight(
+        ctx.recorder.dump_to_log(fmt::format("{} on stream {} failed: {}", run.name, s.id, stuck)));
   return true;
 }
 

@@ -37,6 +37,8 @@
 #include "dtr/security.hpp"
 #include "protocol/commands.hpp"
 #include "worker/failures.hpp"
+#include "worker/outbox.hpp"
+#include "worker/recorder.hpp"
 #include "worker/streams.hpp"
 
 namespace dtr::worker::detail {
@@ -101,6 +103,11 @@ struct CollectiveContext {
   FailureLog& failures;
   std::chrono::milliseconds timeout;  // for the group to form
   uint32_t node;
+  // While it waits for the other members the flight recorder says so; a collective that
+  // fails in its process group (a member lost, the timeout) dumps the flight recorder to
+  // the log and to the master.
+  Recorder& recorder;
+  Outbox& outbox;
 };
 
 // Runs collective task `t` of stream `s`: true when done (its output published or

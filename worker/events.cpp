@@ -5,6 +5,9 @@
 
 #include <chrono>
 
+#include "worker/recorder.hpp"
+#include "worker/trace_slices.hpp"
+
 namespace dtr::worker::detail {
 
 namespace {
@@ -68,6 +71,10 @@ void run_record(Stream& s, EventState& e, uint64_t target, FailureLog& failures,
     s.pending_failure = failures.root(protocol::kNoTensor, "record_event", why);
   EventState::Released r = e.complete(target, std::move(s.pending_failure));
   s.pending_failure.reset();
+  // The notifications this record releases start the timeline's arrows to their nodes.
+  for (const EventState::Waiter& w : r.waiters)
+    if (w.peer >= 0)
+      trace_notify(s.owner.recorder.tracer, s.id, e.id, static_cast<uint32_t>(w.peer), w.token);
   release(r, outbox);
 }
 

@@ -38,6 +38,7 @@ Failure FailureLog::root(TensorId tensor, std::string_view op, std::string messa
                          int32_t device) {
   auto f = std::make_shared<RemoteFailure>(make_failure(tensor, op, std::move(message)));
   f->device = device;
+  roots_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   if (list_.size() < protocol::kMaxErrorsPerReply) {
     list_.push_back(*f);

@@ -11,9 +11,11 @@
 //
 // Thread safety: FailureLog's members may be called from any thread (the dispatch thread
 // and executor threads); its one lock (`mu_`) guards the list and the dropped count and is
-// held only inside its members. The free functions touch no shared state.
+// held only inside its members; the count of roots is an atomic. The free functions touch no shared
+// state.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,8 +51,12 @@ class FailureLog {
   std::vector<protocol::RemoteFailure> take_for_sync(const std::string& device_failure);
   size_t unreported() const;
   size_t dropped() const;
+  // Root failures made so far (any thread; no lock): the dispatcher compares it before
+  // and after a command to tell the flight recorder whether the command failed.
+  uint64_t roots() const { return roots_.load(std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t> roots_{0};
   mutable std::mutex mu_;  // guards list_ and dropped_
   std::vector<protocol::RemoteFailure> list_;
   size_t dropped_ = 0;

@@ -2,8 +2,9 @@
 // runs a worker::Server until SIGTERM/SIGINT (listen mode) or the end of the session
 // (connect mode). Exit status: 0 after a clean stop, 1 on a startup or runtime error.
 //
-// Thread safety: the main thread runs the server; a second thread waits for SIGTERM and
-// SIGINT (blocked everywhere else) and calls Server::stop().
+// Thread safety: the main thread runs the server; a second thread waits for SIGTERM,
+// SIGINT and SIGUSR1 (blocked everywhere else) and calls Server::stop(), or, on SIGUSR1,
+// Server::dump_flight() (the flight recorder to the log, docs/observability.md).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -105,7 +106,32 @@ struct Args {
   std::string key_file;
   std::string devices = "all";
   bool insecure = false;
+  int64_t flight_records = static_cast<int64_t>(dtr::worker::ServerOptions{}.flight_records);
+  int64_t trace_buffer = static_cast<int64_t>(dtr::worker::ServerOptions{}.trace_bytes);
+  int metrics_port = -1;
+  std::string metrics_address = dtr::worker::ServerOptions{}.metrics_address;
 };
+
+void add_observability_options(CLI::App& app, Args& a) {
+  app.add_option("--flight-records", a.flight_records,
+                 "Commands the flight recorder keeps (the last ones; rounded up to a power of "
+                 "two); dumped to the log on SIGUSR1, a lost peer, a stuck collective or a "
+                 "session that ends badly")
+      ->check(CLI::Range(int64_t{16}, int64_t{65536}))
+      ->capture_default_str();
+  app.add_option("--trace-buffer", a.trace_buffer,
+                 "Most bytes a timeline trace may use on this worker (e.g. 256MiB); past it "
+                 "slices are dropped and counted")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  app.add_option("--metrics-port", a.metrics_port,
+                 "Serve Prometheus metrics at http://ADDRESS:PORT/metrics (0: a free port, "
+                 "logged); default: no endpoint")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-address", a.metrics_address,
+                 "The IPv4 address the metrics endpoint binds")
+      ->capture_default_str();
+}
 
 void add_mode_options(CLI::App& app, Args& a) {
   auto* listen_opt = app.add_option("--listen", a.listen,
@@ -213,6 +239,10 @@ dtr::worker::ServerOptions server_options(const Args& a) {
   options.peer_host = a.peer_host;
   options.collective_timeout = std::chrono::milliseconds(a.collective_timeout_ms);
   options.spin = std::chrono::microseconds(a.spin_us);
+  options.flight_records = static_cast<size_t>(a.flight_records);
+  options.trace_bytes = static_cast<size_t>(a.trace_buffer);
+  options.metrics_port = a.metrics_port;
+  options.metrics_address = a.metrics_address;
   options.security = dtr::resolve_security(a.key_file, a.insecure);
   if (options.security.key)
     spdlog::info("CURVE on every link; cluster key {} from {}", options.security.key->public_key,
@@ -229,6 +259,7 @@ int serve(dtr::worker::Server& server, const sigset_t& signals) {
     while (!done.load()) {
       timespec tick{0, 100'000'000};
       int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig == SIGUSR1) server.dump_flight("SIGUSR1");
       if (sig == SIGTERM || sig == SIGINT) {
         spdlog::info("stopping ({})", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         server.stop();
@@ -255,6 +286,7 @@ int main(int argc, char** argv) {
   Args args;
   add_mode_options(app, args);
   add_resource_options(app, args);
+  add_observability_options(app, args);
   try {
     app.parse(argc, argv);
     if (args.listen.empty() == args.master.empty())
@@ -271,6 +303,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   try {

@@ -73,6 +73,14 @@ void Outbox::send_tensor(int32_t peer, uint64_t token, local::Tensor tensor) {
   emit_(Outgoing{protocol::encode(n), {std::move(tensor)}, peer});
 }
 
+void Outbox::send_flight(protocol::FlightDump d) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Flight;
+  r.request = 0;
+  r.flight = std::move(d);
+  reply(r);
+}
+
 void Outbox::send_get(const protocol::Reply& r, std::vector<local::Tensor> payloads) {
   emit_(Outgoing{protocol::encode(r), std::move(payloads), -1});
 }

@@ -53,6 +53,9 @@ class Outbox {
   void send_tensor(int32_t peer, uint64_t token, local::Tensor tensor);
   // Sends a Get's reply with the bytes of `payload` (contiguous, on the host), if any.
   void send_get(const protocol::Reply& r, std::vector<local::Tensor> payloads);
+  // Sends the master a flight recorder dump it did not ask for (Reply::request 0): a peer
+  // was lost, a collective failed waiting for its members, SIGUSR1 (docs/observability.md).
+  void send_flight(protocol::FlightDump d);
 
  private:
   Emit emit_;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "protocol/commands.hpp"
+#include "worker/recorder.hpp"
 
 namespace dtr::worker::detail {
 
@@ -11,8 +12,11 @@ namespace cmd = protocol::cmd;
 
 bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
                    Outbox& outbox) {
-  if (!t.in[0]->ready_or_park(self)) return false;
   const auto& c = t.command<cmd::SendPeer>();
+  if (!t.in[0]->ready_or_park(self)) {
+    waiting_for_tensor(s, t, c.input);
+    return false;
+  }
   auto peer = static_cast<int32_t>(c.peer);
   if (Failure f = t.in[0]->get_failure()) {
     outbox.send_notify(peer, c.token, f.get());
@@ -25,6 +29,9 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
       packed = packed.cpu();
     }
     packed = packed.contiguous();
+    s.owner.recorder.counters.add_bytes(
+        protocol::CmdType::SendPeer,
+        packed.numel() * static_cast<int64_t>(element_size(packed.dtype())));
     outbox.send_tensor(peer, c.token, std::move(packed));
   } catch (const std::exception& e) {
     protocol::RemoteFailure f = make_failure(c.input, "send_to_node", e.what());
@@ -57,6 +64,8 @@ bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
     return true;
   }
   try {
+    s.owner.recorder.counters.add_bytes(protocol::CmdType::RecvPeer,
+                                        static_cast<int64_t>(w.payload->size));
     local::Tensor received = frame_tensor(*w.payload, m);
     if (c.device >= 0) {
       cuda::StreamScope scope(c.device, s.cuda.get(c.device));

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -31,10 +32,14 @@
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
+#include "protocol/flight_text.hpp"
+#include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 #include "security/log_throttle.hpp"
 #include "worker/devices.hpp"
+#include "worker/metrics_http.hpp"
+#include "worker/recorder.hpp"
 #include "worker/session.hpp"
 
 namespace dtr::worker {
@@ -224,13 +229,31 @@ struct Server::Impl {
   // Ends the session (`what` says why, for the log). `tell_master`: the worker ended it on
   // its own (the master may still be there): a Goodbye with the reason goes to the master,
   // and later messages of that master get one too (ended_), instead of a protocol error.
-  void end_session(std::string_view what, bool tell_master = false);
+  // `clean`: the master said goodbye; otherwise the flight recorder goes to the log (and,
+  // with `tell_master`, its summary goes with the Goodbye).
+  void end_session(std::string_view what, bool tell_master = false, bool clean = false);
+  // Anything from the session's master: it is alive.
+  void heard_master() {
+    last_from_master = Clock::now();
+    recorder->counters.master_heard_ns.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(last_from_master.time_since_epoch())
+            .count(),
+        std::memory_order_relaxed);
+  }
+  // On the loop's thread: what other threads asked for (a flight recorder dump, a
+  // metrics snapshot).
+  void serve_requests();
+  // The metrics endpoint's body (its thread): a snapshot the loop makes, waited for
+  // (bounded), else the last one.
+  std::string metrics_text();
   // Listen mode: answers a message from a master whose session this worker ended with a
   // Goodbye saying why; false when `identity` is not one of those.
   bool answer_ended(const std::string* identity);
 
   ServerOptions opt;
   bool listen_mode;
+  // Before the guard, which counts refusals in it.
+  std::shared_ptr<detail::Recorder> recorder;
   // Before the guard, whose thread reports through it until the guard stops.
   security::LogThrottle warnings{std::chrono::minutes(1)};
   zmq::context_t context{1};
@@ -276,9 +299,22 @@ struct Server::Impl {
   bool finished = false;           // run() returns
   Clock::time_point active_until;  // the loop spins before it sleeps until then (spin())
   bool backlogged = false;         // the session's streams have enough queued: stop reading
+
+  // Observability: requests from other threads, served by the loop (serve_requests()).
+  std::atomic<bool> flight_wanted{false};
+  std::mutex requests_mu;  // guards flight_reason and the metrics snapshot
+  std::condition_variable metrics_cv;
+  std::string flight_reason;
+  std::atomic<bool> metrics_wanted{false};
+  std::string metrics_snapshot;
+  uint64_t metrics_version = 0;
+  std::unique_ptr<MetricsServer> metrics;  // last: it stops before the rest goes
 };
 
-Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
+Server::Impl::Impl(ServerOptions options)
+    : opt(std::move(options)),
+      recorder(std::make_shared<detail::Recorder>(
+          detail::RecorderOptions{opt.flight_records, opt.trace_bytes})) {
   if (opt.listen.empty() == opt.master.empty())
     throw InvalidArgument(
         "worker server: set exactly one of `listen` (bind and wait for masters) and `master` "
@@ -291,8 +327,10 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
                                       opt.max_message_bytes));
   listen_mode = !opt.listen.empty();
   const std::string& where = listen_mode ? opt.listen : opt.master;
-  guard = std::make_unique<security::Guard>(
-      context, opt.security, [this](const std::string& line) { warn_throttled(line, line); });
+  guard = std::make_unique<security::Guard>(context, opt.security, [this](const std::string& line) {
+    recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
+    warn_throttled(line, line);
+  });
   try {
     if (listen_mode) {
       socket = zmq::socket_t(context, zmq::socket_type::router);
@@ -369,6 +407,7 @@ Server::Impl::Impl(ServerOptions options) : opt(std::move(options)) {
 }
 
 Server::Impl::~Impl() {
+  metrics.reset();
   session.reset();
   peer_dealers.clear();
   if (beat_socket) beat_socket.close();
@@ -391,10 +430,16 @@ void Server::Impl::protocol_error(const std::string* identity, std::string messa
   send(identity, proto::encode(r));
 }
 
-void Server::Impl::end_session(std::string_view what, bool tell_master) {
+void Server::Impl::end_session(std::string_view what, bool tell_master, bool clean) {
   if (!session) return;
+  recorder->counters.session_active.store(false, std::memory_order_relaxed);
+  std::string summary;
+  if (!clean) {
+    protocol::FlightDump d = recorder->dump_to_log(fmt::format("the session ended: {}", what));
+    summary = fmt::format("; its last commands:\n{}", protocol::describe(d, 8, 4, "  "));
+  }
   if (tell_master) {
-    std::string reason(what);
+    std::string reason = std::string(what) + summary;
     (void)send(peer_identity(), proto::encode(proto::Goodbye{reason}));
     if (listen_mode) {
       constexpr size_t kRemembered = 16;
@@ -424,11 +469,11 @@ void Server::Impl::handle(proto::Received& msg) {
   if (listen_mode) id = frames[0].to_string();
   const std::string* identity = id ? &*id : nullptr;
   size_t header_index = listen_mode ? 1 : 0;
-  if (is_peer(identity)) last_from_master = Clock::now();  // it is alive
+  if (is_peer(identity)) heard_master();  // it is alive
   if (is_peer_beat(identity)) {
     // The master's heartbeat connection: anything on it says the master is alive, and
     // nothing but heartbeats is taken from it.
-    last_from_master = Clock::now();
+    heard_master();
     return;
   }
 
@@ -488,6 +533,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   if (hello.version != proto::kVersion) {
     reply.reason = fmt::format("protocol version mismatch: master speaks {}, worker speaks {}",
                                hello.version, proto::kVersion);
+    recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
     warn_throttled("rejected master " + hello.client,
                    fmt::format("rejected master {}: {}", hello.client, reply.reason));
     send(identity, proto::encode(reply));
@@ -501,6 +547,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
       end_session("master went away");
     } else {
       reply.reason = busy_reason();
+      recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
       // A master asking again every 200 ms would repeat this line: once a minute.
       warn_throttled("rejected master " + hello.client,
                      fmt::format("rejected master {}: {}", hello.client, reply.reason));
@@ -513,11 +560,14 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   so.collective_timeout = opt.collective_timeout;
   so.security = opt.security;
   so.devices = cuda_device_count();
+  so.recorder = recorder;
   session = std::make_unique<Session>([this](Outgoing&& out) { post(std::move(out)); }, so);
+  recorder->counters.sessions.fetch_add(1, std::memory_order_relaxed);
+  recorder->counters.session_active.store(true, std::memory_order_relaxed);
   peer = identity ? *identity : std::string();
   peer_beat = identity ? proto::beat_identity(*identity) : std::string();
   peer_client = hello.client;
-  last_from_master = Clock::now();
+  heard_master();
   heartbeat_interval = opt.heartbeat;
   master_timeout = std::chrono::milliseconds(0);
   peer_since = iso_time_now();
@@ -703,7 +753,7 @@ void Server::Impl::drain_outbox() {
 
 void Server::Impl::on_goodbye(const std::string* identity) {
   if (is_peer(identity)) {
-    end_session("session ended");
+    end_session("session ended", false, /*clean=*/true);
   } else {
     spdlog::debug("goodbye from {} without a session; ignored", who(identity));
   }
@@ -742,7 +792,7 @@ void Server::Impl::drain_beat_socket() {
   for (int i = 0; i < kMaxMessagesPerWakeup; ++i) {
     std::optional<proto::Received> msg = proto::try_recv(beat_socket, 1);
     if (!msg) return;
-    if (session) last_from_master = Clock::now();  // anything on it: the master is alive
+    if (session) heard_master();  // anything on it: the master is alive
   }
 }
 
@@ -752,7 +802,7 @@ void Server::Impl::drain_socket() {
     backlogged = session && session->backlog() >= kMaxBacklog;
     if (backlogged) {
       // Unread messages wait: the master is not silent, this worker is behind.
-      last_from_master = Clock::now();
+      heard_master();
       return;
     }
     std::optional<proto::Received> msg = proto::try_recv(socket, max_frames);
@@ -879,10 +929,80 @@ void Server::Impl::loop() {
                                        opt.connect_timeout.count()));
     }
     heartbeat_tick();
+    serve_requests();
   }
 }
 
-Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+void Server::Impl::serve_requests() {
+  if (flight_wanted.exchange(false)) {
+    std::string reason;
+    {
+      std::lock_guard lock(requests_mu);
+      reason = flight_reason;
+    }
+    protocol::FlightDump d = recorder->dump_to_log(reason);
+    if (session) {  // the master gets it too
+      proto::Reply r;
+      r.type = proto::ReplyType::Flight;
+      r.flight = std::move(d);
+      post(Outgoing{proto::encode(r), {}, -1});
+    }
+  }
+  if (metrics_wanted.exchange(false)) {
+    proto::NodeMetrics m;
+    if (session) {
+      m = session->metrics();
+    } else {
+      recorder->fill(m);
+      m.devices.push_back({-1, 0, cpu_memory_stats().bytes_in_use});
+      m.threads = opt.threads;
+    }
+    std::string text = detail::prometheus_text(m, opt.name.empty() ? host_and_pid() : opt.name);
+    {
+      std::lock_guard lock(requests_mu);
+      metrics_snapshot = std::move(text);
+      ++metrics_version;
+    }
+    metrics_cv.notify_all();
+  }
+}
+
+std::string Server::Impl::metrics_text() {
+  std::unique_lock lock(requests_mu);
+  const uint64_t seen = metrics_version;
+  metrics_wanted.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd, &one, sizeof one);
+  // The loop answers within its next round (it wakes at least every 100 ms); a loop busy
+  // with a long batch gets the last snapshot served instead.
+  metrics_cv.wait_for(lock, std::chrono::milliseconds(1000),
+                      [&] { return metrics_version != seen; });
+  if (metrics_version == 0) return "# no snapshot yet: the worker's loop is busy\n";
+  return metrics_snapshot;
+}
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  Impl& m = *impl_;
+  if (m.opt.metrics_port >= 0) {
+    m.metrics = std::make_unique<MetricsServer>(m.opt.metrics_address, m.opt.metrics_port,
+                                                [&m] { return m.metrics_text(); });
+    spdlog::info("metrics on {}", m.metrics->url());
+  }
+}
+
+void Server::dump_flight(std::string reason) {
+  {
+    std::lock_guard lock(impl_->requests_mu);
+    impl_->flight_reason = std::move(reason);
+  }
+  impl_->flight_wanted.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(impl_->wake_fd, &one, sizeof one);
+}
+
+std::string Server::metrics_url() const {
+  return impl_->metrics ? impl_->metrics->url() : std::string();
+}
 
 Server::~Server() = default;
 

@@ -22,9 +22,15 @@
 // server keeps serving. While a session is open a HEARTBEAT goes to its master every
 // `heartbeat`; a master that can no longer be reached loses its session (and tensors).
 //
+// Observability: the worker's recorder (worker/recorder.hpp) outlives its sessions; a
+// session that ends other than by the master's goodbye dumps its flight recorder to the
+// log (and says its last commands in the Goodbye it sends); the metrics endpoint
+// (worker/metrics_http.hpp) runs on a thread of its own and asks the loop for snapshots.
+//
 // Thread safety: construct, run() and destroy from one thread at a time (run() may be on
-// another thread than the constructor, not concurrently with it). stop() and endpoint()
-// may be called from any thread at any time, stop() also from a signal-handling thread.
+// another thread than the constructor, not concurrently with it). stop(), dump_flight(),
+// endpoint() and metrics_url() may be called from any thread at any time, stop() and
+// dump_flight() also from a signal-handling thread.
 #pragma once
 
 #include <chrono>
@@ -56,6 +62,13 @@ struct ServerOptions {
   // one, non-local endpoints are refused unless `insecure`. dtr-worker resolves it from
   // --key/--insecure and the environment; the default here is plain, local only.
   SecurityConfig security;
+  // Observability (docs/observability.md): commands the flight recorder keeps, bytes of
+  // the trace buffer, and the Prometheus endpoint (metrics_port < 0: none; 0: a port the
+  // kernel picks) on `metrics_address`.
+  size_t flight_records = 4096;
+  size_t trace_bytes = size_t{256} << 20;
+  int metrics_port = -1;
+  std::string metrics_address = "127.0.0.1";
 };
 
 class Server {
@@ -80,6 +93,12 @@ class Server {
 
   // Makes run() return within about 100 ms; safe from any thread, idempotent.
   void stop();
+
+  // Has the loop dump the flight recorder to the log (and to the session's master, if
+  // any) with `reason`; safe from any thread (dtr-worker calls it on SIGUSR1).
+  void dump_flight(std::string reason);
+  // The metrics endpoint's URL; "" without one.
+  std::string metrics_url() const;
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "protocol/codec.hpp"
+#include "protocol/trace_clock.hpp"
 #include "worker/collectives.hpp"
 #include "worker/device_order.hpp"
 #include "worker/events.hpp"
@@ -15,8 +16,10 @@
 #include "worker/failures.hpp"
 #include "worker/outbox.hpp"
 #include "worker/peer_copy.hpp"
+#include "worker/recorder.hpp"
 #include "worker/streams.hpp"
 #include "worker/tensor_table.hpp"
+#include "worker/trace_slices.hpp"
 
 namespace dtr::worker {
 
@@ -68,14 +71,19 @@ TensorId input_of(const C& c) {
 struct Session::Impl final : TaskRunner {
   Impl(Emit emit, SessionOptions options)
       : options(options),
+        recorder_holder(options.recorder ? options.recorder : std::make_shared<Recorder>()),
+        rec(*recorder_holder),
         outbox(std::move(emit), failures),
         executor(options.threads),
         table(failures),
-        streams(executor, *this) {}
+        streams(executor, *this, rec) {}
   ~Impl() override;
 
   // ---- dispatch (one thread): one handler per command ----
   void dispatch(const Command& c, Payloads payloads);
+  // One command: its handler, its flight record, its count and (tracing) its slice.
+  template <class C>
+  void dispatch_one(const C& c, Payloads payloads);
   void on(const cmd::RunOp& c);
   void on(const cmd::Put& c, Payloads payloads);
   void on(const cmd::Get& c);
@@ -97,12 +105,16 @@ struct Session::Impl final : TaskRunner {
   void on(const cmd::Collective& c);
   void on(const cmd::ToDevice& c);
   void on(const cmd::NodeLost& c);
+  void on(const cmd::ClockSync& c);
+  void on(const cmd::Trace& c);
+  void on(const cmd::FlightDump& c);
+  void on(const cmd::Metrics& c);
   // Put's tensor from its frame; the failure when it cannot be made.
   void put(const cmd::Put& c, Payloads payloads);
   void barrier(CmdType type, uint64_t request, int32_t device);
   // A task of kind `kind` for command `c`.
   template <class C>
-  static Task task(Task::Kind kind, const C& c);
+  Task task(Task::Kind kind, const C& c) const;
   // The command's stream, and its device exists here; otherwise null, the failure
   // recorded (for the command's output when it makes one), a request answered.
   template <class C>
@@ -126,6 +138,8 @@ struct Session::Impl final : TaskRunner {
   // when it may run at once on the dispatch thread (it is then charged to this batch's
   // inline budget).
   bool may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs);
+  // Runs op `c` at once on the dispatch thread (may_run_inline), and traces it.
+  void run_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
 
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t) override;
@@ -135,8 +149,15 @@ struct Session::Impl final : TaskRunner {
   bool run_get(Stream& s, const StreamPtr& self, Task& t);
   bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
   void finish_barrier(Barrier& b);
+  // The live figures (Session::metrics()).
+  protocol::NodeMetrics session_metrics();
+  // Op `c` ran on CUDA stream of `s` between `mark` and now: its device slice.
+  void trace_device_op(Stream& s, const cmd::RunOp& c, const std::array<local::Tensor, 2>& inputs,
+                       const local::Tensor& result, Tracer::DeviceMark mark);
 
   SessionOptions options;
+  std::shared_ptr<Recorder> recorder_holder;
+  Recorder& rec;
   FailureLog failures;
   Outbox outbox;
   // Destroyed after the executor (members go in reverse): nothing running uses them then.
@@ -149,6 +170,14 @@ struct Session::Impl final : TaskRunner {
   Tokens tokens;
   std::shared_ptr<const protocol::Batch> current_batch;  // during run()
   int64_t inline_budget = 0;  // elements the rest of this batch may still run inline
+  // Observability, during run(): when the batch arrived (steady clock), the current
+  // command's flight record and (tracing) the ticks of its start; whether its handler ran
+  // an op at once that failed, or traced it itself.
+  int64_t batch_ns = 0;
+  uint64_t current_seq = 0;
+  int64_t current_begin = 0;
+  bool inline_failed = false;
+  bool traced_here = false;
 };
 
 // ---- the session's end ----
@@ -172,10 +201,11 @@ Session::Impl::~Impl() {
 // ---- resolution helpers (dispatch thread) ----
 
 template <class C>
-Task Session::Impl::task(Task::Kind kind, const C& c) {
+Task Session::Impl::task(Task::Kind kind, const C& c) const {
   Task t;
   t.kind = kind;
   t.cmd = &c;
+  t.flight = current_seq;
   return t;
 }
 
@@ -251,6 +281,7 @@ void Session::Impl::answer_event(EventState& e, uint64_t request, bool sync) {
 
 void Session::Impl::barrier(CmdType type, uint64_t request, int32_t device) {
   auto b = std::make_shared<Barrier>();
+  b->flight = current_seq;
   b->type = type;
   b->request = request;
   b->live_tensors = static_cast<int64_t>(table.size());
@@ -261,14 +292,38 @@ void Session::Impl::barrier(CmdType type, uint64_t request, int32_t device) {
 // ---- handlers (dispatch thread) ----
 
 void Session::Impl::dispatch(const Command& c, Payloads payloads) {
-  std::visit(
-      [&](const auto& x) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, cmd::Put>)
-          on(x, payloads);
-        else
-          on(x);
-      },
-      c);
+  std::visit([&](const auto& x) { dispatch_one(x, payloads); }, c);
+}
+
+template <class C>
+void Session::Impl::dispatch_one(const C& c, Payloads payloads) {
+  rec.counters.count_command(C::kType);
+  current_seq = rec.flight.next_seq();
+  const size_t staged = streams.staged();
+  const uint64_t roots = failures.roots();
+  const bool tracing = rec.tracer.on();
+  current_begin = tracing ? trace::ticks() : 0;
+  inline_failed = false;
+  traced_here = false;
+  if constexpr (std::is_same_v<C, cmd::Put>)
+    on(c, payloads);
+  else
+    on(c);
+  // The record is written once its fate at dispatch is known (a staged task reaches its
+  // stream only at the next flush, after this).
+  const FlightRecorder::Fields f = record_of(c);
+  const bool queued = streams.staged() != staged;
+  const bool failed = inline_failed || failures.roots() != roots;
+  rec.flight.write(current_seq, f, batch_ns,
+                   queued ? protocol::FlightState::Queued
+                          : (failed ? protocol::FlightState::Failed : protocol::FlightState::Done));
+  if (!tracing || queued || traced_here || !traced_kind(C::kType)) return;
+  if constexpr (std::is_same_v<C, cmd::Put>) {
+    trace_command(rec.tracer, f, current_begin, trace::ticks(), failed, &c.meta,
+                  c.meta.numel() * static_cast<int64_t>(element_size(c.meta.dtype)));
+  } else {
+    trace_command(rec.tracer, f, current_begin, trace::ticks(), failed);
+  }
 }
 
 void Session::Impl::on(const cmd::RunOp& c) {
@@ -298,7 +353,7 @@ void Session::Impl::on(const cmd::RunOp& c) {
   }
   const SlotPtr& out = c.inplace ? *in[0] : table.make_output(c.out);
   if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n))
-    return run_op_ready(*stream, c, raw, *out);
+    return run_inline(*stream, c, raw, *out);
   Task t = task(Task::Kind::Op, c);
   for (uint8_t i = 0; i < c.inputs.n; ++i) t.in[i] = *in[i];
   t.out = out;
@@ -318,6 +373,7 @@ void Session::Impl::put(const cmd::Put& c, Payloads payloads) {
     return fail(
         fmt::format("payload frame {} does not exist (1 to {})", c.payload, payloads.size()));
   const PayloadFrame& frame = payloads[c.payload - 1];
+  rec.counters.add_bytes(CmdType::Put, static_cast<int64_t>(frame.size));
   const TensorMeta& m = c.meta;
   if (std::string problem = size_problem(m); !problem.empty()) return fail(std::move(problem));
   size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
@@ -348,6 +404,14 @@ void Session::Impl::on(const cmd::Get& c) {
   // On an idle stream with the tensor ready: answered from the dispatch thread.
   if (may_run_inline(stream, raw, 1) && run_get(*stream, stream, t)) return;
   streams.stage(stream, std::move(t));
+}
+
+void Session::Impl::run_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
+  run_op_ready(s, c, in, out);
+  inline_failed = out.failed.load(std::memory_order_relaxed);
+  if (current_begin == 0) return;
+  trace_inline_op(rec.tracer, s.id, c, in, out, current_begin, trace::ticks());
+  traced_here = true;
 }
 
 bool Session::Impl::may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs) {
@@ -435,8 +499,10 @@ void Session::Impl::on(const cmd::NotifyPeer& c) {
     return;
   }
   EventPtr e = event_of(c);
-  if (e && e->done_or_notify(static_cast<int32_t>(c.peer), c.token))
+  if (e && e->done_or_notify(static_cast<int32_t>(c.peer), c.token)) {
+    trace_notify(rec.tracer, c.stream, c.event, c.peer, c.token);
     outbox.send_notify(static_cast<int32_t>(c.peer), c.token);
+  }
 }
 
 void Session::Impl::on(const cmd::WaitRemote& c) {
@@ -545,8 +611,57 @@ void Session::Impl::on(const cmd::NodeLost& c) {
       "its connection closed, or it ended the session)",
       c.node);
   outbox.mark_lost(c.node, why);
+  // What waited for the node, before it fails: the log and the master learn it.
+  outbox.send_flight(rec.dump_to_log(fmt::format("node {} was lost", c.node)));
   tokens.fail_from(c.node, make_failure(protocol::kNoTensor, "node_lost", why));
   groups.lost(c.node, why);
+}
+
+void Session::Impl::on(const cmd::ClockSync& c) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Clock;
+  r.request = c.request;
+  r.time_ns = trace::steady_ns();
+  outbox.reply(r);
+}
+
+void Session::Impl::on(const cmd::Trace& c) {
+  switch (c.action) {
+    case protocol::TraceAction::Start: {
+      rec.tracer.start();
+      protocol::Reply r;
+      r.type = protocol::ReplyType::Trace;
+      r.request = c.request;
+      outbox.reply(r);
+      return;
+    }
+    case protocol::TraceAction::Stop:  // once every stream has run what came before
+      return barrier(CmdType::Trace, c.request, -1);
+    case protocol::TraceAction::Collect: {
+      protocol::Reply r;
+      r.type = protocol::ReplyType::Trace;
+      r.request = c.request;
+      r.trace = rec.tracer.collect(protocol::kMaxTraceEventsPerReply);
+      outbox.reply(r);
+      return;
+    }
+  }
+}
+
+void Session::Impl::on(const cmd::FlightDump& c) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Flight;
+  r.request = c.request;
+  r.flight = rec.flight.dump("asked by the master");
+  outbox.reply(r);
+}
+
+void Session::Impl::on(const cmd::Metrics& c) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Metrics;
+  r.request = c.request;
+  r.metrics = session_metrics();
+  outbox.reply(r);
 }
 
 // ---- execution (executor threads) ----
@@ -565,7 +680,11 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
     case Task::Kind::WaitRemote:
       return t.remote->arrived_or_park(self);
     case Task::Kind::Barrier:
-      if (arrive(s, *t.barrier)) finish_barrier(*t.barrier);
+      if (arrive(s, *t.barrier))
+        finish_barrier(*t.barrier);
+      else
+        rec.flight.waiting(t.barrier->flight, protocol::WaitKind::Streams, 0,
+                           FlightRecorder::coarse_now_ns());
       return true;
     case Task::Kind::ToDevice:
       return run_to_device(s, self, t);
@@ -574,16 +693,20 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
     case Task::Kind::RecvPeer:
       return run_recv_peer(s, self, t, failures);
     case Task::Kind::Collective:
-      return run_collective(s, self, t,
-                            {groups, failures, options.collective_timeout, outbox.node()});
+      return run_collective(
+          s, self, t, {groups, failures, options.collective_timeout, outbox.node(), rec, outbox});
   }
   return true;
 }
 
 bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::RunOp>();
-  for (uint8_t i = 0; i < c.inputs.n; ++i)
-    if (!t.in[i]->ready_or_park(self)) return false;
+  for (uint8_t i = 0; i < c.inputs.n; ++i) {
+    if (!t.in[i]->ready_or_park(self)) {
+      waiting_for_tensor(s, t, c.inputs.ids[i]);
+      return false;
+    }
+  }
   Slot* in[2] = {t.in[0].get(), t.in[1].get()};
   run_op_ready(s, c, in, *t.out);
   return true;
@@ -611,10 +734,15 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
       std::array<local::Tensor, 2> inputs;
       for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s.cuda, *in[i]);
       std::optional<cuda::StreamScope> scope;
-      if (device >= 0) scope.emplace(device, s.cuda.get(device));
+      Tracer::DeviceMark mark;
+      if (device >= 0) {
+        scope.emplace(device, s.cuda.get(device));
+        mark = rec.tracer.mark_begin(device, s.cuda.get(device));
+      }
       result = local::execute(c.op, std::span<const local::Tensor>(inputs.data(), n), c.attrs,
                               c.inplace, c.device);
       if (result.device() >= 0) wrote(s.cuda, out, result);
+      if (mark.begin) trace_device_op(s, c, inputs, result, std::move(mark));
     }
     if (!c.inplace) out.publish(std::move(result));
   } catch (const std::bad_alloc&) {
@@ -626,7 +754,10 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
 
 bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::ToDevice>();
-  if (!t.in[0]->ready_or_park(self)) return false;
+  if (!t.in[0]->ready_or_park(self)) {
+    waiting_for_tensor(s, t, c.input);
+    return false;
+  }
   if (Failure cause = t.in[0]->get_failure()) {
     fail_output(s, t, dependent_failure(c.out, "to_device", c.input, *cause));
     return true;
@@ -639,6 +770,8 @@ bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
     std::optional<cuda::StreamScope> scope;
     if (device >= 0) scope.emplace(device, s.cuda.get(device));
     local::Tensor out = in.to_device(c.device);
+    rec.counters.add_bytes(CmdType::ToDevice,
+                           out.numel() * static_cast<int64_t>(element_size(out.dtype())));
     if (out.device() >= 0) {
       if (out.device() != device) {
         // Device to device across devices: readers of `out` order on the target device.
@@ -655,8 +788,11 @@ bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
 }
 
 bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
-  if (!t.in[0]->ready_or_park(self)) return false;
   const auto& c = t.command<cmd::Get>();
+  if (!t.in[0]->ready_or_park(self)) {
+    waiting_for_tensor(s, t, c.input);
+    return false;
+  }
   protocol::Reply r;
   r.type = protocol::ReplyType::Get;
   r.request = c.request;
@@ -672,6 +808,8 @@ bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
       }
       packed = packed.contiguous();
       r.meta = packed.meta();
+      rec.counters.add_bytes(CmdType::Get,
+                             packed.numel() * static_cast<int64_t>(element_size(packed.dtype())));
       payloads.push_back(std::move(packed));
     } catch (const std::exception& e) {
       r.failures.push_back(make_failure(c.input, "get", e.what()));
@@ -682,6 +820,15 @@ bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
 }
 
 void Session::Impl::finish_barrier(Barrier& b) {
+  rec.flight.finished(b.flight, false, FlightRecorder::coarse_now_ns());
+  if (b.type == CmdType::Trace) {  // Trace's Stop: every stream has run what came before
+    rec.tracer.stop();
+    protocol::Reply r;
+    r.type = protocol::ReplyType::Trace;
+    r.request = b.request;
+    r.trace = rec.tracer.collect(protocol::kMaxTraceEventsPerReply);
+    return outbox.reply(r);
+  }
   if (b.type != CmdType::Sync)
     return outbox.reply(stats_reply(b.request, b.device, b.live_tensors));
   protocol::Reply r;
@@ -707,6 +854,7 @@ void Session::run(std::shared_ptr<const protocol::Batch> batch,
                   std::span<const PayloadFrame> payloads) {
   impl_->current_batch = batch;
   impl_->inline_budget = kInlineBudget;
+  impl_->batch_ns = trace::steady_ns();
   for (const Command& c : batch->commands) {
     impl_->dispatch(c, payloads);
     if (impl_->streams.staged() >= kStageFlush) impl_->streams.flush(impl_->current_batch);
@@ -751,6 +899,55 @@ size_t Session::streams() const {
 
 unsigned Session::threads() const {
   return impl_->executor.threads();
+}
+
+void Session::Impl::trace_device_op(Stream& s, const cmd::RunOp& c,
+                                    const std::array<local::Tensor, 2>& inputs,
+                                    const local::Tensor& result, Tracer::DeviceMark mark) {
+  Tracer::Slice sl = op_slice(s.id, c);
+  Tracer::TensorRef refs[protocol::kMaxTraceTensors];
+  size_t n = 0;
+  for (uint8_t i = 0; i < c.inputs.n && i < 2; ++i)
+    refs[n++] = {c.inputs.ids[i], &inputs[i].meta()};
+  if (!c.inplace && result.defined()) refs[n++] = {c.out, &result.meta()};
+  if (result.defined())
+    sl.bytes = result.numel() * static_cast<int64_t>(element_size(result.dtype()));
+  const int device = result.defined() ? result.device() : c.device;
+  rec.tracer.mark_end(std::move(mark), device, s.cuda.get(device), sl,
+                      std::span<const Tracer::TensorRef>(refs, n));
+}
+
+protocol::NodeMetrics Session::Impl::session_metrics() {
+  protocol::NodeMetrics m;
+  rec.fill(m);
+  for (auto [stream, depth] : streams.queue_depths()) m.queues.push_back({stream, depth});
+  // Live tensors per device: the CPU's first, then each CUDA device's.
+  std::vector<protocol::NodeMetrics::Device> devices(static_cast<size_t>(options.devices) + 1);
+  for (size_t i = 0; i < devices.size(); ++i) devices[i].device = static_cast<int32_t>(i) - 1;
+  table.for_each([&](const Slot& slot) {
+    if (!slot.ready.load(std::memory_order_acquire) || slot.failed.load(std::memory_order_acquire))
+      return;
+    const size_t index = static_cast<size_t>(slot.tensor.device() + 1);
+    if (index < devices.size()) ++devices[index].live_tensors;
+  });
+  devices[0].bytes_in_use = cpu_memory_stats().bytes_in_use;
+  for (size_t i = 1; i < devices.size(); ++i) {
+    try {
+      devices[i].bytes_in_use = cuda::memory_stats(static_cast<int>(i) - 1).allocated_bytes;
+    } catch (const std::exception&) {
+    }
+  }
+  m.devices = std::move(devices);
+  m.threads = executor.threads();
+  return m;
+}
+
+protocol::NodeMetrics Session::metrics() const {
+  return impl_->session_metrics();
+}
+
+detail::Recorder& Session::recorder() {
+  return impl_->rec;
 }
 
 protocol::MemoryStatsWire Session::stats() const {

@@ -66,8 +66,14 @@
 // work on one tensor from different streams is ordered by the slot's write event
 // (device_order.hpp). No part wakes a stream or emits with one of its locks held.
 //
-// Thread safety: run(), setup(), notify(), live_tensors() and the destructor are called
-// from one dispatch thread. `emit` is called from any thread (executor threads too),
+// Observability (docs/observability.md): every command goes to the worker's flight
+// recorder, its count to the metrics, and while tracing, its slice to the timeline
+// (worker/recorder.hpp); ClockSync, Trace, FlightDump and Metrics are answered at dispatch
+// (Trace's Stop after a barrier, as Sync). A lost peer (NodeLost) or a collective that
+// fails waiting for its members dumps the flight recorder to the log and to the master.
+//
+// Thread safety: run(), setup(), notify(), live_tensors(), metrics() and the destructor
+// are called from one dispatch thread. `emit` is called from any thread (executor threads too),
 // never with a session lock held. wait_idle() and stats() from any thread.
 #pragma once
 
@@ -84,6 +90,10 @@
 #include "protocol/messages.hpp"
 
 namespace dtr::worker {
+
+namespace detail {
+class Recorder;  // worker/recorder.hpp
+}
 
 // A received payload frame: its bytes, kept alive by `owner`.
 struct PayloadFrame {
@@ -111,6 +121,9 @@ struct SessionOptions {
   // CUDA devices commands may name (cuda:0 to cuda:devices-1); the server passes
   // cuda::device_count().
   int devices = 0;
+  // The worker's flight recorder, tracer and counters (worker/recorder.hpp), shared by
+  // its sessions; null: the session makes its own.
+  std::shared_ptr<detail::Recorder> recorder;
 };
 
 class Session {
@@ -141,6 +154,10 @@ class Session {
   size_t backlog() const;
   unsigned threads() const;
   protocol::MemoryStatsWire stats() const;
+  // The live figures (docs/observability.md): the recorder's, and the session's streams'
+  // queues, tensors per device and threads. Dispatch thread.
+  protocol::NodeMetrics metrics() const;
+  detail::Recorder& recorder();
 
   struct Impl;  // implementation (worker/session.cpp)
 

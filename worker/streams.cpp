@@ -3,7 +3,38 @@
 
 #include <fmt/format.h>
 
+#include "protocol/trace_clock.hpp"
+#include "worker/recorder.hpp"
+#include "worker/trace_slices.hpp"
+
 namespace dtr::worker::detail {
+
+namespace {
+
+bool task_failed(const Task& t) {
+  if (t.out) return t.out->failed.load(std::memory_order_acquire);
+  return t.in[0] && t.in[0]->failed.load(std::memory_order_acquire);
+}
+
+// Before each attempt at task `t`: its start (the first attempt), and the trace's times.
+void attempt(Recorder& rec, Task& t) {
+  const bool tracing = rec.tracer.on();
+  if (t.attempts++ == 0) {
+    rec.flight.started(t.flight, FlightRecorder::coarse_now_ns());
+    if (tracing) t.trace_begin = trace::ticks();
+  } else if (tracing && t.trace_begin != 0) {
+    t.trace_last = trace::ticks();
+  }
+}
+
+// Task `t` of `s` is done.
+void done(Recorder& rec, Stream& s, Task& t) {
+  if (t.kind != Task::Kind::Barrier)  // a barrier's record ends with the barrier
+    rec.flight.finished(t.flight, task_failed(t), FlightRecorder::coarse_now_ns());
+  if (t.trace_begin != 0 && rec.tracer.on()) trace_task(rec.tracer, s, t, trace::ticks());
+}
+
+}  // namespace
 
 void wake(const StreamPtr& s) {
   std::lock_guard lock(s->mu);
@@ -32,7 +63,10 @@ void Stream::run() {
       }
       t = &queue.front();  // stays valid: only this thread pops, push_back keeps references
     }
+    attempt(owner.recorder, *t);
     if (!owner.runner.execute(*this, self, *t)) {
+      owner.recorder.flight.waiting(t->flight, protocol::WaitKind::None, 0,
+                                    FlightRecorder::coarse_now_ns());
       std::lock_guard lock(mu);
       if (wake_pending) {
         wake_pending = false;
@@ -42,10 +76,11 @@ void Stream::run() {
       state = State::Parked;
       return;
     }
-    Task done;
+    done(owner.recorder, *this, *t);
+    Task finished;
     {
       std::lock_guard lock(mu);
-      done = std::move(queue.front());
+      finished = std::move(queue.front());
       queue.pop_front();
     }
     owner.queued_.fetch_sub(1, std::memory_order_relaxed);
@@ -72,7 +107,13 @@ bool arrive(Stream& s, Barrier& b) {
   return b.remaining.fetch_sub(1) == 1;
 }
 
-Streams::Streams(Executor& executor, TaskRunner& runner) : executor(executor), runner(runner) {
+void waiting_for_tensor(Stream& s, const Task& t, protocol::TensorId id) {
+  s.owner.recorder.flight.waiting(t.flight, protocol::WaitKind::Tensor, id,
+                                  FlightRecorder::coarse_now_ns());
+}
+
+Streams::Streams(Executor& executor, TaskRunner& runner, Recorder& recorder)
+    : executor(executor), runner(runner), recorder(recorder) {
   live_[0] = std::make_shared<Stream>(*this, 0);
 }
 
@@ -161,6 +202,18 @@ void Streams::barrier(const std::shared_ptr<Barrier>& b) {
     t.barrier = b;
     stage(s, std::move(t));
   });
+}
+
+std::vector<std::pair<uint32_t, size_t>> Streams::queue_depths() {
+  std::vector<std::pair<uint32_t, size_t>> out;
+  for_each([&](const StreamPtr& s) {
+    size_t staged = 0;
+    for (auto& [stream, tasks] : staged_)
+      if (stream == s) staged = tasks.size();
+    std::lock_guard lock(s->mu);
+    out.emplace_back(s->id, s->queue.size() + staged);
+  });
+  return out;
 }
 
 void Streams::drop_queued(std::vector<Task>& graveyard) {

@@ -13,6 +13,10 @@
 // and one schedule per stream per flush). Barriers (Sync, Stats) put one task on every
 // stream, live or retired; the last to reach it finishes the barrier.
 //
+// Observability: Stream::run tells the recorder (worker/recorder.hpp) when a task starts,
+// parks and ends, and when tracing, times it and records its slice (worker/
+// trace_slices.hpp).
+//
 // Thread safety: Streams' members are the dispatch thread's, except backlog() (any
 // thread). A Stream's `mu` guards its queue, state and wake_pending; only the thread
 // running the stream touches the front task while it runs, `pending_failure` and `cuda`.
@@ -43,6 +47,7 @@ namespace dtr::worker::detail {
 inline constexpr int kTasksPerSlice = 256;  // a stream yields its thread after this many tasks
 inline constexpr size_t kStageFlush = 256;  // dispatched tasks handed to the streams at once
 
+class Recorder;     // worker/recorder.hpp
 struct EventState;  // worker/events.hpp
 struct RemoteWait;  // worker/events.hpp
 struct Group;       // worker/collectives.hpp
@@ -54,6 +59,7 @@ struct Barrier {
   uint64_t request = 0;
   int64_t live_tensors = 0;
   int32_t device = -1;  // Stats: whose memory
+  uint64_t flight = 0;  // the command's flight record
   std::mutex mu;
   std::string device_failure;  // a stream's CUDA work failed (reported with the reply)
 };
@@ -87,6 +93,12 @@ struct Task {
   std::shared_ptr<RemoteWait> remote;
   std::shared_ptr<Barrier> barrier;
   std::shared_ptr<Group> group;
+  // Observability (worker/recorder.hpp): the command's flight record, how often the
+  // stream tried the task, and when tracing, the ticks of its first and last attempt.
+  uint64_t flight = 0;
+  uint32_t attempts = 0;
+  int64_t trace_begin = 0;
+  int64_t trace_last = 0;
 };
 
 struct Stream;
@@ -122,11 +134,14 @@ void fail_output(Stream& s, Slot& out, Failure f);
 // A barrier task has reached stream `s`: its CUDA work is waited for (a failure noted on
 // `b`). True when `s` was the last stream the barrier waited for.
 bool arrive(Stream& s, Barrier& b);
+// The running task of `s` parks until tensor `id` (made on another stream) is ready: the
+// flight recorder notes what it waits for.
+void waiting_for_tensor(Stream& s, const Task& t, protocol::TensorId id);
 
 class Streams {
  public:
-  // Makes the default stream (0).
-  Streams(Executor& executor, TaskRunner& runner);
+  // Makes the default stream (0). Tasks' starts, waits and ends go to `recorder`.
+  Streams(Executor& executor, TaskRunner& runner, Recorder& recorder);
 
   // The stream, or a null pointer when absent (a reference into the table: valid until
   // the stream is destroyed).
@@ -157,8 +172,12 @@ class Streams {
   // Empties every queue (nothing runs any more).
   void clear();
 
+  // Tasks queued on each stream, live or retired, and not done (dispatch thread).
+  std::vector<std::pair<uint32_t, size_t>> queue_depths();
+
   Executor& executor;
   TaskRunner& runner;
+  Recorder& recorder;
 
  private:
   friend struct Stream;

@@ -102,6 +102,11 @@ class TensorTable {
   const SlotPtr& make_output(protocol::TensorId id);
   // The session is ending: every slot forgets its parked streams.
   void drop_waiters();
+  // f(const Slot&) for every tensor (live figures, docs/observability.md).
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [id, slot] : slots_) f(*slot);
+  }
 
  private:
   FailureLog& failures_;

@@ -1,0 +1,103 @@
+// The flight recorder in words (protocol/flight_text.hpp).
+#include "protocol/flight_text.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "dtr/op_table.hpp"
+
+namespace dtr::protocol {
+
+namespace {
+
+std::string seconds(int64_t ns) {
+  double s = static_cast<double>(ns) / 1e9;
+  if (s < 0.001) return fmt::format("{:.0f} us", static_cast<double>(ns) / 1e3);
+  if (s < 1.0) return fmt::format("{:.1f} ms", s * 1e3);
+  return fmt::format("{:.1f} s", s);
+}
+
+std::string_view state_name(FlightState s) {
+  switch (s) {
+    case FlightState::Queued:
+      return "queued";
+    case FlightState::Waiting:
+      return "waiting";
+    case FlightState::Running:
+      return "running";
+    case FlightState::Done:
+      return "done";
+    case FlightState::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
+// "for the members of group 0", "for tensor %12", ...
+std::string waiting_for(const FlightRecord& r) {
+  switch (r.wait) {
+    case WaitKind::None:
+      return {};
+    case WaitKind::Tensor:
+      return fmt::format(" for tensor %{} (made on another stream)", r.wait_on);
+    case WaitKind::Event:
+      return fmt::format(" for event {}", r.wait_on);
+    case WaitKind::Peer:
+      return fmt::format(" for token {} from node {}", r.wait_on, r.peer);
+    case WaitKind::Group:
+      return fmt::format(" for the members of group {}", r.wait_on);
+    case WaitKind::Streams:
+      return " for the other streams";
+  }
+  return {};
+}
+
+bool finished(FlightState s) {
+  return s == FlightState::Done || s == FlightState::Failed;
+}
+
+}  // namespace
+
+std::string describe(const FlightRecord& r, int64_t now_ns) {
+  std::string name(r.kind == CmdType::RunOp ? op_def(r.op).name
+                                            : command_type_name(static_cast<uint8_t>(r.kind)));
+  std::string text = fmt::format("#{} {}", r.seq, name);
+  if (r.out != kNoTensor) text += fmt::format(" out %{}", r.out);
+  if (r.in0 != kNoTensor) text += fmt::format(" in %{}", r.in0);
+  if (r.in1 != kNoTensor) text += fmt::format(", %{}", r.in1);
+  if (r.peer != kNoPeer && r.wait != WaitKind::Peer) text += fmt::format(" node {}", r.peer);
+  text += fmt::format(" on stream {}: {}", r.stream, state_name(r.state));
+  if (r.state == FlightState::Waiting || r.state == FlightState::Running) {
+    text += waiting_for(r);
+    int64_t since = r.started_ns > 0 ? r.started_ns : r.queued_ns;
+    if (since > 0 && now_ns >= since) text += fmt::format(" for {}", seconds(now_ns - since));
+  } else if (r.queued_ns > 0 && now_ns >= r.queued_ns) {
+    text += fmt::format(" (queued {} ago)", seconds(now_ns - r.queued_ns));
+  }
+  return text;
+}
+
+std::string describe(const FlightDump& d, size_t max_pending, size_t max_done,
+                     const std::string& indent) {
+  std::vector<const FlightRecord*> pending, done;
+  for (auto it = d.records.rbegin(); it != d.records.rend(); ++it) {
+    if (!finished(it->state)) {
+      if (pending.size() < max_pending) pending.push_back(&*it);
+    } else if (done.size() < max_done) {
+      done.push_back(&*it);
+    }
+  }
+  if (pending.empty() && done.empty()) return indent + "(no commands recorded)";
+  std::string text;
+  auto line = [&](const FlightRecord* r) {
+    if (!text.empty()) text += '\n';
+    text += indent + describe(*r, d.now_ns);
+  };
+  // Oldest first within each group.
+  for (auto it = pending.rbegin(); it != pending.rend(); ++it) line(*it);
+  for (auto it = done.rbegin(); it != done.rend(); ++it) line(*it);
+  return text;
+}
+
+}  // namespace dtr::protocol

@@ -1,0 +1,186 @@
+// Trace slices (worker/trace_slices.hpp).
+#include "worker/trace_slices.hpp"
+
+#include <algorithm>
+
+namespace dtr::worker::detail {
+
+namespace cmd = protocol::cmd;
+using protocol::CmdType;
+using protocol::TraceFlow;
+using TensorRef = Tracer::TensorRef;
+
+namespace {
+
+// A ready, not failed slot's metadata; null otherwise.
+const TensorMeta* meta_of(const Slot* slot) {
+  if (!slot || !slot->ready.load(std::memory_order_acquire) ||
+      slot->failed.load(std::memory_order_acquire))
+    return nullptr;
+  return &slot->tensor.meta();
+}
+
+int64_t bytes_of(const TensorMeta* m) {
+  return m ? m->numel() * static_cast<int64_t>(element_size(m->dtype)) : 0;
+}
+
+bool failed(const SlotPtr& slot) {
+  return slot && slot->failed.load(std::memory_order_acquire);
+}
+
+// An op's tensors: its inputs, then its output unless it writes input 0 in place.
+size_t op_tensors(const cmd::RunOp& c, Slot* const* in, const Slot* out, TensorRef* refs) {
+  size_t n = 0;
+  for (uint8_t i = 0; i < c.inputs.n && i < 2; ++i) refs[n++] = {c.inputs.ids[i], meta_of(in[i])};
+  if (!c.inplace) refs[n++] = {c.out, meta_of(out)};
+  return n;
+}
+
+// The kind of slice of a task whose command is C, and its tensors (`read` of them read).
+template <class C>
+void describe(const Task& t, Tracer::Slice& sl, TensorRef* refs, size_t& n) {
+  const C& c = t.command<C>();
+  sl.kind = C::kType;
+  if constexpr (requires { c.input; }) {
+    refs[n++] = {c.input, meta_of(t.in[0].get())};
+    sl.inputs = 1;
+  }
+  if constexpr (requires { c.out; }) {
+    if (c.out != protocol::kNoTensor) refs[n++] = {c.out, meta_of(t.out.get())};
+  }
+  if constexpr (requires { c.event; }) sl.detail = c.event;
+  if constexpr (requires { c.group; }) sl.detail = c.group;
+  if constexpr (requires { c.request; }) sl.detail = c.request;
+  if constexpr (requires { c.token; }) {
+    sl.flow_id = c.token;
+    sl.peer = c.peer;
+    sl.flow = std::is_same_v<C, cmd::SendPeer> ? TraceFlow::Out : TraceFlow::In;
+  }
+  sl.bytes = bytes_of(n > 0 ? refs[n - 1].meta : nullptr);
+  sl.failed = failed(t.out) || (!t.out && failed(t.in[0]));
+}
+
+}  // namespace
+
+Tracer::Slice op_slice(uint32_t stream, const cmd::RunOp& c) {
+  Tracer::Slice sl;
+  sl.kind = CmdType::RunOp;
+  sl.op = static_cast<uint16_t>(c.op);
+  sl.stream = stream;
+  sl.inputs = c.inputs.n;
+  return sl;
+}
+
+void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
+  Tracer::Slice sl;
+  TensorRef refs[protocol::kMaxTraceTensors];
+  size_t n = 0;
+  switch (t.kind) {
+    case Task::Kind::Op: {
+      const auto& c = t.command<cmd::RunOp>();
+      sl = op_slice(s.id, c);
+      Slot* in[2] = {t.in[0].get(), t.in[1].get()};
+      n = op_tensors(c, in, t.out.get(), refs);
+      sl.bytes = bytes_of(c.inplace ? meta_of(in[0]) : refs[n - 1].meta);
+      sl.failed = failed(t.out);
+      break;
+    }
+    case Task::Kind::Get:
+      describe<cmd::Get>(t, sl, refs, n);
+      break;
+    case Task::Kind::Record:
+      describe<cmd::Record>(t, sl, refs, n);
+      break;
+    case Task::Kind::WaitEvent:
+      describe<cmd::WaitEvent>(t, sl, refs, n);
+      break;
+    case Task::Kind::WaitRemote:
+      describe<cmd::WaitRemote>(t, sl, refs, n);
+      break;
+    case Task::Kind::Barrier:
+      sl.kind = t.barrier->type;
+      sl.detail = t.barrier->request;
+      break;
+    case Task::Kind::SendPeer:
+      describe<cmd::SendPeer>(t, sl, refs, n);
+      break;
+    case Task::Kind::RecvPeer:
+      describe<cmd::RecvPeer>(t, sl, refs, n);
+      break;
+    case Task::Kind::Collective:
+      describe<cmd::Collective>(t, sl, refs, n);
+      if (t.out == t.in[0]) n = 1;  // in place: one tensor
+      sl.bytes = bytes_of(refs[0].meta);
+      break;
+    case Task::Kind::ToDevice:
+      describe<cmd::ToDevice>(t, sl, refs, n);
+      break;
+  }
+  sl.stream = s.id;
+  sl.begin = t.trace_begin;
+  sl.end = std::max(end, t.trace_begin);
+  sl.wait = t.trace_last > t.trace_begin ? t.trace_last - t.trace_begin : 0;
+  tracer.record(sl, std::span<const TensorRef>(refs, n));
+}
+
+void trace_inline_op(Tracer& tracer, uint32_t stream, const cmd::RunOp& c, Slot* const* in,
+                     const Slot& out, int64_t begin, int64_t end) {
+  Tracer::Slice sl = op_slice(stream, c);
+  TensorRef refs[protocol::kMaxTraceTensors];
+  size_t n = op_tensors(c, in, &out, refs);
+  sl.bytes = bytes_of(c.inplace ? meta_of(in[0]) : refs[n - 1].meta);
+  sl.failed = out.failed.load(std::memory_order_acquire);
+  sl.begin = begin;
+  sl.end = std::max(end, begin);
+  tracer.record(sl, std::span<const TensorRef>(refs, n));
+}
+
+void trace_command(Tracer& tracer, const FlightRecorder::Fields& f, int64_t begin, int64_t end,
+                   bool is_failed, const TensorMeta* meta, int64_t bytes) {
+  Tracer::Slice sl;
+  sl.kind = f.kind;
+  sl.op = f.op;
+  sl.stream = f.stream;
+  sl.begin = begin;
+  sl.end = std::max(end, begin);
+  sl.failed = is_failed;
+  sl.bytes = bytes;
+  sl.detail = f.detail;
+  if (f.kind != CmdType::NodeLost) sl.peer = f.peer;
+  TensorRef refs[protocol::kMaxTraceTensors];
+  size_t n = 0;
+  if (f.in0 != protocol::kNoTensor) refs[n++] = {f.in0, nullptr};
+  if (f.in1 != protocol::kNoTensor) refs[n++] = {f.in1, nullptr};
+  sl.inputs = static_cast<uint8_t>(n);
+  if (f.out != protocol::kNoTensor) refs[n++] = {f.out, meta};
+  tracer.record(sl, std::span<const TensorRef>(refs, n));
+}
+
+bool traced_kind(CmdType kind) {
+  switch (kind) {
+    case CmdType::ClockSync:
+    case CmdType::Trace:
+    case CmdType::FlightDump:
+    case CmdType::Metrics:
+    case CmdType::NotifyPeer:  // traced when it notifies (trace_notify)
+      return false;
+    default:
+      return true;
+  }
+}
+
+void trace_notify(Tracer& tracer, uint32_t stream, uint64_t event, uint32_t peer, uint64_t token) {
+  if (!tracer.on()) return;
+  Tracer::Slice sl;
+  sl.kind = CmdType::NotifyPeer;
+  sl.stream = stream;
+  sl.begin = trace::ticks();
+  sl.end = trace::ticks();
+  sl.peer = peer;
+  sl.flow = TraceFlow::Out;
+  sl.flow_id = token;
+  sl.detail = event;
+  tracer.record(sl, {});
+}
+
+}  // namespace dtr::worker::detail

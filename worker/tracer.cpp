@@ -1,0 +1,281 @@
+// Tracer (worker/tracer.hpp).
+//
+// A slice in the log is a Head, then per tensor a TensorHead and its dims (int64 each),
+// every part 8-byte aligned.
+#include "worker/tracer.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtr::worker::detail {
+
+namespace {
+
+struct Head {
+  int64_t begin, end, wait, bytes;
+  uint64_t flow_id, detail;
+  uint32_t stream;
+  int32_t device;
+  uint32_t peer;
+  uint16_t op;
+  uint8_t kind, failed, flow, inputs, n_tensors, unused;
+};
+struct TensorHead {
+  uint64_t id;
+  uint8_t shaped, dtype, ndim, unused[5];
+};
+static_assert(sizeof(Head) % 8 == 0 && sizeof(TensorHead) % 8 == 0);
+
+size_t tensor_bytes(const Tracer::TensorRef& t) {
+  return sizeof(TensorHead) + (t.meta ? 8 * t.meta->shape.size() : 0);
+}
+
+protocol::TraceEvent event_of(const Tracer::Slice& s) {
+  protocol::TraceEvent e;
+  e.kind = s.kind;
+  e.op = static_cast<OpId>(s.op);
+  e.stream = s.stream;
+  e.device = s.device;
+  e.failed = s.failed;
+  e.bytes = std::max<int64_t>(s.bytes, 0);
+  e.peer = s.peer;
+  e.flow = s.flow;
+  e.flow_id = s.flow_id;
+  e.detail = s.detail;
+  e.inputs = s.inputs;
+  return e;
+}
+
+// The slice at `p` (advancing *offset past it), its ticks converted.
+protocol::TraceEvent decode(const std::byte* base, size_t* offset,
+                            const trace::TickConverter& clock) {
+  Head h;
+  std::memcpy(&h, base + *offset, sizeof h);
+  *offset += sizeof h;
+  Tracer::Slice s;
+  s.kind = static_cast<protocol::CmdType>(h.kind);
+  s.op = h.op;
+  s.stream = h.stream;
+  s.device = h.device;
+  s.failed = h.failed != 0;
+  s.bytes = h.bytes;
+  s.peer = h.peer;
+  s.flow = static_cast<protocol::TraceFlow>(h.flow);
+  s.flow_id = h.flow_id;
+  s.detail = h.detail;
+  s.inputs = std::min(h.inputs, h.n_tensors);
+  protocol::TraceEvent e = event_of(s);
+  e.begin_ns = clock.to_steady_ns(h.begin);
+  e.end_ns = std::max(e.begin_ns, clock.to_steady_ns(h.end));
+  e.wait_ns = std::clamp<int64_t>(clock.to_steady_ns(h.begin + h.wait) - e.begin_ns, 0,
+                                  e.end_ns - e.begin_ns);
+  for (uint8_t i = 0; i < h.n_tensors; ++i) {
+    TensorHead t;
+    std::memcpy(&t, base + *offset, sizeof t);
+    *offset += sizeof t;
+    protocol::TraceTensor tt;
+    tt.id = t.id;
+    tt.shaped = t.shaped != 0;
+    if (tt.shaped) {
+      Shape shape;
+      for (uint8_t d = 0; d < t.ndim; ++d) {
+        int64_t v;
+        std::memcpy(&v, base + *offset, sizeof v);
+        *offset += sizeof v;
+        shape.push_back(v);
+      }
+      tt.meta = TensorMeta::contiguous(static_cast<DType>(t.dtype), shape);
+    }
+    e.tensors.push_back(std::move(tt));
+  }
+  return e;
+}
+
+}  // namespace
+
+protocol::TraceTensor trace_tensor(const Tracer::TensorRef& t) {
+  protocol::TraceTensor out;
+  out.id = t.id;
+  out.shaped = t.meta != nullptr;
+  if (t.meta) out.meta = TensorMeta::contiguous(t.meta->dtype, t.meta->shape);
+  return out;
+}
+
+struct Tracer::DeviceSlice {
+  Slice slice;
+  std::vector<protocol::TraceTensor> tensors;
+  int device = 0;
+  std::shared_ptr<cuda::Event> begin, end;
+};
+
+struct Tracer::Collection {
+  trace::TickConverter clock;
+  std::vector<trace::ThreadLog::Part> parts;
+  size_t part = 0;
+  size_t offset = 0;
+  std::vector<protocol::TraceEvent> device;  // sent after the host slices
+  size_t device_next = 0;
+  uint64_t dropped = 0;
+};
+
+Tracer::Tracer(size_t budget_bytes) : log_(budget_bytes) {}
+
+Tracer::~Tracer() = default;
+
+void Tracer::start() {
+  {
+    std::lock_guard lock(collect_mu_);
+    collection_.reset();
+  }
+  {
+    std::lock_guard lock(device_mu_);
+    device_.clear();
+    refs_.clear();
+  }
+  trace::anchor();
+  log_.reset();
+  on_.store(true, std::memory_order_relaxed);
+}
+
+void Tracer::record(const Slice& s, std::span<const TensorRef> tensors) {
+  if (!on()) return;
+  const size_t n = std::min(tensors.size(), protocol::kMaxTraceTensors);
+  size_t bytes = sizeof(Head);
+  for (size_t i = 0; i < n; ++i) bytes += tensor_bytes(tensors[i]);
+  trace::ThreadLog::Slot slot = log_.reserve(bytes);
+  if (!slot) return;
+  std::byte* p = slot.data;
+  Head h{s.begin,
+         s.end,
+         s.wait,
+         s.bytes,
+         s.flow_id,
+         s.detail,
+         s.stream,
+         s.device,
+         s.peer,
+         s.op,
+         static_cast<uint8_t>(s.kind),
+         static_cast<uint8_t>(s.failed),
+         static_cast<uint8_t>(s.flow),
+         s.inputs,
+         static_cast<uint8_t>(n),
+         0};
+  std::memcpy(p, &h, sizeof h);
+  p += sizeof h;
+  for (size_t i = 0; i < n; ++i) {
+    const TensorRef& t = tensors[i];
+    TensorHead th{t.id, static_cast<uint8_t>(t.meta != nullptr), 0, 0, {}};
+    if (t.meta) {
+      th.dtype = static_cast<uint8_t>(t.meta->dtype);
+      th.ndim = static_cast<uint8_t>(t.meta->shape.size());
+    }
+    std::memcpy(p, &th, sizeof th);
+    p += sizeof th;
+    if (t.meta && th.ndim > 0) {
+      std::memcpy(p, t.meta->shape.data(), 8 * size_t{th.ndim});
+      p += 8 * size_t{th.ndim};
+    }
+  }
+  trace::ThreadLog::commit(slot);
+}
+
+Tracer::DeviceMark Tracer::mark_begin(int device, cuda::StreamHandle stream) {
+  if (!on() || device < 0) return {};
+  try {
+    {
+      std::lock_guard lock(device_mu_);
+      if (refs_.size() <= static_cast<size_t>(device))
+        refs_.resize(static_cast<size_t>(device) + 1);
+      Reference& ref = refs_[static_cast<size_t>(device)];
+      if (!ref.event) {
+        // The device's time base: an event whose host time is known (to the latency of a
+        // synchronize, microseconds).
+        ref.event = std::make_shared<cuda::Event>(device, true);
+        ref.event->record(stream);
+        ref.event->synchronize();
+        ref.host_ns = trace::steady_ns();
+      }
+    }
+    auto begin = std::make_shared<cuda::Event>(device, true);
+    begin->record(stream);
+    return DeviceMark{std::move(begin)};
+  } catch (const std::exception&) {
+    return {};  // tracing never fails a command
+  }
+}
+
+void Tracer::mark_end(DeviceMark m, int device, cuda::StreamHandle stream, const Slice& s,
+                      std::span<const TensorRef> tensors) {
+  if (!m.begin) return;
+  try {
+    DeviceSlice d;
+    d.slice = s;
+    d.slice.device = device;
+    d.device = device;
+    for (size_t i = 0; i < tensors.size() && i < protocol::kMaxTraceTensors; ++i)
+      d.tensors.push_back(trace_tensor(tensors[i]));
+    d.begin = std::move(m.begin);
+    d.end = std::make_shared<cuda::Event>(device, true);
+    d.end->record(stream);
+    std::lock_guard lock(device_mu_);
+    device_.push_back(std::move(d));
+  } catch (const std::exception&) {
+  }
+}
+
+void Tracer::convert_device_slices(Collection& c) {
+  std::vector<DeviceSlice> slices;
+  std::vector<Reference> refs;
+  {
+    std::lock_guard lock(device_mu_);
+    slices.swap(device_);
+    refs = refs_;
+  }
+  for (DeviceSlice& d : slices) {
+    try {
+      const Reference& ref = refs.at(static_cast<size_t>(d.device));
+      d.end->synchronize();
+      protocol::TraceEvent e = event_of(d.slice);
+      e.begin_ns = ref.host_ns + static_cast<int64_t>(ref.event->elapsed_ms(*d.begin) * 1e6);
+      e.end_ns = std::max(e.begin_ns,
+                          ref.host_ns + static_cast<int64_t>(ref.event->elapsed_ms(*d.end) * 1e6));
+      e.inputs = std::min<uint8_t>(d.slice.inputs, static_cast<uint8_t>(d.tensors.size()));
+      e.tensors = std::move(d.tensors);
+      c.device.push_back(std::move(e));
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+protocol::TraceChunk Tracer::collect(size_t max) {
+  std::lock_guard lock(collect_mu_);
+  if (!collection_) {
+    collection_ = std::make_unique<Collection>();
+    collection_->parts = log_.snapshot();
+    collection_->dropped = log_.dropped();
+    convert_device_slices(*collection_);
+  }
+  Collection& c = *collection_;
+  protocol::TraceChunk out;
+  out.dropped = c.dropped;
+  while (out.events.size() < max && c.part < c.parts.size()) {
+    const trace::ThreadLog::Part& p = c.parts[c.part];
+    if (c.offset >= p.bytes) {
+      ++c.part;
+      c.offset = 0;
+      continue;
+    }
+    out.events.push_back(decode(p.chunk->data.get(), &c.offset, c.clock));
+  }
+  while (out.events.size() < max && c.device_next < c.device.size())
+    out.events.push_back(std::move(c.device[c.device_next++]));
+  out.more = c.part < c.parts.size() || c.device_next < c.device.size();
+  if (!out.more) {
+    collection_.reset();
+    if (!on()) log_.reset();  // the trace's memory goes
+  }
+  return out;
+}
+
+}  // namespace dtr::worker::detail
