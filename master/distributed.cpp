@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -209,7 +210,7 @@ local::Tensor DistributedTensor::to_local() const {
   detail::ReplyMessage m = self.session->request(
       self.node,
       cmd::Get{.stream = detail::current_stream_id(*self.session, self.node), .input = self.id});
-  if (!m.reply.failures.empty()) throw remote_error(self.node, m.reply.failures[0]);
+  if (!m.reply.failures.empty()) throw self.session->explain(self.node, m.reply.failures[0]);
   if (!(m.reply.meta.shape == self.meta.shape) || m.reply.meta.dtype != self.meta.dtype)
     throw ProtocolError(fmt::format("to_local: node {} sent {} for tensor %{} of {}", self.node,
                                     describe(m.reply.meta), self.id, describe(self.meta)));
@@ -337,7 +338,19 @@ void shutdown_master_worker() {
     std::lock_guard lock(g_session_mu);
     s = std::move(g_session);
   }
-  if (s) s->shutdown();
+  if (!s) return;
+  // DTR_TRACE: the trace started with the session is written now.
+  if (s->tracing() && !s->trace_path().empty()) {
+    try {
+      TraceSummary t = s->stop_trace(s->trace_path());
+      std::fprintf(stderr, "dtr: trace of %lld slices written to %s\n",
+                   static_cast<long long>(t.slices), t.path.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtr: could not write the trace to %s: %s\n", s->trace_path().c_str(),
+                   e.what());
+    }
+  }
+  s->shutdown();
 }
 
 bool is_master_worker_initialized() {
@@ -408,7 +421,7 @@ void synchronize(int node) {
     detail::ReplyMessage m = s->request(k, cmd::Sync{});
     for (const protocol::RemoteFailure& f : m.reply.failures) {
       if (!error)
-        error = remote_error(k, f);
+        error = s->explain(k, f);
       else
         ++more;
     }

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "master/wait_interrupt.hpp"
+#include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -150,6 +151,10 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     }
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
+  s->measure_clocks();
+  if (s->options_.trace_path.empty())
+    if (const char* path = std::getenv("DTR_TRACE"); path && *path) s->options_.trace_path = path;
+  if (!s->options_.trace_path.empty()) s->start_trace();
   return s;
 }
 
@@ -321,9 +326,35 @@ void MasterSession::wake() {
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
 }
 
+namespace {
+
+// The tensor a command makes (0 for none): the id a master call's slice names.
+uint64_t made_by(const protocol::Command& c) {
+  return std::visit(
+      [](const auto& x) -> uint64_t {
+        if constexpr (requires { x.out; })
+          return x.out;
+        else
+          return 0;
+      },
+      c);
+}
+
+// The op code a slice of `c` carries (protocol::event_name).
+uint16_t op_code(const protocol::Command& c) {
+  if (const auto* op = std::get_if<protocol::cmd::RunOp>(&c)) return static_cast<uint16_t>(op->op);
+  if (const auto* col = std::get_if<protocol::cmd::Collective>(&c))
+    return static_cast<uint16_t>(col->kind);
+  return 0;
+}
+
+}  // namespace
+
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
                             Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  // A request's own slice is the sync point's (request()).
+  const int64_t begin = trace_.on() && how != Wake::kNone ? trace::ticks() : 0;
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -340,10 +371,14 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     queued = n.batch.count();
   }
   after_enqueue(n, queued, how);
+  if (begin != 0)
+    trace_.record(false, protocol::command_type(c), op_code(c), node, protocol::command_stream(c),
+                  made_by(c), begin, trace::ticks());
 }
 
 void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  const int64_t begin = trace_.on() ? trace::ticks() : 0;
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -352,6 +387,9 @@ void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
     queued = n.batch.count();
   }
   after_enqueue(n, queued, how);
+  if (begin != 0)
+    trace_.record(false, protocol::CmdType::RunOp, static_cast<uint16_t>(c.op), node, c.stream,
+                  c.out, begin, trace::ticks());
 }
 
 void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
@@ -388,10 +426,28 @@ void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
 }
 
 ReplyMessage MasterSession::request(int node, protocol::Command c) {
+  return request(node, std::move(c), options_.sync_timeout);
+}
+
+ReplyMessage MasterSession::request(int node, protocol::Command c,
+                                    std::chrono::milliseconds timeout) {
   if (closed_.load()) throw TransportError("the master-worker session is shut down");
   Node& n = *nodes_[node];
   check_alive(node);
   const uint64_t request = next_request_.fetch_add(1);
+  // The sync point's slice on the master's timeline, however the wait ends.
+  struct SyncSlice {
+    MasterSession& s;
+    const protocol::Command& c;
+    int node;
+    uint64_t request;
+    int64_t begin = s.trace_.on() ? trace::ticks() : 0;
+    ~SyncSlice() {
+      if (begin != 0)
+        s.trace_.record(true, protocol::command_type(c), op_code(c), node,
+                        protocol::command_stream(c), request, begin, trace::ticks());
+    }
+  } slice{*this, c, node, request};
   std::visit(
       [&](auto& x) {
         if constexpr (requires { x.request; })
@@ -412,12 +468,16 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
   // The node may have been marked lost after the check above and before the promise was
   // registered; fail_node() would then have missed it.
   if (n.lost.load()) {
-    std::lock_guard lock(pending_mu_);
-    if (pending_.erase(request)) throw WorkerLost(n.lost_reason);
+    bool erased;
+    {
+      std::lock_guard lock(pending_mu_);
+      erased = pending_.erase(request) != 0;
+    }
+    if (erased) throw_lost(node);
   }
   bool replied = false;
   try {
-    replied = await_reply(future, Clock::now() + options_.sync_timeout);
+    replied = await_reply(future, Clock::now() + timeout);
   } catch (...) {  // the wait interrupt check threw: the reply, if it comes, is dropped
     std::lock_guard lock(pending_mu_);
     pending_.erase(request);
@@ -427,9 +487,13 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
     std::lock_guard lock(pending_mu_);
     pending_.erase(request);
     throw TimeoutError(fmt::format("node {} ({}) did not answer request {} within {} ms", node,
-                                   n.endpoint, request, options_.sync_timeout.count()));
+                                   n.endpoint, request, timeout.count()));
   }
-  return future.get();
+  try {
+    return future.get();
+  } catch (const WorkerLost&) {
+    throw_lost(node);  // the same, naming what each node reported
+  }
 }
 
 bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_point deadline) {
@@ -544,9 +608,8 @@ void MasterSession::enqueue_collective(const std::vector<int>& nodes,
   }
 }
 
-void MasterSession::check_alive(int node) const {
-  const Node& n = *nodes_[node];
-  if (n.lost.load()) throw WorkerLost(n.lost_reason);
+void MasterSession::check_alive(int node) {
+  if (nodes_[node]->lost.load()) throw_lost(node);
 }
 
 void MasterSession::open_beat(Node& node, Clock::time_point deadline) {
@@ -891,6 +954,10 @@ void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
       throw ProtocolError(fmt::format("unexpected message type {}", static_cast<int>(type)));
     size_t payload_frames = msg.frames.size() - first - 1;
     protocol::Reply reply = protocol::decode_reply(header, payload_frames);
+    if (reply.type == protocol::ReplyType::Flight && reply.request == 0) {
+      note_flight(node, std::move(reply.flight));  // sent unasked: kept for the errors
+      return;
+    }
     if (reply.type == protocol::ReplyType::ProtocolError) {
       auto e = std::make_exception_ptr(ProtocolError(fmt::format(
           "node {} ({}) rejected a message: {}", node, nodes_[node]->endpoint, reply.message)));

@@ -8,6 +8,12 @@
 // then reads the sockets until its reply is there), so a round trip crosses no thread
 // hand-off on the master.
 //
+// Observability (docs/observability.md): at the start the master measures each node's
+// clock offset (ClockSync round trips); while a trace is recorded every queued command
+// and request goes to the master's timeline (master/trace.hpp); flight recorder dumps the
+// workers send unasked are kept, and the error for a lost node or a collective that failed
+// waiting for its members names the last commands each node reported.
+//
 // Thread safety: every public member may be called from any thread. After the handshake
 // (which runs before the I/O thread starts) the ZeroMQ sockets are used only under
 // io_mu_, by the I/O thread or by one waiting requester.
@@ -21,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -28,6 +35,8 @@
 #include <zmq.hpp>
 
 #include "dtr/distributed.hpp"
+#include "dtr/observability.hpp"
+#include "master/trace.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
@@ -92,13 +101,32 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
                Wake how = Wake::kNow);
   // The same for an op (the hot path: no variant to build).
   void enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
-  // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
-  void check_alive(int node) const;
+  // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout), naming
+  // the last commands each node reported.
+  void check_alive(int node);
   // Queues a request command (one with a `request` field, which is set here) and waits for
   // the reply.
   // Throws TimeoutError, WorkerLost, TransportError (session closed) or ProtocolError
   // (the worker rejected a message or sent a malformed one).
   ReplyMessage request(int node, protocol::Command c);
+  ReplyMessage request(int node, protocol::Command c, std::chrono::milliseconds timeout);
+
+  // ---- observability (docs/observability.md) ----
+  // Starts / stops the session's timeline (dtr/observability.hpp).
+  void start_trace();
+  TraceSummary stop_trace(const std::string& path);
+  bool tracing() const { return trace_.on(); }
+  // Where DTR_TRACE (MasterOptions::trace_path) asks the trace to go; "" for none.
+  const std::string& trace_path() const { return options_.trace_path; }
+  // Node `node`'s steady clock minus this master's, and the bound of that measurement.
+  std::pair<int64_t, int64_t> clock_offset(int node);
+  // What each node reported lately, in words: live nodes are asked now (bounded), lost
+  // ones give the dump they sent before they were lost, if any.
+  std::string flight_report();
+  // The RemoteError for failure `f` reported by `node`; one of a collective that failed
+  // waiting for its members (the node said so with a flight dump) names the last
+  // commands each node reported.
+  RemoteError explain(int node, const protocol::RemoteFailure& f);
 
  private:
   struct Node {
@@ -120,6 +148,15 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     // high-water marks), sent before anything else; under io_mu_.
     std::shared_ptr<const std::string> unsent;
     std::vector<local::Tensor> unsent_payloads;
+    // Observability: under flight_mu, the latest flight dump the worker sent unasked and
+    // when; once lost, the report the WorkerLost errors name (made once).
+    std::mutex flight_mu;
+    std::optional<protocol::FlightDump> reported;
+    Clock::time_point reported_at;
+    std::optional<std::string> lost_report;
+    // Its clock offset (clock_mu_).
+    int64_t clock_offset_ns = 0;
+    int64_t clock_error_ns = -1;  // -1: not measured
   };
 
   explicit MasterSession(const MasterOptions& options);
@@ -166,6 +203,12 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void dispatch(int node, protocol::Received& msg, size_t first);
   // Marks the node lost (once) and fails its pending requests with WorkerLost(why).
   void fail_node(int node, const std::string& why);
+  // Throws the WorkerLost of lost node `node`, with the flight report (made once).
+  [[noreturn]] void throw_lost(int node);
+  // Measures each live node's clock offset (a few ClockSync round trips each).
+  void measure_clocks();
+  // A flight dump node `node` sent unasked (I/O thread).
+  void note_flight(int node, protocol::FlightDump d);
   // I/O thread: heartbeats to the workers, and the silence check.
   void liveness(Clock::time_point now);
   // Connect mode, after the worker's HELLO reply: the heartbeat connection to it, up
@@ -233,6 +276,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;
   std::thread io_thread_;
+  MasterTrace trace_;
+  std::mutex trace_mu_;  // serializes start_trace and stop_trace
+  std::mutex clock_mu_;  // guards the nodes' clock offsets
 };
 
 }  // namespace dtr::detail

@@ -207,7 +207,7 @@ bool Event::query() const {
   std::optional<Recorded> r = recorded_state(*handle_);
   if (!r) return true;
   protocol::Reply reply = event_request(*r, false);
-  if (!reply.failures.empty()) throw detail::remote_error(r->node, reply.failures[0]);
+  if (!reply.failures.empty()) throw r->session->explain(r->node, reply.failures[0]);
   return reply.done;
 }
 
@@ -215,7 +215,7 @@ void Event::synchronize() const {
   std::optional<Recorded> r = recorded_state(*handle_);
   if (!r) return;
   protocol::Reply reply = event_request(*r, true);
-  if (!reply.failures.empty()) throw detail::remote_error(r->node, reply.failures[0]);
+  if (!reply.failures.empty()) throw r->session->explain(r->node, reply.failures[0]);
 }
 
 double Event::elapsed_time(const Event& end) const {

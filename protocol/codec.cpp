@@ -460,6 +460,7 @@ void write_trace_event(Writer& w, const TraceEvent& e) {
   w.put(static_cast<uint8_t>(e.flow));
   w.put(e.flow_id);
   w.put(e.detail);
+  w.put(static_cast<uint8_t>(e.dispatched));
   w.put(e.inputs);
   auto n = static_cast<uint8_t>(std::min(e.tensors.size(), kMaxTraceTensors));
   w.put(n);
@@ -471,7 +472,7 @@ void write_trace_event(Writer& w, const TraceEvent& e) {
 }
 
 // Bytes of a trace event without its tensors, and of a flight record (count checks).
-constexpr size_t kTraceEventMinBytes = 1 + 2 + 4 + 4 + 8 * 3 + 1 + 8 + 4 + 1 + 8 + 8 + 1 + 1;
+constexpr size_t kTraceEventMinBytes = 1 + 2 + 4 + 4 + 8 * 3 + 1 + 8 + 4 + 1 + 8 + 8 + 1 + 1 + 1;
 constexpr size_t kFlightRecordBytes = 8 + 1 + 2 + 4 + 1 + 1 + 8 + 4 + 8 * 3 + 8 + 8 * 3;
 
 uint8_t read_command_code(Reader& r, std::string_view what) {
@@ -531,6 +532,7 @@ TraceEvent read_trace_event(Reader& r, size_t index) {
   e.flow = static_cast<TraceFlow>(flow);
   e.flow_id = r.get<uint64_t>();
   e.detail = r.get<uint64_t>();
+  e.dispatched = read_bool(r, what, "dispatch flag");
   e.inputs = r.get<uint8_t>();
   auto n = r.get<uint8_t>();
   if (n > kMaxTraceTensors) r.fail("{} has {} tensors, at most {}", what, n, kMaxTraceTensors);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "dtr/op_table.hpp"
@@ -59,21 +60,34 @@ bool finished(FlightState s) {
 
 }  // namespace
 
+std::string event_name(CmdType kind, uint16_t op) {
+  if (kind == CmdType::RunOp && is_valid_op(op))
+    return std::string(op_def(static_cast<OpId>(op)).name);
+  if (kind == CmdType::Collective) {
+    static constexpr std::string_view kNames[] = {"collective", "all_reduce", "broadcast",
+                                                  "all_gather", "reduce_scatter"};
+    return std::string(kNames[op < 5 ? op : 0]);
+  }
+  return std::string(command_type_name(static_cast<uint8_t>(kind)));
+}
+
 std::string describe(const FlightRecord& r, int64_t now_ns) {
-  std::string name(r.kind == CmdType::RunOp ? op_def(r.op).name
-                                            : command_type_name(static_cast<uint8_t>(r.kind)));
+  std::string name = event_name(r.kind, static_cast<uint16_t>(r.op));
   std::string text = fmt::format("#{} {}", r.seq, name);
   if (r.out != kNoTensor) text += fmt::format(" out %{}", r.out);
   if (r.in0 != kNoTensor) text += fmt::format(" in %{}", r.in0);
   if (r.in1 != kNoTensor) text += fmt::format(", %{}", r.in1);
   if (r.peer != kNoPeer && r.wait != WaitKind::Peer) text += fmt::format(" node {}", r.peer);
   text += fmt::format(" on stream {}: {}", r.stream, state_name(r.state));
+  auto since = [&](int64_t t) { return seconds(std::max<int64_t>(now_ns - t, 0)); };
   if (r.state == FlightState::Waiting || r.state == FlightState::Running) {
     text += waiting_for(r);
-    int64_t since = r.started_ns > 0 ? r.started_ns : r.queued_ns;
-    if (since > 0 && now_ns >= since) text += fmt::format(" for {}", seconds(now_ns - since));
-  } else if (r.queued_ns > 0 && now_ns >= r.queued_ns) {
-    text += fmt::format(" (queued {} ago)", seconds(now_ns - r.queued_ns));
+    const int64_t from = r.started_ns > 0 ? r.started_ns : r.queued_ns;
+    if (from > 0) text += fmt::format(" for {}", since(from));
+  } else if (r.state == FlightState::Queued) {
+    if (r.queued_ns > 0) text += fmt::format(" for {}", since(r.queued_ns));
+  } else if (r.ended_ns > 0) {
+    text += fmt::format(" {} ago", since(r.ended_ns));
   }
   return text;
 }

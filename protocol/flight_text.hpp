@@ -4,7 +4,8 @@
 //
 //   #1234 all_reduce in %7 on stream 0: waiting for the members of group 0 for 2.3 s
 //   #1230 recv_from_node out %15 on stream 2: waiting for token 77 from node 1 for 2.3 s
-//   #1229 add out %12 in %10, %11 on stream 0: done (queued 2.4 s ago)
+//   #1231 neg out %16 in %15 on stream 2: queued for 2.3 s
+//   #1229 add out %12 in %10, %11 on stream 0: done 2.4 s ago
 //
 // Thread safety: stateless functions.
 #pragma once
@@ -16,6 +17,9 @@
 
 namespace dtr::protocol {
 
+// The name a record or trace slice of command `kind` goes by: the op's name for RunOp
+// (`op` its code), the collective's (all_reduce, ...) for Collective, else the command's.
+std::string event_name(CmdType kind, uint16_t op);
 // One record, its times relative to `now_ns` (the dump's clock).
 std::string describe(const FlightRecord& r, int64_t now_ns);
 // The dump's records that are not finished (queued, waiting, running; at most

@@ -142,7 +142,7 @@ enum class TraceFlow : uint8_t { None = 0, Out = 1, In = 2 };
 // worker's steady clock.
 struct TraceEvent {
   CmdType kind = CmdType::RunOp;
-  OpId op = OpId::neg;  // kind RunOp: the op
+  OpId op = OpId::neg;  // kind RunOp: the op; kind Collective: the CollectiveKind's code
   uint32_t stream = 0;
   int32_t device = -1;  // -1: the stream's own track; k: its CUDA stream on device k
   int64_t begin_ns = 0;
@@ -152,8 +152,11 @@ struct TraceEvent {
   int64_t bytes = 0;        // bytes made, copied or reduced
   uint32_t peer = kNoPeer;  // the other node of a copy or cross-node wait
   TraceFlow flow = TraceFlow::None;
-  uint64_t flow_id = 0;              // the token (copies and cross-node waits)
-  uint64_t detail = 0;               // the event, group or request the command names
+  uint64_t flow_id = 0;  // the token (copies and cross-node waits)
+  uint64_t detail = 0;   // the event, group or request the command names
+  // Done by the worker's dispatcher as it arrived, not run by its stream (a put, a free,
+  // a notification, ...): on the node's dispatch track.
+  bool dispatched = false;
   uint8_t inputs = 0;                // tensors[0, inputs) were read, the others made or written
   std::vector<TraceTensor> tensors;  // at most kMaxTraceTensors
   friend bool operator==(const TraceEvent&, const TraceEvent&) = default;
@@ -185,7 +188,7 @@ enum class WaitKind : uint8_t {
 struct FlightRecord {
   uint64_t seq = 0;  // the worker's count of commands, from 1
   CmdType kind = CmdType::RunOp;
-  OpId op = OpId::neg;  // kind RunOp: the op
+  OpId op = OpId::neg;  // kind RunOp: the op; kind Collective: the CollectiveKind's code
   uint32_t stream = 0;
   FlightState state = FlightState::Queued;
   WaitKind wait = WaitKind::None;

@@ -118,6 +118,7 @@ FlightRecorder::Fields record_of(const C& c) {
     f.wait = protocol::WaitKind::Peer;
     f.wait_on = c.token;
   } else if constexpr (std::is_same_v<C, cmd::Collective>) {
+    f.op = static_cast<uint16_t>(c.kind);
     f.wait = protocol::WaitKind::Group;
     f.wait_on = c.group;
   }

@@ -500,7 +500,7 @@ void Session::Impl::on(const cmd::NotifyPeer& c) {
   }
   EventPtr e = event_of(c);
   if (e && e->done_or_notify(static_cast<int32_t>(c.peer), c.token)) {
-    trace_notify(rec.tracer, c.stream, c.event, c.peer, c.token);
+    trace_notify(rec.tracer, c.stream, c.event, c.peer, c.token, /*dispatched=*/true);
     outbox.send_notify(static_cast<int32_t>(c.peer), c.token);
   }
 }

@@ -98,6 +98,7 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
       describe<cmd::WaitRemote>(t, sl, refs, n);
       break;
     case Task::Kind::Barrier:
+      if (!traced_kind(t.barrier->type)) return;  // Trace's Stop
       sl.kind = t.barrier->type;
       sl.detail = t.barrier->request;
       break;
@@ -109,6 +110,7 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
       break;
     case Task::Kind::Collective:
       describe<cmd::Collective>(t, sl, refs, n);
+      sl.op = static_cast<uint16_t>(t.command<cmd::Collective>().kind);
       if (t.out == t.in[0]) n = 1;  // in place: one tensor
       sl.bytes = bytes_of(refs[0].meta);
       break;
@@ -146,6 +148,8 @@ void trace_command(Tracer& tracer, const FlightRecorder::Fields& f, int64_t begi
   sl.failed = is_failed;
   sl.bytes = bytes;
   sl.detail = f.detail;
+  // A get or a record done at once ran on its idle stream; the rest is the dispatcher's.
+  sl.dispatched = is_failed || (f.kind != CmdType::Get && f.kind != CmdType::Record);
   if (f.kind != CmdType::NodeLost) sl.peer = f.peer;
   TensorRef refs[protocol::kMaxTraceTensors];
   size_t n = 0;
@@ -169,9 +173,11 @@ bool traced_kind(CmdType kind) {
   }
 }
 
-void trace_notify(Tracer& tracer, uint32_t stream, uint64_t event, uint32_t peer, uint64_t token) {
+void trace_notify(Tracer& tracer, uint32_t stream, uint64_t event, uint32_t peer, uint64_t token,
+                  bool dispatched) {
   if (!tracer.on()) return;
   Tracer::Slice sl;
+  sl.dispatched = dispatched;
   sl.kind = CmdType::NotifyPeer;
   sl.stream = stream;
   sl.begin = trace::ticks();

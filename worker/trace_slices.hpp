@@ -31,7 +31,9 @@ void trace_command(Tracer& tracer, const FlightRecorder::Fields& f, int64_t begi
 // Whether commands of `kind` appear on the timeline (all but the observability ones).
 bool traced_kind(protocol::CmdType kind);
 // Node `peer` is told of `token` now (event `event`'s record has run, on `stream`): a
-// slice with the arrow's start.
-void trace_notify(Tracer& tracer, uint32_t stream, uint64_t event, uint32_t peer, uint64_t token);
+// slice with the arrow's start, inside the record's slice, or on the dispatch track when
+// `dispatched` (the record had run when NotifyPeer came).
+void trace_notify(Tracer& tracer, uint32_t stream, uint64_t event, uint32_t peer, uint64_t token,
+                  bool dispatched = false);
 
 }  // namespace dtr::worker::detail

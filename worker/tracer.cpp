@@ -18,7 +18,7 @@ struct Head {
   int32_t device;
   uint32_t peer;
   uint16_t op;
-  uint8_t kind, failed, flow, inputs, n_tensors, unused;
+  uint8_t kind, failed, flow, inputs, n_tensors, dispatched;
 };
 struct TensorHead {
   uint64_t id;
@@ -42,6 +42,7 @@ protocol::TraceEvent event_of(const Tracer::Slice& s) {
   e.flow = s.flow;
   e.flow_id = s.flow_id;
   e.detail = s.detail;
+  e.dispatched = s.dispatched;
   e.inputs = s.inputs;
   return e;
 }
@@ -63,6 +64,7 @@ protocol::TraceEvent decode(const std::byte* base, size_t* offset,
   s.flow = static_cast<protocol::TraceFlow>(h.flow);
   s.flow_id = h.flow_id;
   s.detail = h.detail;
+  s.dispatched = h.dispatched != 0;
   s.inputs = std::min(h.inputs, h.n_tensors);
   protocol::TraceEvent e = event_of(s);
   e.begin_ns = clock.to_steady_ns(h.begin);
@@ -160,7 +162,7 @@ void Tracer::record(const Slice& s, std::span<const TensorRef> tensors) {
          static_cast<uint8_t>(s.flow),
          s.inputs,
          static_cast<uint8_t>(n),
-         0};
+         static_cast<uint8_t>(s.dispatched)};
   std::memcpy(p, &h, sizeof h);
   p += sizeof h;
   for (size_t i = 0; i < n; ++i) {

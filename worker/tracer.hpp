@@ -61,7 +61,8 @@ class Tracer {
     protocol::TraceFlow flow = protocol::TraceFlow::None;
     uint64_t flow_id = 0;
     uint64_t detail = 0;
-    uint8_t inputs = 0;  // the first `inputs` tensors were read
+    bool dispatched = false;  // done at dispatch, off the stream (the dispatch track)
+    uint8_t inputs = 0;       // the first `inputs` tensors were read
   };
   // A tensor of a slice; `meta` null when unknown (a failed tensor).
   struct TensorRef {

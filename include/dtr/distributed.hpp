@@ -146,6 +146,9 @@ struct MasterOptions {
   // reply seen while spinning costs no thread wake-up): lower latency for one busy core.
   // Zero: sleep at once (DTR_SPIN_US overrides).
   std::chrono::microseconds spin{200};
+  // Record a timeline from the start and write it here at shutdown_master_worker()
+  // (dtr/observability.hpp); empty: $DTR_TRACE, if set.
+  std::string trace_path;
 };
 
 // Starts the session with the options' workers. Throws TransportError / TimeoutError

@@ -168,6 +168,12 @@ Batch every_command() {
                                  .device = 1});
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
   cmds.push_back(cmd::NodeLost{.node = 4095});
+  cmds.push_back(cmd::ClockSync{.stream = 2, .request = 1004});
+  cmds.push_back(cmd::Trace{.action = TraceAction::Start, .request = 1005});
+  cmds.push_back(cmd::Trace{.action = TraceAction::Stop, .request = 1006});
+  cmds.push_back(cmd::Trace{.action = TraceAction::Collect, .request = 1007});
+  cmds.push_back(cmd::FlightDump{.request = 1008});
+  cmds.push_back(cmd::Metrics{.request = std::numeric_limits<uint64_t>::max()});
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -582,8 +588,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 22), 0),
-                  "command 0 has unknown type 22");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 26), 0),
+                  "command 0 has unknown type 26");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),
@@ -664,8 +670,8 @@ TEST_SUITE("protocol/codec") {
                   "failures count 4294967295 exceeds the limit");
     CHECK_REJECTS(decode_reply(patched<uint32_t>(frame, kPrefixBytes + 1 + 9, 0, 100), 0),
                   "needs at least");
-    CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, kPrefixBytes + 1, 2, 9), 0),
-                  "unknown reply type 9");
+    CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, kPrefixBytes + 1, 2, 10), 0),
+                  "unknown reply type 10");
 
     HelloReply hr;
     std::string hr_frame = encode(hr);
@@ -783,5 +789,220 @@ TEST_SUITE("protocol/codec") {
       }
     }
     CHECK(true);
+  }
+}
+
+// ---- observability replies (Clock, Trace, Flight, Metrics): round trips, a corruption of
+// every checked field, every truncation ----
+
+namespace {
+
+// Where a reply's body starts: prefix, endianness tag, type (1) and request (8).
+constexpr size_t kReplyBody = kPrefixBytes + 1 + 1 + 8;
+
+TraceEvent sample_event() {
+  TraceEvent e;
+  e.kind = CmdType::RecvPeer;
+  e.op = OpId::add;
+  e.stream = 7;
+  e.device = 3;
+  e.begin_ns = 1000;
+  e.end_ns = 2000;
+  e.wait_ns = 400;
+  e.failed = true;
+  e.bytes = 96;
+  e.peer = 4095;
+  e.flow = TraceFlow::In;
+  e.flow_id = 1ull << 40;
+  e.detail = 12;
+  e.dispatched = true;
+  e.inputs = 1;
+  e.tensors = {TraceTensor{5, true, TensorMeta::contiguous(DType::BFloat16, {2, 3, 4})},
+               TraceTensor{6, false, {}}};
+  return e;
+}
+
+Reply trace_reply() {
+  Reply r;
+  r.type = ReplyType::Trace;
+  r.request = 90;
+  r.trace.events = {sample_event(), TraceEvent{}};
+  r.trace.dropped = 17;
+  r.trace.more = true;
+  return r;
+}
+
+Reply flight_reply() {
+  Reply r;
+  r.type = ReplyType::Flight;
+  r.request = 0;
+  r.flight.reason = "node 1 was lost";
+  r.flight.now_ns = 123456789;
+  r.flight.total = 5000;
+  r.flight.capacity = 4096;
+  FlightRecord f;
+  f.seq = 4999;
+  f.kind = CmdType::Collective;
+  f.op = static_cast<OpId>(CollectiveKind::AllReduce);
+  f.stream = 2;
+  f.state = FlightState::Waiting;
+  f.wait = WaitKind::Group;
+  f.wait_on = 3;
+  f.peer = kNoPeer;
+  f.out = 0;
+  f.in0 = 44;
+  f.detail = 3;
+  f.queued_ns = 100;
+  f.started_ns = 200;
+  FlightRecord g;
+  g.seq = 5000;
+  g.state = FlightState::Done;
+  g.ended_ns = 300;
+  r.flight.records = {f, g};
+  return r;
+}
+
+Reply metrics_reply() {
+  Reply r;
+  r.type = ReplyType::Metrics;
+  r.request = 91;
+  NodeMetrics& m = r.metrics;
+  m.commands = {{static_cast<uint8_t>(CmdType::RunOp), 1000000},
+                {static_cast<uint8_t>(CmdType::Sync), 3}};
+  m.bytes = {{static_cast<uint8_t>(CmdType::Put), 1ull << 33}};
+  m.queues = {{0, 0}, {5, 12}};
+  m.devices = {{-1, 10, 4096}, {0, 2, 1 << 20}};
+  m.sessions = 4;
+  m.session_active = true;
+  m.refused = 2;
+  m.master_heartbeat_age_ns = 250'000'000;
+  m.threads = 16;
+  m.flight_records = 1000003;
+  m.tracing = true;
+  m.trace_dropped = 9;
+  return r;
+}
+
+// Offsets in the trace reply of trace_reply(): count, then event 0.
+constexpr size_t kTraceEvent0 = kReplyBody + 4;
+
+}  // namespace
+
+TEST_SUITE("protocol/codec") {
+  TEST_CASE("observability replies round trip") {
+    Reply clock;
+    clock.type = ReplyType::Clock;
+    clock.request = 5;
+    clock.time_ns = std::numeric_limits<int64_t>::min();
+    CHECK(decode_reply(encode(clock), 0).time_ns == clock.time_ns);
+    for (const Reply& r : {trace_reply(), flight_reply(), metrics_reply()}) {
+      CAPTURE(static_cast<int>(r.type));
+      Reply got = decode_reply(encode(r), 0);
+      CHECK(got.type == r.type);
+      CHECK(got.request == r.request);
+      CHECK(got.trace == r.trace);
+      CHECK(got.flight == r.flight);
+      CHECK(got.metrics == r.metrics);
+    }
+    Reply empty;
+    empty.type = ReplyType::Trace;
+    CHECK(decode_reply(encode(empty), 0).trace == TraceChunk{});
+    CHECK(command_type_name(static_cast<uint8_t>(CmdType::Metrics)) == "metrics");
+    CHECK(command_type_name(0).empty());
+  }
+
+  TEST_CASE("every checked field of the observability replies rejects a corruption") {
+    struct Case {
+      std::string frame;
+      size_t at;
+      std::string bytes;
+      std::string needle;
+    };
+    std::vector<Case> cases;
+    const std::string trace = encode(trace_reply());
+    const size_t e = kTraceEvent0;
+    auto t = [&](size_t at, std::string bytes, std::string needle) {
+      cases.push_back({trace, at, std::move(bytes), std::move(needle)});
+    };
+    t(kReplyBody, bytes_of<uint32_t>(0xFFFFFFFFu), "trace events count 4294967295 exceeds");
+    t(kReplyBody, bytes_of<uint32_t>(1000), "trace events count 1000 needs at least");
+    t(e + 0, bytes_of<uint8_t>(0), "trace event 0 has unknown command kind 0");
+    t(e + 0, bytes_of<uint8_t>(200), "unknown command kind 200");
+    t(e + 1, bytes_of<uint16_t>(kMaxOpCode + 1), "trace event 0 has unknown op code");
+    t(e + 7, bytes_of<int32_t>(-2), "trace event 0 has device -2, expected -1 to 255");
+    t(e + 7, bytes_of<int32_t>(256), "device 256");
+    t(e + 19, bytes_of<int64_t>(999), "trace event 0 ends (999) before it begins (1000)");
+    t(e + 27, bytes_of<int64_t>(-1), "wait -1 ns, expected 0 to its duration 1000");
+    t(e + 27, bytes_of<int64_t>(1001), "wait 1001 ns");
+    t(e + 35, bytes_of<uint8_t>(2), "failed flag 2, expected 0 or 1");
+    t(e + 36, bytes_of<int64_t>(-1), "bytes -1, expected at least 0");
+    t(e + 44, bytes_of<uint32_t>(4096), "peer 4096, expected 0 to 4095 or none");
+    t(e + 48, bytes_of<uint8_t>(3), "flow 3, expected 0 to 2");
+    t(e + 65, bytes_of<uint8_t>(2), "dispatch flag 2");
+    t(e + 66, bytes_of<uint8_t>(3), "3 inputs of 2 tensors");
+    t(e + 67, bytes_of<uint8_t>(4), "4 tensors, at most 3");
+    t(e + 68 + 8, bytes_of<uint8_t>(2), "shape flag 2");
+    t(e + 68 + 9, bytes_of<uint8_t>(99), "trace event 0 tensor 0 has unknown dtype code 99");
+    t(e + 68 + 10, bytes_of<uint8_t>(kMaxDims + 1), "dims, at most 12 allowed");
+    t(e + 68 + 11, bytes_of<int64_t>(-3), "negative size -3 in dim 0");
+    t(trace.size() - 1, bytes_of<uint8_t>(2), "more flag 2");
+
+    const std::string flight = encode(flight_reply());
+    const size_t r0 = kReplyBody + 4 + flight_reply().flight.reason.size() + 8 + 8 + 4 + 4;
+    auto f = [&](size_t at, std::string bytes, std::string needle) {
+      cases.push_back({flight, at, std::move(bytes), std::move(needle)});
+    };
+    f(kReplyBody, bytes_of<uint32_t>(0xFFFFFFFFu), "flight dump reason count");
+    f(r0 - 4, bytes_of<uint32_t>(0xFFFFFFFFu), "flight records count 4294967295 exceeds");
+    f(r0 - 4, bytes_of<uint32_t>(3), "flight records count 3 needs at least");
+    f(r0 + 8, bytes_of<uint8_t>(0), "flight record 0 has unknown command kind 0");
+    f(r0 + 9, bytes_of<uint16_t>(kMaxOpCode + 1), "flight record 0 has unknown op code");
+    f(r0 + 15, bytes_of<uint8_t>(0), "flight record 0 has state 0, expected 1 to 5");
+    f(r0 + 15, bytes_of<uint8_t>(6), "state 6");
+    f(r0 + 16, bytes_of<uint8_t>(6), "wait kind 6, expected 0 to 5");
+    f(r0 + 25, bytes_of<uint32_t>(5000), "flight record 0 has peer 5000");
+    f(r0 + 61, bytes_of<int64_t>(-1), "queued time -1");
+    f(r0 + 69, bytes_of<int64_t>(-1), "start time -1");
+    f(r0 + 77, bytes_of<int64_t>(-1), "end time -1");
+
+    const std::string metrics = encode(metrics_reply());
+    const size_t bytes0 = kReplyBody + 4 + 2 * 9;  // the bytes count
+    const size_t queues0 = bytes0 + 4 + 9;
+    const size_t devices0 = queues0 + 4 + 2 * 12;
+    const size_t tail = devices0 + 4 + 2 * 20;  // sessions
+    auto m = [&](size_t at, std::string bytes, std::string needle) {
+      cases.push_back({metrics, at, std::move(bytes), std::move(needle)});
+    };
+    m(kReplyBody, bytes_of<uint32_t>(4097), "commands count 4097 exceeds the limit 4096");
+    m(kReplyBody + 4, bytes_of<uint8_t>(0), "metrics commands entry 0 has unknown command kind 0");
+    m(bytes0 + 4, bytes_of<uint8_t>(0), "metrics bytes entry 0 has unknown command kind 0");
+    m(queues0, bytes_of<uint32_t>(4097), "metrics queues count 4097 exceeds");
+    m(devices0, bytes_of<uint32_t>(258), "metrics devices count 258 exceeds the limit 257");
+    m(devices0 + 4, bytes_of<int32_t>(-2), "metrics device entry 0 has device -2");
+    m(devices0 + 8, bytes_of<int64_t>(-1), "live tensors -1");
+    m(devices0 + 16, bytes_of<int64_t>(-1), "bytes in use -1");
+    m(tail + 8, bytes_of<uint8_t>(2), "session flag 2");
+    m(tail + 17, bytes_of<int64_t>(-2), "heartbeat age -2, expected at least -1");
+    m(tail + 37, bytes_of<uint8_t>(2), "tracing flag 2");
+    REQUIRE(metrics.size() == tail + 46);
+
+    for (const Case& c : cases) {
+      CAPTURE(c.needle);
+      std::string bad = c.frame;
+      REQUIRE(c.at + c.bytes.size() <= bad.size());
+      bad.replace(c.at, c.bytes.size(), c.bytes);
+      CHECK_REJECTS(decode_reply(bad, 0), c.needle);
+    }
+  }
+
+  TEST_CASE("every truncation of the observability replies is rejected") {
+    for (const Reply& r : {trace_reply(), flight_reply(), metrics_reply()}) {
+      std::string frame = encode(r);
+      for (size_t len = 0; len < frame.size(); ++len) {
+        CAPTURE(len);
+        CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
+      }
+      CHECK_REJECTS(decode_reply(frame + "x", 0), "1 bytes left over");
+    }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "protocol/codec.hpp"
 #include "tests/worker/parts_support.hpp"
 #include "worker/collectives.hpp"
 
@@ -13,6 +14,7 @@ namespace {
 
 using namespace dtr;
 using namespace dtr::worker::detail;
+using dtr::worker::test::Sent;
 using dtr::worker::test::StreamRig;
 namespace cmd = protocol::cmd;
 using std::chrono::milliseconds;
@@ -44,6 +46,8 @@ TEST_CASE("collectives: a subgroup needs the session's process group") {
 struct CollectiveRig {
   StreamRig rig;
   FailureLog failures;
+  Sent sent;
+  Outbox outbox{sent.emit(), failures};
   Groups groups;
   cmd::Collective c{.kind = protocol::CollectiveKind::AllGather, .input = 1, .out = 2};
   Task t;
@@ -57,7 +61,7 @@ struct CollectiveRig {
   // Runs the task; its output's failure message.
   std::string run(milliseconds timeout) {
     StreamPtr s = rig.streams.find(0);
-    CHECK(run_collective(*s, s, t, {groups, failures, timeout, 0}));
+    CHECK(run_collective(*s, s, t, {groups, failures, timeout, 0, rig.observer, outbox}));
     REQUIRE(t.out->get_failure());
     CHECK(t.out->get_failure()->op == "all_gather");
     CHECK(t.out->get_failure()->tensor == 2);
@@ -72,6 +76,7 @@ TEST_CASE("collectives: a task without its group fails its output, naming why") 
   r.t.out = std::make_shared<Slot>();
   CHECK(r.run(milliseconds(100)) == "group 3 does not exist");
   CHECK(r.failures.unreported() == 2);
+  CHECK(r.sent.count() == 0);  // not stuck: no flight recorder dump
 }
 
 TEST_CASE("collectives: a group that does not form in time, or a session that ends, fails it") {
@@ -82,6 +87,13 @@ TEST_CASE("collectives: a group that does not form in time, or a session that en
   auto start = std::chrono::steady_clock::now();
   CHECK(r.run(milliseconds(200)) == "the session's process group was not formed within 200 ms");
   CHECK(std::chrono::steady_clock::now() - start >= milliseconds(200));
+  // Waited out: the flight recorder went to the master, unasked, saying why.
+  REQUIRE(r.sent.count() == 1);
+  protocol::Reply dump = protocol::decode_reply(r.sent.take()[0].header, 0);
+  CHECK(dump.type == protocol::ReplyType::Flight);
+  CHECK(dump.request == 0);
+  CHECK(dump.flight.reason.find("all_gather on stream 0 failed: the session's process group was "
+                                "not formed") == 0);
   r.t.out = std::make_shared<Slot>();
   r.groups.close();
   CHECK(r.groups.closing());
@@ -92,7 +104,8 @@ TEST_CASE("collectives: a task waits for its input before anything else") {
   CollectiveRig r;
   r.t.in[0] = std::make_shared<Slot>();
   StreamPtr s = r.rig.streams.find(0);
-  CHECK_FALSE(run_collective(*s, s, r.t, {r.groups, r.failures, milliseconds(100), 0}));
+  CHECK_FALSE(run_collective(
+      *s, s, r.t, {r.groups, r.failures, milliseconds(100), 0, r.rig.observer, r.outbox}));
   CHECK_FALSE(r.t.out->ready.load());
   r.t.in[0]->waiters.clear();
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "worker/executor.hpp"
+#include "worker/recorder.hpp"
 #include "worker/session.hpp"
 #include "worker/streams.hpp"
 
@@ -55,9 +56,11 @@ struct Recorder : detail::TaskRunner {
   std::vector<int> ran;
 };
 
-// An executor, a recorder and streams over them (stream 0 made).
+// An executor, a recorder and streams over them (stream 0 made), and the worker's
+// observability recorder they report to.
 struct StreamRig {
-  explicit StreamRig(unsigned threads = 2) : executor(threads), streams(executor, recorder) {}
+  explicit StreamRig(unsigned threads = 2)
+      : executor(threads), streams(executor, recorder, observer) {}
   ~StreamRig() { CHECK(executor.wait_idle(std::chrono::seconds(10))); }
   // A task labelled by `label` (which must outlive it).
   static detail::Task labelled(const int& label) {
@@ -66,6 +69,7 @@ struct StreamRig {
     return t;
   }
   Recorder recorder;
+  detail::Recorder observer;
   Executor executor;
   detail::Streams streams;
 };
@@ -83,6 +87,10 @@ struct Sent {
     std::vector<Outgoing> o;
     o.swap(out);
     return o;
+  }
+  size_t count() {
+    std::lock_guard lock(mu);
+    return out.size();
   }
   std::mutex mu;
   std::vector<Outgoing> out;
