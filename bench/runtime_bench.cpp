@@ -8,6 +8,10 @@
 //                 counts them and acks the last one: msgs/s until the ack arrives.
 //                 Also reported: the master-side enqueue rate (until the last add_
 //                 returns) and the CPU time the worker and this process spent per op.
+//                 With --trace, a third contestant runs the same with a timeline being
+//                 recorded (dtr::start_trace before, stop_trace after the sync, into a
+//                 temporary file that is removed): its rate against untraced dtr's is the
+//                 cost of tracing (goal: >= 0.90, docs/observability.md).
 //   2 roundtrip   (x + 1).item() latency (median, p99). Baseline: a 64-byte DEALER ->
 //                 ROUTER echo through a forked child. Interleaved in blocks of 10 round
 //                 trips per contestant (order rotated), so that each runs as a tight loop
@@ -39,9 +43,10 @@
 // missed). The load average is printed at the start and end: on a small machine other
 // work moves every figure, so compare ratios from quiet runs.
 //
-// Usage: dtr_runtime_bench [--quick] [--only N] [--spin-us N]
+// Usage: dtr_runtime_bench [--quick] [--only N] [--spin-us N] [--trace]
 //   --quick      fewer ops and reps: a smoke run; figures are rough
 //   --only N     run benchmark N only (1..6 as numbered above)
+//   --trace      benchmark 1 also runs with tracing on (see above)
 //   --spin-us N  the master's and the worker's spin before sleeping (MasterOptions::spin,
 //                dtr-worker --spin-us); default: theirs (200 us)
 //
@@ -77,6 +82,7 @@
 #include <zmq.hpp>
 
 #include "dtr/distributed.hpp"
+#include "dtr/observability.hpp"
 #include "dtr/stream.hpp"
 #include "dtr/tensor.hpp"
 #include "protocol/transport.hpp"
@@ -421,6 +427,65 @@ std::string fmt(const char* f, ...) {
 
 // ---------------------------------------------------------------------------------------
 // 1. Async dispatch.
+
+bool g_trace = false;  // --trace
+
+// One dtr run of benchmark 1: ops/s until synchronize() returns, with or without a trace
+// being recorded (started before, written to a temporary file after the timing).
+double dispatch_rate(int64_t count, bool traced, Report& rep) {
+  dtr::DistributedTensor x = dtr::zeros({1});
+  dtr::synchronize();
+  if (traced) dtr::start_trace();
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < count; ++i) x.add_(1);
+  dtr::synchronize();
+  double rate = static_cast<double>(count) / seconds_since(t0);
+  if (traced) {
+    std::string path = fmt("/tmp/dtr_runtime_bench_trace_%d.json", static_cast<int>(getpid()));
+    dtr::TraceSummary t = dtr::stop_trace(path);
+    std::remove(path.c_str());
+    // Every add_ is a slice on the worker and a call on the master (and a few more).
+    rep.check(t.dropped == 0 && t.slices >= 2 * count,
+              fmt("the trace holds every add_ (%lld slices, %lld dropped)",
+                  static_cast<long long>(t.slices), static_cast<long long>(t.dropped)));
+  }
+  rep.check(x.item<float>() == static_cast<float>(count), "x.item() == count after a traced rep");
+  return rate;
+}
+
+// --trace: the cost of tracing on the dispatch rate, untraced and traced runs interleaved.
+void bench_dispatch_traced(int64_t n, int reps, Report& rep) {
+  std::printf("\n[1t] dispatch with a trace recorded: %lld x.add_(1), %d reps interleaved\n",
+              static_cast<long long>(n), reps);
+  dispatch_rate(n / 10, true, rep);  // warm-up
+  std::vector<double> plain, traced, paired;
+  for (int r = 0; r < reps; ++r) {
+    double a, b;
+    if (r % 2 == 0) {
+      a = dispatch_rate(n, false, rep);
+      b = dispatch_rate(n, true, rep);
+    } else {
+      b = dispatch_rate(n, true, rep);
+      a = dispatch_rate(n, false, rep);
+    }
+    plain.push_back(a);
+    traced.push_back(b);
+    paired.push_back(b / a);
+  }
+  const double ratio = median(traced) / median(plain);
+  std::printf("  %-34s %9.3f M/s\n  %-34s %9.3f M/s\n", "dtr add_, no trace (ops/s)",
+              median(plain) / 1e6, "dtr add_, trace on (ops/s)", median(traced) / 1e6);
+  std::printf("  ratio traced/untraced = %.3f (paired median %.3f)\n", ratio, median(paired));
+  rep.results.push_back(
+      fmt("RESULT {\"bench\":\"dispatch_traced\",\"ops\":%lld,\"reps\":%d,"
+          "\"rate_per_s\":%.0f,\"untraced_rate_per_s\":%.0f,\"ratio\":%.4f,"
+          "\"paired_ratio\":%.4f,\"goal\":\">= 0.90\",\"met\":%s}",
+          static_cast<long long>(n), reps, median(traced), median(plain), ratio, median(paired),
+          ratio >= 0.9 ? "true" : "false"));
+  rep.goals.push_back({"dispatch traced", "traced vs untraced ops/s",
+                       fmt("%.2f Mops/s", median(traced) / 1e6),
+                       fmt("%.2f Mops/s", median(plain) / 1e6), ">= 0.90", ratio, ratio >= 0.9});
+}
 
 void bench_dispatch(RawClients& raw, pid_t worker, bool quick, Report& rep) {
   const int64_t n = quick ? 200000 : 1000000;
@@ -1041,15 +1106,19 @@ int main(int argc, char** argv) {
         return 2;
       }
       g_spin_us = us;
+    } else if (arg == "--trace") {
+      g_trace = true;
     } else if (arg == "-h" || arg == "--help") {
       std::printf(
-          "usage: %s [--quick] [--only N] [--spin-us N]   (N: 1 dispatch, 2 roundtrip, "
+          "usage: %s [--quick] [--only N] [--spin-us N] [--trace]   (N: 1 dispatch, 2 roundtrip, "
           "3 transfer, 4 compute, 5 memory, 6 streams)\n",
           argv[0]);
       return 0;
     } else {
-      std::fprintf(stderr, "unknown argument '%s' (usage: %s [--quick] [--only N] [--spin-us N])\n",
-                   arg.c_str(), argv[0]);
+      std::fprintf(
+          stderr,
+          "unknown argument '%s' (usage: %s [--quick] [--only N] [--spin-us N] [--trace])\n",
+          arg.c_str(), argv[0]);
       return 2;
     }
   }
@@ -1083,6 +1152,7 @@ int main(int argc, char** argv) {
                   static_cast<int>(worker.pid()), worker.endpoint().c_str(), info.threads);
       RawClients raw(rate, echo, bulk);
       if (want(1)) bench_dispatch(raw, worker.pid(), quick, rep);
+      if (want(1) && g_trace) bench_dispatch_traced(quick ? 200000 : 1000000, quick ? 2 : 5, rep);
       if (want(2)) bench_roundtrip(raw, quick, rep);
       if (want(3)) bench_transfer(raw, worker.pid(), bulk.pid(), quick, rep);
       if (want(4)) bench_compute(worker.pid(), quick, rep);

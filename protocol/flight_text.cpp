@@ -58,6 +58,12 @@ bool finished(FlightState s) {
   return s == FlightState::Done || s == FlightState::Failed;
 }
 
+// The observability commands themselves (asking for a dump, figures, the clock, a trace).
+bool is_observer(CmdType k) {
+  return k == CmdType::ClockSync || k == CmdType::Trace || k == CmdType::FlightDump ||
+         k == CmdType::Metrics;
+}
+
 }  // namespace
 
 std::string event_name(CmdType kind, uint16_t op) {
@@ -94,15 +100,19 @@ std::string describe(const FlightRecord& r, int64_t now_ns) {
 
 std::string describe(const FlightDump& d, size_t max_pending, size_t max_done,
                      const std::string& indent) {
-  std::vector<const FlightRecord*> pending, done;
+  std::vector<const FlightRecord*> pending, failed, done;
   for (auto it = d.records.rbegin(); it != d.records.rend(); ++it) {
     if (!finished(it->state)) {
       if (pending.size() < max_pending) pending.push_back(&*it);
-    } else if (done.size() < max_done) {
+    } else if (it->state == FlightState::Failed) {
+      if (failed.size() < max_done) failed.push_back(&*it);
+    } else if (!is_observer(it->kind) && done.size() < max_done) {
       done.push_back(&*it);
     }
   }
-  if (pending.empty() && done.empty()) return indent + "(no commands recorded)";
+  // The finished ones: failed first (what went wrong), then done, `max_done` in all.
+  done.resize(std::min(done.size(), max_done - failed.size()));
+  if (pending.empty() && failed.empty() && done.empty()) return indent + "(no commands recorded)";
   std::string text;
   auto line = [&](const FlightRecord* r) {
     if (!text.empty()) text += '\n';
@@ -110,6 +120,7 @@ std::string describe(const FlightDump& d, size_t max_pending, size_t max_done,
   };
   // Oldest first within each group.
   for (auto it = pending.rbegin(); it != pending.rend(); ++it) line(*it);
+  for (auto it = failed.rbegin(); it != failed.rend(); ++it) line(*it);
   for (auto it = done.rbegin(); it != done.rend(); ++it) line(*it);
   return text;
 }

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "dtr/generator.hpp"
+#include "dtr/observability.hpp"
 
 namespace dtr::repl {
 
@@ -904,7 +905,8 @@ void Evaluator::help(std::ostream& os) const {
   }
   os << "  Unary, binary and clamp ops have an in-place form name_ (x.add_(1)).\n"
         "Constants: True False None inf nan; dtypes: float32 float64 int32 int64 bool.\n"
-        "Commands: :nodes (devices, memory, live tensors per node)  :help  :quit (or Ctrl-D)\n";
+        "Commands: :nodes (devices, memory, live tensors and figures per node)  :help  :quit "
+        "(or Ctrl-D)\n";
 }
 
 void Evaluator::help(std::ostream& os, std::string_view topic) const {
@@ -941,6 +943,41 @@ void Evaluator::help(std::ostream& os, std::string_view topic) const {
   throw NameError(fmt::format("help: no op, builtin, method or dtype named '{}'", topic));
 }
 
+namespace {
+
+// A node's live figures (dtr::node_metrics, what its metrics endpoint serves).
+void print_figures(std::ostream& os, const NodeMetrics& m) {
+  std::string commands, bytes, queues;
+  for (const auto& [kind, n] : m.commands)
+    if (n > 0) commands += fmt::format("{}{} {}", commands.empty() ? "" : ", ", kind, n);
+  for (const auto& [kind, n] : m.bytes)
+    if (n > 0)
+      bytes += fmt::format("{}{} {}", bytes.empty() ? "" : ", ", kind,
+                           format_bytes(static_cast<int64_t>(n)));
+  for (const auto& [stream, depth] : m.stream_queues)
+    queues += fmt::format("{}{}: {}", queues.empty() ? "" : ", ", stream, depth);
+  os << fmt::format("  commands {}
+", commands.empty() ? "none" : commands);
+  os << fmt::format("  bytes    {}
+", bytes.empty() ? "none" : bytes);
+  os << fmt::format("  queued   {} (stream: tasks not done)
+", queues.empty() ? "-" : queues);
+  for (const auto& d : m.devices)
+    if (d.device >= 0)
+      os << fmt::format("  cuda:{}   in use {}, {} live tensor{}
+", d.device,
+                        format_bytes(d.bytes_in_use), d.live_tensors,
+                        d.live_tensors == 1 ? "" : "s");
+  os << fmt::format(
+      "  worker   {} session{}, {} refused, master heard {:.0f} ms ago, flight recorder {} "
+      "commands, tracing {}
+",
+      m.sessions, m.sessions == 1 ? "" : "s", m.refused_connections,
+      m.master_heartbeat_age_s * 1e3, m.flight_records, m.tracing ? "on" : "off");
+}
+
+}  // namespace
+
 void Evaluator::print_nodes(std::ostream& os) const {
   // A node that does not answer is shown as such; the others are still listed, and the
   // first failure is raised at the end.
@@ -955,6 +992,7 @@ void Evaluator::print_nodes(std::ostream& os) const {
       os << fmt::format("  cpu      {} total; in use {} (peak {}), {} live tensor{}\n",
                         format_bytes(info.cpu_total_memory), format_bytes(m.bytes_in_use),
                         format_bytes(m.peak_bytes), m.live_tensors, m.live_tensors == 1 ? "" : "s");
+      print_figures(os, node_metrics(k));
     } catch (const Error& e) {
       os << fmt::format("  cpu      {} total; no answer: {}: {}\n",
                         format_bytes(info.cpu_total_memory), error_kind(e), e.what());

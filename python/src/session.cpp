@@ -109,6 +109,81 @@ void bind_nodes(nb::module_& m) {
       arg("node"));
 }
 
+// The timeline, the flight recorder and the live figures (dtr/observability.hpp).
+void bind_observability(nb::module_& m) {
+  m.def(
+      "start_trace",
+      [] {
+        nb::gil_scoped_release nogil;
+        start_trace();
+      },
+      "Starts recording the session's timeline (the master's calls and sync points, every "
+      "node's streams); see docs/observability.md.");
+  m.def(
+      "stop_trace",
+      [](const std::string& path) {
+        TraceSummary t;
+        {
+          nb::gil_scoped_release nogil;
+          t = stop_trace(path);
+        }
+        nb::dict d;
+        d["path"] = t.path;
+        d["slices"] = t.slices;
+        d["dropped"] = t.dropped;
+        d["lost_nodes"] = t.lost_nodes;
+        return d;
+      },
+      arg("path"),
+      "Sync point: stops recording and writes the trace (Chrome's trace event format: "
+      "Perfetto, chrome://tracing) to path; a dict of what was written.");
+  m.def("is_tracing", &is_tracing);
+  m.def(
+      "flight_recorder",
+      [](int node, int finished) {
+        nb::gil_scoped_release nogil;
+        return flight_recorder(node, finished);
+      },
+      arg("node"), arg("finished") = 16,
+      "A node's last commands in words: those not finished (and what they wait on), then "
+      "the last `finished` done or failed ones.");
+  m.def(
+      "node_metrics",
+      [](int node) {
+        NodeMetrics n;
+        {
+          nb::gil_scoped_release nogil;
+          n = node_metrics(node);
+        }
+        nb::dict d;
+        d["commands"] = nb::dict();
+        for (const auto& [kind, v] : n.commands) d["commands"][kind.c_str()] = v;
+        d["bytes"] = nb::dict();
+        for (const auto& [kind, v] : n.bytes) d["bytes"][kind.c_str()] = v;
+        d["stream_queues"] = nb::dict();
+        for (const auto& [stream, v] : n.stream_queues) d["stream_queues"][nb::int_(stream)] = v;
+        nb::list devices;
+        for (const auto& dev : n.devices) {
+          nb::dict e;
+          e["device"] = dev.device;
+          e["live_tensors"] = dev.live_tensors;
+          e["bytes_in_use"] = dev.bytes_in_use;
+          devices.append(e);
+        }
+        d["devices"] = devices;
+        d["sessions"] = n.sessions;
+        d["session_active"] = n.session_active;
+        d["refused_connections"] = n.refused_connections;
+        d["master_heartbeat_age_s"] = n.master_heartbeat_age_s;
+        d["threads"] = n.threads;
+        d["flight_records"] = n.flight_records;
+        d["tracing"] = n.tracing;
+        d["trace_dropped"] = n.trace_dropped;
+        return d;
+      },
+      arg("node"), "A node's live figures (what dtr-worker --metrics-port serves), as a dict.");
+}
+
 void bind_streams(nb::module_& m) {
   nb::class_<Event>(m, "Event", "A point in a stream; waits across nodes go worker to worker.")
       .def(nb::init<bool>(), arg("enable_timing") = false)
@@ -229,6 +304,7 @@ void bind_local_workers(nb::module_& m) {
 
 void bind_session(nb::module_& m) {
   bind_nodes(m);
+  bind_observability(m);
   bind_streams(m);
   bind_collectives(m);
   bind_local_workers(m);

@@ -235,3 +235,28 @@ def test_cuda_calls(session):
     assert h.get_device() == 0 and dtr.FloatTensor(3, device=0).get_device() == 0
     assert dtr.memory_stats(0, 0)["bytes_in_use"] > 0
     assert g.to(1).get_device() == -1  # staged through the hosts to node 1's CPU
+
+
+def test_trace_flight_recorder_and_metrics(session, tmp_path):
+    import json
+
+    path = str(tmp_path / "trace.json")
+    dtr.start_trace()
+    assert dtr.is_tracing()
+    x = dtr.ones(4, 4, node=1)
+    y = (x @ x).to(node=0)  # a copy, node 1 to node 0
+    assert y.sum().item() == 64.0
+    t = dtr.stop_trace(path)
+    assert not dtr.is_tracing()
+    assert t["path"] == path and t["slices"] > 5 and t["lost_nodes"] == [] and t["dropped"] == 0
+    with open(path) as f:
+        doc = json.load(f)
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    names = {e["name"] for e in slices}
+    assert {"matmul", "send_to_node", "recv_from_node", "sum", "get"} <= names, names
+    assert any(e["ph"] == "s" for e in doc["traceEvents"])
+    text = dtr.flight_recorder(1)
+    assert "matmul out %" in text and "send_to_node" in text
+    m = dtr.node_metrics(0)
+    assert m["session_active"] and m["commands"]["op"] >= 1 and m["devices"][0]["device"] == -1
+    assert m["master_heartbeat_age_s"] >= 0 and 0 in m["stream_queues"]

@@ -165,6 +165,65 @@ struct Seeds {
   }
 };
 
+// The replies of the observability commands (protocol/messages.hpp).
+void observability_seeds(Seeds& s) {
+  Reply clock;
+  clock.type = ReplyType::Clock;
+  clock.request = 9;
+  clock.time_ns = 123456789012345;
+  s.codec("reply-clock", encode(clock));
+  Reply trace;
+  trace.type = ReplyType::Trace;
+  trace.request = 10;
+  TraceEvent e;
+  e.kind = CmdType::SendPeer;
+  e.stream = 3;
+  e.begin_ns = 100;
+  e.end_ns = 250;
+  e.wait_ns = 50;
+  e.bytes = 64;
+  e.peer = 1;
+  e.flow = TraceFlow::Out;
+  e.flow_id = 77;
+  e.inputs = 1;
+  e.tensors = {TraceTensor{4, true, TensorMeta::contiguous(DType::Float32, {4, 4})}};
+  TraceEvent op = e;
+  op.kind = CmdType::RunOp;
+  op.op = OpId::matmul;
+  op.device = 0;
+  op.flow = TraceFlow::None;
+  op.tensors.push_back(TraceTensor{5, false, {}});
+  trace.trace.events = {e, op};
+  trace.trace.dropped = 3;
+  trace.trace.more = true;
+  s.codec("reply-trace", encode(trace));
+  Reply flight;
+  flight.type = ReplyType::Flight;
+  flight.flight.reason = "SIGUSR1";
+  flight.flight.total = 2;
+  flight.flight.capacity = 4096;
+  FlightRecord r;
+  r.seq = 2;
+  r.kind = CmdType::RecvPeer;
+  r.state = FlightState::Waiting;
+  r.wait = WaitKind::Peer;
+  r.wait_on = 77;
+  r.peer = 1;
+  r.out = 9;
+  r.queued_ns = 5;
+  flight.flight.records = {r};
+  s.codec("reply-flight", encode(flight));
+  Reply metrics;
+  metrics.type = ReplyType::Metrics;
+  metrics.request = 11;
+  metrics.metrics.commands = {{static_cast<uint8_t>(CmdType::RunOp), 10}};
+  metrics.metrics.bytes = {{static_cast<uint8_t>(CmdType::Get), 4096}};
+  metrics.metrics.queues = {{0, 1}};
+  metrics.metrics.devices = {{-1, 3, 48}};
+  metrics.metrics.master_heartbeat_age_ns = 1000;
+  s.codec("reply-metrics", encode(metrics));
+}
+
 // Regression inputs of the findings (fixed in 6c60154), kept in the corpus.
 // Finding 1: a shape with a zero dim has numel 0, so the decoder's numel_of check passes,
 // but contiguous_strides multiplies the other sizes (2^32 * 2^32) and overflows int64
@@ -439,6 +498,28 @@ int main(int argc, char** argv) {
             {16});
   }
 
+  // Observability (docs/observability.md): a traced batch (start, work on two streams, a
+  // flight dump, figures, the clock, stop, collect), and each again alone.
+  {
+    auto start = request<cmd::Trace>(1);
+    start.action = TraceAction::Start;
+    auto stop = request<cmd::Trace>(6);
+    stop.action = TraceAction::Stop;
+    auto collect = request<cmd::Trace>(7);
+    collect.action = TraceAction::Collect;
+    s.batch("observability",
+            Batch{{start, on_stream<cmd::CreateStream>(2), put(1, DType::Float32, {4}, 1),
+                   run_op(OpId::exp, 2, {1}), event_cmd<cmd::Record>(3),
+                   event_cmd<cmd::WaitEvent>(3, 2), request<cmd::ClockSync>(2),
+                   request<cmd::FlightDump>(3), request<cmd::Metrics>(4), stop, collect,
+                   request<cmd::Sync>(8)}},
+            {16});
+    s.batch("observability-alone",
+            Batch{{collect, stop, request<cmd::FlightDump>(3), request<cmd::Metrics>(4),
+                   request<cmd::ClockSync>(2), start}},
+            {});
+  }
+
   // ---- codec-only seeds: every other message type ----
   s.codec("hello", encode(Hello{kVersion, "head:1234"}));
   s.codec("hello-old", encode(Hello{1, "old"}));
@@ -508,6 +589,7 @@ int main(int argc, char** argv) {
     s.codec("reply-event", encode(ev));
     ev.failures = {f};
     s.codec("reply-event-failed", encode(ev));
+    observability_seeds(s);
   }
   s.codec("goodbye", encode_goodbye());
   s.codec("goodbye_reason", encode(Goodbye{"master silent for more than 2500 ms"}));

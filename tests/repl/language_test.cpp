@@ -350,6 +350,11 @@ TEST_CASE("the nodes command shows each node's worker and memory in use and live
   CHECK(has(out, "0 live tensors\n"));
   CHECK(has(out, "(no CUDA devices)"));
   CHECK(worker_pids(out).size() == 2);
+  // The live figures (dtr::node_metrics): commands, bytes, queues, the worker's own.
+  CHECK(has(out, "  commands op 1, "));
+  CHECK(has(out, "  queued   0: 0 (stream: tasks not done)"));
+  CHECK(has(out, "  worker   1 session, 0 refused, master heard "));
+  CHECK(has(out, "tracing off"));
 }
 
 TEST_CASE("a worker that dies fails its node's lines and the others keep working") {
