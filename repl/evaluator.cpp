@@ -956,22 +956,17 @@ void print_figures(std::ostream& os, const NodeMetrics& m) {
                            format_bytes(static_cast<int64_t>(n)));
   for (const auto& [stream, depth] : m.stream_queues)
     queues += fmt::format("{}{}: {}", queues.empty() ? "" : ", ", stream, depth);
-  os << fmt::format("  commands {}
-", commands.empty() ? "none" : commands);
-  os << fmt::format("  bytes    {}
-", bytes.empty() ? "none" : bytes);
-  os << fmt::format("  queued   {} (stream: tasks not done)
-", queues.empty() ? "-" : queues);
+  os << fmt::format("  commands {}\n", commands.empty() ? "none" : commands);
+  os << fmt::format("  bytes    {}\n", bytes.empty() ? "none" : bytes);
+  os << fmt::format("  queued   {} (stream: tasks not done)\n", queues.empty() ? "-" : queues);
   for (const auto& d : m.devices)
     if (d.device >= 0)
-      os << fmt::format("  cuda:{}   in use {}, {} live tensor{}
-", d.device,
+      os << fmt::format("  cuda:{}   in use {}, {} live tensor{}\n", d.device,
                         format_bytes(d.bytes_in_use), d.live_tensors,
                         d.live_tensors == 1 ? "" : "s");
   os << fmt::format(
       "  worker   {} session{}, {} refused, master heard {:.0f} ms ago, flight recorder {} "
-      "commands, tracing {}
-",
+      "commands, tracing {}\n",
       m.sessions, m.sessions == 1 ? "" : "s", m.refused_connections,
       m.master_heartbeat_age_s * 1e3, m.flight_records, m.tracing ? "on" : "off");
 }

@@ -259,7 +259,7 @@ TEST_CASE("trace of a two-node session: streams, a cross-node wait, a copy, a co
       CHECK(out.find("waits") != std::string::npos);
     }
   }
-  std::remove(path.c_str());
+  if (!std::getenv("DTR_TEST_KEEP_TRACE")) std::remove(path.c_str());  // keep it to look at
 }
 
 TEST_CASE("DTR_TRACE: the session's trace is written at shutdown") {
