@@ -335,7 +335,7 @@ double metric(const std::map<std::string, double>& m, const std::string& name,
   return -1;
 }
 
-TEST_CASE("metrics: the endpoint scraped and parsed; node_metrics says the same") {
+TEST_CASE("metrics: the endpoint scraped and parsed, and node_metrics says the same") {
   const int port = free_port();
   WorkerProcess worker(
       {"--devices", "none", "--metrics-port", std::to_string(port), "--name", "metrics-test"});
@@ -386,7 +386,7 @@ TEST_CASE("metrics: the endpoint scraped and parsed; node_metrics says the same"
   CHECK(nm.threads > 0);
 }
 
-TEST_CASE("flight recorder: SIGUSR1 dumps it to the worker's log; the master can ask for it") {
+TEST_CASE("flight recorder: SIGUSR1 dumps it to the worker log, and the master can ask for it") {
   const std::string log = temp_path("dtr-worker-log");
   WorkerProcess worker({"--devices", "none"}, log);
   MasterOptions o = test_options();

@@ -169,7 +169,7 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   CHECK(more.trace.events.empty());
 }
 
-TEST_CASE("observability: the flight recorder says what waits on what; the live figures") {
+TEST_CASE("observability: the flight recorder says what waits on what, and the live figures") {
   Rig r;
   r.session.setup(0, 2, 5);
   const uint32_t x = r.frame_of(local::ones({4}));

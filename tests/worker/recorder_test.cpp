@@ -183,7 +183,7 @@ TEST_CASE("tracer: slices from several threads, collected in parts on the steady
   CHECK(collect_all(t).empty());
 }
 
-TEST_CASE("tracer: past its budget slices are dropped and counted; a start forgets") {
+TEST_CASE("tracer: past its budget slices are dropped and counted, and a start forgets") {
   Tracer t(trace::ThreadLog::kChunkBytes);  // one chunk
   t.start();
   Tracer::Slice sl;
