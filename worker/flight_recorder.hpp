@@ -2,26 +2,33 @@
 // on what, running, done, failed), always on, dumped when something goes wrong
 // (docs/observability.md).
 //
-// Terms. The *ring* holds `capacity` (a power of two) *slots*; command number `seq` (from
-// 1, in dispatch order, across sessions) lives in slot seq % capacity until command
-// seq + capacity takes it. A slot is a fixed set of atomic words: no allocation, no lock,
-// no formatting and no clock read when a command is recorded (the time a command was
-// queued is its batch's, read once per batch by the caller). Executor threads move a
-// record on (running, waiting, done, failed) with the coarse clock (CLOCK_MONOTONIC_COARSE,
-// a few ms of resolution, a few ns to read) and a compare-and-swap on the slot's tag (its
-// seq and state), so a late update of a command whose slot was reused changes nothing but,
-// at worst, a time. dump() formats nothing either: it copies the ring into wire records
-// (protocol::FlightDump), which protocol/flight_text.hpp puts into words.
+// Terms. Command number `seq` (from 1, in dispatch order, across sessions) has a *slot*
+// in a ring of `capacity` (a power of two) slots, seq % capacity, until command
+// seq + capacity takes it. What a command is (its kind, op, stream, tensors, peer, event,
+// token, group) is not copied: it stays in its decoded *batch*, which the recorder keeps
+// (one reference per batch) while any of its commands is among the last `capacity`. A
+// slot holds only what happens to the command: its seq and state, what a wait is on when
+// that is not in the command (a tensor: which input), and when it started and ended. So
+// recording a command is one store of an atomic word: no allocation, no lock, no
+// formatting, no clock read (a command done at dispatch says so in its tag, and started
+// and ended when its batch arrived, a time read once per batch by the caller). Executor threads
+// move a record on with the coarse clock (CLOCK_MONOTONIC_COARSE: a few ms of resolution, a few ns
+// to read) and a compare-and-swap on the slot's tag (seq and state), so a late update of a command
+// whose slot was reused changes nothing but, at worst, a time. dump() joins slots and batches into
+// wire records (protocol::FlightDump); protocol/flight_text.hpp puts them into words.
 //
-// Thread safety: add() from one dispatch thread at a time; the updates from any thread;
-// dump(), total() from any thread (a record being rewritten while dump() reads it is left
-// out of the dump).
+// Thread safety: add_batch() and dispatched() from one dispatch thread at a time; the
+// updates from any thread; dump(), total() from any thread (a record being rewritten while
+// dump() reads it is left out). `batches_mu_` guards the kept batches (taken once per
+// batch by the dispatch thread, and by dump()).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "protocol/commands.hpp"
@@ -36,27 +43,21 @@ class FlightRecorder {
   // `capacity` is rounded up to a power of two (at least 16, at most kMaxFlightRecords).
   explicit FlightRecorder(size_t capacity = kDefaultFlightRecords);
 
-  // The fields a record keeps of a command (see record_of()).
-  struct Fields {
-    protocol::CmdType kind = protocol::CmdType::RunOp;
-    uint16_t op = 0;
-    uint32_t stream = 0;
-    protocol::TensorId out = 0, in0 = 0, in1 = 0;
-    uint64_t detail = 0;
-    uint32_t peer = protocol::kNoPeer;
-    protocol::WaitKind wait = protocol::WaitKind::None;  // what it will wait for, if known
-    uint64_t wait_on = 0;
-  };
-  // Dispatch thread: the next command's seq, then its record (queued at `queued_ns`, in
-  // `state`: Queued for a task not yet handed to its stream, or Done / Failed for a
-  // command done at dispatch, whose start and end are then `queued_ns` too).
-  uint64_t next_seq() {
-    const uint64_t seq = total_.load(std::memory_order_relaxed) + 1;
-    total_.store(seq, std::memory_order_relaxed);
-    return seq;
+  // Dispatch thread: the commands of `batch` (arrived at `queued_ns`) take the next seqs;
+  // returns the first one. The batch is kept while any of its commands is recorded.
+  uint64_t add_batch(std::shared_ptr<const protocol::Batch> batch, int64_t queued_ns);
+  // Dispatch thread: what became of command `seq` of the last batch at dispatch: Queued (a
+  // task not yet on its stream), or Done / Failed (it started and ended as its batch
+  // arrived).
+  void dispatched(uint64_t seq, protocol::FlightState state) {
+    const uint64_t at_dispatch = state == protocol::FlightState::Queued ? 0 : kAtDispatch;
+    slots_[seq & mask_].tag.store(seq << 8 | at_dispatch | static_cast<uint64_t>(state),
+                                  std::memory_order_release);
   }
-  void write(uint64_t seq, const Fields& f, int64_t queued_ns, protocol::FlightState state);
-  // Any thread: record `seq`'s new state at `at_ns` (ignored when its slot was reused).
+
+  // Any thread: record `seq`'s new state at `at_ns` (ignored when its slot was reused). A
+  // wait on a tensor names one of the command's inputs (`wait_on`, its id); other waits
+  // are on what the command names, or on the other streams (`wait_on` unused).
   void started(uint64_t seq, int64_t at_ns);
   void waiting(uint64_t seq, protocol::WaitKind wait, uint64_t wait_on, int64_t at_ns);
   void finished(uint64_t seq, bool failed, int64_t at_ns);
@@ -72,28 +73,54 @@ class FlightRecorder {
   static int64_t coarse_now_ns();
 
  private:
-  struct Slot {
-    std::atomic<uint64_t> tag{0};   // seq << 8 | wait << 4 | state; 0 while (re)written
-    std::atomic<uint64_t> what{0};  // kind | op << 8 | stream << 32
-    std::atomic<uint64_t> out{0}, in0{0}, in1{0}, detail{0}, wait_on{0};
-    std::atomic<uint32_t> peer{protocol::kNoPeer};
-    std::atomic<int64_t> queued{0}, started{0}, ended{0};
+  // A tag's bit: the command was done at dispatch (it started and ended as its batch
+  // arrived; the slot's times are not its own).
+  static constexpr uint64_t kAtDispatch = 8;
+  struct alignas(32) Slot {
+    // seq << 8 | (a tensor wait on input 1) << 7 | wait << 4 | at dispatch << 3 | state
+    std::atomic<uint64_t> tag{0};
+    // Steady ns, written before the tag's state says they were reached (running, waiting:
+    // started; done, failed: ended), unless done at dispatch.
+    std::atomic<int64_t> started{0}, ended{0};
   };
-  // Sets the state (and wait kind) of `seq`, unless its slot holds another command now or
-  // the record has finished; false then.
-  bool move(uint64_t seq, protocol::FlightState state, protocol::WaitKind wait);
+  struct BatchRef {
+    uint64_t first = 0;  // the seq of its command 0
+    int64_t queued_ns = 0;
+    std::shared_ptr<const protocol::Batch> batch;
+  };
+  // Sets the state (and wait kind, and which input a tensor wait is on) of `seq`, unless
+  // its slot holds another command now or the record has finished; false then.
+  bool move(uint64_t seq, protocol::FlightState state, protocol::WaitKind wait,
+            bool input1 = false);
+  // Command `seq` and its batch's arrival, when its batch is kept (under batches_mu_).
+  const protocol::Command* command(uint64_t seq, int64_t* queued_ns) const;
 
   size_t capacity_;
   size_t mask_;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> total_{0};
+  mutable std::mutex batches_mu_;
+  std::deque<BatchRef> batches_;
 };
 
-// The record fields of a command (every command struct of protocol/commands.hpp).
+// The fields a record shows of a command (every command struct of protocol/commands.hpp);
+// also a trace slice's (worker/trace_slices.hpp).
+struct CommandFields {
+  protocol::CmdType kind = protocol::CmdType::RunOp;
+  uint16_t op = 0;  // RunOp: the op; Collective: its kind
+  uint32_t stream = 0;
+  protocol::TensorId out = 0, in0 = 0, in1 = 0;
+  uint64_t detail = 0;  // the event, token, group or request it names
+  uint32_t peer = protocol::kNoPeer;
+  // What it waits for when it waits, if the command says (an event, a token, a group:
+  // `detail`).
+  protocol::WaitKind wait = protocol::WaitKind::None;
+};
+
 template <class C>
-FlightRecorder::Fields record_of(const C& c) {
+CommandFields fields_of(const C& c) {
   namespace cmd = protocol::cmd;
-  FlightRecorder::Fields f;
+  CommandFields f;
   f.kind = C::kType;
   f.stream = c.stream;
   if constexpr (std::is_same_v<C, cmd::RunOp>) {
@@ -113,16 +140,17 @@ FlightRecorder::Fields record_of(const C& c) {
   }
   if constexpr (std::is_same_v<C, cmd::WaitEvent>) {
     f.wait = protocol::WaitKind::Event;
-    f.wait_on = c.event;
   } else if constexpr (std::is_same_v<C, cmd::WaitRemote> || std::is_same_v<C, cmd::RecvPeer>) {
     f.wait = protocol::WaitKind::Peer;
-    f.wait_on = c.token;
   } else if constexpr (std::is_same_v<C, cmd::Collective>) {
     f.op = static_cast<uint16_t>(c.kind);
     f.wait = protocol::WaitKind::Group;
-    f.wait_on = c.group;
   }
   return f;
+}
+
+inline CommandFields fields_of(const protocol::Command& c) {
+  return std::visit([](const auto& x) { return fields_of(x); }, c);
 }
 
 }  // namespace dtr::worker::detail

@@ -138,14 +138,15 @@ struct Session::Impl final : TaskRunner {
   // when it may run at once on the dispatch thread (it is then charged to this batch's
   // inline budget).
   bool may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs);
-  // Runs op `c` at once on the dispatch thread (may_run_inline), and traces it.
-  void run_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
+  // Op `c`, just run at once on the dispatch thread (may_run_inline): its slice.
+  void trace_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
 
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t) override;
   bool run_op(Stream& s, const StreamPtr& self, Task& t);
-  // Runs op `c` on `s` once its inputs are ready (the task path and the inline path).
-  void run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
+  // Runs op `c` on `s` once its inputs are ready (the task path and the inline path);
+  // false when it failed the output.
+  bool run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
   bool run_get(Stream& s, const StreamPtr& self, Task& t);
   bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
   void finish_barrier(Barrier& b);
@@ -298,7 +299,6 @@ void Session::Impl::dispatch(const Command& c, Payloads payloads) {
 template <class C>
 void Session::Impl::dispatch_one(const C& c, Payloads payloads) {
   rec.counters.count_command(C::kType);
-  current_seq = rec.flight.next_seq();
   const size_t staged = streams.staged();
   const uint64_t roots = failures.roots();
   const bool tracing = rec.tracer.on();
@@ -311,13 +311,14 @@ void Session::Impl::dispatch_one(const C& c, Payloads payloads) {
     on(c);
   // The record is written once its fate at dispatch is known (a staged task reaches its
   // stream only at the next flush, after this).
-  const FlightRecorder::Fields f = record_of(c);
   const bool queued = streams.staged() != staged;
   const bool failed = inline_failed || failures.roots() != roots;
-  rec.flight.write(current_seq, f, batch_ns,
-                   queued ? protocol::FlightState::Queued
-                          : (failed ? protocol::FlightState::Failed : protocol::FlightState::Done));
-  if (!tracing || queued || traced_here || !traced_kind(C::kType)) return;
+  rec.flight.dispatched(current_seq, queued   ? protocol::FlightState::Queued
+                                     : failed ? protocol::FlightState::Failed
+                                              : protocol::FlightState::Done);
+  if (!tracing || queued || traced_here || !traced_kind(C::kType)) [[likely]]
+    return;
+  const CommandFields f = fields_of(c);
   if constexpr (std::is_same_v<C, cmd::Put>) {
     trace_command(rec.tracer, f, current_begin, trace::ticks(), failed, &c.meta,
                   c.meta.numel() * static_cast<int64_t>(element_size(c.meta.dtype)));
@@ -352,8 +353,12 @@ void Session::Impl::on(const cmd::RunOp& c) {
     raw[i] = in[i]->get();
   }
   const SlotPtr& out = c.inplace ? *in[0] : table.make_output(c.out);
-  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n))
-    return run_inline(*stream, c, raw, *out);
+  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n)) {
+    inline_failed = !run_op_ready(*stream, c, raw, *out);
+    if (current_begin != 0) [[unlikely]]
+      trace_inline(*stream, c, raw, *out);
+    return;
+  }
   Task t = task(Task::Kind::Op, c);
   for (uint8_t i = 0; i < c.inputs.n; ++i) t.in[i] = *in[i];
   t.out = out;
@@ -406,10 +411,7 @@ void Session::Impl::on(const cmd::Get& c) {
   streams.stage(stream, std::move(t));
 }
 
-void Session::Impl::run_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
-  run_op_ready(s, c, in, out);
-  inline_failed = out.failed.load(std::memory_order_relaxed);
-  if (current_begin == 0) return;
+void Session::Impl::trace_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
   trace_inline_op(rec.tracer, s.id, c, in, out, current_begin, trace::ticks());
   traced_here = true;
 }
@@ -712,13 +714,15 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   return true;
 }
 
-void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
+bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
   const OpDef& d = op_def(c.op);
   const uint8_t n = c.inputs.n;
   TensorId target = c.inplace ? c.inputs.ids[0] : c.out;
   for (uint8_t i = 0; i < n; ++i) {
-    if (Failure cause = in[i]->get_failure())
-      return fail_output(s, out, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
+    if (Failure cause = in[i]->get_failure()) {
+      fail_output(s, out, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
+      return false;
+    }
   }
   const int device = n > 0 ? in[0]->tensor.device() : c.device;
   try {
@@ -728,7 +732,10 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
       // no longer changes).
       std::span<const local::Tensor> inputs;
       if (n == 1) inputs = std::span<const local::Tensor>(&in[0]->tensor, 1);
-      if (c.inplace) return local::execute_inplace(c.op, inputs, c.attrs);
+      if (c.inplace) {
+        local::execute_inplace(c.op, inputs, c.attrs);
+        return true;
+      }
       result = local::execute(c.op, inputs, c.attrs, false, c.device);
     } else {
       std::array<local::Tensor, 2> inputs;
@@ -745,11 +752,13 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
       if (mark.begin) trace_device_op(s, c, inputs, result, std::move(mark));
     }
     if (!c.inplace) out.publish(std::move(result));
+    return true;
   } catch (const std::bad_alloc&) {
     fail_output(s, out, failures.root(target, d.name, "out of host memory", device));
   } catch (const std::exception& e) {
     fail_output(s, out, failures.root(target, d.name, e.what(), device));
   }
+  return false;
 }
 
 bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
@@ -855,7 +864,9 @@ void Session::run(std::shared_ptr<const protocol::Batch> batch,
   impl_->current_batch = batch;
   impl_->inline_budget = kInlineBudget;
   impl_->batch_ns = trace::steady_ns();
+  uint64_t seq = impl_->rec.flight.add_batch(batch, impl_->batch_ns);
   for (const Command& c : batch->commands) {
+    impl_->current_seq = seq++;
     impl_->dispatch(c, payloads);
     if (impl_->streams.staged() >= kStageFlush) impl_->streams.flush(impl_->current_batch);
   }

@@ -137,7 +137,7 @@ void trace_inline_op(Tracer& tracer, uint32_t stream, const cmd::RunOp& c, Slot*
   tracer.record(sl, std::span<const TensorRef>(refs, n));
 }
 
-void trace_command(Tracer& tracer, const FlightRecorder::Fields& f, int64_t begin, int64_t end,
+void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_t end,
                    bool is_failed, const TensorMeta* meta, int64_t bytes) {
   Tracer::Slice sl;
   sl.kind = f.kind;

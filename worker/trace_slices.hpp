@@ -26,8 +26,8 @@ void trace_inline_op(Tracer& tracer, uint32_t stream, const protocol::cmd::RunOp
 Tracer::Slice op_slice(uint32_t stream, const protocol::cmd::RunOp& c);
 // A command done at dispatch with no task, from its flight record fields; `meta` and
 // `bytes` for a Put.
-void trace_command(Tracer& tracer, const FlightRecorder::Fields& f, int64_t begin, int64_t end,
-                   bool failed, const TensorMeta* meta = nullptr, int64_t bytes = 0);
+void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_t end, bool failed,
+                   const TensorMeta* meta = nullptr, int64_t bytes = 0);
 // Whether commands of `kind` appear on the timeline (all but the observability ones).
 bool traced_kind(protocol::CmdType kind);
 // Node `peer` is told of `token` now (event `event`'s record has run, on `stream`): a

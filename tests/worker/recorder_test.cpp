@@ -19,23 +19,26 @@ using protocol::CmdType;
 using protocol::FlightState;
 using protocol::WaitKind;
 
-FlightRecorder::Fields op_fields(protocol::TensorId out, uint32_t stream = 0) {
-  FlightRecorder::Fields f;
-  f.kind = CmdType::RunOp;
-  f.op = static_cast<uint16_t>(OpId::add);
-  f.stream = stream;
-  f.out = out;
-  f.in0 = out - 1;
-  return f;
+// A batch of `n` ops: add out %(first + i) in %(first + i - 1), on `stream`.
+std::shared_ptr<protocol::Batch> adds(size_t n, protocol::TensorId first, uint32_t stream = 0) {
+  auto b = std::make_shared<protocol::Batch>();
+  for (size_t i = 0; i < n; ++i) {
+    protocol::cmd::RunOp c{.stream = stream, .op = OpId::add, .out = first + i};
+    c.inputs.n = 2;
+    c.inputs.ids[0] = first + i - 1;
+    c.inputs.ids[1] = 5;
+    b->commands.push_back(c);
+  }
+  return b;
 }
 
 TEST_CASE("flight recorder: the last N commands, oldest first, with their states") {
   FlightRecorder r(16);
   CHECK(r.capacity() == 16);
-  for (uint64_t i = 1; i <= 40; ++i) {
-    uint64_t seq = r.next_seq();
-    CHECK(seq == i);
-    r.write(seq, op_fields(100 + i), 1000, FlightState::Done);
+  for (int batch = 0; batch < 4; ++batch) {  // 40 commands in batches of 10
+    uint64_t seq = r.add_batch(adds(10, 101 + 10 * batch), 1'000'000 + batch);
+    CHECK(seq == 1 + 10 * static_cast<uint64_t>(batch));
+    for (int i = 0; i < 10; ++i) r.dispatched(seq + i, FlightState::Done);
   }
   protocol::FlightDump d = r.dump("test");
   CHECK(d.reason == "test");
@@ -45,37 +48,47 @@ TEST_CASE("flight recorder: the last N commands, oldest first, with their states
   for (size_t i = 0; i < 16; ++i) {
     CHECK(d.records[i].seq == 25 + i);
     CHECK(d.records[i].out == 125 + i);
+    CHECK(d.records[i].in0 == 124 + i);
+    CHECK(d.records[i].in1 == 5);
+    CHECK(d.records[i].kind == CmdType::RunOp);
+    CHECK(d.records[i].op == OpId::add);
     CHECK(d.records[i].state == FlightState::Done);
-    CHECK(d.records[i].started_ns == 1000);
+    CHECK(d.records[i].queued_ns == d.records[i].started_ns);  // done at dispatch
   }
+  CHECK(d.records[0].queued_ns == 1'000'002);
   CHECK(FlightRecorder(5).capacity() == 16);  // at least 16, a power of two
   CHECK(FlightRecorder(100).capacity() == 128);
 }
 
 TEST_CASE("flight recorder: a task's way, and updates of a reused slot change nothing") {
   FlightRecorder r(16);
-  uint64_t seq = r.next_seq();
-  r.write(seq, op_fields(7, 3), 10, FlightState::Queued);
+  uint64_t seq = r.add_batch(adds(1, 7, 3), 10'000);
+  r.dispatched(seq, FlightState::Queued);
   CHECK(r.dump("").records[0].state == FlightState::Queued);
-  r.started(seq, 20);
+  CHECK(r.dump("").records[0].started_ns == 0);
+  r.started(seq, 20'000);
   CHECK(r.dump("").records[0].state == FlightState::Running);
-  r.waiting(seq, WaitKind::Tensor, 6, 30);
+  r.waiting(seq, WaitKind::Tensor, 5, 30'000);
   protocol::FlightRecord w = r.dump("").records[0];
   CHECK(w.state == FlightState::Waiting);
   CHECK(w.wait == WaitKind::Tensor);
-  CHECK(w.wait_on == 6);
-  CHECK(w.started_ns == 20);
+  CHECK(w.wait_on == 5);  // its second input
+  CHECK(w.started_ns == 20'000);
+  CHECK(w.stream == 3);
+  r.waiting(seq, WaitKind::Tensor, 6, 30'000);
+  CHECK(r.dump("").records[0].wait_on == 6);  // its first
   r.resumed(seq);
   CHECK(r.dump("").records[0].state == FlightState::Running);
-  r.finished(seq, true, 40);
+  r.finished(seq, true, 40'000);
   protocol::FlightRecord f = r.dump("").records[0];
   CHECK(f.state == FlightState::Failed);
-  CHECK(f.ended_ns == 40);
-  r.started(seq, 50);  // a finished record stays finished
+  CHECK(f.ended_ns == 40'000);
+  r.started(seq, 50'000);  // a finished record stays finished
   CHECK(r.dump("").records[0].state == FlightState::Failed);
   // Command seq + 16 takes the slot; late updates of `seq` are ignored.
-  for (int i = 0; i < 16; ++i) r.write(r.next_seq(), op_fields(200), 60, FlightState::Queued);
-  r.finished(seq, false, 70);
+  uint64_t next = r.add_batch(adds(16, 200), 60'000);
+  for (int i = 0; i < 16; ++i) r.dispatched(next + i, FlightState::Queued);
+  r.finished(seq, false, 70'000);
   protocol::FlightDump d = r.dump("");
   REQUIRE(d.records.size() == 16);
   CHECK(d.records[0].seq == 2);
@@ -83,22 +96,22 @@ TEST_CASE("flight recorder: a task's way, and updates of a reused slot change no
   CHECK(d.records.back().ended_ns == 0);
 }
 
-TEST_CASE("flight recorder: a wait known at dispatch is kept, and the text names it") {
+TEST_CASE("flight recorder: a wait the command names, and the text of it") {
   FlightRecorder r(16);
-  FlightRecorder::Fields f;
-  f.kind = CmdType::RecvPeer;
-  f.stream = 2;
-  f.out = 15;
-  f.peer = 1;
-  f.detail = 77;
-  f.wait = WaitKind::Peer;
-  f.wait_on = 77;
-  uint64_t seq = r.next_seq();
-  r.write(seq, f, trace::steady_ns() - 2'000'000'000, FlightState::Queued);
+  auto b = std::make_shared<protocol::Batch>();
+  b->commands.push_back(protocol::cmd::RecvPeer{.stream = 2,
+                                                .out = 15,
+                                                .meta = TensorMeta::contiguous(DType::Float32, {2}),
+                                                .peer = 1,
+                                                .token = 77});
+  uint64_t seq = r.add_batch(b, trace::steady_ns() - 2'000'000'000);
+  r.dispatched(seq, FlightState::Queued);
   r.waiting(seq, WaitKind::None, 0, trace::steady_ns() - 1'500'000'000);
   protocol::FlightDump d = r.dump("node 1 was lost");
   REQUIRE(d.records.size() == 1);
   CHECK(d.records[0].wait == WaitKind::Peer);
+  CHECK(d.records[0].wait_on == 77);
+  CHECK(d.records[0].peer == 1);
   std::string text = protocol::describe(d);
   INFO(text);
   CHECK(text.find("#1 recv_from_node out %15 on stream 2: waiting for token 77 from node 1 for "
@@ -110,17 +123,19 @@ TEST_CASE("flight recorder: concurrent updates and dumps are consistent") {
   std::atomic<bool> stop{false};
   std::thread dumper([&] {
     while (!stop.load()) {
-      for (const protocol::FlightRecord& f : r.dump("").records) CHECK(f.out == f.seq * 10);
+      for (const protocol::FlightRecord& f : r.dump("").records) CHECK(f.out == f.seq + 1000);
     }
   });
-  std::vector<uint64_t> seqs;
-  for (uint64_t i = 0; i < 20000; ++i) {
-    uint64_t seq = r.next_seq();
-    r.write(seq, op_fields(seq * 10), 1, FlightState::Queued);
-    r.finished(seq, false, 2);
+  for (int batch = 0; batch < 200; ++batch) {
+    uint64_t seq = r.add_batch(adds(100, 1001 + 100 * static_cast<uint64_t>(batch)), 1);
+    for (uint64_t i = 0; i < 100; ++i) {
+      r.dispatched(seq + i, FlightState::Queued);
+      r.finished(seq + i, false, 2);
+    }
   }
   stop.store(true);
   dumper.join();
+  CHECK(r.total() == 20000);
 }
 
 std::vector<protocol::TraceEvent> collect_all(Tracer& t, size_t part = 1000) {
