@@ -9,7 +9,10 @@
 // ns per command; `valgrind --tool=callgrind` over this program gives instruction counts
 // per command that do not depend on the machine's load (docs/performance.md).
 //
-// Usage: dtr_hot_path_bench [--ops N] [--batch N] [--reps N]
+// With --trace 1 the session records a timeline meanwhile (cmd::Trace Start before the
+// reps; the slices are collected and counted after): the worker's cost of tracing.
+//
+// Usage: dtr_hot_path_bench [--ops N] [--batch N] [--reps N] [--trace 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +41,7 @@ struct Args {
   int64_t ops = 2'000'000;
   int64_t batch = 4096;
   int reps = 5;
+  bool trace = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -51,8 +55,10 @@ Args parse(int argc, char** argv) {
       a.batch = v;
     else if (k == "--reps")
       a.reps = static_cast<int>(v);
+    else if (k == "--trace")
+      a.trace = v != 0;
     else {
-      std::fprintf(stderr, "usage: %s [--ops N] [--batch N] [--reps N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--ops N] [--batch N] [--reps N] [--trace 0|1]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -105,6 +111,16 @@ int main(int argc, char** argv) {
     // up with its master: the adds run on the dispatch thread (Session::run).
     session.wait_idle(std::chrono::seconds(60));
   }
+  auto trace = [&](protocol::TraceAction action) {
+    protocol::Batch b;
+    b.commands.push_back(cmd::Trace{.action = action, .request = 9});
+    sent.clear();
+    session.run(std::make_shared<protocol::Batch>(protocol::decode_batch(protocol::encode(b), 0)),
+                {});
+    session.wait_idle(std::chrono::seconds(60));
+    return sent.size() == 1 ? protocol::decode_reply(sent[0].header, 0) : protocol::Reply{};
+  };
+  if (a.trace) trace(protocol::TraceAction::Start);
   const protocol::Command c = add_one(1);
   protocol::BatchWriter writer;
   const std::string frame = encode_batch(writer, c, a.batch);
@@ -151,6 +167,17 @@ int main(int argc, char** argv) {
     copy_ns.push_back(per(t4, t5));
   }
 
+  if (a.trace) {  // every add_ is a slice
+    protocol::Reply r = trace(protocol::TraceAction::Stop);
+    size_t slices = r.trace.events.size();
+    while (r.trace.more) {
+      r = trace(protocol::TraceAction::Collect);
+      slices += r.trace.events.size();
+    }
+    std::printf("  traced: %zu slices, %llu dropped\n", slices,
+                static_cast<unsigned long long>(r.trace.dropped));
+    if (static_cast<int64_t>(slices + r.trace.dropped) < adds) ok = false;
+  }
   // Check: x == adds, read through a Get.
   protocol::Batch get;
   get.commands.push_back(cmd::Get{.input = 1, .request = 7});

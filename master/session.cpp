@@ -354,7 +354,7 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
                             Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
   // A request's own slice is the sync point's (request()).
-  const int64_t begin = trace_.on() && how != Wake::kNone ? trace::ticks() : 0;
+  const bool traced = trace_.on() && how != Wake::kNone;
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -371,14 +371,13 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     queued = n.batch.count();
   }
   after_enqueue(n, queued, how);
-  if (begin != 0)
-    trace_.record(false, protocol::command_type(c), op_code(c), node, protocol::command_stream(c),
-                  made_by(c), begin, trace::ticks());
+  if (traced)
+    trace_.call(protocol::command_type(c), op_code(c), node, protocol::command_stream(c),
+                made_by(c));
 }
 
 void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
-  const int64_t begin = trace_.on() ? trace::ticks() : 0;
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -387,9 +386,8 @@ void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
     queued = n.batch.count();
   }
   after_enqueue(n, queued, how);
-  if (begin != 0)
-    trace_.record(false, protocol::CmdType::RunOp, static_cast<uint16_t>(c.op), node, c.stream,
-                  c.out, begin, trace::ticks());
+  if (trace_.on())
+    trace_.call(protocol::CmdType::RunOp, static_cast<uint16_t>(c.op), node, c.stream, c.out);
 }
 
 void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
@@ -444,8 +442,8 @@ ReplyMessage MasterSession::request(int node, protocol::Command c,
     int64_t begin = s.trace_.on() ? trace::ticks() : 0;
     ~SyncSlice() {
       if (begin != 0)
-        s.trace_.record(true, protocol::command_type(c), op_code(c), node,
-                        protocol::command_stream(c), request, begin, trace::ticks());
+        s.trace_.sync_point(protocol::command_type(c), op_code(c), node,
+                            protocol::command_stream(c), request, begin, trace::ticks());
     }
   } slice{*this, c, node, request};
   std::visit(

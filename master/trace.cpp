@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 #include <tuple>
 
@@ -27,9 +28,12 @@ namespace {
 
 constexpr size_t kMasterTraceBytes = size_t{256} << 20;
 
+// A run of identical calls (or one sync point). `end` and `count` change while the run
+// goes on (atomic_ref on both sides); the rest is fixed once committed.
 struct Record {
   int64_t begin, end;
-  uint64_t id;
+  uint64_t id;  // the first call's tensor, or the request
+  uint64_t count;
   int32_t node;
   uint32_t stream;
   uint32_t thread;
@@ -39,9 +43,34 @@ struct Record {
 };
 static_assert(sizeof(Record) % 8 == 0);
 
+// The calling thread's open run of calls: a plain struct in initial-exec TLS (no call to
+// find it).
+struct Run {
+  const MasterTrace* owner = nullptr;
+  uint64_t generation = 0;
+  Record* record = nullptr;
+  uint64_t count = 0;
+  int64_t checked = 0;  // ticks of the run's last clock read
+  uint32_t since_check = 0;
+  CmdType kind = CmdType::RunOp;
+  uint16_t op = 0;
+  int32_t node = 0;
+  uint32_t stream = 0;
+};
+Run& current_run() {
+  static thread_local Run run __attribute__((tls_model("initial-exec")));
+  return run;
+}
+
+// A run reads the clock every kCheckEvery calls; a gap of kGapTicks since the last read
+// (about a millisecond: TSC rates are 1 to 4 GHz) ends it.
+constexpr uint32_t kCheckEvery = 64;
+const int64_t kGapTicks = trace::uses_tsc() ? 2'500'000 : 1'000'000;
+
 uint32_t thread_number() {
   static std::atomic<uint32_t> next{1};
-  static thread_local uint32_t mine = next.fetch_add(1);
+  static thread_local uint32_t mine __attribute__((tls_model("initial-exec"))) = 0;
+  if (mine == 0) mine = next.fetch_add(1);
   return mine;
 }
 
@@ -56,21 +85,59 @@ void MasterTrace::start() {
   on_.store(true, std::memory_order_relaxed);
 }
 
-void MasterTrace::record(bool sync, CmdType kind, uint16_t op, int node, uint32_t stream,
-                         uint64_t id, int64_t begin, int64_t end) {
+void* MasterTrace::append(bool sync, CmdType kind, uint16_t op, int node, uint32_t stream,
+                          uint64_t id, int64_t begin, int64_t end) {
   trace::ThreadLog::Slot slot = log_.reserve(sizeof(Record));
-  if (!slot) return;
-  Record r{begin,
-           end,
-           id,
-           node,
-           stream,
-           thread_number(),
-           op,
-           static_cast<uint8_t>(kind),
-           static_cast<uint8_t>(sync)};
-  std::memcpy(slot.data, &r, sizeof r);
+  if (!slot) return nullptr;
+  auto* r = new (slot.data) Record{begin,
+                                   end,
+                                   id,
+                                   1,
+                                   node,
+                                   stream,
+                                   thread_number(),
+                                   op,
+                                   static_cast<uint8_t>(kind),
+                                   static_cast<uint8_t>(sync)};
   trace::ThreadLog::commit(slot);
+  return r;
+}
+
+void MasterTrace::end_run(int64_t now) {
+  Run& run = current_run();
+  // The run lasted until now, unless it paused first (then until its last clock read).
+  if (run.record && run.owner == this && run.generation == log_.generation())
+    std::atomic_ref<int64_t>(run.record->end)
+        .store(now - run.checked < kGapTicks ? now : run.checked, std::memory_order_relaxed);
+  run.record = nullptr;
+}
+
+void MasterTrace::call(CmdType kind, uint16_t op, int node, uint32_t stream, uint64_t id) {
+  Run& run = current_run();
+  const uint64_t generation = log_.generation();
+  if (run.record && run.owner == this && run.generation == generation && run.kind == kind &&
+      run.op == op && run.node == node && run.stream == stream) {
+    std::atomic_ref<uint64_t>(run.record->count).store(++run.count, std::memory_order_relaxed);
+    if (++run.since_check < kCheckEvery) return;
+    run.since_check = 0;
+    const int64_t now = trace::ticks();
+    if (now - run.checked < kGapTicks) {
+      run.checked = now;
+      std::atomic_ref<int64_t>(run.record->end).store(now, std::memory_order_relaxed);
+      return;
+    }
+    // A pause: the run ends at its last read; this call starts another.
+  }
+  const int64_t now = trace::ticks();
+  end_run(now);
+  auto* record = static_cast<Record*>(append(false, kind, op, node, stream, id, now, now));
+  run = Run{this, generation, record, 1, now, 0, kind, op, node, stream};
+}
+
+void MasterTrace::sync_point(CmdType kind, uint16_t op, int node, uint32_t stream, uint64_t request,
+                             int64_t begin, int64_t end) {
+  end_run(begin);
+  append(true, kind, op, node, stream, request, begin, end);
 }
 
 std::vector<MasterTrace::Event> MasterTrace::collect() {
@@ -78,8 +145,9 @@ std::vector<MasterTrace::Event> MasterTrace::collect() {
   std::vector<Event> out;
   for (const trace::ThreadLog::Part& p : log_.snapshot()) {
     for (size_t at = 0; at + sizeof(Record) <= p.bytes; at += sizeof(Record)) {
-      Record r;
-      std::memcpy(&r, p.chunk->data.get() + at, sizeof r);
+      // The run may still be growing on its thread: its end and count are read atomically.
+      auto* live = reinterpret_cast<Record*>(const_cast<std::byte*>(p.chunk->data.get() + at));
+      const Record& r = *std::launder(live);
       Event e;
       e.sync = r.sync != 0;
       e.kind = static_cast<CmdType>(r.kind);
@@ -88,8 +156,10 @@ std::vector<MasterTrace::Event> MasterTrace::collect() {
       e.stream = r.stream;
       e.thread = r.thread;
       e.id = r.id;
+      e.count = std::atomic_ref<uint64_t>(live->count).load(std::memory_order_relaxed);
       e.begin_ns = clock.to_steady_ns(r.begin);
-      e.end_ns = std::max(e.begin_ns, clock.to_steady_ns(r.end));
+      const int64_t end = std::atomic_ref<int64_t>(live->end).load(std::memory_order_relaxed);
+      e.end_ns = std::max(e.begin_ns, clock.to_steady_ns(end));
       out.push_back(e);
     }
   }
@@ -285,6 +355,7 @@ int64_t write_master(JsonOut& o, const TraceFile& t) {
     o.str(protocol::event_name(e.kind, e.op));
     o.put(",\"cat\":\"{}\",\"args\":{{\"node\":{},\"stream\":{}", e.sync ? "sync point" : "call",
           e.node, e.stream);
+    if (e.count > 1) o.put(",\"calls\":{}", e.count);
     if (e.sync)
       o.put(",\"request\":{}}}}}", e.id);
     else if (e.id != 0)

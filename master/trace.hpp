@@ -36,11 +36,16 @@ class MasterTrace {
   void stop() { on_.store(false, std::memory_order_relaxed); }
   int64_t start_ns() const { return start_ns_; }
 
-  // A call that queued command `kind` (op `op`; `id`: the tensor it makes) for `node`, or
-  // a sync point (`sync`: a request, `id` its request id), between trace::ticks() `begin`
-  // and `end`.
-  void record(bool sync, protocol::CmdType kind, uint16_t op, int node, uint32_t stream,
-              uint64_t id, int64_t begin, int64_t end);
+  // A call that queued command `kind` (op `op`; `id`: the tensor it makes) for `node`.
+  // Identical calls in a row on a thread make one slice, a *run* (`count` calls from the
+  // first one's time), so that a call costs a few instructions: the clock is read at a
+  // run's start, every 64th call of it, and when something else comes; a pause of about a
+  // millisecond between reads ends the run.
+  void call(protocol::CmdType kind, uint16_t op, int node, uint32_t stream, uint64_t id);
+  // A sync point: request `request` of command `kind` to `node`, between trace::ticks()
+  // `begin` and `end`.
+  void sync_point(protocol::CmdType kind, uint16_t op, int node, uint32_t stream, uint64_t request,
+                  int64_t begin, int64_t end);
 
   struct Event {
     bool sync = false;
@@ -50,6 +55,7 @@ class MasterTrace {
     uint32_t stream = 0;
     uint32_t thread = 0;  // the calling thread, numbered from 1 in order of first record
     uint64_t id = 0;
+    uint64_t count = 1;    // calls of the run
     int64_t begin_ns = 0;  // steady clock
     int64_t end_ns = 0;
   };
@@ -58,6 +64,12 @@ class MasterTrace {
   uint64_t dropped() const { return log_.dropped(); }
 
  private:
+  // A run or a sync point in the log (master/trace.cpp); null when the log is full.
+  void* append(bool sync, protocol::CmdType kind, uint16_t op, int node, uint32_t stream,
+               uint64_t id, int64_t begin, int64_t end);
+  // Ends the calling thread's open run at `now` (ticks).
+  void end_run(int64_t now);
+
   std::atomic<bool> on_{false};
   int64_t start_ns_ = 0;
   trace::ThreadLog log_;

@@ -442,6 +442,28 @@ void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& 
 // ---- observability replies (messages.hpp): written and read field by field, every
 // enum, range and count checked, as the commands are ----
 
+// What a field belongs to, named in errors ("trace event 3", "metrics"): formatted only
+// when a check fails.
+struct Item {
+  const char* kind;
+  size_t index = static_cast<size_t>(-1);
+};
+
+}  // namespace
+}  // namespace dtr::protocol
+
+template <>
+struct fmt::formatter<dtr::protocol::Item> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(const dtr::protocol::Item& i, Context& ctx) const {
+    if (i.index == static_cast<size_t>(-1)) return fmt::format_to(ctx.out(), "{}", i.kind);
+    return fmt::format_to(ctx.out(), "{} {}", i.kind, i.index);
+  }
+};
+
+namespace dtr::protocol {
+namespace {
+
 bool is_command_code(uint8_t code) {
   return kDecoders[code] != nullptr;
 }
@@ -475,40 +497,40 @@ void write_trace_event(Writer& w, const TraceEvent& e) {
 constexpr size_t kTraceEventMinBytes = 1 + 2 + 4 + 4 + 8 * 3 + 1 + 8 + 4 + 1 + 8 + 8 + 1 + 1 + 1;
 constexpr size_t kFlightRecordBytes = 8 + 1 + 2 + 4 + 1 + 1 + 8 + 4 + 8 * 3 + 8 + 8 * 3;
 
-uint8_t read_command_code(Reader& r, std::string_view what) {
+uint8_t read_command_code(Reader& r, const Item& what) {
   auto kind = r.get<uint8_t>();
   if (!is_command_code(kind)) r.fail("{} has unknown command kind {}", what, kind);
   return kind;
 }
 
-OpId read_op(Reader& r, std::string_view what) {
+OpId read_op(Reader& r, const Item& what) {
   auto op = r.get<uint16_t>();
   if (!is_valid_op(op)) r.fail("{} has unknown op code {}", what, op);
   return static_cast<OpId>(op);
 }
 
-uint32_t read_peer(Reader& r, std::string_view what) {
+uint32_t read_peer(Reader& r, const Item& what) {
   auto peer = r.get<uint32_t>();
   if (peer != kNoPeer && peer >= kMaxNodes)
     r.fail("{} has peer {}, expected 0 to {} or none", what, peer, kMaxNodes - 1);
   return peer;
 }
 
-bool read_bool(Reader& r, std::string_view what, std::string_view field) {
+bool read_bool(Reader& r, const Item& what, std::string_view field) {
   auto v = r.get<uint8_t>();
   if (v > 1) r.fail("{} has {} {}, expected 0 or 1", what, field, v);
   return v != 0;
 }
 
 template <typename T>
-T read_at_least(Reader& r, std::string_view what, std::string_view field, T lo) {
+T read_at_least(Reader& r, const Item& what, std::string_view field, T lo) {
   auto v = r.get<T>();
   if (v < lo) r.fail("{} has {} {}, expected at least {}", what, field, v, lo);
   return v;
 }
 
 TraceEvent read_trace_event(Reader& r, size_t index) {
-  const std::string what = fmt::format("trace event {}", index);
+  const Item what{"trace event", index};
   TraceEvent e;
   e.kind = static_cast<CmdType>(read_command_code(r, what));
   e.op = read_op(r, what);
@@ -575,7 +597,7 @@ void write_flight(Writer& w, const FlightDump& d) {
 }
 
 FlightRecord read_flight_record(Reader& r, size_t index) {
-  const std::string what = fmt::format("flight record {}", index);
+  const Item what{"flight record", index};
   FlightRecord f;
   f.seq = r.get<uint64_t>();
   f.kind = static_cast<CmdType>(read_command_code(r, what));
@@ -624,7 +646,10 @@ std::vector<NodeMetrics::Count> read_counts(Reader& r, const char* field) {
   size_t n = r.count(field, kMaxMetricsEntries, 9, r.get<uint32_t>());
   std::vector<NodeMetrics::Count> v(n);
   for (size_t i = 0; i < n; ++i) {
-    v[i].kind = read_command_code(r, fmt::format("metrics {} entry {}", field, i));
+    v[i].kind =
+        read_command_code(r, Item{std::string_view(field) == "commands" ? "metrics commands entry"
+                                                                        : "metrics bytes entry",
+                                  i});
     v[i].value = r.get<uint64_t>();
   }
   return v;
@@ -669,7 +694,7 @@ NodeMetrics read_metrics(Reader& r) {
   size_t nd = r.count("metrics devices", kMaxDevices + 1, 20, r.get<uint32_t>());
   m.devices.resize(nd);
   for (size_t i = 0; i < nd; ++i) {
-    const std::string what = fmt::format("metrics device entry {}", i);
+    const Item what{"metrics device entry", i};
     NodeMetrics::Device& d = m.devices[i];
     d.device = r.get<int32_t>();
     if (d.device < -1 || d.device >= static_cast<int32_t>(kMaxDevices))
@@ -678,12 +703,12 @@ NodeMetrics read_metrics(Reader& r) {
     d.bytes_in_use = read_at_least<int64_t>(r, what, "bytes in use", 0);
   }
   m.sessions = r.get<uint64_t>();
-  m.session_active = read_bool(r, "metrics", "session flag");
+  m.session_active = read_bool(r, Item{"metrics"}, "session flag");
   m.refused = r.get<uint64_t>();
-  m.master_heartbeat_age_ns = read_at_least<int64_t>(r, "metrics", "heartbeat age", -1);
+  m.master_heartbeat_age_ns = read_at_least<int64_t>(r, Item{"metrics"}, "heartbeat age", -1);
   m.threads = r.get<uint32_t>();
   m.flight_records = r.get<uint64_t>();
-  m.tracing = read_bool(r, "metrics", "tracing flag");
+  m.tracing = read_bool(r, Item{"metrics"}, "tracing flag");
   m.trace_dropped = r.get<uint64_t>();
   return m;
 }
@@ -1026,7 +1051,7 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
         m.trace.events.reserve(n);
         for (size_t i = 0; i < n; ++i) m.trace.events.push_back(read_trace_event(r, i));
         m.trace.dropped = r.get<uint64_t>();
-        m.trace.more = read_bool(r, "trace reply", "more flag");
+        m.trace.more = read_bool(r, Item{"trace reply"}, "more flag");
         break;
       }
       case ReplyType::Flight:

@@ -55,16 +55,17 @@ class ThreadLog {
 
   // Room for a record of `n` bytes (n <= kChunkBytes, a multiple of 8) in the calling
   // thread's log; write it, then commit().
-  Slot reserve(size_t n) {
-    Binding& b = binding();
-    if (b.owner != this || b.generation != generation_.load(std::memory_order_acquire)) [[unlikely]]
-      bind(b);
-    Writer& w = *b.writer;
+  [[gnu::always_inline]] inline Slot reserve(size_t n) {
+    Binding* b = current_binding();
+    if (!b || b->owner != this || b->generation != generation_.load(std::memory_order_acquire))
+        [[unlikely]]
+      b = bind();
+    Writer& w = *b->writer;
     if (!w.current || w.used + n > kChunkBytes) [[unlikely]]
       if (!grow(w)) return {};
     return Slot{w.current->data.get() + w.used, &w, n};
   }
-  static void commit(const Slot& s) {
+  [[gnu::always_inline]] static inline void commit(const Slot& s) {
     s.writer->used += s.n;
     s.writer->current->used.store(s.writer->used, std::memory_order_release);
   }
@@ -102,6 +103,8 @@ class ThreadLog {
     return parts;
   }
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Changes at each reset(): a pointer into a record of an older generation is stale.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   size_t bytes() const { return allocated_.load(std::memory_order_relaxed); }
 
  private:
@@ -110,23 +113,36 @@ class ThreadLog {
     uint64_t generation = 0;
     std::shared_ptr<Writer> writer;
   };
-  static Binding& binding() {
-    static thread_local Binding b;
+  // The calling thread's binding: a plain pointer in initial-exec TLS, so that the hot
+  // path finds it with one load and no call (the libraries holding a ThreadLog are loaded
+  // with the program, or by Python's import, within glibc's static TLS reserve); the
+  // binding itself is owned by a second thread-local, touched only when binding, which
+  // frees it (and its writer reference) when the thread exits.
+  static Binding*& current_binding() {
+    static thread_local Binding* b __attribute__((tls_model("initial-exec"))) = nullptr;
     return b;
+  }
+  static Binding& owned_binding() {
+    static thread_local std::unique_ptr<Binding> b;
+    if (!b) b = std::make_unique<Binding>();
+    current_binding() = b.get();
+    return *b;
   }
   static uint64_t next_generation() {
     static std::atomic<uint64_t> counter{0};
     return counter.fetch_add(1) + 1;
   }
-  void bind(Binding& b) {
+  [[gnu::noinline]] Binding* bind() {
+    Binding& b = owned_binding();
     auto w = std::make_shared<Writer>();
     std::lock_guard lock(mu_);
     writers_.push_back(w);
     b.owner = this;
     b.generation = generation_.load(std::memory_order_relaxed);
     b.writer = std::move(w);
+    return &b;
   }
-  bool grow(Writer& w) {
+  [[gnu::noinline]] bool grow(Writer& w) {
     if (allocated_.fetch_add(kChunkBytes) + kChunkBytes > budget_) {
       allocated_.fetch_sub(kChunkBytes);
       dropped_.fetch_add(1, std::memory_order_relaxed);

@@ -31,26 +31,30 @@ inline int64_t steady_ns() {
       .count();
 }
 
-// Whether ticks() reads the TSC (invariant: constant rate, synchronized across cores).
-inline bool uses_tsc() {
+namespace detail {
+inline bool detect_invariant_tsc() {
 #if defined(__x86_64__)
-  static const bool invariant = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return false;
-    __get_cpuid(0x80000007u, &a, &b, &c, &d);
-    return (d & (1u << 8)) != 0;
-  }();
-  return invariant;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return false;
+  __get_cpuid(0x80000007u, &a, &b, &c, &d);
+  return (d & (1u << 8)) != 0;
 #else
   return false;
 #endif
+}
+// Set when the library loads (no guard to test on each read).
+inline const bool kInvariantTsc = detect_invariant_tsc();
+}  // namespace detail
+
+// Whether ticks() reads the TSC (invariant: constant rate, synchronized across cores).
+inline bool uses_tsc() {
+  return detail::kInvariantTsc;
 }
 
 // The clock's reading: TSC ticks or steady nanoseconds (uses_tsc()).
 inline int64_t ticks() {
 #if defined(__x86_64__)
-  static const bool tsc = uses_tsc();
-  if (tsc) return static_cast<int64_t>(__rdtsc());
+  if (detail::kInvariantTsc) return static_cast<int64_t>(__rdtsc());
 #endif
   return steady_ns();
 }

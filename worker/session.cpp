@@ -139,7 +139,7 @@ struct Session::Impl final : TaskRunner {
   // inline budget).
   bool may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs);
   // Op `c`, just run at once on the dispatch thread (may_run_inline): its slice.
-  void trace_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
+  void trace_inline(Stream& s, const cmd::RunOp& c, Slot& out);
 
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t) override;
@@ -177,6 +177,8 @@ struct Session::Impl final : TaskRunner {
   int64_t batch_ns = 0;
   uint64_t current_seq = 0;
   int64_t current_begin = 0;
+  int64_t last_end = 0;  // the end of the command traced at dispatch just before, if any
+  std::optional<TensorMeta> traced_meta;  // Free, tracing: the freed tensor's
   bool inline_failed = false;
   bool traced_here = false;
 };
@@ -302,7 +304,10 @@ void Session::Impl::dispatch_one(const C& c, Payloads payloads) {
   const size_t staged = streams.staged();
   const uint64_t roots = failures.roots();
   const bool tracing = rec.tracer.on();
-  current_begin = tracing ? trace::ticks() : 0;
+  // Tracing: a command traced at dispatch right before ended now (one clock read per
+  // command run at dispatch: its slice includes the dispatcher's time for it).
+  current_begin = tracing ? (last_end != 0 ? last_end : trace::ticks()) : 0;
+  last_end = 0;
   inline_failed = false;
   traced_here = false;
   if constexpr (std::is_same_v<C, cmd::Put>)
@@ -319,11 +324,15 @@ void Session::Impl::dispatch_one(const C& c, Payloads payloads) {
   if (!tracing || queued || traced_here || !traced_kind(C::kType)) [[likely]]
     return;
   const CommandFields f = fields_of(c);
+  last_end = trace::ticks();
   if constexpr (std::is_same_v<C, cmd::Put>) {
-    trace_command(rec.tracer, f, current_begin, trace::ticks(), failed, &c.meta,
+    trace_command(rec.tracer, f, current_begin, last_end, failed, &c.meta,
                   c.meta.numel() * static_cast<int64_t>(element_size(c.meta.dtype)));
+  } else if constexpr (std::is_same_v<C, cmd::Free>) {
+    trace_command(rec.tracer, f, current_begin, last_end, failed, nullptr, 0,
+                  traced_meta ? &*traced_meta : nullptr);
   } else {
-    trace_command(rec.tracer, f, current_begin, trace::ticks(), failed);
+    trace_command(rec.tracer, f, current_begin, last_end, failed);
   }
 }
 
@@ -356,7 +365,7 @@ void Session::Impl::on(const cmd::RunOp& c) {
   if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n)) {
     inline_failed = !run_op_ready(*stream, c, raw, *out);
     if (current_begin != 0) [[unlikely]]
-      trace_inline(*stream, c, raw, *out);
+      trace_inline(*stream, c, *out);
     return;
   }
   Task t = task(Task::Kind::Op, c);
@@ -411,8 +420,9 @@ void Session::Impl::on(const cmd::Get& c) {
   streams.stage(stream, std::move(t));
 }
 
-void Session::Impl::trace_inline(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
-  trace_inline_op(rec.tracer, s.id, c, in, out, current_begin, trace::ticks());
+void Session::Impl::trace_inline(Stream& s, const cmd::RunOp& c, Slot& out) {
+  last_end = trace::ticks();
+  trace_inline_op(rec.tracer, s.id, c, out, current_begin, last_end);
   traced_here = true;
 }
 
@@ -435,6 +445,12 @@ bool Session::Impl::may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t 
 }
 
 void Session::Impl::on(const cmd::Free& c) {
+  if (current_begin != 0) {  // tracing: the freed tensor's shape goes with the free's slice
+    SlotPtr s = table.find(c.input);
+    traced_meta.reset();
+    if (s && s->ready.load(std::memory_order_acquire) && !s->failed.load(std::memory_order_acquire))
+      traced_meta = s->tensor.meta();
+  }
   if (!table.erase(c.input))
     failures.root(c.input, "free", fmt::format("tensor %{} does not exist", c.input));
 }
@@ -643,7 +659,15 @@ void Session::Impl::on(const cmd::Trace& c) {
       protocol::Reply r;
       r.type = protocol::ReplyType::Trace;
       r.request = c.request;
-      r.trace = rec.tracer.collect(protocol::kMaxTraceEventsPerReply);
+      // Shapes the slices lack come from the tensors still alive (dispatch thread).
+      r.trace = rec.tracer.collect(protocol::kMaxTraceEventsPerReply,
+                                   [this](TensorId id) -> std::optional<TensorMeta> {
+                                     SlotPtr s = table.find(id);
+                                     if (!s || !s->ready.load(std::memory_order_acquire) ||
+                                         s->failed.load(std::memory_order_acquire))
+                                       return std::nullopt;
+                                     return s->tensor.meta();
+                                   });
       outbox.reply(r);
       return;
     }
@@ -835,7 +859,9 @@ void Session::Impl::finish_barrier(Barrier& b) {
     protocol::Reply r;
     r.type = protocol::ReplyType::Trace;
     r.request = b.request;
-    r.trace = rec.tracer.collect(protocol::kMaxTraceEventsPerReply);
+    // The slices follow on Collect, on the dispatch thread (which may read the tensors).
+    r.trace.more = true;
+    r.trace.dropped = rec.tracer.dropped();
     return outbox.reply(r);
   }
   if (b.type != CmdType::Sync)
@@ -865,6 +891,7 @@ void Session::run(std::shared_ptr<const protocol::Batch> batch,
   impl_->inline_budget = kInlineBudget;
   impl_->batch_ns = trace::steady_ns();
   uint64_t seq = impl_->rec.flight.add_batch(batch, impl_->batch_ns);
+  impl_->last_end = 0;
   for (const Command& c : batch->commands) {
     impl_->current_seq = seq++;
     impl_->dispatch(c, payloads);

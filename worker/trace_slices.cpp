@@ -20,10 +20,6 @@ const TensorMeta* meta_of(const Slot* slot) {
   return &slot->tensor.meta();
 }
 
-int64_t bytes_of(const TensorMeta* m) {
-  return m ? m->numel() * static_cast<int64_t>(element_size(m->dtype)) : 0;
-}
-
 bool failed(const SlotPtr& slot) {
   return slot && slot->failed.load(std::memory_order_acquire);
 }
@@ -56,7 +52,6 @@ void describe(const Task& t, Tracer::Slice& sl, TensorRef* refs, size_t& n) {
     sl.peer = c.peer;
     sl.flow = std::is_same_v<C, cmd::SendPeer> ? TraceFlow::Out : TraceFlow::In;
   }
-  sl.bytes = bytes_of(n > 0 ? refs[n - 1].meta : nullptr);
   sl.failed = failed(t.out) || (!t.out && failed(t.in[0]));
 }
 
@@ -81,7 +76,6 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
       sl = op_slice(s.id, c);
       Slot* in[2] = {t.in[0].get(), t.in[1].get()};
       n = op_tensors(c, in, t.out.get(), refs);
-      sl.bytes = bytes_of(c.inplace ? meta_of(in[0]) : refs[n - 1].meta);
       sl.failed = failed(t.out);
       break;
     }
@@ -112,7 +106,6 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
       describe<cmd::Collective>(t, sl, refs, n);
       sl.op = static_cast<uint16_t>(t.command<cmd::Collective>().kind);
       if (t.out == t.in[0]) n = 1;  // in place: one tensor
-      sl.bytes = bytes_of(refs[0].meta);
       break;
     case Task::Kind::ToDevice:
       describe<cmd::ToDevice>(t, sl, refs, n);
@@ -125,20 +118,18 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
   tracer.record(sl, std::span<const TensorRef>(refs, n));
 }
 
-void trace_inline_op(Tracer& tracer, uint32_t stream, const cmd::RunOp& c, Slot* const* in,
-                     const Slot& out, int64_t begin, int64_t end) {
-  Tracer::Slice sl = op_slice(stream, c);
-  TensorRef refs[protocol::kMaxTraceTensors];
-  size_t n = op_tensors(c, in, &out, refs);
-  sl.bytes = bytes_of(c.inplace ? meta_of(in[0]) : refs[n - 1].meta);
-  sl.failed = out.failed.load(std::memory_order_acquire);
-  sl.begin = begin;
-  sl.end = std::max(end, begin);
-  tracer.record(sl, std::span<const TensorRef>(refs, n));
+void trace_inline_op(Tracer& tracer, uint32_t stream, const cmd::RunOp& c, const Slot& out,
+                     int64_t begin, int64_t end) {
+  const bool failed = out.failed.load(std::memory_order_acquire);
+  const protocol::TensorId made = c.inplace ? protocol::kNoTensor : c.out;
+  tracer.record_op(stream, static_cast<uint16_t>(c.op), c.inputs.ids, c.inputs.n, made,
+                   failed || c.inplace ? nullptr : &out.tensor.meta(), begin, std::max(end, begin),
+                   failed);
 }
 
 void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_t end,
-                   bool is_failed, const TensorMeta* meta, int64_t bytes) {
+                   bool is_failed, const TensorMeta* meta, int64_t bytes,
+                   const TensorMeta* input_meta) {
   Tracer::Slice sl;
   sl.kind = f.kind;
   sl.op = f.op;
@@ -153,7 +144,7 @@ void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_
   if (f.kind != CmdType::NodeLost) sl.peer = f.peer;
   TensorRef refs[protocol::kMaxTraceTensors];
   size_t n = 0;
-  if (f.in0 != protocol::kNoTensor) refs[n++] = {f.in0, nullptr};
+  if (f.in0 != protocol::kNoTensor) refs[n++] = {f.in0, input_meta};
   if (f.in1 != protocol::kNoTensor) refs[n++] = {f.in1, nullptr};
   sl.inputs = static_cast<uint8_t>(n);
   if (f.out != protocol::kNoTensor) refs[n++] = {f.out, meta};

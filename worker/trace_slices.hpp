@@ -1,6 +1,7 @@
 // Trace slices: how each command looks on the worker's timeline (worker/tracer.hpp,
 // docs/observability.md): a task's slice when its stream has run it, an op run at
-// dispatch, a command done at dispatch, and an event's notification of a peer.
+// dispatch, a command done at dispatch, and an event's notification of a peer. A slice's
+// bytes are left to the collection (the size of the tensor it made or wrote) unless given.
 //
 // Thread safety: each function reads only what its caller may read (a finished task's
 // slots, ready ones; the dispatch thread's command), and records through the tracer, which
@@ -19,15 +20,16 @@ namespace dtr::worker::detail {
 // The slice of task `t`, done on stream `s` at `end` (ticks; its start and last attempt
 // are the task's).
 void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end);
-// An op of `stream` run at dispatch (its inputs `in`, ready; its output `out`).
+// An op of `stream` run at dispatch (its output `out`): its inputs by id only.
 void trace_inline_op(Tracer& tracer, uint32_t stream, const protocol::cmd::RunOp& c,
-                     Slot* const* in, const Slot& out, int64_t begin, int64_t end);
+                     const Slot& out, int64_t begin, int64_t end);
 // The slice of an op (no times, no tensors): what a device slice describes too.
 Tracer::Slice op_slice(uint32_t stream, const protocol::cmd::RunOp& c);
-// A command done at dispatch with no task, from its flight record fields; `meta` and
-// `bytes` for a Put.
+// A command done at dispatch with no task, from its fields; `meta` and `bytes` for a
+// Put's output, `input_meta` for a Free's tensor.
 void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_t end, bool failed,
-                   const TensorMeta* meta = nullptr, int64_t bytes = 0);
+                   const TensorMeta* meta = nullptr, int64_t bytes = 0,
+                   const TensorMeta* input_meta = nullptr);
 // Whether commands of `kind` appear on the timeline (all but the observability ones).
 bool traced_kind(protocol::CmdType kind);
 // Node `peer` is told of `token` now (event `event`'s record has run, on `stream`): a

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace dtr::worker::detail {
 
@@ -93,6 +96,77 @@ protocol::TraceEvent decode(const std::byte* base, size_t* offset,
   return e;
 }
 
+// Ids of tensors a slice names without their shape, and the shapes other slices (or the
+// tensor table) give them.
+using Shapes = std::unordered_map<protocol::TensorId, TensorMeta>;
+
+// f(const TensorHead&, const int64_t* dims) for every tensor of every slice of `parts`.
+template <class F>
+void for_each_tensor(const std::vector<trace::ThreadLog::Part>& parts, F&& f) {
+  for (const trace::ThreadLog::Part& p : parts) {
+    const std::byte* base = p.chunk->data.get();
+    for (size_t at = 0; at < p.bytes;) {
+      Head h;
+      std::memcpy(&h, base + at, sizeof h);
+      at += sizeof h;
+      for (uint8_t i = 0; i < h.n_tensors; ++i) {
+        TensorHead t;
+        std::memcpy(&t, base + at, sizeof t);
+        at += sizeof t;
+        f(t, reinterpret_cast<const int64_t*>(base + at));
+        if (t.shaped) at += 8 * size_t{t.ndim};
+      }
+    }
+  }
+}
+
+// The shapes of the tensors slices name without one (an op run at dispatch names its
+// inputs by id only): from a slice that gives it, else from `resolve` (the live table).
+Shapes shapes_for(const std::vector<trace::ThreadLog::Part>& parts,
+                  const std::vector<protocol::TraceEvent>& device,
+                  const Tracer::Resolver& resolve) {
+  std::unordered_set<protocol::TensorId> needed;
+  for_each_tensor(parts, [&](const TensorHead& t, const int64_t*) {
+    if (!t.shaped && t.id != protocol::kNoTensor) needed.insert(t.id);
+  });
+  Shapes shapes;
+  if (needed.empty()) return shapes;
+  for_each_tensor(parts, [&](const TensorHead& t, const int64_t* dims) {
+    if (!t.shaped || !needed.count(t.id) || shapes.count(t.id)) return;
+    Shape shape;
+    for (uint8_t d = 0; d < t.ndim; ++d) shape.push_back(dims[d]);
+    shapes.emplace(t.id, TensorMeta::contiguous(static_cast<DType>(t.dtype), shape));
+  });
+  for (const protocol::TraceEvent& e : device)
+    for (const protocol::TraceTensor& t : e.tensors)
+      if (t.shaped && needed.count(t.id)) shapes.emplace(t.id, t.meta);
+  if (resolve) {
+    for (protocol::TensorId id : needed) {
+      if (shapes.count(id)) continue;
+      if (std::optional<TensorMeta> m = resolve(id)) shapes.emplace(id, *m);
+    }
+  }
+  return shapes;
+}
+
+// Fills the shapes `e` lacks from `shapes`, and its bytes when not given: those of the
+// tensor it made (its last output) or, with none, of its input 0 (written in place, read,
+// sent), counted here rather than on the hot path.
+void complete(protocol::TraceEvent& e, const Shapes& shapes) {
+  for (protocol::TraceTensor& t : e.tensors) {
+    if (t.shaped) continue;
+    auto it = shapes.find(t.id);
+    if (it == shapes.end()) continue;
+    t.shaped = true;
+    t.meta = it->second;
+  }
+  if (e.bytes == 0 && !e.failed && e.kind != protocol::CmdType::Free && !e.tensors.empty()) {
+    const protocol::TraceTensor& t =
+        e.tensors.size() > e.inputs ? e.tensors.back() : e.tensors.front();
+    if (t.shaped) e.bytes = t.meta.numel() * static_cast<int64_t>(element_size(t.meta.dtype));
+  }
+}
+
 }  // namespace
 
 protocol::TraceTensor trace_tensor(const Tracer::TensorRef& t) {
@@ -113,6 +187,7 @@ struct Tracer::DeviceSlice {
 struct Tracer::Collection {
   trace::TickConverter clock;
   std::vector<trace::ThreadLog::Part> parts;
+  std::unordered_map<protocol::TensorId, TensorMeta> shapes;  // for slices naming ids only
   size_t part = 0;
   size_t offset = 0;
   std::vector<protocol::TraceEvent> device;  // sent after the host slices
@@ -146,38 +221,82 @@ void Tracer::record(const Slice& s, std::span<const TensorRef> tensors) {
   for (size_t i = 0; i < n; ++i) bytes += tensor_bytes(tensors[i]);
   trace::ThreadLog::Slot slot = log_.reserve(bytes);
   if (!slot) return;
+  // Straight into the log (8-byte aligned: every part is a multiple of 8 bytes).
   std::byte* p = slot.data;
-  Head h{s.begin,
-         s.end,
-         s.wait,
-         s.bytes,
-         s.flow_id,
-         s.detail,
-         s.stream,
-         s.device,
-         s.peer,
-         s.op,
-         static_cast<uint8_t>(s.kind),
-         static_cast<uint8_t>(s.failed),
-         static_cast<uint8_t>(s.flow),
-         s.inputs,
-         static_cast<uint8_t>(n),
-         static_cast<uint8_t>(s.dispatched)};
-  std::memcpy(p, &h, sizeof h);
-  p += sizeof h;
+  new (p) Head{s.begin,
+               s.end,
+               s.wait,
+               s.bytes,
+               s.flow_id,
+               s.detail,
+               s.stream,
+               s.device,
+               s.peer,
+               s.op,
+               static_cast<uint8_t>(s.kind),
+               static_cast<uint8_t>(s.failed),
+               static_cast<uint8_t>(s.flow),
+               s.inputs,
+               static_cast<uint8_t>(n),
+               static_cast<uint8_t>(s.dispatched)};
+  p += sizeof(Head);
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& t = tensors[i];
-    TensorHead th{t.id, static_cast<uint8_t>(t.meta != nullptr), 0, 0, {}};
-    if (t.meta) {
-      th.dtype = static_cast<uint8_t>(t.meta->dtype);
-      th.ndim = static_cast<uint8_t>(t.meta->shape.size());
+    const uint8_t ndim = t.meta ? static_cast<uint8_t>(t.meta->shape.size()) : 0;
+    new (p) TensorHead{t.id,
+                       static_cast<uint8_t>(t.meta != nullptr),
+                       t.meta ? static_cast<uint8_t>(t.meta->dtype) : uint8_t{0},
+                       ndim,
+                       {}};
+    p += sizeof(TensorHead);
+    if (ndim > 0) {
+      std::memcpy(p, t.meta->shape.data(), 8 * size_t{ndim});
+      p += 8 * size_t{ndim};
     }
-    std::memcpy(p, &th, sizeof th);
-    p += sizeof th;
-    if (t.meta && th.ndim > 0) {
-      std::memcpy(p, t.meta->shape.data(), 8 * size_t{th.ndim});
-      p += 8 * size_t{th.ndim};
-    }
+  }
+  trace::ThreadLog::commit(slot);
+}
+
+void Tracer::record_op(uint32_t stream, uint16_t op, const protocol::TensorId* inputs,
+                       uint8_t n_inputs, protocol::TensorId out, const TensorMeta* out_meta,
+                       int64_t begin, int64_t end, bool failed) {
+  if (!on()) return;
+  const uint8_t n = static_cast<uint8_t>(n_inputs + (out != protocol::kNoTensor ? 1 : 0));
+  const uint8_t ndim = out_meta ? static_cast<uint8_t>(out_meta->shape.size()) : 0;
+  trace::ThreadLog::Slot slot =
+      log_.reserve(sizeof(Head) + n * sizeof(TensorHead) + 8 * size_t{ndim});
+  if (!slot) return;
+  std::byte* p = slot.data;
+  new (p) Head{begin,
+               end,
+               0,
+               0,
+               0,
+               0,
+               stream,
+               -1,
+               protocol::kNoPeer,
+               op,
+               static_cast<uint8_t>(protocol::CmdType::RunOp),
+               static_cast<uint8_t>(failed),
+               0,
+               n_inputs,
+               n,
+               0};
+  p += sizeof(Head);
+  for (uint8_t i = 0; i < n_inputs; ++i) {
+    new (p) TensorHead{inputs[i], 0, 0, 0, {}};
+    p += sizeof(TensorHead);
+  }
+  if (out != protocol::kNoTensor) {
+    new (p) TensorHead{out,
+                       static_cast<uint8_t>(out_meta != nullptr),
+                       out_meta ? static_cast<uint8_t>(out_meta->dtype) : uint8_t{0},
+                       ndim,
+                       {}};
+    p += sizeof(TensorHead);
+    auto* dims = reinterpret_cast<int64_t*>(p);
+    for (uint8_t d = 0; d < ndim; ++d) dims[d] = out_meta->shape[d];
   }
   trace::ThreadLog::commit(slot);
 }
@@ -250,13 +369,14 @@ void Tracer::convert_device_slices(Collection& c) {
   }
 }
 
-protocol::TraceChunk Tracer::collect(size_t max) {
+protocol::TraceChunk Tracer::collect(size_t max, const Resolver& resolve) {
   std::lock_guard lock(collect_mu_);
   if (!collection_) {
     collection_ = std::make_unique<Collection>();
     collection_->parts = log_.snapshot();
     collection_->dropped = log_.dropped();
     convert_device_slices(*collection_);
+    collection_->shapes = shapes_for(collection_->parts, collection_->device, resolve);
   }
   Collection& c = *collection_;
   protocol::TraceChunk out;
@@ -269,9 +389,12 @@ protocol::TraceChunk Tracer::collect(size_t max) {
       continue;
     }
     out.events.push_back(decode(p.chunk->data.get(), &c.offset, c.clock));
+    complete(out.events.back(), c.shapes);
   }
-  while (out.events.size() < max && c.device_next < c.device.size())
+  while (out.events.size() < max && c.device_next < c.device.size()) {
     out.events.push_back(std::move(c.device[c.device_next++]));
+    complete(out.events.back(), c.shapes);
+  }
   out.more = c.part < c.parts.size() || c.device_next < c.device.size();
   if (!out.more) {
     collection_.reset();

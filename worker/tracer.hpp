@@ -20,8 +20,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -71,6 +73,11 @@ class Tracer {
   };
   // Records a slice (at most kMaxTraceTensors tensors) when tracing is on.
   void record(const Slice& s, std::span<const TensorRef> tensors);
+  // The hot path's slice: an op run at dispatch, its inputs by id only (their shapes are
+  // found at collection), its new output (kNoTensor: in place) with its shape.
+  void record_op(uint32_t stream, uint16_t op, const protocol::TensorId* inputs, uint8_t n_inputs,
+                 protocol::TensorId out, const TensorMeta* out_meta, int64_t begin, int64_t end,
+                 bool failed);
 
   // CUDA: `mark_begin` before a command's work is queued on `stream` (of `device`),
   // `mark_end` after, with the slice that describes it (its times are filled at
@@ -83,8 +90,11 @@ class Tracer {
                 std::span<const TensorRef> tensors);
 
   // After stop(): the next at most `max` slices, on the steady clock; `more` until the
-  // last part, after which the trace's memory is freed.
-  protocol::TraceChunk collect(size_t max);
+  // last part, after which the trace's memory is freed. A tensor a slice names by id only
+  // gets the shape another slice gives it, else `resolve`'s (the session's live tensors;
+  // the first call's resolver is the one used).
+  using Resolver = std::function<std::optional<TensorMeta>(protocol::TensorId)>;
+  protocol::TraceChunk collect(size_t max, const Resolver& resolve = {});
   uint64_t dropped() const { return log_.dropped(); }
 
  private:

@@ -112,8 +112,13 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   Reply stopped = Rig::only(
       r.run({cmd::Trace{.action = protocol::TraceAction::Stop, .request = 2}}), ReplyType::Trace);
   CHECK(stopped.request == 2);
-  CHECK_FALSE(stopped.trace.more);
+  CHECK(stopped.trace.more);  // the slices follow on Collect
+  CHECK(stopped.trace.events.empty());
   CHECK(stopped.trace.dropped == 0);
+  Reply all = Rig::only(r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 3}}),
+                        ReplyType::Trace);
+  CHECK_FALSE(all.trace.more);
+  stopped.trace = all.trace;
   std::map<std::string, std::vector<TraceEvent>> by_name;
   for (const TraceEvent& e : stopped.trace.events) {
     CHECK(e.end_ns >= e.begin_ns);
@@ -132,6 +137,10 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   CHECK(add.inputs == 2);
   CHECK(add.tensors[2].id == 2);
   CHECK(add.tensors[2].meta.shape == Shape{2, 3});
+  // Its inputs, named by id at dispatch, got their shapes at collection (from the put).
+  CHECK(add.tensors[0].id == 1);
+  CHECK(add.tensors[0].shaped);
+  CHECK(add.tensors[0].meta.shape == Shape{2, 3});
   const TraceEvent& mm = by_name["matmul"].at(0);
   CHECK(mm.stream == 1);
   CHECK(mm.failed);  // [2,3] @ [2,3]
@@ -164,7 +173,7 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   CHECK(stream1 == want);
   // Collected: nothing more.
   Reply more =
-      Rig::only(r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 3}}),
+      Rig::only(r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 4}}),
                 ReplyType::Trace);
   CHECK(more.trace.events.empty());
 }
