@@ -83,6 +83,31 @@ std::string encode_batch(protocol::BatchWriter& w, const protocol::Command& c, i
   return w.finish();
 }
 
+// Runs a cmd::Trace on the session; its reply.
+protocol::Reply trace(worker::Session& session, std::vector<worker::Outgoing>& sent,
+                      protocol::TraceAction action) {
+  protocol::Batch b;
+  b.commands.push_back(cmd::Trace{.action = action, .request = 9});
+  sent.clear();
+  session.run(std::make_shared<protocol::Batch>(protocol::decode_batch(protocol::encode(b), 0)),
+              {});
+  session.wait_idle(std::chrono::seconds(60));
+  return sent.size() == 1 ? protocol::decode_reply(sent[0].header, 0) : protocol::Reply{};
+}
+
+// Stops the trace and collects it: the slices recorded and dropped.
+size_t collect_trace(worker::Session& session, std::vector<worker::Outgoing>& sent) {
+  protocol::Reply r = trace(session, sent, protocol::TraceAction::Stop);
+  size_t slices = r.trace.events.size();
+  while (r.trace.more) {
+    r = trace(session, sent, protocol::TraceAction::Collect);
+    slices += r.trace.events.size();
+  }
+  std::printf("  traced: %zu slices, %llu dropped\n", slices,
+              static_cast<unsigned long long>(r.trace.dropped));
+  return slices + r.trace.dropped;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,16 +136,7 @@ int main(int argc, char** argv) {
     // up with its master: the adds run on the dispatch thread (Session::run).
     session.wait_idle(std::chrono::seconds(60));
   }
-  auto trace = [&](protocol::TraceAction action) {
-    protocol::Batch b;
-    b.commands.push_back(cmd::Trace{.action = action, .request = 9});
-    sent.clear();
-    session.run(std::make_shared<protocol::Batch>(protocol::decode_batch(protocol::encode(b), 0)),
-                {});
-    session.wait_idle(std::chrono::seconds(60));
-    return sent.size() == 1 ? protocol::decode_reply(sent[0].header, 0) : protocol::Reply{};
-  };
-  if (a.trace) trace(protocol::TraceAction::Start);
+  if (a.trace) trace(session, sent, protocol::TraceAction::Start);
   const protocol::Command c = add_one(1);
   protocol::BatchWriter writer;
   const std::string frame = encode_batch(writer, c, a.batch);
@@ -167,17 +183,8 @@ int main(int argc, char** argv) {
     copy_ns.push_back(per(t4, t5));
   }
 
-  if (a.trace) {  // every add_ is a slice
-    protocol::Reply r = trace(protocol::TraceAction::Stop);
-    size_t slices = r.trace.events.size();
-    while (r.trace.more) {
-      r = trace(protocol::TraceAction::Collect);
-      slices += r.trace.events.size();
-    }
-    std::printf("  traced: %zu slices, %llu dropped\n", slices,
-                static_cast<unsigned long long>(r.trace.dropped));
-    if (static_cast<int64_t>(slices + r.trace.dropped) < adds) ok = false;
-  }
+  if (a.trace && static_cast<int64_t>(collect_trace(session, sent)) < adds)
+    ok = false;  // every add_ is a slice
   // Check: x == adds, read through a Get.
   protocol::Batch get;
   get.commands.push_back(cmd::Get{.input = 1, .request = 7});

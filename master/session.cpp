@@ -908,6 +908,28 @@ void MasterSession::receive(zmq::socket_t& socket, int node) {
   }
 }
 
+namespace {
+
+// A Get reply's tensor: its payload frame, checked against `m` (wrapped without a copy when
+// aligned for the dtype).
+local::Tensor get_payload(const TensorMeta& m, zmq::message_t&& bytes) {
+  size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+  auto frame = protocol::share_frame(std::move(bytes));
+  if (frame->size() != expected)
+    throw ProtocolError(fmt::format("get reply carries {} bytes, {} needs {}", frame->size(),
+                                    describe(m), expected));
+  std::shared_ptr<Storage> storage;
+  if (reinterpret_cast<uintptr_t>(frame->data()) % element_size(m.dtype) == 0) {
+    storage = Storage::wrap(frame->data(), frame->size(), frame);
+  } else {
+    storage = Storage::allocate(expected);
+    std::memcpy(storage->data(), frame->data(), expected);
+  }
+  return local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape));
+}
+
+}  // namespace
+
 void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
   nodes_[node]->last_heard = Clock::now();
   auto fail_request = [&](uint64_t request, std::exception_ptr e) {
@@ -965,22 +987,8 @@ void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
       return;
     }
     ReplyMessage out;
-    if (payload_frames == 1) {
-      const TensorMeta& m = reply.meta;
-      size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
-      auto frame = protocol::share_frame(std::move(msg.frames[first + 1]));
-      if (frame->size() != expected)
-        throw ProtocolError(fmt::format("get reply carries {} bytes, {} needs {}", frame->size(),
-                                        describe(m), expected));
-      std::shared_ptr<Storage> storage;
-      if (reinterpret_cast<uintptr_t>(frame->data()) % element_size(m.dtype) == 0) {
-        storage = Storage::wrap(frame->data(), frame->size(), frame);
-      } else {
-        storage = Storage::allocate(expected);
-        std::memcpy(storage->data(), frame->data(), expected);
-      }
-      out.payload = local::Tensor(std::move(storage), TensorMeta::contiguous(m.dtype, m.shape));
-    }
+    if (payload_frames == 1)
+      out.payload = get_payload(reply.meta, std::move(msg.frames[first + 1]));
     out.reply = std::move(reply);
     std::lock_guard lock(pending_mu_);
     auto it = pending_.find(out.reply.request);

@@ -103,12 +103,12 @@ void* MasterTrace::append(bool sync, CmdType kind, uint16_t op, int node, uint32
   return r;
 }
 
-void MasterTrace::end_run(int64_t now) {
+void MasterTrace::end_run() {
   Run& run = current_run();
-  // The run lasted until now, unless it paused first (then until its last clock read).
+  // The run ends at its last clock read: a single call is a moment (no clock read after
+  // it), a long run ends within 64 calls of its last.
   if (run.record && run.owner == this && run.generation == log_.generation())
-    std::atomic_ref<int64_t>(run.record->end)
-        .store(now - run.checked < kGapTicks ? now : run.checked, std::memory_order_relaxed);
+    std::atomic_ref<int64_t>(run.record->end).store(run.checked, std::memory_order_relaxed);
   run.record = nullptr;
 }
 
@@ -128,15 +128,15 @@ void MasterTrace::call(CmdType kind, uint16_t op, int node, uint32_t stream, uin
     }
     // A pause: the run ends at its last read; this call starts another.
   }
+  end_run();
   const int64_t now = trace::ticks();
-  end_run(now);
   auto* record = static_cast<Record*>(append(false, kind, op, node, stream, id, now, now));
   run = Run{this, generation, record, 1, now, 0, kind, op, node, stream};
 }
 
 void MasterTrace::sync_point(CmdType kind, uint16_t op, int node, uint32_t stream, uint64_t request,
                              int64_t begin, int64_t end) {
-  end_run(begin);
+  end_run();
   append(true, kind, op, node, stream, request, begin, end);
 }
 

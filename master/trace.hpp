@@ -36,11 +36,11 @@ class MasterTrace {
   void stop() { on_.store(false, std::memory_order_relaxed); }
   int64_t start_ns() const { return start_ns_; }
 
-  // A call that queued command `kind` (op `op`; `id`: the tensor it makes) for `node`.
-  // Identical calls in a row on a thread make one slice, a *run* (`count` calls from the
-  // first one's time), so that a call costs a few instructions: the clock is read at a
-  // run's start, every 64th call of it, and when something else comes; a pause of about a
-  // millisecond between reads ends the run.
+  // A call that queued command `kind` (op `op`; `id`: the tensor it makes) for `node`, at
+  // the end of its queueing: a moment. Identical calls in a row on a thread make one slice,
+  // a *run* (`count` calls, from the first one's time to about the last one's), so that a
+  // call costs a few instructions: the clock is read at a run's start and every 64th call
+  // of it; a pause of about a millisecond between two reads ends the run.
   void call(protocol::CmdType kind, uint16_t op, int node, uint32_t stream, uint64_t id);
   // A sync point: request `request` of command `kind` to `node`, between trace::ticks()
   // `begin` and `end`.
@@ -67,8 +67,8 @@ class MasterTrace {
   // A run or a sync point in the log (master/trace.cpp); null when the log is full.
   void* append(bool sync, protocol::CmdType kind, uint16_t op, int node, uint32_t stream,
                uint64_t id, int64_t begin, int64_t end);
-  // Ends the calling thread's open run at `now` (ticks).
-  void end_run(int64_t now);
+  // Ends the calling thread's open run (at its last clock read).
+  void end_run();
 
   std::atomic<bool> on_{false};
   int64_t start_ns_ = 0;

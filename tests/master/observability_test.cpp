@@ -147,6 +147,46 @@ std::string joined(const std::vector<std::string>& v) {
   return out;
 }
 
+// The arrows: a copy and a notification, from node 0 to node 1, each end on a slice.
+void check_arrows(const TraceCheck& t) {
+  std::map<int64_t, std::vector<FlowEnd>> by_id;
+  for (const FlowEnd& f : t.flows) by_id[f.id].push_back(f);
+  CHECK(by_id.size() >= 2);
+  for (const auto& [id, ends] : by_id) {
+    CAPTURE(id);
+    REQUIRE(ends.size() == 2);
+    const FlowEnd& s = ends[0].ph == "s" ? ends[0] : ends[1];
+    const FlowEnd& f = ends[0].ph == "s" ? ends[1] : ends[0];
+    CHECK(s.ph == "s");
+    CHECK(f.ph == "f");
+    CHECK(s.pid == 1);
+    CHECK(f.pid == 2);
+    CHECK(t.inside_slice(s.pid, s.tid, s.ts));
+    CHECK(t.inside_slice(f.pid, f.tid, f.ts));
+    CHECK(f.ts >= s.ts - 1000);  // one host: the clocks agree to far better than 1 ms
+  }
+}
+
+// scripts/trace_summary.py reads the trace (when python3 is there).
+void check_summary(const std::string& path) {
+  std::string cmd =
+      std::string("python3 ") + DTR_SOURCE_DIR + "/scripts/trace_summary.py " + path + " 2>&1";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    std::string out;
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    int rc = pclose(p);
+    INFO(out);
+    if (WEXITSTATUS(rc) != 127) {  // python3 is there
+      CHECK(rc == 0);
+      CHECK(out.find("top ops by time") != std::string::npos);
+      CHECK(out.find("matmul") != std::string::npos);
+      CHECK(out.find("idle") != std::string::npos);
+      CHECK(out.find("waits") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("trace of a two-node session: streams, a cross-node wait, a copy, a collective") {
   Cluster cluster(2, cpu_only());
   const std::string path = temp_path("dtr-trace");
@@ -215,23 +255,7 @@ TEST_CASE("trace of a two-node session: streams, a cross-node wait, a copy, a co
       CHECK(s.args->get("status")->text == "ok");
     }
   }
-  // The arrows: a copy and a notification, from node 0 to node 1, each end on a slice.
-  std::map<int64_t, std::vector<FlowEnd>> by_id;
-  for (const FlowEnd& f : t.flows) by_id[f.id].push_back(f);
-  CHECK(by_id.size() >= 2);
-  for (const auto& [id, ends] : by_id) {
-    CAPTURE(id);
-    REQUIRE(ends.size() == 2);
-    const FlowEnd& s = ends[0].ph == "s" ? ends[0] : ends[1];
-    const FlowEnd& f = ends[0].ph == "s" ? ends[1] : ends[0];
-    CHECK(s.ph == "s");
-    CHECK(f.ph == "f");
-    CHECK(s.pid == 1);
-    CHECK(f.pid == 2);
-    CHECK(t.inside_slice(s.pid, s.tid, s.ts));
-    CHECK(t.inside_slice(f.pid, f.tid, f.ts));
-    CHECK(f.ts >= s.ts - 1000);  // one host: the clocks agree to far better than 1 ms
-  }
+  check_arrows(t);
   // The master's calls and sync points, on its own process.
   bool call = false, sync_point = false;
   for (const Slice& s : t.slices) {
@@ -242,23 +266,7 @@ TEST_CASE("trace of a two-node session: streams, a cross-node wait, a copy, a co
   CHECK(call);
   CHECK(sync_point);
 
-  // The summary script reads it.
-  std::string cmd =
-      std::string("python3 ") + DTR_SOURCE_DIR + "/scripts/trace_summary.py " + path + " 2>&1";
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    std::string out;
-    char buf[512];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    int rc = pclose(p);
-    INFO(out);
-    if (WEXITSTATUS(rc) != 127) {  // python3 is there
-      CHECK(rc == 0);
-      CHECK(out.find("top ops by time") != std::string::npos);
-      CHECK(out.find("matmul") != std::string::npos);
-      CHECK(out.find("idle") != std::string::npos);
-      CHECK(out.find("waits") != std::string::npos);
-    }
-  }
+  check_summary(path);
   if (!std::getenv("DTR_TEST_KEEP_TRACE")) std::remove(path.c_str());  // keep it to look at
 }
 

@@ -91,6 +91,16 @@ void check_same_failure(const RemoteFailure& got, const RemoteFailure& want) {
   CHECK(got.cause_message == want.cause_message);
 }
 
+// The observability commands (docs/observability.md).
+void add_observability_commands(std::vector<Command>& cmds) {
+  cmds.push_back(cmd::ClockSync{.stream = 2, .request = 1004});
+  cmds.push_back(cmd::Trace{.action = TraceAction::Start, .request = 1005});
+  cmds.push_back(cmd::Trace{.action = TraceAction::Stop, .request = 1006});
+  cmds.push_back(cmd::Trace{.action = TraceAction::Collect, .request = 1007});
+  cmds.push_back(cmd::FlightDump{.request = 1008});
+  cmds.push_back(cmd::Metrics{.request = std::numeric_limits<uint64_t>::max()});
+}
+
 // Commands of every type, with attributes of every kind, and the payload frames they use.
 Batch every_command() {
   std::vector<Command> cmds;
@@ -168,12 +178,7 @@ Batch every_command() {
                                  .device = 1});
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
   cmds.push_back(cmd::NodeLost{.node = 4095});
-  cmds.push_back(cmd::ClockSync{.stream = 2, .request = 1004});
-  cmds.push_back(cmd::Trace{.action = TraceAction::Start, .request = 1005});
-  cmds.push_back(cmd::Trace{.action = TraceAction::Stop, .request = 1006});
-  cmds.push_back(cmd::Trace{.action = TraceAction::Collect, .request = 1007});
-  cmds.push_back(cmd::FlightDump{.request = 1008});
-  cmds.push_back(cmd::Metrics{.request = std::numeric_limits<uint64_t>::max()});
+  add_observability_commands(cmds);
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
