@@ -15,6 +15,9 @@
 // notification fills it and wakes the stream. Tokens are single use; at most
 // kMaxPendingWaits are pending.
 //
+// Observability: a record that notifies peers draws the start of each notification's arrow
+// on the timeline (worker/trace_slices.hpp).
+//
 // Thread safety: EventTable, Tokens and `EventState::issued` are the dispatch thread's. An
 // EventState's `mu` guards completed, failure, time_ns and waiters; a RemoteWait's `mu`
 // guards arrived, waiter, from, payload and failure until `arrived` is seen by its task,

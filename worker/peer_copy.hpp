@@ -8,6 +8,9 @@
 // bytes, checked against the size the master expects (to the device the command names),
 // or fails it naming the sender's failure.
 //
+// Both count the bytes they move (worker/recorder.hpp), and say when they wait (the
+// flight recorder).
+//
 // Thread safety: both run on the executor thread running their stream. They read the
 // task's slots under the slots' rules (worker/tensor_table.hpp); a RemoteWait is touched
 // only under its lock until it has arrived, then by its RecvPeer task alone.
