@@ -109,6 +109,11 @@ TEST_CASE("flight recorder: a stopped worker's peer names its waiting commands")
   CHECK(contains(lost, "last commands each node reported"));
   CHECK(contains(lost, "recv_from_node"));
   CHECK(contains(lost, "node 1 (" + w1.endpoint() + "): lost"));
+  // The collective node 0 was stuck in failed; its error names what each node reported.
+  std::string stuck = message_of<RemoteError>([&] { (void)pair[0].to_local(); });
+  INFO(stuck);
+  CHECK(contains(stuck, "all_reduce failed on node 0"));
+  CHECK(contains(stuck, "last commands each node reported"));
   // Node 0 dumped its recorder to its log when it learnt of the loss, naming the waits.
   std::string text = until_contains([&] { return read_file(log); },
                                     {"flight recorder (node 1 was lost", "recv_from_node"},
