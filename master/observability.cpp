@@ -240,9 +240,9 @@ NodeMetrics node_metrics(int node) {
   const protocol::NodeMetrics m = s->request(node, cmd::Metrics{}).reply.metrics;
   NodeMetrics out;
   for (const auto& c : m.commands)
-    out.commands.emplace_back(std::string(protocol::command_type_name(c.kind)), c.value);
+    out.commands.emplace_back(std::string(protocol::command_type_label(c.kind)), c.value);
   for (const auto& c : m.bytes)
-    out.bytes.emplace_back(std::string(protocol::command_type_name(c.kind)), c.value);
+    out.bytes.emplace_back(std::string(protocol::command_type_label(c.kind)), c.value);
   for (const auto& q : m.queues) out.stream_queues.emplace_back(q.stream, q.depth);
   for (const auto& d : m.devices) out.devices.push_back({d.device, d.live_tensors, d.bytes_in_use});
   out.sessions = m.sessions;

@@ -1091,6 +1091,11 @@ std::string_view command_type_name(uint8_t code) {
   return kNames[code];
 }
 
+std::string_view command_type_label(uint8_t code) {
+  if (code == static_cast<uint8_t>(CmdType::WaitRemote)) return "wait_remote";
+  return command_type_name(code);
+}
+
 std::string_view command_name(const Command& c) {
   if (const auto* op = std::get_if<cmd::RunOp>(&c)) return op_def(op->op).name;
   return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::kName; }, c);

@@ -528,6 +528,9 @@ uint32_t command_stream(const Command& c);
 std::string_view command_name(const Command& c);
 // The name of the command type with wire code `code` ("op" for RunOp); "" for none.
 std::string_view command_type_name(uint8_t code);
+// The same, unique per type (metrics label them): WaitRemote, which errors call
+// "wait_event" as WaitEvent, is "wait_remote".
+std::string_view command_type_label(uint8_t code);
 
 struct Batch {
   std::vector<Command> commands;

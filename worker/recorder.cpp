@@ -34,7 +34,7 @@ std::string escape_label(std::string_view v) {
 }
 
 std::string kind_name(uint8_t code) {
-  std::string_view n = protocol::command_type_name(code);
+  std::string_view n = protocol::command_type_label(code);
   return n.empty() ? fmt::format("code_{}", code) : std::string(n);
 }
 

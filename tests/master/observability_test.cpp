@@ -329,6 +329,7 @@ std::map<std::string, double> parse_prometheus(const std::string& body) {
     CHECK(key.rfind("dtr_worker_", 0) == 0);
     CHECK(std::count(key.begin(), key.end(), '{') == 1);
     CHECK(key.back() == '}');
+    CHECK_MESSAGE(out.count(key) == 0, "a series twice: ", key);
     out[key] = std::stod(line.substr(space + 1));
   }
   return out;

@@ -236,6 +236,9 @@ TEST_CASE("recorder: the figures and their Prometheus text") {
   CHECK(has("# TYPE dtr_worker_commands_total counter"));
   CHECK(has(R"(dtr_worker_commands_total{worker="host:1\"x",kind="op"} 2)"));
   CHECK(has(R"(dtr_worker_commands_total{worker="host:1\"x",kind="sync"} 0)"));
+  // One series per kind: WaitEvent and WaitRemote are told apart.
+  CHECK(has(R"(dtr_worker_commands_total{worker="host:1\"x",kind="wait_event"} 0)"));
+  CHECK(has(R"(dtr_worker_commands_total{worker="host:1\"x",kind="wait_remote"} 0)"));
   CHECK(has(R"(dtr_worker_bytes_total{worker="host:1\"x",kind="put"} 4096)"));
   CHECK(has(R"(dtr_worker_stream_queue_depth{worker="host:1\"x",stream="0"} 5)"));
   CHECK(has(R"(dtr_worker_live_tensors{worker="host:1\"x",device="cpu"} 7)"));
