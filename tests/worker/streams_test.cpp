@@ -167,14 +167,7 @@ TEST_CASE("streams: a barrier reaches every stream, retired ones too, and finish
   StreamRig rig;
   REQUIRE_FALSE(rig.streams.create(1));
   REQUIRE_FALSE(rig.streams.create(2));
-  // Stream 2 is retired with a task still waiting.
-  auto gate = std::make_shared<Slot>();
-  int label = 1;
-  Task t = StreamRig::labelled(label);
-  t.in[0] = gate;
-  rig.streams.stage(rig.streams.find(2), std::move(t));
-  rig.streams.flush(nullptr);
-  REQUIRE_FALSE(rig.streams.destroy(2));
+  // The hook is set before any task runs (an executor thread reads it).
   std::atomic<int> arrivals{0}, finished{0};
   rig.recorder.hook = [&](Stream& s, const StreamPtr&, Task& t) {
     if (t.kind == Task::Kind::Barrier) {
@@ -183,6 +176,14 @@ TEST_CASE("streams: a barrier reaches every stream, retired ones too, and finish
     }
     return true;
   };
+  // Stream 2 is retired with a task still waiting.
+  auto gate = std::make_shared<Slot>();
+  int label = 1;
+  Task t = StreamRig::labelled(label);
+  t.in[0] = gate;
+  rig.streams.stage(rig.streams.find(2), std::move(t));
+  rig.streams.flush(nullptr);
+  REQUIRE_FALSE(rig.streams.destroy(2));
   auto b = std::make_shared<Barrier>();
   rig.streams.barrier(b);
   CHECK(b->remaining.load() == 3);
