@@ -448,7 +448,8 @@ void Server::Impl::end_session(std::string_view what, bool tell_master, bool cle
     }
   }
   size_t n = session->live_tensors();
-  session.reset();  // joins its executor threads: nothing posts after this
+  session.reset();           // joins its executor threads: nothing posts after this
+  recorder->tracer.clear();  // a trace is the session's: the next one starts without it
   {
     std::lock_guard lock(outbox_mu);
     outbox.clear();

@@ -214,6 +214,20 @@ void Tracer::start() {
   on_.store(true, std::memory_order_relaxed);
 }
 
+void Tracer::clear() {
+  stop();
+  {
+    std::lock_guard lock(collect_mu_);
+    collection_.reset();
+  }
+  {
+    std::lock_guard lock(device_mu_);
+    device_.clear();
+    refs_.clear();
+  }
+  log_.reset();
+}
+
 void Tracer::record(const Slice& s, std::span<const TensorRef> tensors) {
   if (!on()) return;
   const size_t n = std::min(tensors.size(), protocol::kMaxTraceTensors);

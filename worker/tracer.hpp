@@ -47,6 +47,8 @@ class Tracer {
   // Starts a trace (what an earlier one recorded is dropped).
   void start();
   void stop() { on_.store(false, std::memory_order_relaxed); }
+  // Stops and forgets the trace (a session ended with one recorded or uncollected).
+  void clear();
 
   // One slice; times are trace::ticks().
   struct Slice {

@@ -216,6 +216,13 @@ TEST_CASE("tracer: past its budget slices are dropped and counted, and a start f
   CHECK(t.dropped() == 0);
   t.stop();
   CHECK(t.collect(10).events.empty());
+  // A session that ends with a trace recorded: cleared, off, nothing left.
+  t.start();
+  sl.begin = sl.end = trace::ticks();
+  t.record(sl, {});
+  t.clear();
+  CHECK_FALSE(t.on());
+  CHECK(t.collect(10).events.empty());
 }
 
 TEST_CASE("recorder: the figures and their Prometheus text") {
