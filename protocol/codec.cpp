@@ -116,7 +116,7 @@ class FieldEncoder {
 
  private:
   void inputs(const Inputs& in) {
-    const auto n = static_cast<uint8_t>(std::min<size_t>(in.n, kMaxOpInputs));
+    const auto n = static_cast<uint8_t>(std::min<size_t>(in.n, Inputs::kMax));
     put(n);
     for (uint8_t i = 0; i < n && i < Inputs::kInline; ++i) put(in.ids[i]);
     for (size_t i = Inputs::kInline; i < n && i - Inputs::kInline < in.more.size(); ++i)
@@ -350,12 +350,12 @@ class FieldReader {
   }
   void operator()(const char* field, Inputs& in) {
     in.n = r_.get<uint8_t>();
-    if (in.n > kMaxOpInputs) fail(field, in.n, fmt::format("at most {}", kMaxOpInputs));
+    if (in.n > Inputs::kMax) fail(field, in.n, fmt::format("at most {}", Inputs::kMax));
     const uint8_t inline_n = in.n < Inputs::kInline ? in.n : Inputs::kInline;
     for (uint8_t i = 0; i < inline_n; ++i) in.ids[i] = r_.get<uint64_t>();
     if (in.n <= Inputs::kInline) return;
     // The ids must be there before `more` allocates for them.
-    const size_t rest = r_.count(field, kMaxOpInputs, 8, in.n - Inputs::kInline);
+    const size_t rest = r_.count(field, Inputs::kMax, 8, in.n - Inputs::kInline);
     in.more.resize(rest);
     for (size_t i = 0; i < rest; ++i) in.more[i] = r_.get<uint64_t>();
   }

@@ -97,17 +97,18 @@ struct OpFlagsRule {};
 
 inline constexpr Range kDeviceRange{-1, static_cast<int64_t>(kMaxDevices) - 1};
 
-// A RunOp's tensor inputs: n ids, at most kMaxOpInputs (the op table's limit). The first
+// A RunOp's tensor inputs: n ids, at most kMax (the op table's kMaxOpInputs). The first
 // kInline live in `ids` (the 1- and 2-input ops of the hot path allocate nothing); the
 // others, only for ops of more inputs (conv2d with a bias, cat), in `more`. On the wire:
 // n (u8), then n ids.
 struct Inputs {
   static constexpr size_t kInline = 2;
+  static constexpr size_t kMax = static_cast<size_t>(dtr::kMaxOpInputs);
   uint8_t n = 0;
   TensorId ids[kInline] = {kNoTensor, kNoTensor};
   std::vector<TensorId> more{};  // inputs kInline.. (n - kInline of them)
   TensorId operator[](size_t i) const { return i < kInline ? ids[i] : more[i - kInline]; }
-  // Appends an id (the caller keeps n <= kMaxOpInputs).
+  // Appends an id (the caller keeps n <= kMax).
   void push_back(TensorId id) {
     if (n < kInline)
       ids[n] = id;
@@ -117,7 +118,6 @@ struct Inputs {
   }
   friend bool operator==(const Inputs&, const Inputs&) = default;
 };
-inline constexpr size_t kMaxOpInputs = static_cast<size_t>(dtr::kMaxOpInputs);
 
 namespace cmd {
 

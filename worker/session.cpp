@@ -297,8 +297,8 @@ void Session::Impl::on(const cmd::RunOp& c) {
   }
   // References into the table (no reference counting unless a task is made); only the
   // first c.inputs.n entries are set.
-  const SlotPtr* in[protocol::kMaxOpInputs];
-  Slot* raw[protocol::kMaxOpInputs];
+  const SlotPtr* in[protocol::Inputs::kMax];
+  Slot* raw[protocol::Inputs::kMax];
   const uint8_t n = c.inputs.n;
   for (uint8_t i = 0; i < n; ++i) {
     in[i] = &table.input(c.inputs[i], target, d.name, output_of(c));
@@ -595,7 +595,7 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
 
 bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::RunOp>();
-  Slot* in[protocol::kMaxOpInputs];
+  Slot* in[protocol::Inputs::kMax];
   for (uint8_t i = 0; i < c.inputs.n; ++i) {
     in[i] = t.input(i).get();
     if (!in[i]->ready_or_park(self)) return false;
