@@ -337,16 +337,18 @@ InferResult infer_linear(const OpDef& d, std::span<const TensorMeta> in) {
   return result(x.dtype, shape);
 }
 
-// conv2d's weight against C input channels: (Cout, C / groups, kh, kw).
-void check_weight(const OpDef& d, const TensorMeta& w, int64_t c, int64_t groups) {
+// conv2d's weight against the C input channels of `x` (the input, or the gradient):
+// (Cout, C / groups, kh, kw).
+void check_weight(const OpDef& d, const TensorMeta& w, const TensorMeta& x, int64_t c,
+                  int64_t groups) {
   if (w.dim() != 4)
-    fail<ShapeError>(d.name, "expected a weight of 4 dims (out, in/groups, kh, kw), got {}",
-                     w.shape);
+    fail<ShapeError>(d.name, "expected a weight of 4 dims (out, in/groups, kh, kw) for {}, got {}",
+                     x.shape, w.shape);
   if (c % groups != 0 || w.shape[0] % groups != 0 || w.shape[1] * groups != c)
     fail<ShapeError>(d.name,
-                     "weight {} with groups {} does not fit {} input channels (expected "
+                     "weight {} with groups {} does not fit {} input channels of {} (expected "
                      "in/groups = {} and out divisible by groups)",
-                     w.shape, groups, c, groups > 0 ? c / groups : 0);
+                     w.shape, groups, c, x.shape, groups > 0 ? c / groups : 0);
 }
 
 InferResult infer_conv2d(const OpDef& d, std::span<const TensorMeta> in, const OpAttrs& a) {
@@ -355,7 +357,7 @@ InferResult infer_conv2d(const OpDef& d, std::span<const TensorMeta> in, const O
   need_float(d, "x", x);
   need_same_dtype(d, "x", x, "weight", w);
   need_planes(d, "x", x);
-  check_weight(d, w, x.shape[x.dim() - 3], c.groups);
+  check_weight(d, w, x, x.shape[x.dim() - 3], c.groups);
   if (in.size() == 3) {
     need_same_dtype(d, "x", x, "bias", in[2]);
     if (in[2].dim() != 1 || in[2].shape[0] != w.shape[0])
@@ -389,7 +391,7 @@ InferResult infer_conv2d_grad(const OpDef& d, std::span<const TensorMeta> in, co
       fail<ShapeError>(d.name, "weight {} does not fit grad {} ({} output channels)", other.shape,
                        g.shape, cout);
     cin = other.shape[1] * c.groups;
-    check_weight(d, other, cin, c.groups);
+    check_weight(d, other, g, cin, c.groups);
     c.h.k = other.shape[2];
     c.w.k = other.shape[3];
     out = with_plane(g.shape, ih, iw);
