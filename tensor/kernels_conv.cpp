@@ -12,23 +12,29 @@
 //   conv2d_weight_grad  dW_g = G_g col^T          (summed over sample chunks)
 //   conv2d_input_grad   dcol = W_g^T G_g, and col2im adds each dcol entry back onto the
 //                       input position its tap read (dx starts at 0)
-// Samples are processed in chunks whose col stays within kColBudget elements.
+// Samples are processed in chunks of at most kChunkSamples whose col stays within
+// kColBudget elements; chunks run in parallel (tensor/parallel.hpp), each thread with its
+// own col buffer, and the weight gradient's sum over chunks is combined in a fixed order,
+// so results do not depend on the number of threads.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
-#include <vector>
+#include <memory>
 
 #include "kernels.hpp"
 #include "nn_params.hpp"
+#include "parallel.hpp"
 
 namespace dtr::local::detail {
 
 namespace {
 
 using dtr::detail::Axis;
-using dtr::detail::floor_div;
+using dtr::detail::parallel_for;
 
-constexpr int64_t kColBudget = int64_t{1} << 21;  // elements of col per chunk
+// Elements of col per chunk, and samples per chunk at most: chunks are the parallel parts.
+constexpr int64_t kColBudget = int64_t{1} << 21;
+constexpr int64_t kChunkSamples = 8;
 
 template <typename T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -97,14 +103,6 @@ ConvGeom geom_of(const dtr::detail::Conv2dArgs& args, const Shape& x, const Shap
   return g;
 }
 
-// The output columns [lo, hi) whose tap at input offset `off` (ox * s + off) lands inside
-// [0, size).
-void valid_range(int64_t off, int64_t s, int64_t size, int64_t out, int64_t& lo, int64_t& hi) {
-  lo = off >= 0 ? 0 : (-off + s - 1) / s;
-  hi = std::min(out, size - 1 - off < 0 ? 0 : floor_div(size - 1 - off, s) + 1);
-  if (hi < lo) hi = lo;
-}
-
 // For each (row r of col, sample, output row oy) with its input row: f(col segment of ow
 // entries, input row pointer or nullptr in the padding, lo, hi, column offset).
 template <typename T, typename X, typename F>
@@ -116,7 +114,7 @@ void walk_col(const ConvGeom& g, X* x, int64_t n0, int64_t nb, int64_t group, T*
         T* row = col + ((ci * g.ah.k + ki) * g.aw.k + kj) * cols;
         const int64_t off = kj * g.aw.d - g.aw.p;
         int64_t lo, hi;
-        valid_range(off, g.aw.s, g.w, g.ow, lo, hi);
+        dtr::detail::taps_inside(off, g.aw.s, g.w, g.ow, lo, hi);
         for (int64_t n = 0; n < nb; ++n) {
           X* plane = x + ((n0 + n) * g.c + group * g.cg() + ci) * g.h * g.w;
           for (int64_t oy = 0; oy < g.oh; ++oy) {
@@ -169,62 +167,104 @@ void gather_group(const ConvGeom& g, const T* y, int64_t n0, int64_t nb, int64_t
                   static_cast<size_t>(P) * sizeof(T));
 }
 
+// A per-thread scratch buffer of at least n elements, reused across calls (no zeroing, no
+// page faults after the first call of that size).
+template <typename T>
+T* scratch(int slot, size_t n) {
+  struct Buffer {
+    std::unique_ptr<T[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[2];
+  Buffer& b = buffers[slot];
+  if (b.size < n) {
+    b.data.reset(new T[n]);
+    b.size = n;
+  }
+  return b.data.get();
+}
+
+// Sample chunks [n0, n0 + nb) of a call: the parts run in parallel (their number depends
+// on the shapes only, not on the threads).
+struct Chunks {
+  int64_t step = 1, count = 0;
+  Chunks(const ConvGeom& g) : step(g.chunk()), count((g.n + step - 1) / step) {}
+  int64_t first(int64_t c) const { return c * step; }
+  int64_t size(const ConvGeom& g, int64_t c) const { return std::min(step, g.n - c * step); }
+};
+
 template <typename T>
 void conv2d_forward(const ConvGeom& g, const T* x, const T* w, const T* b, T* out) {
-  const int64_t P = g.p(), K = g.k(), step = g.chunk();
-  std::vector<T> col(static_cast<size_t>(K * std::min(step, g.n) * P));
-  std::vector<T> y(static_cast<size_t>(g.coutg() * std::min(step, g.n) * P));
-  for (int64_t n0 = 0; n0 < g.n; n0 += step) {
-    const int64_t nb = std::min(step, g.n - n0), cols = nb * P;
+  const int64_t P = g.p(), K = g.k();
+  const Chunks chunks(g);
+  parallel_for(chunks.count, [&](int64_t c) {
+    const int64_t n0 = chunks.first(c), nb = chunks.size(g, c), cols = nb * P;
+    T* col = scratch<T>(0, static_cast<size_t>(K * cols));
+    T* y = scratch<T>(1, static_cast<size_t>(g.coutg() * cols));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      im2col(g, x, n0, nb, grp, col.data());
-      gemm<T>(false, g.coutg(), cols, K, w + grp * g.coutg() * K, K, false, col.data(), cols, false,
-              y.data(), cols);
+      im2col(g, x, n0, nb, grp, col);
+      gemm<T>(false, g.coutg(), cols, K, w + grp * g.coutg() * K, K, false, col, cols, false, y,
+              cols);
       for (int64_t co = 0; co < g.coutg(); ++co) {
         const int64_t channel = grp * g.coutg() + co;
         const T bias = b ? b[channel] : T(0);
         for (int64_t n = 0; n < nb; ++n) {
-          const T* src = y.data() + co * cols + n * P;
+          const T* src = y + co * cols + n * P;
           T* dst = out + ((n0 + n) * g.cout + channel) * P;
           for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + bias;
         }
       }
     }
-  }
+  });
 }
+
+// The weight gradient sums over every sample: kStripes partial sums (stripe s takes the
+// chunks s, s + kStripes, ... in order), added up in stripe order, so the result does not
+// depend on the number of threads.
+constexpr int64_t kStripes = 8;
 
 template <typename T>
 void conv2d_weight_grad(const ConvGeom& g, const T* grad, const T* x, T* dw) {
-  const int64_t P = g.p(), K = g.k(), step = g.chunk();
-  std::vector<T> col(static_cast<size_t>(K * std::min(step, g.n) * P));
-  std::vector<T> gm(static_cast<size_t>(g.coutg() * std::min(step, g.n) * P));
-  std::fill(dw, dw + g.cout * K, T(0));
-  for (int64_t n0 = 0; n0 < g.n; n0 += step) {
-    const int64_t nb = std::min(step, g.n - n0), cols = nb * P;
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      im2col(g, x, n0, nb, grp, col.data());
-      gather_group(g, grad, n0, nb, grp, gm.data());
-      gemm<T>(true, g.coutg(), K, cols, gm.data(), cols, false, col.data(), cols, true,
-              dw + grp * g.coutg() * K, K);
+  const int64_t P = g.p(), K = g.k(), size = g.cout * K;
+  const Chunks chunks(g);
+  const int64_t stripes = std::min(kStripes, chunks.count);
+  std::unique_ptr<T[]> partial(new T[static_cast<size_t>(stripes * size)]);
+  parallel_for(stripes, [&](int64_t s) {
+    T* part = partial.get() + s * size;
+    std::fill(part, part + size, T(0));
+    for (int64_t c = s; c < chunks.count; c += stripes) {
+      const int64_t n0 = chunks.first(c), nb = chunks.size(g, c), cols = nb * P;
+      T* col = scratch<T>(0, static_cast<size_t>(K * cols));
+      T* gm = scratch<T>(1, static_cast<size_t>(g.coutg() * cols));
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        im2col(g, x, n0, nb, grp, col);
+        gather_group(g, grad, n0, nb, grp, gm);
+        gemm<T>(true, g.coutg(), K, cols, gm, cols, false, col, cols, true,
+                part + grp * g.coutg() * K, K);
+      }
     }
-  }
+  });
+  std::copy(partial.get(), partial.get() + size, dw);
+  for (int64_t s = 1; s < stripes; ++s)
+    for (int64_t i = 0; i < size; ++i) dw[i] += partial[static_cast<size_t>(s * size + i)];
 }
 
 template <typename T>
 void conv2d_input_grad(const ConvGeom& g, const T* grad, const T* w, T* dx) {
-  const int64_t P = g.p(), K = g.k(), step = g.chunk();
-  std::vector<T> col(static_cast<size_t>(K * std::min(step, g.n) * P));
-  std::vector<T> gm(static_cast<size_t>(g.coutg() * std::min(step, g.n) * P));
-  std::fill(dx, dx + g.n * g.c * g.h * g.w, T(0));
-  for (int64_t n0 = 0; n0 < g.n; n0 += step) {
-    const int64_t nb = std::min(step, g.n - n0), cols = nb * P;
+  const int64_t P = g.p(), K = g.k(), plane = g.c * g.h * g.w;
+  const Chunks chunks(g);
+  parallel_for(chunks.count, [&](int64_t c) {
+    const int64_t n0 = chunks.first(c), nb = chunks.size(g, c), cols = nb * P;
+    std::fill(dx + n0 * plane, dx + (n0 + nb) * plane, T(0));
+    T* col = scratch<T>(0, static_cast<size_t>(K * cols));
+    T* gm = scratch<T>(1, static_cast<size_t>(g.coutg() * cols));
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      gather_group(g, grad, n0, nb, grp, gm.data());
-      gemm<T>(false, K, cols, g.coutg(), w + grp * g.coutg() * K, K, true, gm.data(), cols, false,
-              col.data(), cols);
-      col2im(g, dx, n0, nb, grp, col.data());
+      gather_group(g, grad, n0, nb, grp, gm);
+      gemm<T>(false, K, cols, g.coutg(), w + grp * g.coutg() * K, K, true, gm, cols, false, col,
+              cols);
+      col2im(g, dx, n0, nb, grp, col);
     }
-  }
+  });
 }
 
 void linear(const OpDef& d, std::span<const Tensor> in, const Tensor& out) {

@@ -5,9 +5,13 @@
 // nn_params.hpp's and nn_math.hpp's, which the CUDA kernels share.
 //
 // Pooling works on planes: an (N, C, H, W) tensor is N * C planes of H x W (a (C, H, W)
-// one is C planes). avg_pool2d's gradient is gathered per input element (the outputs
-// whose windows hold it), max_pool2d's is scattered from its indices in output order.
+// one is C planes). max_pool2d runs tap by tap over whole output rows; avg_pool2d's
+// gradient is gathered per input element (the outputs whose windows hold it), max_pool2d's
+// is scattered from its indices in output order.
+#include <bit>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "kernels.hpp"
 #include "nn_math.hpp"
@@ -33,37 +37,115 @@ Planes planes_of(const Shape& s) {
   return p;
 }
 
-void pool_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
-  const bool avg = d.id == OpId::avg_pool2d, indices = d.id == OpId::max_pool2d_indices;
-  const Pool2dArgs p =
-      avg ? dtr::detail::avg_pool2d_args(d, a, 0) : dtr::detail::max_pool2d_args(d, a, 0);
+// One plane of max_pool2d: each output's max (NaN wins, the last NaN) and its position,
+// as max_pool_at defines them, computed tap by tap over a whole output row so that the
+// outputs of a row are independent work (no chain of compares per output).
+// take ? a : b without a branch (compilers branch on `?:` here, and random data mispredicts
+// half the time).
+template <typename T>
+T pick(bool take, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const U m = U(0) - static_cast<U>(take);
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m)));
+}
+
+// The common 2x2 window without padding or dilation, every window inside the plane.
+template <typename T>
+void max_pool_plane_2x2(const T* plane, const Planes& ip, const Planes& op, const Pool2dArgs& p,
+                        T* best, int64_t* where) {
+  const int64_t w = ip.w, sh = p.h.s, sw = p.w.s;
+  for (int64_t oy = 0; oy < op.h; ++oy)
+    for (int64_t ox = 0; ox < op.w; ++ox) {
+      const int64_t at = oy * sh * w + ox * sw;
+      const T* q = plane + at;
+      const int64_t pos[4] = {at, at + 1, at + w, at + w + 1};
+      const T v[4] = {q[0], q[1], q[w], q[w + 1]};
+      T b = -std::numeric_limits<T>::infinity();
+      int64_t wh = at;
+      for (int j = 0; j < 4; ++j) {
+        const bool take = (v[j] > b) | (v[j] != v[j]);
+        b = pick(take, v[j], b);
+        wh = pick(take, pos[j], wh);
+      }
+      best[oy * op.w + ox] = b;
+      where[oy * op.w + ox] = wh;
+    }
+}
+
+template <typename T>
+void max_pool_plane(const T* plane, const Planes& ip, const Planes& op, const Pool2dArgs& p,
+                    T* best, int64_t* where) {
+  const bool inside = p.h.p == 0 && p.w.p == 0 && (op.h - 1) * p.h.s + p.h.k <= ip.h &&
+                      (op.w - 1) * p.w.s + p.w.k <= ip.w;
+  if (inside && p.h.k == 2 && p.w.k == 2 && p.h.d == 1 && p.w.d == 1)
+    return max_pool_plane_2x2(plane, ip, op, p, best, where);
+  for (int64_t oy = 0; oy < op.h; ++oy) {
+    int64_t y0, y1;
+    dtr::detail::max_window(oy, ip.h, p.h, y0, y1);
+    T* b = best + oy * op.w;
+    int64_t* wh = where + oy * op.w;
+    for (int64_t ox = 0; ox < op.w; ++ox) {
+      int64_t x0, x1;
+      dtr::detail::max_window(ox, ip.w, p.w, x0, x1);
+      b[ox] = -std::numeric_limits<T>::infinity();
+      wh[ox] = y0 * ip.w + x0;
+    }
+    for (int64_t y = y0; y < y1; y += p.h.d) {
+      const T* row = plane + y * ip.w;
+      for (int64_t kj = 0; kj < p.w.k; ++kj) {
+        const int64_t off = kj * p.w.d - p.w.p, s = p.w.s;
+        int64_t lo, hi;
+        dtr::detail::taps_inside(off, s, ip.w, op.w, lo, hi);
+        for (int64_t ox = lo; ox < hi; ++ox) {
+          const T v = row[ox * s + off];
+          const bool take = (v > b[ox]) | (v != v);
+          b[ox] = pick(take, v, b[ox]);
+          wh[ox] = pick(take, y * ip.w + ox * s + off, wh[ox]);
+        }
+      }
+    }
+  }
+}
+
+void max_pool_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
+                     const Tensor& out) {
+  const Pool2dArgs p = dtr::detail::max_pool2d_args(d, a, 0);
+  const bool indices = d.id == OpId::max_pool2d_indices;
+  const Tensor x = in[0].contiguous();
+  const Planes ip = planes_of(x.shape()), op = planes_of(out.shape());
+  const int64_t per = op.h * op.w;
+  dispatch_float(d.name, x.dtype(), [&]<typename T>() {
+    const T* src = static_cast<const T*>(x.raw_data());
+    std::vector<T> best(indices ? static_cast<size_t>(per) : 0);
+    std::vector<int64_t> where(indices ? 0 : static_cast<size_t>(per));
+    for (int64_t c = 0; c < ip.count; ++c) {
+      T* b = indices ? best.data() : static_cast<T*>(out.raw_data()) + c * per;
+      int64_t* w = indices ? static_cast<int64_t*>(out.raw_data()) + c * per : where.data();
+      max_pool_plane(src + c * ip.h * ip.w, ip, op, p, b, w);
+    }
+  });
+}
+
+void avg_pool_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
+                     const Tensor& out) {
+  const Pool2dArgs p = dtr::detail::avg_pool2d_args(d, a, 0);
   const Tensor x = in[0].contiguous();
   const Planes ip = planes_of(x.shape()), op = planes_of(out.shape());
   dispatch_float(d.name, x.dtype(), [&]<typename T>() {
     const T* src = static_cast<const T*>(x.raw_data());
+    T* o = static_cast<T*>(out.raw_data());
     for (int64_t c = 0; c < ip.count; ++c) {
       const T* plane = src + c * ip.h * ip.w;
       for (int64_t oy = 0; oy < op.h; ++oy)
         for (int64_t ox = 0; ox < op.w; ++ox) {
-          const int64_t at = (c * op.h + oy) * op.w + ox;
-          if (avg) {
-            int64_t y0, y1, sy, x0, x1, sx;
-            avg_window(oy, ip.h, p.h, y0, y1, sy);
-            avg_window(ox, ip.w, p.w, x0, x1, sx);
-            const double div = avg_divisor(p, y0, y1, sy, x0, x1, sx);
-            double sum = 0;
-            for (int64_t y = y0; y < y1; ++y)
-              for (int64_t xx = x0; xx < x1; ++xx) sum += static_cast<double>(plane[y * ip.w + xx]);
-            static_cast<T*>(out.raw_data())[at] = div == 0 ? T(0) : static_cast<T>(sum / div);
-            continue;
-          }
-          T best;
-          int64_t where;
-          dtr::detail::max_pool_at<T, T>(plane, ip.h, ip.w, p, oy, ox, best, where);
-          if (indices)
-            static_cast<int64_t*>(out.raw_data())[at] = where;
-          else
-            static_cast<T*>(out.raw_data())[at] = best;
+          int64_t y0, y1, sy, x0, x1, sx;
+          avg_window(oy, ip.h, p.h, y0, y1, sy);
+          avg_window(ox, ip.w, p.w, x0, x1, sx);
+          const double div = avg_divisor(p, y0, y1, sy, x0, x1, sx);
+          double sum = 0;
+          for (int64_t y = y0; y < y1; ++y)
+            for (int64_t xx = x0; xx < x1; ++xx) sum += static_cast<double>(plane[y * ip.w + xx]);
+          o[(c * op.h + oy) * op.w + ox] = div == 0 ? T(0) : static_cast<T>(sum / div);
         }
     }
   });
@@ -181,14 +263,22 @@ void dropout_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a
   // dropout2d draws one value per channel: every element of a (H, W) plane shares it.
   const int64_t group =
       d.id == OpId::dropout2d ? x.shape()[x.dim() - 1] * x.shape()[x.dim() - 2] : int64_t{1};
+  const int64_t n = x.numel(), draws = group > 0 ? n / group : 0;
+  std::vector<uint8_t> keep(static_cast<size_t>(draws));
+  for (int64_t b = 0; b * 4 < draws; ++b) {
+    bool four[4];
+    dtr::detail::dropout_keeps4(a.seed, a.offset, static_cast<uint64_t>(b), p, four);
+    for (int64_t j = 0; j < 4 && b * 4 + j < draws; ++j)
+      keep[static_cast<size_t>(b * 4 + j)] = four[j];
+  }
   dispatch_float(d.name, x.dtype(), [&]<typename T>() {
+    // x * mask / (1 - p) as torch computes it (a dropped NaN stays NaN).
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     const T* px = static_cast<const T*>(x.raw_data());
     T* o = static_cast<T*>(out.raw_data());
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      const uint64_t pos = a.offset + static_cast<uint64_t>(group > 1 ? i / group : i);
-      o[i] = dtr::detail::dropout_keeps(a.seed, pos, p) ? px[i] * scale : T(0);
+    for (int64_t c = 0; c < draws; ++c) {
+      const T factor = keep[static_cast<size_t>(c)] ? scale : T(0);
+      for (int64_t i = c * group; i < (c + 1) * group; ++i) o[i] = px[i] * factor;
     }
   });
 }
@@ -222,8 +312,9 @@ void nn_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, con
   switch (d.id) {
     case OpId::max_pool2d:
     case OpId::max_pool2d_indices:
+      return max_pool_kernel(d, in, a, out);
     case OpId::avg_pool2d:
-      return pool_kernel(d, in, a, out);
+      return avg_pool_kernel(d, in, a, out);
     case OpId::max_pool2d_backward:
       return max_pool_backward_kernel(d, in, out);
     case OpId::avg_pool2d_backward:

@@ -103,11 +103,20 @@ DTR_HOST_DEVICE double nll_total_weight(const int64_t* target, const T* weight, 
   return total;
 }
 
-// Whether dropout keeps the element (or channel) at generator position `pos`: a 24-bit
-// uniform draw u in [0, 1) and u >= p, so that an element survives with probability 1 - p
-// whatever the tensor's dtype.
-DTR_HOST_DEVICE inline bool dropout_keeps(uint64_t seed, uint64_t pos, double p) {
-  return static_cast<double>(philox_uniform<float>(seed, pos)) >= p;
+// dropout's draws: element (dropout2d: channel) i of a call whose generator position is
+// `offset` takes word i % 4 of Philox at counter offset + i / 4 (one Philox block serves
+// four elements) as a 24-bit uniform u in [0, 1), and survives when u >= p (probability
+// 1 - p), whatever the tensor's dtype. dropout_keeps4 gives the four of block `block`.
+DTR_HOST_DEVICE inline void dropout_keeps4(uint64_t seed, uint64_t offset, uint64_t block, double p,
+                                           bool (&keep)[4]) {
+  const Philox4 r = philox4x32(seed, offset + block);
+  for (int j = 0; j < 4; ++j)
+    keep[j] = static_cast<double>(static_cast<float>(r.v[j] >> 8) * (1.0f / 16777216.0f)) >= p;
+}
+DTR_HOST_DEVICE inline bool dropout_keeps(uint64_t seed, uint64_t offset, uint64_t i, double p) {
+  bool keep[4];
+  dropout_keeps4(seed, offset, i / 4, p, keep);
+  return keep[i % 4];
 }
 
 }  // namespace dtr::detail

@@ -77,6 +77,16 @@ DTR_HOST_DEVICE inline int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
+// The output positions [lo, hi) of `out` whose tap at input offset `off` (position
+// o * s + off) lands inside [0, size).
+DTR_HOST_DEVICE inline void taps_inside(int64_t off, int64_t s, int64_t size, int64_t out,
+                                        int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = size - 1 - off < 0 ? 0 : floor_div(size - 1 - off, s) + 1;
+  if (hi > out) hi = out;
+  if (hi < lo) hi = lo;
+}
+
 // The input rows [lo, hi) (stepping by d) that output position o of a max pooling reads,
 // clipped to the input: torch's window (the first tap at or after row 0).
 DTR_HOST_DEVICE inline void max_window(int64_t o, int64_t in, const Axis& x, int64_t& lo,
@@ -97,13 +107,13 @@ DTR_HOST_DEVICE void max_pool_at(const T* plane, int64_t h, int64_t w, const Poo
   max_window(ow, w, p.w, x0, x1);
   best = -static_cast<Acc>(INFINITY);
   where = y0 * w + x0;
+  // Without branches on the data (random data mispredicts them half the time).
   for (int64_t y = y0; y < y1; y += p.h.d)
     for (int64_t x = x0; x < x1; x += p.w.d) {
       const Acc v = static_cast<Acc>(plane[y * w + x]);
-      if (v > best || v != v) {
-        best = v;
-        where = y * w + x;
-      }
+      const bool take = (v > best) | (v != v);
+      best = take ? v : best;
+      where = take ? y * w + x : where;
     }
 }
 
