@@ -189,10 +189,9 @@ OpAttrs nn_ints(Dims ints, Scalar s0 = Scalar()) {
   return a;
 }
 
-// Cases of the NN ops; the gradients get inputs of the shapes their forward ops give.
+// Cases of the NN layers (their gradients: nn_gradient_cases).
 void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
   const OpAttrs pool2 = with_ints({2, 2, 0, 0, 0, 0, 1, 1, 0});
-  const Tensor pidx = in.x4.max_pool2d_indices(2);
   const OpAttrs mean = with_ints({1, -100}), none = with_ints({0, 2});
   auto drop = [](double p, int64_t training) {
     OpAttrs a = nn_ints({training}, p);
@@ -214,14 +213,6 @@ void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("weight of 2 channels (error)", {in.x4, in.wg}, with_ints({1, 1, 0, 0, 1, 1, 1}), false,
           false);
       break;
-    case OpId::conv2d_input_grad:
-      add("padding 1", {in.gconv, in.w4}, with_ints({6, 5, 1, 1, 1, 1, 1, 1, 1}), false, false);
-      add("input 7x5 (error)", {in.gconv, in.w4}, with_ints({7, 5, 1, 1, 1, 1, 1, 1, 1}), false,
-          false);
-      break;
-    case OpId::conv2d_weight_grad:
-      add("padding 1", {in.gconv, in.x4}, with_ints({3, 3, 1, 1, 1, 1, 1, 1, 1}), false, false);
-      break;
     case OpId::max_pool2d:
     case OpId::max_pool2d_indices:
       add("k 2", {in.x4}, pool2, false, false);
@@ -230,19 +221,11 @@ void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("padding 2 of k 2 (error)", {in.x4}, with_ints({2, 2, 0, 0, 2, 2, 1, 1, 0}), false,
           false);
       break;
-    case OpId::max_pool2d_backward:
-      add("k 2", {in.gpool, pidx}, with_ints({6, 5}), false, false);
-      add("index out of range (error)", {in.gpool, pidx.add(100)}, with_ints({6, 5}), false, false);
-      break;
     case OpId::avg_pool2d:
       add("k 2", {in.x4}, with_ints({2, 2, 0, 0, 0, 0, 0, 1}), false, false);
       add("k 3 stride 2 padding 1 ceil, no pad counted", {in.x4},
           with_ints({3, 3, 2, 2, 1, 1, 1, 0}), false, false);
       add("divisor 3, transposed", {in.x4}, nn_ints({2, 2, 0, 0, 0, 0, 0, 1}, 3.0), false, true);
-      break;
-    case OpId::avg_pool2d_backward:
-      add("k 2", {in.gpool}, with_ints({6, 5, 2, 2, 0, 0, 0, 0, 0, 1}), false, false);
-      add("input 9x9 (error)", {in.gpool}, with_ints({9, 9, 2, 2, 0, 0, 0, 0, 0, 1}), false, false);
       break;
     case OpId::softmax:
     case OpId::log_softmax:
@@ -251,21 +234,11 @@ void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("f64 dim -1, transposed", {in.da}, with_ints({-1}), false, true);
       add("i64 (error)", {in.ia}, with_ints({0}), false, false);
       break;
-    case OpId::softmax_backward:
-      add("dim 1", {in.fb, in.fa.softmax(1)}, with_ints({1}), false, false);
-      break;
-    case OpId::log_softmax_backward:
-      add("dim 1", {in.fb, in.fa.log_softmax(1)}, with_ints({1}), false, false);
-      break;
     case OpId::nll_loss:
       add("mean", {in.logp, in.target}, mean, false, false);
       add("sum, weighted", {in.logp, in.target, in.cw}, with_ints({2, -100}), false, false);
       add("none, ignore 2", {in.logp, in.target}, none, false, false);
       add("target 7 (error)", {in.logp, i64({7, 0, 0, 0}, {4})}, mean, false, false);
-      break;
-    case OpId::nll_loss_backward:
-      add("mean", {local::full({}, 0.5), in.logp, in.target}, mean, false, false);
-      add("none, weighted, ignore 2", {in.fr, in.logp, in.target, in.cw}, none, false, false);
       break;
     case OpId::dropout:
     case OpId::dropout2d:
@@ -273,6 +246,42 @@ void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("p 0.25, transposed", {in.x4}, drop(0.25, 1), false, true);
       add("not training", {in.x4}, drop(0.5, 0), false, false);
       add("p 2 (error)", {in.x4}, drop(2.0, 1), false, false);
+      break;
+    default:
+      break;
+  }
+}
+
+// Cases of the NN layers' gradients, with inputs of the shapes their forward ops give.
+void nn_gradient_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
+  const Tensor pidx = in.x4.max_pool2d_indices(2);
+  const OpAttrs mean = with_ints({1, -100}), none = with_ints({0, 2});
+  switch (d.id) {
+    case OpId::conv2d_input_grad:
+      add("padding 1", {in.gconv, in.w4}, with_ints({6, 5, 1, 1, 1, 1, 1, 1, 1}), false, false);
+      add("input 7x5 (error)", {in.gconv, in.w4}, with_ints({7, 5, 1, 1, 1, 1, 1, 1, 1}), false,
+          false);
+      break;
+    case OpId::conv2d_weight_grad:
+      add("padding 1", {in.gconv, in.x4}, with_ints({3, 3, 1, 1, 1, 1, 1, 1, 1}), false, false);
+      break;
+    case OpId::max_pool2d_backward:
+      add("k 2", {in.gpool, pidx}, with_ints({6, 5}), false, false);
+      add("index out of range (error)", {in.gpool, pidx.add(100)}, with_ints({6, 5}), false, false);
+      break;
+    case OpId::avg_pool2d_backward:
+      add("k 2", {in.gpool}, with_ints({6, 5, 2, 2, 0, 0, 0, 0, 0, 1}), false, false);
+      add("input 9x9 (error)", {in.gpool}, with_ints({9, 9, 2, 2, 0, 0, 0, 0, 0, 1}), false, false);
+      break;
+    case OpId::softmax_backward:
+      add("dim 1", {in.fb, in.fa.softmax(1)}, with_ints({1}), false, false);
+      break;
+    case OpId::log_softmax_backward:
+      add("dim 1", {in.fb, in.fa.log_softmax(1)}, with_ints({1}), false, false);
+      break;
+    case OpId::nll_loss_backward:
+      add("mean", {local::full({}, 0.5), in.logp, in.target}, mean, false, false);
+      add("none, weighted, ignore 2", {in.fr, in.logp, in.target, in.cw}, none, false, false);
       break;
     case OpId::threshold_backward:
       add("threshold 0", {in.fb, in.fa}, with_scalars(0), false, false);
@@ -301,6 +310,7 @@ std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
       break;
     case OpKind::NN:
       nn_cases(d, in, add_case);
+      nn_gradient_cases(d, in, add_case);
       break;
     case OpKind::Unary:
       add("f32", {in.fa});
