@@ -561,7 +561,7 @@ class ZmqGroup : public Backend {
     return std::make_shared<ZmqGroup>(mesh_, mix(id_ ^ mix(child)), std::move(world));
   }
 
-  Work isend(const local::Tensor& t, int dst, int tag) override {
+  Work isend(const local::Tensor& t, int dst, int tag, bool /*blocking*/) override {
     const std::string what = fmt::format("send from rank {} to rank {} (tag {})", rank_, dst, tag);
     auto work = std::make_shared<Work::State>(what);
     WireHeader h;
@@ -589,7 +589,7 @@ class ZmqGroup : public Backend {
     return Work(work);
   }
 
-  Work irecv(const local::Tensor& t, int src, int tag) override {
+  Work irecv(const local::Tensor& t, int src, int tag, bool /*blocking*/) override {
     const std::string what =
         src == kAnySource ? fmt::format("recv on rank {} from any rank (tag {})", rank_, tag)
                           : fmt::format("recv on rank {} from rank {} (tag {})", rank_, src, tag);
