@@ -217,6 +217,9 @@ void with_element(size_t bytes, F&& f) {
   }
 }
 
+template <typename T>
+struct GlooCall;
+
 class GlooGroup final : public LibraryGroup {
  public:
   GlooGroup(std::shared_ptr<GlooJob> job, std::string id, int rank, std::vector<int> members,
@@ -310,6 +313,15 @@ class GlooGroup final : public LibraryGroup {
   template <typename T>
   void run_typed(CollectiveArgs& a, const local::Tensor& ref, uint32_t tag,
                  Clock::time_point deadline);
+  // all_reduce, reduce, reduce_scatter.
+  template <typename T>
+  void run_reducing(CollectiveArgs& a, const GlooCall<T>& call);
+  // broadcast, scatter.
+  template <typename T>
+  void run_spreading(CollectiveArgs& a, const GlooCall<T>& call);
+  // all_gather, gather.
+  template <typename T>
+  void run_gathering(CollectiveArgs& a, const GlooCall<T>& call);
 
   std::shared_ptr<GlooJob> job_;
   const std::string id_;
@@ -317,108 +329,143 @@ class GlooGroup final : public LibraryGroup {
   std::atomic<uint64_t> children_{0};
 };
 
+// The pieces every typed collective uses: element count, dtr's kernel as gloo's reduce
+// function, the tag and the time left, and tensor pointers as T*.
+template <typename T>
+struct GlooCall {
+  size_t n;
+  gloo::AllreduceOptions::Func reduce;
+  uint32_t tag;
+  Clock::time_point deadline;
+
+  GlooCall(const CollectiveArgs& a, const local::Tensor& ref, uint32_t tag_,
+           Clock::time_point deadline_)
+      : n(static_cast<size_t>(ref.meta().numel())), tag(tag_), deadline(deadline_) {
+    const DType dt = ref.dtype();
+    const ReduceOp op = a.reduce;
+    reduce = [dt, op](void* c, const void* x, const void* y, size_t k) {
+      reduce_into(c, x, y, static_cast<int64_t>(k), dt, op);
+    };
+  }
+  template <typename Options>
+  void set(Options& o) const {
+    o.setTag(tag);
+    o.setTimeout(remaining(deadline));
+  }
+  static T* ptr(const local::Tensor& t) { return static_cast<T*>(t.raw_data()); }
+};
+
 template <typename T>
 void GlooGroup::run_typed(CollectiveArgs& a, const local::Tensor& ref, uint32_t tag,
                           Clock::time_point deadline) {
-  const size_t n = static_cast<size_t>(ref.meta().numel());
-  const DType dt = ref.dtype();
-  const ReduceOp op = a.reduce;
-  auto fn = [dt, op](void* c, const void* x, const void* y, size_t k) {
-    reduce_into(c, x, y, static_cast<int64_t>(k), dt, op);
-  };
-  auto set = [&](auto& o) {
-    o.setTag(tag);
-    o.setTimeout(remaining(deadline));
-  };
-  auto ptr = [](const local::Tensor& t) { return static_cast<T*>(t.raw_data()); };
+  const GlooCall<T> call(a, ref, tag, deadline);
   switch (a.op) {
-    case CommOp::AllReduce: {
-      gloo::AllreduceOptions o(ctx_);
-      o.setOutput(ptr(a.outputs[0]), n);
-      o.setReduceFunction(fn);
-      set(o);
-      gloo::allreduce(o);
-      break;
-    }
-    case CommOp::Broadcast: {
-      gloo::BroadcastOptions o(ctx_);
-      o.setOutput(ptr(a.outputs[0]), n);
-      o.setRoot(a.root);
-      set(o);
-      gloo::broadcast(o);
-      break;
-    }
-    case CommOp::Reduce: {
-      // gloo writes partial results into every rank's output: the others' tensors stay
-      // unchanged by reducing into scratch memory.
-      gloo::ReduceOptions o(ctx_);
-      std::vector<T> scratch;
-      if (rank() == a.root) {
-        o.setOutput(ptr(a.outputs[0]), n);
-      } else {
-        scratch.resize(n);
-        o.setInput(ptr(a.outputs[0]), n);
-        o.setOutput(scratch.data(), n);
-      }
-      o.setRoot(a.root);
-      o.setReduceFunction(fn);
-      set(o);
-      gloo::reduce(o);
-      break;
-    }
-    case CommOp::AllGather: {
-      FlatBlocks out(a.outputs, false);
-      gloo::AllgatherOptions o(ctx_);
-      // An input that is already this rank's block of the output is used in place.
-      T* own = reinterpret_cast<T*>(out.data()) + n * rank();
-      if (ptr(a.inputs[0]) != own) o.setInput(ptr(a.inputs[0]), n);
-      o.setOutput(reinterpret_cast<T*>(out.data()), n * size());
-      set(o);
-      gloo::allgather(o);
-      out.copy_out(a.outputs);
-      break;
-    }
-    case CommOp::Gather: {
-      std::optional<FlatBlocks> out;
-      gloo::GatherOptions o(ctx_);
-      o.setInput(ptr(a.inputs[0]), n);
-      if (rank() == a.root) {
-        out.emplace(a.outputs, false);
-        o.setOutput(reinterpret_cast<T*>(out->data()), n * size());
-      }
-      o.setRoot(a.root);
-      set(o);
-      gloo::gather(o);
-      if (out) out->copy_out(a.outputs);
-      break;
-    }
-    case CommOp::Scatter: {
-      gloo::ScatterOptions o(ctx_);
-      std::vector<T*> ins;
-      for (const auto& t : a.inputs) ins.push_back(ptr(t));
-      if (rank() == a.root) o.setInputs(ins, n);
-      o.setOutput(ptr(a.outputs[0]), n);
-      o.setRoot(a.root);
-      set(o);
-      gloo::scatter(o);
-      break;
-    }
-    case CommOp::ReduceScatter: {
-      // All-reduce a copy of the concatenated inputs; this rank's block is its result.
-      FlatBlocks in(a.inputs, true);
-      std::vector<T> all(n * size());
-      std::memcpy(all.data(), in.data(), all.size() * sizeof(T));
-      gloo::AllreduceOptions o(ctx_);
-      o.setOutput(all.data(), all.size());
-      o.setReduceFunction(fn);
-      set(o);
-      gloo::allreduce(o);
-      std::memcpy(a.outputs[0].raw_data(), all.data() + n * rank(), n * sizeof(T));
-      break;
-    }
+    case CommOp::AllReduce:
+    case CommOp::Reduce:
+    case CommOp::ReduceScatter:
+      return run_reducing(a, call);
+    case CommOp::Broadcast:
+    case CommOp::Scatter:
+      return run_spreading(a, call);
+    case CommOp::AllGather:
+    case CommOp::Gather:
+      return run_gathering(a, call);
     default:
       throw InvalidArgument(fmt::format("gloo: {} is not a collective", comm_op_name(a.op)));
   }
+}
+
+template <typename T>
+void GlooGroup::run_reducing(CollectiveArgs& a, const GlooCall<T>& c) {
+  const size_t n = c.n;
+  if (a.op == CommOp::AllReduce) {
+    gloo::AllreduceOptions o(ctx_);
+    o.setOutput(c.ptr(a.outputs[0]), n);
+    o.setReduceFunction(c.reduce);
+    c.set(o);
+    gloo::allreduce(o);
+  } else if (a.op == CommOp::Reduce) {
+    // gloo writes partial results into every rank's output: the others' tensors stay
+    // unchanged by reducing into scratch memory.
+    gloo::ReduceOptions o(ctx_);
+    std::vector<T> scratch;
+    if (rank() == a.root) {
+      o.setOutput(c.ptr(a.outputs[0]), n);
+    } else {
+      scratch.resize(n);
+      o.setInput(c.ptr(a.outputs[0]), n);
+      o.setOutput(scratch.data(), n);
+    }
+    o.setRoot(a.root);
+    o.setReduceFunction(c.reduce);
+    c.set(o);
+    gloo::reduce(o);
+  } else {
+    // reduce_scatter: all-reduce a copy of the concatenated inputs; this rank's block is its
+    // result.
+    FlatBlocks in(a.inputs, true);
+    std::vector<T> all(n * size());
+    std::memcpy(all.data(), in.data(), all.size() * sizeof(T));
+    gloo::AllreduceOptions o(ctx_);
+    o.setOutput(all.data(), all.size());
+    o.setReduceFunction(c.reduce);
+    c.set(o);
+    gloo::allreduce(o);
+    std::memcpy(a.outputs[0].raw_data(), all.data() + n * rank(), n * sizeof(T));
+  }
+}
+
+template <typename T>
+void GlooGroup::run_spreading(CollectiveArgs& a, const GlooCall<T>& c) {
+  if (a.op == CommOp::Broadcast) {
+    gloo::BroadcastOptions o(ctx_);
+    o.setOutput(c.ptr(a.outputs[0]), c.n);
+    o.setRoot(a.root);
+    c.set(o);
+    gloo::broadcast(o);
+    return;
+  }
+  gloo::ScatterOptions o(ctx_);
+  std::vector<T*> ins;
+  for (const auto& t : a.inputs) ins.push_back(c.ptr(t));
+  if (rank() == a.root) o.setInputs(ins, c.n);
+  o.setOutput(c.ptr(a.outputs[0]), c.n);
+  o.setRoot(a.root);
+  c.set(o);
+  gloo::scatter(o);
+}
+
+template <typename T>
+void GlooGroup::run_gathering(CollectiveArgs& a, const GlooCall<T>& c) {
+  const size_t n = c.n;
+  T* in = c.ptr(a.inputs[0]);
+  if (a.op == CommOp::AllGather) {
+    FlatBlocks out(a.outputs, false);
+    gloo::AllgatherOptions o(ctx_);
+    // An input that is already this rank's block of the output is used in place.
+    if (in != reinterpret_cast<T*>(out.data()) + n * rank()) o.setInput(in, n);
+    o.setOutput(reinterpret_cast<T*>(out.data()), n * size());
+    c.set(o);
+    gloo::allgather(o);
+    out.copy_out(a.outputs);
+    return;
+  }
+  std::optional<FlatBlocks> out;
+  std::vector<T> own;  // the root's input when it is its own block of the output
+  gloo::GatherOptions o(ctx_);
+  if (rank() == a.root) {
+    out.emplace(a.outputs, false);
+    o.setOutput(reinterpret_cast<T*>(out->data()), n * size());
+    if (in == reinterpret_cast<T*>(out->data()) + n * rank()) {
+      own.assign(in, in + n);
+      in = own.data();
+    }
+  }
+  o.setInput(in, n);
+  o.setRoot(a.root);
+  c.set(o);
+  gloo::gather(o);
+  if (out) out->copy_out(a.outputs);
 }
 
 }  // namespace
