@@ -19,9 +19,10 @@
 // back before the Work completes. cuda_path() says which. A collective's
 // tensors must have the same dtype and sizes on every rank; a mismatch fails on every rank
 // with an error naming the op, the ranks and both sizes/dtypes, never corrupting memory.
-// Every wait is bounded (Options::timeout, default 300 s). A peer that dies makes every
-// pending and later operation that needs it fail with TransportError naming its rank and
-// address. Backends: "zmq" (dtr's own transport; "tcp" is torch's name for it), "nccl"
+// Every wait is bounded (Options::timeout, default 300 s). On zmq a peer that dies makes
+// every pending and later operation that needs it fail with TransportError naming its rank
+// and address; gloo and mpi detect a stopped peer by the timeout, and a failure leaves their
+// group unusable (docs/process_groups.md, "Failure semantics"). Backends: "zmq" (dtr's own transport; "tcp" is torch's name for it), "nccl"
 // (with CUDA; its host tensors use the zmq mesh every group has), "gloo" and "mpi" (the
 // libraries, where this dtr was built with them; CUDA tensors through host staging);
 // unsupported (backend, op, device) combinations throw InvalidArgument. See
