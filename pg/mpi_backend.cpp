@@ -510,10 +510,15 @@ std::shared_ptr<Backend> MpiGroup::new_group(const std::vector<int>& group_ranks
   }
   const std::string what = fmt::format("new_group {} (mpi, subgroup #{} of a group of {})",
                                        format_ranks(group_ranks), ++children_, size());
-  MPI_Comm comm = MPI_COMM_NULL, data = MPI_COMM_NULL;
+  // The task owns what it writes: when the wait below gives up, it may still run.
+  struct Comms {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm data = MPI_COMM_NULL;
+  };
+  auto made = std::make_shared<Comms>();
   // MPI_Comm_split is a blocking collective of this group: it runs in the group's
   // collective order, after a barrier that bounds the wait for the others.
-  run_in_order(what, [&] {
+  run_in_order(what, [this, made, mine, what] {
     check_usable(what);
     const auto deadline = Clock::now() + options().timeout;
     MPI_Request req = MPI_REQUEST_NULL;
@@ -528,10 +533,10 @@ std::shared_ptr<Backend> MpiGroup::new_group(const std::vector<int>& group_ranks
     check(MPI_Comm_split(comm_, mine >= 0 ? 0 : MPI_UNDEFINED, mine, &split), what);
     if (split == MPI_COMM_NULL) return;
     MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
-    comm = split;
-    data = duplicate(split, deadline, closing_flag(), what);
+    made->comm = split;
+    made->data = duplicate(split, deadline, closing_flag(), what);
   });
-  return std::make_shared<MpiGroup>(options(), mine, std::move(world), comm, data);
+  return std::make_shared<MpiGroup>(options(), mine, std::move(world), made->comm, made->data);
 }
 
 }  // namespace

@@ -300,9 +300,14 @@ ProcessGroup ProcessGroup::create(const std::vector<std::string>& endpoints, int
     // gloo connects through a store: rank 0 serves one at endpoints[0] (tcp://), or the
     // ranks share a file next to its path (ipc://); the other endpoints are not used.
     std::shared_ptr<Store> store;
+    ProcessGroupOptions o = options;
     const std::string& e = endpoints[0];
     if (e.starts_with("ipc://")) {
       store = make_file_store(e.substr(6) + ".store");
+      // ipc:// endpoints mean one host: gloo's TCP stays on loopback unless told otherwise.
+      if (o.bind_address.empty() && std::getenv("DTR_PG_ADDR") == nullptr) {
+        o.bind_address = "127.0.0.1";
+      }
     } else if (e.starts_with("tcp://")) {
       const std::string hp = e.substr(6);
       const auto colon = hp.rfind(':');
@@ -316,7 +321,7 @@ ProcessGroup ProcessGroup::create(const std::vector<std::string>& endpoints, int
       throw InvalidArgument(fmt::format(
           "ProcessGroup::create: endpoint '{}' (expected tcp://HOST:PORT or ipc://PATH)", e));
     }
-    return create(std::move(store), rank, world, options);
+    return create(std::move(store), rank, world, o);
   }
   auto mesh = std::make_shared<pg::Mesh>(world, options, endpoints[rank]);
   uint64_t token = fnv1a(options.group_name);
