@@ -16,7 +16,11 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 
@@ -50,6 +54,40 @@ std::chrono::milliseconds remaining(Clock::time_point deadline) {
     throw TransportError(fmt::format("{}: gloo: {}", what, e.what()));
   }
 }
+
+// Keeps SIGPIPE from killing the process while gloo writes on this thread: gloo writes to
+// its sockets with writev, which raises SIGPIPE (default action: terminate) when the peer is
+// gone. The signal is blocked for the scope, and one raised meanwhile is consumed before the
+// thread's mask is restored (the write itself fails with EPIPE, which gloo reports). gloo's
+// event loop thread, started under it, keeps SIGPIPE blocked for good.
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    had_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~NoSigpipe() {
+    if (sigismember(&old_, SIGPIPE) == 1) return;  // blocked before: the caller's business
+    sigset_t pending;
+    sigpending(&pending);
+    if (!had_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero{};
+      while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+  bool had_pending_ = false;
+};
 
 // dtr's Store under gloo's rendezvous, with keys under a prefix. Values are hex text: gloo's
 // are binary, and a file store keeps text.
@@ -114,6 +152,7 @@ std::shared_ptr<gloo::Context> connect_context(GlooJob& job, const std::string& 
   const std::string keys = job.prefix + "gloo/" + id + "/";
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   ctx->setTimeout(job.options.timeout);
+  NoSigpipe no_sigpipe;
   try {
     StoreAdapter adapter(job.store, keys, job.options.timeout);
     ctx->connectFullMesh(adapter, job.device);
@@ -160,6 +199,7 @@ class GlooTransfer final : public Transfer {
     if (buf == nullptr) throw TransportError("the transfer was already waited for");
     int peer = -1;
     bool done = false;
+    NoSigpipe no_sigpipe;
     try {
       done = send_ ? buf->waitSend(&peer, remaining(deadline))
                    : buf->waitRecv(&peer, remaining(deadline));
@@ -251,6 +291,7 @@ class GlooGroup final : public LibraryGroup {
            Clock::time_point deadline) override {
     const local::Tensor* ref = a.outputs.empty() ? nullptr : &a.outputs[0];
     if (a.op == CommOp::AllGather || a.op == CommOp::Gather) ref = &a.inputs[0];
+    NoSigpipe no_sigpipe;
     try {
       if (ref == nullptr) {  // barrier
         gloo::BarrierOptions o(ctx_);
@@ -270,6 +311,7 @@ class GlooGroup final : public LibraryGroup {
   std::unique_ptr<Transfer> post_send(int dst, Channel c, const void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
     auto buf = ctx_->createUnboundBuffer(const_cast<void*>(data), bytes);
+    NoSigpipe no_sigpipe;  // a send may be written at once, on this thread
     try {
       buf->send(dst, slot_of(c));
     } catch (...) {
@@ -281,6 +323,7 @@ class GlooGroup final : public LibraryGroup {
   std::unique_ptr<Transfer> post_recv(int src, Channel c, void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
     auto buf = ctx_->createUnboundBuffer(data, bytes);
+    NoSigpipe no_sigpipe;  // a receive announces itself with a write
     try {
       if (src == kAnySource) {
         std::vector<int> others;
@@ -299,6 +342,7 @@ class GlooGroup final : public LibraryGroup {
 
   void close_library() override {
     if (!ctx_) return;
+    NoSigpipe no_sigpipe;
     try {
       ctx_->closeConnections();
     } catch (const std::exception&) {
@@ -492,6 +536,7 @@ std::shared_ptr<Backend> make_gloo_world(std::shared_ptr<Store> store, int rank,
   job->options = options;
   job->prefix = "dtr-pg/" + options.group_name + "/";
   try {
+    NoSigpipe no_sigpipe;  // gloo's event loop thread starts here and keeps this mask
     gloo::transport::tcp::attr attr;
     attr.hostname = bind_address;
     attr.ai_family = AF_INET;

@@ -274,9 +274,11 @@ ProcessGroup ProcessGroup::create(std::shared_ptr<Store> store, int rank, int wo
     host = zmq_world(*store, rank, world_size, options, prefix);
   }
   if (rank == 0) {
-    // Every peer has connected, so every peer has read all it needs from the store.
+    // Every peer has connected, so every peer has read all it needs from the store. gloo's
+    // subgroups meet later under the same prefix (and the world's own gloo keys are gone):
+    // only the rank counter goes.
     try {
-      store->delete_prefix(prefix);
+      store->delete_prefix(backend == "gloo" ? prefix + "rank" : prefix);
     } catch (const Error&) {
     }
   }

@@ -8,6 +8,6 @@
 int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   const int rc = context.run();
-  dtr::pgtest::release_mpi_sync_group(!context.shouldExit());
+  dtr::pgtest::release_mpi_sync_group();
   return rc;
 }

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -113,24 +114,26 @@ inline int mpi_job_size() {
   return size;
 }
 
-// A group of the whole mpi job with default options, for the harness's own barriers; freed
-// by release_mpi() before the process exits (tests/pg/main.cpp).
+// A group of the whole mpi job with default options, for the harness's own barriers, made
+// at the first use; released by release_mpi_sync_group() before the process exits
+// (tests/pg/main.cpp), so that MPI is finalized.
+inline std::unique_ptr<ProcessGroup>& mpi_sync_slot() {
+  static std::unique_ptr<ProcessGroup> sync;
+  return sync;
+}
 inline ProcessGroup& mpi_sync_group() {
-  static ProcessGroup* sync = nullptr;
-  if (sync == nullptr) {
+  auto& sync = mpi_sync_slot();
+  if (!sync) {
     ProcessGroupOptions o;
     o.backend = "mpi";
     o.timeout = 120s;
     const auto [rank, size] = pg::mpi_world_rank_size();
-    sync = new ProcessGroup(ProcessGroup::create(make_hash_store(), rank, size, o));
+    sync = std::make_unique<ProcessGroup>(ProcessGroup::create(make_hash_store(), rank, size, o));
   }
   return *sync;
 }
-inline void release_mpi_sync_group(bool destroy) {
-  static bool done = false;
-  if (done || !destroy) return;
-  done = true;
-  delete &mpi_sync_group();
+inline void release_mpi_sync_group() {
+  mpi_sync_slot().reset();
 }
 
 // mpi: body(group) on the first n processes of the job, in a group made with `options`.
