@@ -22,11 +22,11 @@
 // Every wait is bounded (Options::timeout, default 300 s). On zmq a peer that dies makes
 // every pending and later operation that needs it fail with TransportError naming its rank
 // and address; gloo and mpi detect a stopped peer by the timeout, and a failure leaves their
-// group unusable (docs/process_groups.md, "Failure semantics"). Backends: "zmq" (dtr's own transport; "tcp" is torch's name for it), "nccl"
-// (with CUDA; its host tensors use the zmq mesh every group has), "gloo" and "mpi" (the
-// libraries, where this dtr was built with them; CUDA tensors through host staging);
-// unsupported (backend, op, device) combinations throw InvalidArgument. See
-// docs/process_groups.md.
+// group unusable (docs/process_groups.md, "Failure semantics"). Backends: "zmq" (dtr's own
+// transport; "tcp" is torch's name for it), "nccl" (with CUDA; its host tensors use the zmq mesh
+// every group has), "gloo" and "mpi" (the libraries, where this dtr was built with them; CUDA
+// tensors through host staging); unsupported (backend, op, device) combinations throw
+// InvalidArgument. See docs/process_groups.md.
 //
 // Thread safety: every function and every ProcessGroup/Work method may be called from any
 // thread. Point-to-point calls from several threads are safe; order is kept per
@@ -205,10 +205,14 @@ class ProcessGroup {
 
   // Rendezvous through `store`: binds, publishes its endpoint, reads the others', connects
   // to every peer and waits until all are connected. rank -1 assigns ranks in arrival order.
+  // Backend "mpi": the group is MPI's world (the store is not used); rank (or -1) and
+  // world_size must agree with MPI's.
   static ProcessGroup create(std::shared_ptr<Store> store, int rank, int world_size,
                              const Options& options = {});
   // Without a store: `endpoints[i]` is where rank i binds ("tcp://10.0.0.2:7100",
-  // "ipc:///tmp/x"); this rank binds endpoints[rank] and connects to the others.
+  // "ipc:///tmp/x"); this rank binds endpoints[rank] and connects to the others. gloo: rank
+  // 0 serves a TCP store at endpoints[0] (a file beside an ipc:// path), through which the
+  // ranks meet; mpi: as above, endpoints.size() must be MPI's world size.
   static ProcessGroup create(const std::vector<std::string>& endpoints, int rank,
                              const Options& options = {});
 
