@@ -17,6 +17,9 @@ struct Factory;
 template <>
 struct Factory<local::Tensor> {
   static local::Tensor empty(const Shape& shape) { return local::empty(shape); }
+  static local::Tensor zeros_like(const Shape& shape, const local::Tensor& x) {
+    return local::empty(shape, x.dtype(), x.device()).fill_(0);
+  }
   static local::Tensor rand_like(const local::Tensor& x, const Shape& shape, Generator* gen) {
     local::Tensor r = gen ? local::rand(shape, *gen, x.dtype()) : local::rand(shape, x.dtype());
     return r.to_device(x.device());
@@ -34,6 +37,11 @@ struct Factory<local::Tensor> {
 template <>
 struct Factory<DistributedTensor> {
   static DistributedTensor empty(const Shape& shape) { return dtr::empty(shape); }
+  static DistributedTensor zeros_like(const Shape& shape, const DistributedTensor& x) {
+    node_guard on(x.get_node());
+    device_guard dev(x.get_device());
+    return dtr::zeros(shape, x.dtype());
+  }
   static DistributedTensor rand_like(const DistributedTensor& x, const Shape& shape,
                                      Generator* gen) {
     node_guard on(x.get_node());

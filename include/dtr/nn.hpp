@@ -96,6 +96,21 @@ class Linear : public Module<T> {
   T weight, bias;  // bias undefined without one
 };
 
+// 2-D convolution over (N, C_in, H, W) with a (C_out, C_in, kH, kW) weight (torch.nn.Conv2d;
+// groups 1).
+template <typename T>
+class Conv2d : public Module<T> {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, int64_t dilation = 1, bool bias = true);
+  T forward(const T& x) const;
+  T operator()(const T& x) const { return forward(x); }
+  T weight, bias;
+
+ private:
+  int64_t stride_, padding_, dilation_;
+};
+
 // Zeroes each element with probability p while training (scaling the others by 1/(1-p));
 // the identity in eval mode. Draws from `generator` (the default one when null).
 template <typename T>
@@ -132,6 +147,20 @@ T relu(const T& x);
 // x W^T + b (b may be undefined).
 template <typename T>
 T linear(const T& x, const T& weight, const T& bias);
+// Cross-correlation of x (N, C, H, W) with weight (O, C, kH, kW), plus bias (O) when
+// defined, as torch.nn.functional.conv2d with groups 1.
+template <typename T>
+T conv2d(const T& x, const T& weight, const T& bias, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1);
+// The largest / the mean value of each kernel x kernel window (stride: the kernel when 0),
+// over the last two dims of x (N, C, H, W); windows that do not fit are dropped (floor).
+template <typename T>
+T max_pool2d(const T& x, int64_t kernel, int64_t stride = 0);
+template <typename T>
+T avg_pool2d(const T& x, int64_t kernel, int64_t stride = 0);
+// x with zeros added around its last two dims (`padding` on each side).
+template <typename T>
+T pad2d(const T& x, int64_t padding);
 // See Dropout; `generator` null: the default generator.
 template <typename T>
 T dropout(const T& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
