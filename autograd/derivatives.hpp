@@ -16,13 +16,16 @@
 
 namespace dtr::autograd {
 
-// What a node keeps of the forward call for its formula (bits).
+// What a node keeps of the forward call for its formula (bits: bit i keeps tensor input i,
+// for the first kMaxSavedInputs inputs).
+inline constexpr size_t kMaxSavedInputs = 7;
 enum Saves : uint8_t {
   kSaveNothing = 0,
   kSaveInput0 = 1,
   kSaveInput1 = 2,
-  kSaveInputs = 3,
-  kSaveOutput = 4,
+  kSaveInputs = 3,  // inputs 0 and 1
+  kSaveInput2 = 4,
+  kSaveOutput = 0x80,
 };
 
 // What a formula sees: the forward call (attributes, the inputs' and the output's metadata,

@@ -18,7 +18,7 @@ void OpNode<T>::record(OpId op, const OpAttrs& attrs, std::span<const T* const> 
   if (!connect_inputs<T>(*node, inputs)) return;
   const uint8_t saves = d ? d->saves : static_cast<uint8_t>(kSaveNothing);
   node->saved_inputs_.resize(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 2; ++i)
+  for (size_t i = 0; i < inputs.size() && i < kMaxSavedInputs; ++i)
     if (inputs[i] && (saves & (1u << i))) node->saved_inputs_[i] = inputs[i]->detach();
   if (saves & kSaveOutput) node->saved_output_ = out.detach();
   node->out_meta_ = out.meta();
