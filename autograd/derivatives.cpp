@@ -50,25 +50,16 @@ namespace {
   }
 
 template <typename T>
-const T& x0(const GradContext<T>& c) {
-  return c.in(0);
-}
-template <typename T>
-Scalar operand(const GradContext<T>& c) {
-  return c.attrs.scalars[0];
-}
-
-template <typename T>
 constexpr Derivative<T> kTable[] = {
     // ---- unary ----
     DTR_DERIVATIVE(neg, kSaveNothing, return {-g};),
-    DTR_DERIVATIVE(abs, kSaveInput0, return {g * sign_of(x0(c))};),
+    DTR_DERIVATIVE(abs, kSaveInput0, return {g * sign_of(c.in(0))};),
     DTR_DERIVATIVE(exp, kSaveOutput, return {g * c.output};),
-    DTR_DERIVATIVE(log, kSaveInput0, return {g / x0(c)};),
+    DTR_DERIVATIVE(log, kSaveInput0, return {g / c.in(0)};),
     DTR_DERIVATIVE(sqrt, kSaveOutput, return {g / (c.output * 2.0)};),
     DTR_DERIVATIVE(rsqrt, kSaveOutput, return {g * (c.output * c.output * c.output) * -0.5};),
-    DTR_DERIVATIVE(sin, kSaveInput0, return {g * x0(c).cos()};),
-    DTR_DERIVATIVE(cos, kSaveInput0, return {-(g * x0(c).sin())};),
+    DTR_DERIVATIVE(sin, kSaveInput0, return {g * c.in(0).cos()};),
+    DTR_DERIVATIVE(cos, kSaveInput0, return {-(g * c.in(0).sin())};),
     DTR_DERIVATIVE(tanh, kSaveOutput, return {g * (1.0 - c.output * c.output)};),
     DTR_DERIVATIVE(sigmoid, kSaveOutput, return {g * (1.0 - c.output) * c.output};),
     DTR_DERIVATIVE(relu, kSaveOutput, return {g * mask(c.output > 0, g.dtype())};),
@@ -76,38 +67,11 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(add, kSaveNothing, if (c.tensor_operand()) return {g, g}; return {g};),
     DTR_DERIVATIVE(sub, kSaveNothing, if (c.tensor_operand()) return {g, -g};
                    return {c.attrs.scalar_first ? -g : g};),
-    DTR_DERIVATIVE(mul, kSaveInputs, if (!c.tensor_operand()) return {g * operand(c)};
-                   return {c.needs(0) ? g * c.in(1) : T(), c.needs(1) ? g* c.in(0) : T()};),
-    DTR_DERIVATIVE(
-        div, kSaveInputs,
-        if (!c.tensor_operand()) {
-          if (!c.attrs.scalar_first) return {g / operand(c)};
-          return {-(g * operand(c)) / (x0(c) * x0(c))};  // d(s/x) = -s/x^2
-        } const T& b = c.in(1);
-        return {c.needs(0) ? g / b : T(), c.needs(1) ? -(g* c.in(0)) / (b * b) : T()};),
-    DTR_DERIVATIVE(
-        pow, kSaveInputs | kSaveOutput, const T& x = x0(c); if (!c.tensor_operand()) {
-          const double s = operand(c).template to<double>();
-          if (c.attrs.scalar_first)  // s^x: out * ln s (0 for s = 0, where x >= 0 matters)
-            return {s == 0 ? g * 0.0 : g * c.output * std::log(s)};
-          if (s == 0) return {g * 0.0};
-          return {g * s * x.pow(s - 1)};
-        } const T& b = c.in(1);
-        // Exponent 0 gives 0 (not 0 * inf at x = 0); base 0 gives 0 for the exponent.
-        return {c.needs(0) ? g * b * x.pow(b - 1.0 + mask(b == 0, b.dtype())) : T(),
-                c.needs(1) ? g* c.output* ones_for_zeros(x).log() : T()};),
-    DTR_DERIVATIVE(
-        maximum, kSaveInputs, const T& a = x0(c);
-        T to_a = c.tensor_operand()
-                     ? mask(a > c.in(1), g.dtype()) + mask(a == c.in(1), g.dtype()) * 0.5
-                     : mask(a > operand(c), g.dtype()) + mask(a == operand(c), g.dtype()) * 0.5;
-        if (!c.tensor_operand()) return {g * to_a}; return {g * to_a, g*(1.0 - to_a)};),
-    DTR_DERIVATIVE(
-        minimum, kSaveInputs, const T& a = x0(c);
-        T to_a = c.tensor_operand()
-                     ? mask(a < c.in(1), g.dtype()) + mask(a == c.in(1), g.dtype()) * 0.5
-                     : mask(a < operand(c), g.dtype()) + mask(a == operand(c), g.dtype()) * 0.5;
-        if (!c.tensor_operand()) return {g * to_a}; return {g * to_a, g*(1.0 - to_a)};),
+    DTR_DERIVATIVE(mul, kSaveInputs, return mul_grad(c, g);),
+    DTR_DERIVATIVE(div, kSaveInputs, return div_grad(c, g);),
+    DTR_DERIVATIVE(pow, kSaveInputs | kSaveOutput, return pow_grad(c, g);),
+    DTR_DERIVATIVE(maximum, kSaveInputs, return extremum_grad(c, g, true);),
+    DTR_DERIVATIVE(minimum, kSaveInputs, return extremum_grad(c, g, false);),
     DTR_NO_GRAD(eq, "its result is bool"),
     DTR_NO_GRAD(ne, "its result is bool"),
     DTR_NO_GRAD(lt, "its result is bool"),
@@ -123,11 +87,7 @@ constexpr Derivative<T> kTable[] = {
     DTR_NO_GRAD(argmax, "its result is int64"),
     DTR_NO_GRAD(argmin, "its result is int64"),
     // ---- other ----
-    DTR_DERIVATIVE(
-        clamp, kSaveInput0, const T& x = x0(c); T m = mask(x == x, g.dtype());  // 1, NaN excluded
-        if (!c.attrs.scalars[0].is_none()) m = m * mask(x >= c.attrs.scalars[0], g.dtype());
-        if (!c.attrs.scalars[1].is_none()) m = m * mask(x <= c.attrs.scalars[1], g.dtype());
-        return {g * m};),
+    DTR_DERIVATIVE(clamp, kSaveInput0, return clamp_grad(c, g);),
     DTR_DERIVATIVE(norm, kSaveInput0 | kSaveOutput, return norm_grad(c, g);),
     DTR_DERIVATIVE(var, kSaveInput0, return moment_grad(c, g);),
     DTR_DERIVATIVE(std, kSaveInput0 | kSaveOutput, return moment_grad(c, g);),

@@ -34,6 +34,74 @@ T ones_for_zeros(const T& x) {
   return x + mask(x == 0, x.dtype());
 }
 
+// Binary ops: the scalar operand (when !c.tensor_operand()).
+template <typename T>
+Scalar operand(const GradContext<T>& c) {
+  return c.attrs.scalars[0];
+}
+
+template <typename T>
+std::vector<T> mul_grad(const GradContext<T>& c, const T& g) {
+  if (!c.tensor_operand()) return {g * operand(c)};
+  return {c.needs(0) ? g * c.in(1) : T(), c.needs(1) ? g * c.in(0) : T()};
+}
+
+template <typename T>
+std::vector<T> div_grad(const GradContext<T>& c, const T& g) {
+  const T& a = c.in(0);
+  if (!c.tensor_operand()) {
+    if (!c.attrs.scalar_first) return {g / operand(c)};
+    return {-(g * operand(c)) / (a * a)};  // d(s / x) = -s / x^2
+  }
+  const T& b = c.in(1);
+  return {c.needs(0) ? g / b : T(), c.needs(1) ? -(g * a) / (b * b) : T()};
+}
+
+// pow: an exponent of 0 gives 0 for the base (not 0 * inf at x = 0); a base of 0 gives 0 for
+// the exponent (torch's choice where x^b is 0 or 1). A scalar base s: out * ln s (0 for
+// s = 0).
+template <typename T>
+std::vector<T> pow_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  if (!c.tensor_operand()) {
+    const double s = operand(c).template to<double>();
+    if (c.attrs.scalar_first) return {s == 0 ? g * 0.0 : g * c.output * std::log(s)};
+    if (s == 0) return {g * 0.0};
+    return {g * s * x.pow(s - 1)};
+  }
+  const T& b = c.in(1);
+  return {c.needs(0) ? g * b * x.pow(b - 1.0 + mask(b == 0, b.dtype())) : T(),
+          c.needs(1) ? g * c.output * ones_for_zeros(x).log() : T()};
+}
+
+// maximum (larger) / minimum: the gradient goes to the operand that was taken, half to each
+// on a tie.
+template <typename T>
+std::vector<T> extremum_grad(const GradContext<T>& c, const T& g, bool larger) {
+  const T& a = c.in(0);
+  const DType dt = g.dtype();
+  T to_a;
+  if (c.tensor_operand()) {
+    const T& b = c.in(1);
+    to_a = mask(larger ? a > b : a < b, dt) + mask(a == b, dt) * 0.5;
+  } else {
+    to_a = mask(larger ? a > operand(c) : a < operand(c), dt) + mask(a == operand(c), dt) * 0.5;
+  }
+  if (!c.tensor_operand()) return {g * to_a};
+  return {c.needs(0) ? g * to_a : T(), c.needs(1) ? g * (1.0 - to_a) : T()};
+}
+
+// clamp: the gradient passes where min <= x <= max (an open bound passes everything; NaN
+// passes nothing).
+template <typename T>
+std::vector<T> clamp_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  T m = mask(x == x, g.dtype());
+  if (!c.attrs.scalars[0].is_none()) m = m * mask(x >= c.attrs.scalars[0], g.dtype());
+  if (!c.attrs.scalars[1].is_none()) m = m * mask(x <= c.attrs.scalars[1], g.dtype());
+  return {g * m};
+}
+
 // `r`, shaped like a reduction's output, unsqueezed at the reduced dims (unless keepdim)
 // and expanded to the input's shape.
 template <typename T>
