@@ -122,4 +122,19 @@ std::vector<DT> reduce_scatter(const std::vector<DT>& tensors, ReduceOp op) {
       });
 }
 
+local::Tensor all_reduce(const local::Tensor& tensor, ReduceOp op, ProcessGroup* group) {
+  local::Tensor out = tensor.detach().clone();
+  dtr::all_reduce(out, op, group);
+  return record_function<local::Tensor>(
+      "AllReduceBackward", {tensor}, {out}, [op, group](const std::vector<local::Tensor>& g) {
+        if (op != ReduceOp::Sum && op != ReduceOp::Avg)
+          throw InvalidArgument(
+              fmt::format("backward: all_reduce with {} is not differentiable (Sum and Avg are)",
+                          reduce_op_name(op)));
+        local::Tensor r = g[0].clone();
+        dtr::all_reduce(r, op, group);
+        return std::vector<local::Tensor>{r};
+      })[0];
+}
+
 }  // namespace dtr::autograd

@@ -112,6 +112,13 @@ std::vector<DistributedTensor> all_gather(const std::vector<DistributedTensor>& 
 std::vector<DistributedTensor> reduce_scatter(const std::vector<DistributedTensor>& tensors,
                                               ReduceOp op = ReduceOp::Sum);
 
+// SPMD (process groups, dtr/process_group.hpp): this rank's tensor all_reduced over `group`
+// (the world group when null), as torch.distributed.nn.functional.all_reduce; its backward
+// all_reduces the gradient with the same op (Sum or Avg) over the group, so every rank must
+// run backward through it, in the same order as the other collectives of the group.
+local::Tensor all_reduce(const local::Tensor& tensor, ReduceOp op = ReduceOp::Sum,
+                         ProcessGroup* group = nullptr);
+
 }  // namespace autograd
 
 using autograd::enable_grad;
