@@ -13,6 +13,8 @@
 #include <dtr/nn.hpp>
 #include <dtr/optim.hpp>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -107,6 +109,12 @@ int main(int argc, char** argv) {
   }
   try {
     dtr::bench::WorkerDaemon worker;  // before any thread of ours
+    // glibc malloc as the worker and the master tune it (protocol/transport.cpp): freed
+    // large blocks stay mapped, so a step's tensors reuse faulted-in memory. Without it every
+    // large intermediate is a fresh mmap whose pages fault in again, in-process only.
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     dtr::Generator data(7);
     Tensor x = dtr::local::randn({64, 1, 28, 28}, data);
     Tensor y = (dtr::local::rand({64}, data) * 10).to(dtr::DType::Int64);

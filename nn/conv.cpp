@@ -1,8 +1,8 @@
 // Convolution and pooling (dtr/nn.hpp), composed of op-table ops so that autograd
 // differentiates them: a kernel position (i, j) selects a strided window view of the
-// padded input, (N, C, Ho, Wo); the convolution sums weight[:, :, i, j] (O, C) times
-// that window over every position (a batched matmul per position), pooling takes the
-// elementwise maximum or sum of the windows. Padding is a recorded function whose
+// padded input; the convolution sums weight[:, :, i, j] (O, C) times that window, laid out
+// (C, N*Ho*Wo), over every position (one matmul per position), pooling takes the
+// elementwise maximum or sum of the windows, (N, C, Ho, Wo). Padding is a recorded function whose
 // backward slices the gradient.
 #include <fmt/format.h>
 
@@ -69,7 +69,9 @@ T conv2d(const T& x, const T& weight, const T& bias, int64_t stride, int64_t pad
   if (stride < 1 || dilation < 1)
     throw InvalidArgument(
         fmt::format("conv2d: stride {} and dilation {} must be >= 1", stride, dilation));
-  const T xp = pad2d(x, padding);
+  // Channels first, (C, N, H, W), so that each kernel position is one (O, C) x (C, N*Ho*Wo)
+  // product rather than N small ones.
+  const T xp = pad2d(x, padding).transpose(0, 1);
   const int64_t n = x.shape()[0], c = x.shape()[1], o = weight.shape()[0];
   const int64_t kh = weight.shape()[2], kw = weight.shape()[3];
   const int64_t ho = out_size("conv2d", xp.shape()[2], kh, stride, dilation);
@@ -77,12 +79,12 @@ T conv2d(const T& x, const T& weight, const T& bias, int64_t stride, int64_t pad
   T acc;
   for (int64_t i = 0; i < kh; ++i) {
     for (int64_t j = 0; j < kw; ++j) {
-      T cols = window(xp, i, j, ho, wo, stride, dilation).reshape({n, c, ho * wo});
-      T term = weight.select(3, j).select(2, i).matmul(cols);  // (N, O, Ho*Wo)
+      T cols = window(xp, i, j, ho, wo, stride, dilation).reshape({c, n * ho * wo});
+      T term = weight.select(3, j).select(2, i).matmul(cols);  // (O, N*Ho*Wo)
       acc = acc.defined() ? acc + term : term;
     }
   }
-  T y = acc.view({n, o, ho, wo});
+  T y = acc.view({o, n, ho, wo}).transpose(0, 1);
   return bias.defined() ? y + bias.view({1, o, 1, 1}) : y;
 }
 
