@@ -212,6 +212,12 @@ TEST_CASE("gradcheck: every differentiable op against finite differences") {
   }
 }
 
+TEST_CASE("derivative table: every op of the op table has an entry") {
+  for (const OpDef& d : all_ops())
+    CHECK_MESSAGE(autograd::find_derivative<Tensor>(d.id) != nullptr, "op ", d.name,
+                  " has no entry in autograd/derivatives.cpp (a formula, or why it has none)");
+}
+
 TEST_CASE("gradcheck: every op with a formula has a case") {
   std::set<std::string> covered;
   for (const Case& c : all_cases()) covered.insert(c.op);
