@@ -11,6 +11,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "dtr/op_table.hpp"
 
@@ -43,6 +44,17 @@ MetaBase<T>* first_meta(std::span<const T* const> inputs) {
 template <typename T>
 void record_op(OpId op, const OpAttrs& attrs, std::span<const T* const> inputs, T& out) {
   if (MetaBase<T>* m = first_meta(inputs)) m->record(op, attrs, inputs, out);
+}
+// record_op for an op of any number of inputs, given as a span of handles.
+template <typename T>
+void record_inputs(OpId op, const OpAttrs& attrs, std::span<const T> inputs, T& out) {
+  bool any = false;
+  for (const T& t : inputs) any = any || t.autograd_meta() != nullptr;
+  if (!any) return;
+  std::vector<const T*> ptrs;
+  ptrs.reserve(inputs.size());
+  for (const T& t : inputs) ptrs.push_back(&t);
+  record_op<T>(op, attrs, ptrs, out);
 }
 template <typename T>
 void check_inplace(OpId op, std::span<const T* const> inputs) {
