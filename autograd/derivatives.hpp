@@ -38,10 +38,10 @@ struct GradContext {
   const T& output;                    // saved output (undefined unless saved)
   std::span<const TensorMeta> metas;  // every tensor input's metadata
   const TensorMeta& out_meta;
-  uint32_t needs_mask;  // bit i: input i needs a gradient
+  std::span<const uint8_t> needs_grad;  // 1 where input i needs a gradient
 
   const T& in(size_t i) const { return inputs[i]; }
-  bool needs(size_t i) const { return (needs_mask >> i) & 1u; }
+  bool needs(size_t i) const { return i < needs_grad.size() && needs_grad[i] != 0; }
   const TensorMeta& meta(size_t i) const { return metas[i]; }
   // Binary ops: whether the second operand is a tensor (else attrs.scalars[0]).
   bool tensor_operand() const { return metas.size() >= 2; }

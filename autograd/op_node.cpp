@@ -67,9 +67,8 @@ std::vector<T> OpNode<T>::apply(std::vector<T>& grads) {
   std::vector<T> out(this->next_edges.size());
   const T& g = grads.empty() ? T() : grads[0];
   if (!g.defined()) return out;
-  uint32_t needs = 0;
-  for (size_t i = 0; i < this->next_edges.size(); ++i)
-    if (this->next_edges[i].valid()) needs |= 1u << i;
+  std::vector<uint8_t> needs(this->next_edges.size());
+  for (size_t i = 0; i < needs.size(); ++i) needs[i] = this->next_edges[i].valid() ? 1 : 0;
   GradContext<T> c{op_, attrs_, saved_inputs_, saved_output_, this->next_metas, out_meta_, needs};
   std::vector<T> r = derivative_->formula(c, g);
   for (size_t i = 0; i < r.size() && i < out.size(); ++i)
