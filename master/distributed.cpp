@@ -159,6 +159,17 @@ void infer_into(OpId op, std::span<const TensorMeta> in, const OpAttrs& attrs, b
     *meta = infer(op, in, attrs, false).meta;
 }
 
+// Throws InvalidArgument naming both places when `other` lives elsewhere than `self`.
+void check_same_place(const OpDef& d, bool inplace, const RemoteTensor& self,
+                      const RemoteTensor& other) {
+  if (other.node != self.node || other.device != self.device)
+    throw InvalidArgument(fmt::format(
+        "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); copy "
+        "one across first, e.g. dtr::dist_send(t.to_local(), node)",
+        d.name, inplace ? "_" : "", self.node, device_name(self.device), other.node,
+        device_name(other.device)));
+}
+
 // Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
 // and returns the result's id (0 for in-place calls), its metadata in `*meta` when given.
 uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
@@ -168,12 +179,7 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
   c.inputs.n = 1;
   c.inputs.ids[0] = self.id;
   if (other) {
-    if (other->node != self.node || other->device != self.device)
-      throw InvalidArgument(fmt::format(
-          "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); copy "
-          "one across first, e.g. dtr::dist_send(t.to_local(), node)",
-          d.name, inplace ? "_" : "", self.node, device_name(self.device), other->node,
-          device_name(other->device)));
+    check_same_place(d, inplace, self, *other);
     c.inputs.ids[1] = other->id;
     c.inputs.n = 2;
     const TensorMeta metas[2] = {self.meta, other->meta};
@@ -202,6 +208,33 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
         op, attrs, std::span<const DistributedTensor* const>(in, other ? 2 : 1), out);
   }
   return out;
+}
+
+DistributedTensor DistributedTensor::apply_inputs(OpId op, const OpAttrs& attrs,
+                                                  std::span<const DistributedTensor> inputs) {
+  const OpDef& d = op_def(op);
+  if (inputs.empty() && d.min_inputs == 0) return create(op, attrs);
+  if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxOpInputs))
+    throw InvalidArgument(fmt::format("{}: takes {} to {} tensor inputs, got {}", d.name,
+                                      d.min_inputs, d.max_inputs, inputs.size()));
+  if (inputs.size() <= protocol::Inputs::kInline)
+    return inputs[0].apply(op, attrs, inputs.size() == 2 ? &inputs[1] : nullptr);
+  const RemoteTensor& self = inputs[0].remote(d.name);
+  cmd::RunOp c{.op = op, .attrs = attrs, .device = self.device};
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (const DistributedTensor& t : inputs) {
+    const RemoteTensor& r = t.remote(d.name);
+    check_same_place(d, false, self, r);
+    metas.push_back(r.meta);
+    c.inputs.push_back(r.id);
+  }
+  const TensorMeta meta = infer(op, metas, attrs, false).meta;
+  self.session->check_alive(self.node);
+  c.out = self.session->new_id();
+  c.stream = detail::current_stream_id(*self.session, self.node);
+  self.session->enqueue(self.node, c, wake_for(meta));
+  return DistributedTensor(make_remote(self.session, self.node, self.device, c.out, meta));
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,

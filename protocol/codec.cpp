@@ -116,8 +116,11 @@ class FieldEncoder {
 
  private:
   void inputs(const Inputs& in) {
-    put(in.n);
-    for (uint8_t i = 0; i < in.n && i < 2; ++i) put(in.ids[i]);
+    const auto n = static_cast<uint8_t>(std::min<size_t>(in.n, Inputs::kMax));
+    put(n);
+    for (uint8_t i = 0; i < n && i < Inputs::kInline; ++i) put(in.ids[i]);
+    for (size_t i = Inputs::kInline; i < n && i - Inputs::kInline < in.more.size(); ++i)
+      put(in.more[i - Inputs::kInline]);
   }
   void list(const std::vector<uint32_t>& v) {
     put(static_cast<uint32_t>(std::min(v.size(), kMaxNodes)));
@@ -141,13 +144,14 @@ struct EncodedBound {
     else if constexpr (std::is_same_v<T, OpAttrs>)
       bytes += 1 + 8 * kMaxDims + 9 * std::tuple_size_v<decltype(OpAttrs::scalars)> + 1 + 16;
     else if constexpr (std::is_same_v<T, Inputs>)
-      bytes += 1 + 8 * 2;
+      bytes += 1 + 8 * Inputs::kInline;  // more inputs: Writer::command encodes directly
     else
       unbounded = true;  // a list
   }
 };
 
-// The most bytes a command of type C encodes to; 0 when unbounded (it has a list).
+// The most bytes a command of type C encodes to; 0 when unbounded (it has a list). A
+// RunOp's bound holds for its inline inputs (bounded_here() says whether one fits).
 template <class C>
 size_t max_encoded_bytes() {
   const C sample{};
@@ -201,6 +205,9 @@ class Writer : public FieldEncoder<Writer> {
     constexpr size_t kLocal = 256;
     static const size_t bound = max_encoded_bytes<C>();
     if (bound == 0 || bound > kLocal) return fields_of(c);
+    if constexpr (std::is_same_v<C, cmd::RunOp>)
+      if (c.inputs.n > Inputs::kInline) [[unlikely]]
+        return fields_of(c);
     LocalEncoder<kLocal> local;
     local.fields_of(c);
     ar_.saveBinary<1>(local.data(), static_cast<std::streamsize>(local.size()));
@@ -343,8 +350,14 @@ class FieldReader {
   }
   void operator()(const char* field, Inputs& in) {
     in.n = r_.get<uint8_t>();
-    if (in.n > 2) fail(field, in.n, "at most 2");
-    for (uint8_t i = 0; i < in.n; ++i) in.ids[i] = r_.get<uint64_t>();
+    if (in.n > Inputs::kMax) fail(field, in.n, fmt::format("at most {}", Inputs::kMax));
+    const uint8_t inline_n = in.n < Inputs::kInline ? in.n : Inputs::kInline;
+    for (uint8_t i = 0; i < inline_n; ++i) in.ids[i] = r_.get<uint64_t>();
+    if (in.n <= Inputs::kInline) return;
+    // The ids must be there before `more` allocates for them.
+    const size_t rest = r_.count(field, Inputs::kMax, 8, in.n - Inputs::kInline);
+    in.more.resize(rest);
+    for (size_t i = 0; i < rest; ++i) in.more[i] = r_.get<uint64_t>();
   }
   void operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule);
   void operator()(const char* field, OpAttrs& a);

@@ -97,17 +97,33 @@ struct OpFlagsRule {};
 
 inline constexpr Range kDeviceRange{-1, static_cast<int64_t>(kMaxDevices) - 1};
 
-// A RunOp's tensor inputs: n (at most 2) ids.
+// A RunOp's tensor inputs: n ids, at most kMax (the op table's kMaxOpInputs). The first
+// kInline live in `ids` (the 1- and 2-input ops of the hot path allocate nothing); the
+// others, only for ops of more inputs (conv2d with a bias, cat), in `more`. On the wire:
+// n (u8), then n ids.
 struct Inputs {
+  static constexpr size_t kInline = 2;
+  static constexpr size_t kMax = static_cast<size_t>(dtr::kMaxOpInputs);
   uint8_t n = 0;
-  TensorId ids[2] = {kNoTensor, kNoTensor};
+  TensorId ids[kInline] = {kNoTensor, kNoTensor};
+  std::vector<TensorId> more{};  // inputs kInline.. (n - kInline of them)
+  TensorId operator[](size_t i) const { return i < kInline ? ids[i] : more[i - kInline]; }
+  // Appends an id (the caller keeps n <= kMax).
+  void push_back(TensorId id) {
+    if (n < kInline)
+      ids[n] = id;
+    else
+      more.push_back(id);
+    ++n;
+  }
   friend bool operator==(const Inputs&, const Inputs&) = default;
 };
 
 namespace cmd {
 
 // Runs `op` on `inputs`: into a new tensor `out`, or in place into inputs.ids[0]
-// (`inplace`, out == kNoTensor).
+// (`inplace`, out == kNoTensor). Its encoding has a bound (the local-buffer path of the
+// codec) while it has at most Inputs::kInline inputs.
 struct RunOp {
   static constexpr CmdType kType = CmdType::RunOp;
   static constexpr std::string_view kName = "op";

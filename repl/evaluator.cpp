@@ -498,6 +498,12 @@ std::string_view kind_name(OpKind k) {
       return "in place only";
     case OpKind::Create:
       return "creation (on the current node and device)";
+    case OpKind::Join:
+      return "joining lists of tensors";
+    case OpKind::Indexing:
+      return "indexing and selection";
+    case OpKind::NN:
+      return "neural-network layers and their gradients";
   }
   return "other";
 }
@@ -892,7 +898,7 @@ void Evaluator::help(std::ostream& os) const {
   for (const Builtin& b : kMethods) os << "  " << b.help << "\n";
   os << "  x.to(node=k): a copy of x on node k (through the master)\n";
   os << "Ops (functions, and methods on their first tensor; help(name) for one):\n";
-  for (int k = 0; k <= static_cast<int>(OpKind::Create); ++k) {
+  for (int k = 0; k <= static_cast<int>(OpKind::NN); ++k) {
     std::string names;
     for (const OpDef& d : all_ops())
       if (static_cast<int>(d.kind) == k) {

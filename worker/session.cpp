@@ -39,6 +39,13 @@ namespace {
 constexpr int64_t kInlineElements = int64_t{1} << 15;
 constexpr int64_t kInlineBudget = int64_t{1} << 22;
 
+// Ops whose work is not bounded by their inputs' size (matrix products, convolutions):
+// never run inline on the dispatch thread.
+bool heavy_op(const OpDef& d) {
+  return d.kind == OpKind::Linalg || d.id == OpId::linear || d.id == OpId::conv2d ||
+         d.id == OpId::conv2d_input_grad || d.id == OpId::conv2d_weight_grad;
+}
+
 // The tensor a command makes (kNoTensor when it makes none).
 template <class C>
 TensorId output_of(const C& c) {
@@ -288,19 +295,25 @@ void Session::Impl::on(const cmd::RunOp& c) {
   } else if (!table.check_new_id(c.out, d.name)) {
     return;
   }
-  // References into the table (no reference counting unless a task is made).
-  const SlotPtr* in[2] = {nullptr, nullptr};
-  Slot* raw[2] = {nullptr, nullptr};
-  for (uint8_t i = 0; i < c.inputs.n; ++i) {
-    in[i] = &table.input(c.inputs.ids[i], target, d.name, output_of(c));
+  // References into the table (no reference counting unless a task is made); only the
+  // first c.inputs.n entries are set.
+  const SlotPtr* in[protocol::Inputs::kMax];
+  Slot* raw[protocol::Inputs::kMax];
+  const uint8_t n = c.inputs.n;
+  for (uint8_t i = 0; i < n; ++i) {
+    in[i] = &table.input(c.inputs[i], target, d.name, output_of(c));
     if (!*in[i]) return;
     raw[i] = in[i]->get();
   }
   const SlotPtr& out = c.inplace ? *in[0] : table.make_output(c.out);
-  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n))
+  if (!heavy_op(d) && c.device < 0 && may_run_inline(stream, raw, n))
     return run_op_ready(*stream, c, raw, *out);
   Task t = task(Task::Kind::Op, c);
-  for (uint8_t i = 0; i < c.inputs.n; ++i) t.in[i] = *in[i];
+  for (uint8_t i = 0; i < n && i < Task::kInlineInputs; ++i) t.in[i] = *in[i];
+  if (n > Task::kInlineInputs) {
+    t.more_in = std::make_unique<SlotPtr[]>(n - Task::kInlineInputs);
+    for (uint8_t i = Task::kInlineInputs; i < n; ++i) t.more_in[i - Task::kInlineInputs] = *in[i];
+  }
   t.out = out;
   streams.stage(stream, std::move(t));
 }
@@ -582,9 +595,11 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
 
 bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::RunOp>();
-  for (uint8_t i = 0; i < c.inputs.n; ++i)
-    if (!t.in[i]->ready_or_park(self)) return false;
-  Slot* in[2] = {t.in[0].get(), t.in[1].get()};
+  Slot* in[protocol::Inputs::kMax];
+  for (uint8_t i = 0; i < c.inputs.n; ++i) {
+    in[i] = t.input(i).get();
+    if (!in[i]->ready_or_park(self)) return false;
+  }
   run_op_ready(s, c, in, *t.out);
   return true;
 }
@@ -595,7 +610,7 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
   TensorId target = c.inplace ? c.inputs.ids[0] : c.out;
   for (uint8_t i = 0; i < n; ++i) {
     if (Failure cause = in[i]->get_failure())
-      return fail_output(s, out, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
+      return fail_output(s, out, dependent_failure(target, d.name, c.inputs[i], *cause));
   }
   const int device = n > 0 ? in[0]->tensor.device() : c.device;
   try {
@@ -608,12 +623,14 @@ void Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
       if (c.inplace) return local::execute_inplace(c.op, inputs, c.attrs);
       result = local::execute(c.op, inputs, c.attrs, false, c.device);
     } else {
-      std::array<local::Tensor, 2> inputs;
+      std::array<local::Tensor, Task::kInlineInputs> few;
+      std::vector<local::Tensor> many(n > few.size() ? n : 0);
+      local::Tensor* inputs = n > few.size() ? many.data() : few.data();
       for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s.cuda, *in[i]);
       std::optional<cuda::StreamScope> scope;
       if (device >= 0) scope.emplace(device, s.cuda.get(device));
-      result = local::execute(c.op, std::span<const local::Tensor>(inputs.data(), n), c.attrs,
-                              c.inplace, c.device);
+      result = local::execute(c.op, std::span<const local::Tensor>(inputs, n), c.attrs, c.inplace,
+                              c.device);
       if (result.device() >= 0) wrote(s.cuda, out, result);
     }
     if (!c.inplace) out.publish(std::move(result));

@@ -80,7 +80,10 @@ struct Task {
     return *static_cast<const C*>(cmd);
   }
   std::shared_ptr<const protocol::Batch> batch;
-  SlotPtr in[2];
+  static constexpr uint8_t kInlineInputs = protocol::Inputs::kInline;
+  SlotPtr in[kInlineInputs];
+  std::unique_ptr<SlotPtr[]> more_in;  // an op's inputs past kInlineInputs
+  SlotPtr& input(uint8_t i) { return i < kInlineInputs ? in[i] : more_in[i - kInlineInputs]; }
   SlotPtr out;  // a new output, or the target of an in-place op (in[0])
   std::shared_ptr<EventState> event;
   uint64_t target = 0;

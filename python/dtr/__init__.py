@@ -80,6 +80,39 @@ from ._dtr import (  # noqa: F401  (re-exported)
     synchronize,
     zeros,
 )
+# The ops of the op table's Join, Indexing and NN kinds as functions on dtr.Tensor (their
+# methods are on the class): dtr.cat([a, b], 1), dtr.conv2d(x, w, b, stride=2), ...
+from ._dtr import (  # noqa: E402,F401  (re-exported)
+    avg_pool2d,
+    avg_pool2d_backward,
+    cat,
+    conv2d,
+    conv2d_input_grad,
+    conv2d_weight_grad,
+    cumsum,
+    dropout,
+    dropout2d,
+    gather,
+    index_select,
+    linear,
+    log_softmax,
+    log_softmax_backward,
+    masked_fill,
+    max_pool2d,
+    max_pool2d_backward,
+    max_pool2d_indices,
+    nll_loss,
+    nll_loss_backward,
+    one_hot,
+    scatter_add,
+    softmax,
+    softmax_backward,
+    stack,
+    threshold_backward,
+    topk,
+    topk_indices,
+    where,
+)
 from . import local  # noqa: E402
 from ._contexts import device, node, stream  # noqa: E402,F401
 from ._paths import find_program  # noqa: E402,F401

@@ -167,40 +167,56 @@ class Budget {
     return true;
   }
 
+  // Work per output element of an op beyond reading its inputs: a matmul's inner size, a
+  // convolution's taps (a weight gradient: the whole output gradient), a pooling window.
+  static int64_t product_terms(OpId op, std::span<const TensorMeta> args, const OpAttrs& a) {
+    const OpDef& d = op_def(op);
+    int64_t k = 0;
+    if ((op == OpId::max_pool2d || op == OpId::max_pool2d_indices || op == OpId::avg_pool2d) &&
+        a.ints.size() >= 2)
+      k = a.ints[0] * a.ints[1];
+    if (op == OpId::avg_pool2d_backward && a.ints.size() >= 4) k = a.ints[2] * a.ints[3];
+    if (d.kind == OpKind::Linalg && !args.empty())
+      k = args[0].shape.size() ? args[0].shape[args[0].shape.size() - 1] : 1;
+    if (op == OpId::linear) k = args[1].shape.size() == 2 ? args[1].shape[1] : 1;
+    if ((op == OpId::conv2d || op == OpId::conv2d_input_grad) && args[1].shape.size() == 4)
+      k = args[1].shape[0] * args[1].shape[2] * args[1].shape[3];
+    if (op == OpId::conv2d_weight_grad && args[0].shape.size() >= 3)
+      k = safe_numel(args[0]);  // each weight tap sums over the whole gradient
+    return k;
+  }
+
   bool follow_op(const protocol::cmd::RunOp& c) {
-    const int n = std::min<int>(c.inputs.n, 2);
-    static const Metas kNone;
-    const Metas* in[2] = {&kNone, &kNone};
-    for (int i = 0; i < n; ++i) {
-      auto it = metas_.find(c.inputs.ids[i]);
+    const size_t n = c.inputs.n;
+    std::vector<const Metas*> in(n);
+    size_t combinations = 1;
+    for (size_t i = 0; i < n; ++i) {
+      auto it = metas_.find(c.inputs[i]);
       if (it == metas_.end() || it->second.empty()) return true;  // the op fails
       in[i] = &it->second;
+      combinations *= in[i]->size();
+      if (combinations > 256) return false;  // too many possibilities to follow: skip
     }
-    size_t n0 = n > 0 ? in[0]->size() : 1;
-    size_t n1 = n > 1 ? in[1]->size() : 1;
     Metas results;
-    for (size_t i = 0; i < n0; ++i) {
-      for (size_t j = 0; j < n1; ++j) {
-        TensorMeta args[2];
-        if (n > 0) args[0] = (*in[0])[i];
-        if (n > 1) args[1] = (*in[1])[j];
-        InferResult r;
-        try {
-          r = infer(c.op, std::span<const TensorMeta>(args, static_cast<size_t>(n)), c.attrs,
-                    c.inplace);
-        } catch (const Error&) {
-          continue;  // the worker's execution fails the same way
-        }
-        int64_t work = 0;
-        for (int k = 0; k < n; ++k) work += std::max<int64_t>(safe_numel(args[k]), 0);
-        if (!charge_work(work) || !charge(r.meta)) return false;
-        if (op_def(c.op).kind == OpKind::Linalg && n > 0) {
-          int64_t k = args[0].shape.size() ? args[0].shape[args[0].shape.size() - 1] : 1;
-          int64_t out = safe_numel(r.meta);
-          if (k > 0 && out > 0 && (out > kMaxWork / k || !charge_work(out * k))) return false;
-        }
-        results.push_back(r.meta);
+    std::vector<TensorMeta> args(n);
+    for (size_t combo = 0; combo < combinations; ++combo) {
+      size_t rest = combo;
+      for (size_t i = 0; i < n; ++i) {
+        args[i] = (*in[i])[rest % in[i]->size()];
+        rest /= in[i]->size();
       }
+      InferResult r;
+      try {
+        r = infer(c.op, args, c.attrs, c.inplace);
+      } catch (const Error&) {
+        continue;  // the worker's execution fails the same way
+      }
+      int64_t work = 0;
+      for (const TensorMeta& a : args) work += std::max<int64_t>(safe_numel(a), 0);
+      if (!charge_work(work) || !charge(r.meta)) return false;
+      const int64_t k = product_terms(c.op, args, c.attrs), out = safe_numel(r.meta);
+      if (k > 0 && out > 0 && (out > kMaxWork / k || !charge_work(out * k))) return false;
+      results.push_back(r.meta);
     }
     if (!c.inplace)
       for (const TensorMeta& m : results)

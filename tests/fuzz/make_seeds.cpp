@@ -45,8 +45,7 @@ void write(const fs::path& p, const std::string& bytes) {
 
 cmd::RunOp run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
   cmd::RunOp c{.op = op, .out = out, .attrs = std::move(attrs)};
-  c.inputs.n = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs.ids[i] = inputs[i];
+  for (TensorId id : inputs) c.inputs.push_back(id);
   return c;
 }
 cmd::RunOp inplace(OpId op, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
@@ -292,6 +291,51 @@ int main(int argc, char** argv) {
                    run_op(OpId::to, 7, {6}, to_bf16), with_input<cmd::Get>(4, 1),
                    request<cmd::Sync>(2)}},
             {8, 8}, 0, 0, 4);
+  }
+  // Ops of more than two inputs and the NN ops: conv2d with a bias (3 inputs) and its
+  // gradients, a cat of 9, where, gather, scatter_add, max_pool2d with its indices and
+  // gradient, log_softmax, nll_loss (4 inputs in its gradient), dropout; an out-of-range
+  // target fails on the worker.
+  {
+    auto ints = [](Dims v) {
+      OpAttrs a;
+      a.ints = v;
+      return a;
+    };
+    OpAttrs drop = ints({1});
+    drop.scalars[0] = Scalar(0.5);
+    drop.seed = 3;
+    drop.offset = 1;
+    OpAttrs positive;
+    positive.scalars[0] = Scalar(0.0);
+    const OpAttrs conv = ints({1, 1, 1, 1, 1, 1, 1}), pool = ints({2, 2, 0, 0, 0, 0, 1, 1, 0});
+    const OpAttrs nll = ints({1, -100});
+    std::vector<TensorId> nine(9, 2);
+    s.batch("ops-nn",
+            Batch{{put(1, DType::Float32, {1, 2, 4, 4}, 1),
+                   put(2, DType::Float32, {4}, 2),
+                   put(3, DType::Float32, {3, 2, 3, 3}, 3),
+                   put(4, DType::Float32, {3}, 4),
+                   put(5, DType::Int64, {8}, 5),
+                   run_op(OpId::conv2d, 10, {1, 3, 4}, conv),
+                   run_op(OpId::conv2d_input_grad, 11, {10, 3}, ints({4, 4, 1, 1, 1, 1, 1, 1, 1})),
+                   run_op(OpId::conv2d_weight_grad, 12, {10, 1}, ints({3, 3, 1, 1, 1, 1, 1, 1, 1})),
+                   run_op(OpId::cat, 13, nine, ints({0})),
+                   run_op(OpId::gt, 14, {2}, positive),
+                   run_op(OpId::where, 15, {14, 2, 2}),
+                   run_op(OpId::max_pool2d, 16, {1}, pool),
+                   run_op(OpId::max_pool2d_indices, 17, {1}, pool),
+                   run_op(OpId::max_pool2d_backward, 18, {16, 17}, ints({4, 4})),
+                   run_op(OpId::view, 19, {1}, ints({8, 4})),
+                   run_op(OpId::log_softmax, 20, {19}, ints({1})),
+                   run_op(OpId::nll_loss, 21, {20, 5}, nll),
+                   run_op(OpId::nll_loss_backward, 22, {21, 20, 5, 2}, nll),
+                   run_op(OpId::gather, 23, {19, 5}, ints({0})),
+                   run_op(OpId::dropout, 24, {1}, drop),
+                   with_input<cmd::Get>(12, 1),
+                   with_input<cmd::Get>(22, 2),
+                   request<cmd::Sync>(3)}},
+            {128, 16, 216, 12, 64}, 0, 0, 6);
   }
   // Failures: unknown input, reused and zero ids, free of an unknown id, a failing op and
   // its dependents, in-place ops on a failed tensor; run twice (every id then in use).

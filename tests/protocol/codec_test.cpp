@@ -66,8 +66,7 @@ std::string patched(std::string frame, size_t at, T old, T v) {
 
 cmd::RunOp run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
   cmd::RunOp c{.op = op, .out = out, .attrs = std::move(attrs)};
-  c.inputs.n = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs.ids[i] = inputs[i];
+  for (TensorId id : inputs) c.inputs.push_back(id);
   return c;
 }
 
@@ -131,6 +130,16 @@ Batch every_command() {
   other_stream.stream = 7;
   other_stream.device = 3;
   cmds.push_back(other_stream);
+
+  // Ops of more inputs than the inline two: conv2d with a bias, and a cat of many.
+  OpAttrs conv;
+  conv.ints = {1, 1, 0, 0, 1, 1, 1};
+  cmds.push_back(run_op(OpId::conv2d, 16, {13, 14, 15}, conv));
+  std::vector<TensorId> many;
+  for (TensorId i = 0; i < 7; ++i) many.push_back(100 + i);
+  OpAttrs dim;
+  dim.ints = {1};
+  cmds.push_back(run_op(OpId::cat, 17, many, dim));
 
   cmds.push_back(put(20, DType::Float32, {2, 3}, 2));
   cmds.push_back(put(21, DType::Int64, {}, 1));
@@ -250,7 +259,8 @@ struct FieldProbe {
     at += 2 + 8 * m.shape.size();
   }
   void operator()(const char* f, const Inputs& in) {
-    add(f, at, bytes_of<uint8_t>(3), "inputs 3, expected at most 2");
+    add(f, at, bytes_of<uint8_t>(Inputs::kMax + 1), "inputs 65, expected at most 64");
+    add(f, at, bytes_of<uint8_t>(0xFF), "inputs 255, expected at most 64");
     at += 1 + 8 * in.n;
   }
   void operator()(const char* f, const bool&, const OpAttrs&, OpFlagsRule) {
@@ -592,10 +602,13 @@ TEST_SUITE("protocol/codec") {
                   "unknown op code " + std::to_string(kMaxOpCode + 1));
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdFlags, 0, 0x80), 0),
                   "command 0 (add) has unknown flags bits 0x80");
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, 3), 0),
-                  "command 0 (add) has inputs 3, expected at most 2");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, Inputs::kMax + 1), 0),
+                  "command 0 (add) has inputs 65, expected at most 64");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, 255), 0),
-                  "has inputs 255, expected at most 2");
+                  "has inputs 255, expected at most 64");
+    // More inputs than the bytes left hold: refused before anything is allocated for them.
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, Inputs::kMax), 0),
+                  "inputs count 62 needs at least 496 bytes");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInts, 0, kMaxDims + 1), 0),
                   "attribute ints count 13 exceeds the limit 12");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInts, 0, 2), 0), "needs at least");
@@ -609,6 +622,30 @@ TEST_SUITE("protocol/codec") {
     CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, -2), 0),
                   "command 0 (add) has device -2, expected -1 to 255");
     CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, 256), 0), "device 256");
+  }
+
+  TEST_CASE("a RunOp of more inputs: the same layout, every count up to the limit") {
+    // Inputs past the inline two are the same u8 count and u64 ids: the encoding of a
+    // 3-input command is the 2-input layout with one more id.
+    std::string two = encode(batch_of({run_op(OpId::add, 3, {1, 2})}));
+    std::string three = encode(batch_of({run_op(OpId::where, 3, {1, 2, 9})}));
+    REQUIRE(three.size() == two.size() + 8);
+    CHECK(static_cast<uint8_t>(three[kCmdNInputs]) == 3);
+    CHECK(three.substr(kCmdInputs + 24) == two.substr(kCmdInputs + 16));
+    for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{17}, Inputs::kMax}) {
+      CAPTURE(n);
+      std::vector<TensorId> ids;
+      for (size_t i = 0; i < n; ++i) ids.push_back(1000 + i);
+      OpAttrs dim;
+      dim.ints = {0};
+      cmd::RunOp c = run_op(OpId::cat, 5000, ids, dim);
+      Batch b = decode_batch(encode(batch_of({c})), 0);
+      REQUIRE(b.commands.size() == 1);
+      const auto& got = std::get<cmd::RunOp>(b.commands[0]);
+      CHECK(got == c);
+      for (size_t i = 0; i < n; ++i) CHECK(got.inputs[i] == 1000 + i);
+      CHECK(got.inputs.more.size() == (n > Inputs::kInline ? n - Inputs::kInline : 0));
+    }
   }
 
   TEST_CASE("every checked field of every command type rejects a corruption") {
