@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "autograd/grad_formulas.hpp"
+#include "autograd/nn_formulas.hpp"
 
 namespace dtr::autograd {
 
@@ -62,7 +63,11 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(cos, kSaveInput0, return {-(g * c.in(0).sin())};),
     DTR_DERIVATIVE(tanh, kSaveOutput, return {g * (1.0 - c.output * c.output)};),
     DTR_DERIVATIVE(sigmoid, kSaveOutput, return {g * (1.0 - c.output) * c.output};),
-    DTR_DERIVATIVE(relu, kSaveOutput, return {g * mask(c.output > 0, g.dtype())};),
+    DTR_DERIVATIVE(relu, kSaveOutput, return {relu_grad(c, g)};),
+    DTR_DERIVATIVE(floor, kSaveNothing, return {zeros_of_input(c, 0, g)};),
+    DTR_DERIVATIVE(ceil, kSaveNothing, return {zeros_of_input(c, 0, g)};),
+    DTR_DERIVATIVE(round, kSaveNothing, return {zeros_of_input(c, 0, g)};),
+    DTR_DERIVATIVE(sign, kSaveNothing, return {zeros_of_input(c, 0, g)};),
     // ---- binary: a tensor operand (two gradients) or a scalar one (one) ----
     DTR_DERIVATIVE(add, kSaveNothing, if (c.tensor_operand()) return {g, g}; return {g};),
     DTR_DERIVATIVE(sub, kSaveNothing, if (c.tensor_operand()) return {g, -g};
@@ -109,8 +114,44 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(expand, kSaveNothing, return {sum_to(g, c.meta(0).shape)};),
     DTR_DERIVATIVE(squeeze, kSaveNothing, return {g.reshape(c.meta(0).shape)};),
     DTR_DERIVATIVE(unsqueeze, kSaveNothing, return {g.reshape(c.meta(0).shape)};),
+    DTR_DERIVATIVE(flatten, kSaveNothing, return {g.reshape(c.meta(0).shape)};),
     DTR_DERIVATIVE(contiguous, kSaveNothing, return {g};),
     DTR_DERIVATIVE(to, kSaveNothing, return {g.to(c.meta(0).dtype)};),
+    // ---- join and indexing ----
+    DTR_DERIVATIVE(cat, kSaveNothing, return cat_grad(c, g);),
+    DTR_DERIVATIVE(stack, kSaveNothing, return stack_grad(c, g);),
+    DTR_DERIVATIVE(where, kSaveInput0, const T m = mask(c.in(0), g.dtype());
+                   return {T(), g* m, g*(1.0 - m)};),
+    DTR_DERIVATIVE(masked_fill, kSaveInput1, return {g * (1.0 - mask(c.in(1), g.dtype())), T()};),
+    DTR_DERIVATIVE(index_select, kSaveInput1, return index_select_grad(c, g);),
+    DTR_DERIVATIVE(gather, kSaveInput1, return gather_grad(c, g);),
+    DTR_DERIVATIVE(scatter_add, kSaveInput1, return scatter_add_grad(c, g);),
+    DTR_DERIVATIVE(cumsum, kSaveNothing, return cumsum_grad(c, g);),
+    DTR_NO_GRAD(one_hot, "its result is int64"),
+    DTR_DERIVATIVE(topk, kSaveInput0, return topk_grad(c, g);),
+    DTR_NO_GRAD(topk_indices, "its result is int64"),
+    // ---- neural-network layers; their gradient ops have none (no gradients of gradients) ----
+    DTR_DERIVATIVE(linear, kSaveInputs, return linear_grad(c, g);),
+    DTR_DERIVATIVE(conv2d, kSaveInputs, return conv2d_grad(c, g);),
+    DTR_NO_GRAD(conv2d_input_grad, "it is a gradient op (no gradients of gradients)"),
+    DTR_NO_GRAD(conv2d_weight_grad, "it is a gradient op (no gradients of gradients)"),
+    DTR_DERIVATIVE(max_pool2d, kSaveInput0, return max_pool2d_grad(c, g);),
+    DTR_NO_GRAD(max_pool2d_indices, "its result is int64"),
+    DTR_NO_GRAD(max_pool2d_backward, "it is a gradient op (no gradients of gradients)"),
+    DTR_DERIVATIVE(avg_pool2d, kSaveNothing, return avg_pool2d_grad(c, g);),
+    DTR_NO_GRAD(avg_pool2d_backward, "it is a gradient op (no gradients of gradients)"),
+    DTR_DERIVATIVE(softmax, kSaveOutput,
+                   return {call<T>(OpId::softmax_backward, c.attrs, g, c.output)};),
+    DTR_DERIVATIVE(log_softmax, kSaveOutput,
+                   return {call<T>(OpId::log_softmax_backward, c.attrs, g, c.output)};),
+    DTR_NO_GRAD(softmax_backward, "it is a gradient op (no gradients of gradients)"),
+    DTR_NO_GRAD(log_softmax_backward, "it is a gradient op (no gradients of gradients)"),
+    DTR_DERIVATIVE(nll_loss, kSaveInputs | kSaveInput2, return nll_loss_grad(c, g);),
+    DTR_NO_GRAD(nll_loss_backward, "it is a gradient op (no gradients of gradients)"),
+    // dropout's gradient: the same draw (seed, offset) applied to the gradient.
+    DTR_DERIVATIVE(dropout, kSaveNothing, return {g.apply(OpId::dropout, c.attrs, nullptr)};),
+    DTR_DERIVATIVE(dropout2d, kSaveNothing, return {g.apply(OpId::dropout2d, c.attrs, nullptr)};),
+    DTR_NO_GRAD(threshold_backward, "it is a gradient op (no gradients of gradients)"),
     // ---- in place only, and creation ----
     DTR_NO_GRAD(copy_, "it is in place only (not recorded while grad mode is on)"),
     DTR_NO_GRAD(fill_, "it is in place only (not recorded while grad mode is on)"),

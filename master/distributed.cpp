@@ -234,7 +234,9 @@ DistributedTensor DistributedTensor::apply_inputs(OpId op, const OpAttrs& attrs,
   c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
   self.session->enqueue(self.node, c, wake_for(meta));
-  return DistributedTensor(make_remote(self.session, self.node, self.device, c.out, meta));
+  DistributedTensor out(make_remote(self.session, self.node, self.device, c.out, meta));
+  autograd::record_inputs<DistributedTensor>(op, attrs, inputs, out);
+  return out;
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,

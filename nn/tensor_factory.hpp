@@ -1,6 +1,5 @@
 // What the nn library makes, for each tensor type: tensors on the current node and device
-// (parameters), tensors where another one lives (dropout masks, class indices), and host
-// copies (state files).
+// (parameters), zeros where another tensor lives (padding), and host copies (state files).
 //
 // Thread safety: plain functions; the distributed ones scope the calling thread's current
 // node and device for the call only.
@@ -20,13 +19,6 @@ struct Factory<local::Tensor> {
   static local::Tensor zeros_like(const Shape& shape, const local::Tensor& x) {
     return local::empty(shape, x.dtype(), x.device()).fill_(0);
   }
-  static local::Tensor rand_like(const local::Tensor& x, const Shape& shape, Generator* gen) {
-    local::Tensor r = gen ? local::rand(shape, *gen, x.dtype()) : local::rand(shape, x.dtype());
-    return r.to_device(x.device());
-  }
-  static local::Tensor arange_like(int64_t n, const local::Tensor& x) {
-    return local::arange(0, n, 1).to_device(x.device());
-  }
   static local::Tensor to_host(const local::Tensor& t) { return t.detach().cpu(); }
   // `src` (a host tensor) placed where `like` lives.
   static local::Tensor place_like(const local::Tensor& src, const local::Tensor& like) {
@@ -41,17 +33,6 @@ struct Factory<DistributedTensor> {
     node_guard on(x.get_node());
     device_guard dev(x.get_device());
     return dtr::zeros(shape, x.dtype());
-  }
-  static DistributedTensor rand_like(const DistributedTensor& x, const Shape& shape,
-                                     Generator* gen) {
-    node_guard on(x.get_node());
-    device_guard dev(x.get_device());
-    return gen ? dtr::rand(shape, *gen, x.dtype()) : dtr::rand(shape, x.dtype());
-  }
-  static DistributedTensor arange_like(int64_t n, const DistributedTensor& x) {
-    node_guard on(x.get_node());
-    device_guard dev(x.get_device());
-    return dtr::arange(0, n, 1);
   }
   static local::Tensor to_host(const DistributedTensor& t) { return t.to_local(); }
   static DistributedTensor place_like(const local::Tensor& src, const DistributedTensor& like) {

@@ -126,7 +126,9 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::apply_inputs(OpId op, const OpAttrs& attrs, std::span<const Tensor> inputs) {
-  return execute(op, inputs, attrs, false);
+  Tensor out = execute(op, inputs, attrs, false);
+  autograd::record_inputs<Tensor>(op, attrs, inputs, out);
+  return out;
 }
 
 Tensor Tensor::apply(OpId op, const OpAttrs& attrs, const Tensor* other) const {

@@ -196,9 +196,109 @@ std::vector<Case> view_cases() {
   return c;
 }
 
+std::vector<Case> index_cases() {
+  std::vector<Case> c;
+  auto x = [](uint64_t seed) { return std::vector<Tensor>{input({3, 4}, seed)}; };
+  for (const char* op : {"floor", "ceil", "round", "sign"}) {
+    const OpId id = find_op(op)->id;
+    c.push_back({op, op, [id](V v) { return v[0].apply(id, {}, nullptr) + v[0]; }, x(70)});
+  }
+  c.push_back(
+      {"flatten", "flatten", [](V v) { return v[0].flatten(0, 1); }, {input({2, 3, 4}, 71)}});
+  c.push_back(
+      {"cat", "cat", [](V v) { return cat(v, 1); }, {input({3, 2}, 72), input({3, 4}, 73)}});
+  c.push_back(
+      {"stack", "stack", [](V v) { return stack(v, 1); }, {input({3, 4}, 74), input({3, 4}, 75)}});
+  const Tensor cond = local::from_vector<bool>({true, false, true, false}, {4});
+  c.push_back({"where",
+               "where broadcast",
+               [cond](V v) { return where(cond, v[0], v[1]); },
+               {input({3, 4}, 76), input({4}, 77)}});
+  const Tensor m = local::from_vector<bool>({false, true, true, false}, {4});
+  c.push_back({"masked_fill", "masked_fill", [m](V v) { return v[0].masked_fill(m, 2.0); }, x(78)});
+  const Tensor idx = local::from_vector<int64_t>({2, 0, 2});
+  c.push_back({"index_select", "index_select repeats",
+               [idx](V v) { return v[0].index_select(1, idx); }, x(79)});
+  const Tensor gi = local::from_vector<int64_t>({0, 2, 2, 1, 1, 0}, {3, 2});
+  c.push_back({"gather", "gather", [gi](V v) { return v[0].gather(1, gi); }, x(80)});
+  c.push_back({"scatter_add",
+               "scatter_add",
+               [gi](V v) { return v[0].scatter_add(1, gi, v[1]); },
+               {input({3, 4}, 81), input({3, 2}, 82)}});
+  c.push_back({"cumsum", "cumsum", [](V v) { return v[0].cumsum(1); }, x(83)});
+  OpAttrs topk;
+  topk.ints = {2, 1, 1, 1};
+  c.push_back(
+      {"topk", "topk", [topk](V v) { return v[0].apply(OpId::topk, topk, nullptr); }, x(84)});
+  return c;
+}
+
+std::vector<Case> nn_cases() {
+  std::vector<Case> c;
+  c.push_back({"linear",
+               "linear batched with bias",
+               [](V v) { return v[0].linear(v[1], v[2]); },
+               {input({2, 3, 4}, 90), input({5, 4}, 91), input({5}, 92)}});
+  c.push_back({"linear",
+               "linear 1-D without bias",
+               [](V v) { return v[0].linear(v[1]); },
+               {input({4}, 93), input({5, 4}, 94)}});
+  c.push_back({"conv2d",
+               "conv2d stride padding bias",
+               [](V v) { return v[0].conv2d(v[1], v[2], 2, 1); },
+               {input({2, 2, 5, 6}, 95), input({3, 2, 3, 3}, 96), input({3}, 97)}});
+  c.push_back({"conv2d",
+               "conv2d dilation groups",
+               [](V v) { return v[0].conv2d(v[1], std::nullopt, 1, 0, 2, 2); },
+               {input({1, 4, 6, 6}, 98), input({2, 2, 2, 2}, 99)}});
+  c.push_back({"max_pool2d",
+               "max_pool2d",
+               [](V v) { return v[0].max_pool2d(2); },
+               {input({2, 2, 4, 5}, 100)}});
+  c.push_back({"max_pool2d",
+               "max_pool2d padded strided",
+               [](V v) { return v[0].max_pool2d(3, Int2(2), 1); },
+               {input({1, 2, 5, 5}, 101)}});
+  c.push_back({"avg_pool2d",
+               "avg_pool2d ceil mode",
+               [](V v) { return v[0].avg_pool2d(2, Int2(2), 1, true, false); },
+               {input({1, 2, 5, 4}, 102)}});
+  c.push_back({"softmax", "softmax", [](V v) { return v[0].softmax(1); }, {input({3, 4}, 103)}});
+  c.push_back({"log_softmax",
+               "log_softmax",
+               [](V v) { return v[0].log_softmax(0); },
+               {input({3, 4}, 104)}});
+  const Tensor t = local::from_vector<int64_t>({2, 0, 3});
+  c.push_back(
+      {"nll_loss", "nll_loss mean", [t](V v) { return v[0].nll_loss(t); }, {input({3, 4}, 105)}});
+  const Tensor tw = local::from_vector<int64_t>({2, -100, 3});
+  c.push_back({"nll_loss",
+               "nll_loss weighted sum ignore_index",
+               [tw](V v) {
+                 return v[0].nll_loss(tw, local::from_vector<double>({1, 2, 3, 4}), Reduction::Sum);
+               },
+               {input({3, 4}, 106)}});
+  c.push_back({"dropout",
+               "dropout",
+               [](V v) {
+                 Generator g(3);
+                 return v[0].dropout(0.4, true, g);
+               },
+               {input({3, 4}, 107)}});
+  c.push_back({"dropout2d",
+               "dropout2d",
+               [](V v) {
+                 Generator g(4);
+                 return v[0].dropout2d(0.5, true, g);
+               },
+               {input({2, 3, 2, 2}, 108)}});
+  return c;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto part : {unary_cases(), binary_cases(), reduce_cases(), linalg_cases(), view_cases()})
+  for (auto part : {unary_cases(), binary_cases(), reduce_cases(), linalg_cases(), view_cases(),
+                    index_cases(), nn_cases()})
     for (Case& c : part) all.push_back(std::move(c));
   return all;
 }

@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
 
     net.train();
     dtr::Generator replay(kDropoutSeed);  // the draws the two dropouts make, in order
-    Tensor keep2d = (dtr::local::rand({kBatch, 20, 1, 1}, replay) >= 0.5).to(dtr::DType::Float32);
-    Tensor keep = (dtr::local::rand({kBatch, 50}, replay) >= 0.5).to(dtr::DType::Float32);
+    Tensor keep2d = dtr::local::ones({kBatch, 20, 8, 8}).dropout2d(0.5, true, replay) * 0.5f;
+    Tensor keep = dtr::local::ones({kBatch, 50}).dropout(0.5, true, replay) * 0.5f;
     out.emplace_back("mask.conv2_drop", keep2d);
     out.emplace_back("mask.dropout", keep);
     dtr::optim::SGD<Tensor> opt(net.parameters(), {.lr = 0.01, .momentum = 0.5});
