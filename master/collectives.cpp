@@ -24,6 +24,11 @@ std::vector<int> check_collective(std::string_view what,
   for (size_t i = 0; i < tensors.size(); ++i) {
     const DistributedTensor& t = tensors[i];
     if (!t.defined()) throw InvalidArgument(fmt::format("{}: tensor {} is undefined", what, i));
+    if (autograd::tracks_grad(t))
+      throw InvalidArgument(fmt::format(
+          "{}: tensor {} ({}) requires grad and grad mode is on; this collective is not "
+          "recorded: use dtr::autograd::{} (differentiable), or detach() / dtr::no_grad",
+          what, i, describe(t.meta()), what));
     auto [at, fresh] = index_on_node.emplace(t.get_node(), i);
     if (!fresh)
       throw InvalidArgument(

@@ -201,7 +201,13 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
   const RemoteTensor& self = remote(name);
   TensorMeta meta;
   uint64_t id = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta);
-  return DistributedTensor(make_remote(self.session, self.node, self.device, id, meta));
+  DistributedTensor out(make_remote(self.session, self.node, self.device, id, meta));
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const DistributedTensor* in[2] = {this, other};
+    autograd::record_op<DistributedTensor>(
+        op, attrs, std::span<const DistributedTensor* const>(in, other ? 2 : 1), out);
+  }
+  return out;
 }
 
 DistributedTensor DistributedTensor::apply_inputs(OpId op, const OpAttrs& attrs,
@@ -228,12 +234,19 @@ DistributedTensor DistributedTensor::apply_inputs(OpId op, const OpAttrs& attrs,
   c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
   self.session->enqueue(self.node, c, wake_for(meta));
-  return DistributedTensor(make_remote(self.session, self.node, self.device, c.out, meta));
+  DistributedTensor out(make_remote(self.session, self.node, self.device, c.out, meta));
+  autograd::record_inputs<DistributedTensor>(op, attrs, inputs, out);
+  return out;
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
                                       const DistributedTensor* other) {
   std::string_view name = op_def(op).name;
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const DistributedTensor* in[2] = {this, other};
+    autograd::check_inplace<DistributedTensor>(
+        op, std::span<const DistributedTensor* const>(in, other ? 2 : 1));
+  }
   queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true, nullptr);
 }
 
@@ -267,7 +280,10 @@ DistributedTensor DistributedTensor::to(int node) const {
                      .token = token};
   self.session->enqueue(self.node, send);
   self.session->enqueue(node, recv);
-  return DistributedTensor(make_remote(self.session, node, -1, recv.out, recv.meta));
+  DistributedTensor out(make_remote(self.session, node, -1, recv.out, recv.meta));
+  if (autograd_) [[unlikely]]
+    autograd_->record_move(*this, out);
+  return out;
 }
 
 DistributedTensor DistributedTensor::to_device(int device) const {
@@ -280,8 +296,11 @@ DistributedTensor DistributedTensor::to_device(int device) const {
                   .out = self.session->new_id(),
                   .device = device};
   self.session->enqueue(self.node, c);
-  return DistributedTensor(make_remote(self.session, self.node, device, c.out,
-                                       TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
+  DistributedTensor out(make_remote(self.session, self.node, device, c.out,
+                                    TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
+  if (autograd_) [[unlikely]]
+    autograd_->record_move(*this, out);
+  return out;
 }
 
 Scalar DistributedTensor::item() const {
@@ -456,6 +475,12 @@ void synchronize(int node) {
 DistributedTensor dist_send(const local::Tensor& t, int node) {
   auto s = session("dist_send");
   if (!t.defined()) throw InvalidArgument("dist_send: undefined tensor");
+  if (autograd::tracks_grad(t))
+    throw InvalidArgument(fmt::format(
+        "dist_send: the tensor ({}) requires grad and grad mode is on; dist_send is not "
+        "differentiable (gradients would pass through the master): send detach(), or make "
+        "the tensor on its node",
+        describe(t.meta())));
   int target = node < 0 ? t_node : node;
   check_node("dist_send", *s, target);
   check_device("dist_send", *s, target, t_device);

@@ -86,6 +86,8 @@ Tensor Tensor::to_device(int device) const {
   if (device == this->device()) return *this;
   Tensor out = empty(shape(), dtype(), device);
   cuda::copy_between(out, *this);
+  if (autograd_) [[unlikely]]
+    autograd_->record_move(*this, out);
   return out;
 }
 
@@ -124,18 +126,31 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::apply_inputs(OpId op, const OpAttrs& attrs, std::span<const Tensor> inputs) {
-  return execute(op, inputs, attrs, false);
+  Tensor out = execute(op, inputs, attrs, false);
+  autograd::record_inputs<Tensor>(op, attrs, inputs, out);
+  return out;
 }
 
 Tensor Tensor::apply(OpId op, const OpAttrs& attrs, const Tensor* other) const {
+  Tensor out;
   if (other) {
     std::array<Tensor, 2> in{*this, *other};
-    return execute(op, in, attrs, false);
+    out = execute(op, in, attrs, false);
+  } else {
+    out = execute(op, std::span<const Tensor>(this, 1), attrs, false);
   }
-  return execute(op, std::span<const Tensor>(this, 1), attrs, false);
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const Tensor* in[2] = {this, other};
+    autograd::record_op<Tensor>(op, attrs, std::span<const Tensor* const>(in, other ? 2 : 1), out);
+  }
+  return out;
 }
 
 void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const Tensor* in[2] = {this, other};
+    autograd::check_inplace<Tensor>(op, std::span<const Tensor* const>(in, other ? 2 : 1));
+  }
   if (other) {
     std::array<Tensor, 2> in{*this, *other};
     execute(op, in, attrs, true);

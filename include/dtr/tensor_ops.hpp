@@ -7,19 +7,26 @@
 //   static Derived apply_inputs(OpId, const OpAttrs&, std::span<const Derived>);
 //   const TensorMeta& meta() const;
 // The functions of several tensors (cat, stack, where) are free functions below the class.
+// TensorOps also holds the handle's autograd slot (dtr/autograd_meta.hpp): Derived's apply,
+// apply_inplace and apply_inputs report ops on tensors that have one. The autograd methods
+// below are defined in the dtr::autograd library (dtr/autograd.hpp); a program that calls
+// them links it (dtr::nn links it too).
 //
-// Thread safety: as Derived's.
+// Thread safety: as Derived's; autograd state as dtr/autograd.hpp says.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "dtr/autograd_meta.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/op_table.hpp"
 
@@ -36,6 +43,38 @@ class TensorOps {
   int64_t numel() const { return self().meta().numel(); }
   int64_t size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
   bool is_contiguous() const { return self().meta().is_contiguous(); }
+
+  // --- autograd (dtr/autograd.hpp; defined in the dtr::autograd library) ---
+  // Whether gradients flow to this tensor: a leaf marked with requires_grad_(), or the
+  // result of a recorded op.
+  bool requires_grad() const;
+  // Marks a leaf (a tensor no recorded op made) as needing its gradient, or not. Throws
+  // InvalidArgument for a non-leaf, or for a non-floating tensor when `on`.
+  Derived& requires_grad_(bool on = true);
+  // True for tensors no recorded op made (every tensor that does not require grad, too).
+  bool is_leaf() const;
+  // The gradient backward() accumulated into this leaf; undefined when there is none.
+  Derived grad() const;
+  // Replaces the leaf's gradient (an undefined tensor clears it); the shape must match.
+  void set_grad(const Derived& grad);
+  // Computes the gradient of this scalar (one element) with respect to every leaf that
+  // requires grad and adds it to their grad(). The graph is freed unless retain_graph.
+  void backward(bool retain_graph = false) const;
+  // The same for a tensor of any shape, `gradient` being d(something)/d(this).
+  void backward(const Derived& gradient, bool retain_graph = false) const;
+  // The name of the recorded op that made this tensor ("MulBackward"), "" for a leaf.
+  std::string grad_fn_name() const;
+  // The same tensor (shared storage) outside the graph: no grad, not recorded.
+  Derived detach() const {
+    Derived d = self();
+    d.autograd_.reset();
+    return d;
+  }
+  // The autograd slot (internal: dtr/autograd_meta.hpp).
+  const std::shared_ptr<autograd::MetaBase<Derived>>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<autograd::MetaBase<Derived>> m) {
+    autograd_ = std::move(m);
+  }
 
   // --- elementwise unary: name() and in-place name_() ---
 #define DTR_UNARY_METHOD(name, code, kind, rule, sig, doc) \
@@ -443,6 +482,10 @@ class TensorOps {
   Derived rscalar(OpId op, Scalar s) const {
     return self().apply(op, scalar_attrs(s, true), nullptr);
   }
+
+ protected:
+  // Null unless autograd gave this tensor a slot.
+  std::shared_ptr<autograd::MetaBase<Derived>> autograd_;
 
  private:
   const Derived& self() const {
