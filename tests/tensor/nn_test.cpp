@@ -216,7 +216,10 @@ TEST_CASE("conv2d gradients against the reference") {
     const Sizes os = conv_out_shape(xs, ws, p);
     Array x = random_array(kF32, xs, ++seed), w = random_array(kF32, ws, ++seed);
     Array g = random_array(kF32, os, ++seed);
-    const std::string what = "w" + str(ws) + " groups " + std::to_string(p.groups);
+    // Appended piece by piece: g++ 12 warns (-Wrestrict, falsely) on "w" + str(ws).
+    std::string what = "w";
+    what += str(ws);
+    what += " groups " + std::to_string(p.groups);
     Tensor dx = make_tensor(g, Layout::ColumnMajor)
                     .conv2d_input_grad(make_tensor(w), Int2(xs[2], xs[3]), Int2(p.sh, p.sw),
                                        Int2(p.ph, p.pw), Int2(p.dh, p.dw), p.groups);
@@ -256,7 +259,7 @@ namespace {
 struct PoolP {
   int64_t kh, kw, sh, sw, ph = 0, pw = 0, dh = 1, dw = 1;
   bool ceil = false, cip = true;
-  std::optional<double> divisor;
+  std::optional<double> divisor = std::nullopt;
 };
 
 int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
