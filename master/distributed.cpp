@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "master/capture.hpp"
 #include "master/session.hpp"
 
 namespace dtr {
@@ -195,13 +196,22 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
   const RemoteTensor& self = remote(name);
   TensorMeta meta;
   uint64_t id = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta);
+  if (self.session->capturing()) [[unlikely]] {
+    detail::pin_in_capture(*self.session, *this);
+    if (other) detail::pin_in_capture(*self.session, *other);
+  }
   return DistributedTensor(make_remote(self.session, self.node, self.device, id, meta));
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
                                       const DistributedTensor* other) {
   std::string_view name = op_def(op).name;
-  queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true, nullptr);
+  const RemoteTensor& self = remote(name);
+  queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, true, nullptr);
+  if (self.session->capturing()) [[unlikely]] {
+    detail::pin_in_capture(*self.session, *this);
+    if (other) detail::pin_in_capture(*self.session, *other);
+  }
 }
 
 local::Tensor DistributedTensor::to_local() const {
@@ -234,6 +244,7 @@ DistributedTensor DistributedTensor::to(int node) const {
                      .token = token};
   self.session->enqueue(self.node, send);
   self.session->enqueue(node, recv);
+  detail::pin_in_capture(*self.session, *this);
   return DistributedTensor(make_remote(self.session, node, -1, recv.out, recv.meta));
 }
 
@@ -247,6 +258,7 @@ DistributedTensor DistributedTensor::to_device(int device) const {
                   .out = self.session->new_id(),
                   .device = device};
   self.session->enqueue(self.node, c);
+  detail::pin_in_capture(*self.session, *this);
   return DistributedTensor(make_remote(self.session, self.node, device, c.out,
                                        TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
 }
@@ -422,6 +434,10 @@ void synchronize(int node) {
 
 DistributedTensor dist_send(const local::Tensor& t, int node) {
   auto s = session("dist_send");
+  if (s->capturing() && detail::Capture::active(*s))
+    throw InvalidArgument(
+        "dist_send: a sync point cannot be captured; dtr::capture records asynchronous commands "
+        "only (send the data before the capture and copy_ it into the graph's input)");
   if (!t.defined()) throw InvalidArgument("dist_send: undefined tensor");
   int target = node < 0 ? t_node : node;
   check_node("dist_send", *s, target);
@@ -450,7 +466,8 @@ NodeMemoryStats memory_stats(int node, int device) {
   check_device("memory_stats", *s, node, device);
   detail::ReplyMessage m = s->request(node, cmd::Stats{.device = device});
   return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
-                         m.reply.stats.live_tensors};
+                         m.reply.stats.live_tensors, m.reply.stats.graph_bytes,
+                         m.reply.stats.graph_tensors};
 }
 
 // ---- creation ----

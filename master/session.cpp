@@ -324,6 +324,9 @@ void MasterSession::wake() {
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
                             Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (divert(node, c)) return;
+  }
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -344,6 +347,9 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
 
 void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (divert(node, c)) return;
+  }
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -389,6 +395,7 @@ void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
 
 ReplyMessage MasterSession::request(int node, protocol::Command c) {
   if (closed_.load()) throw TransportError("the master-worker session is shut down");
+  if (capturing()) refuse_sync_point_in_capture(c);
   Node& n = *nodes_[node];
   check_alive(node);
   const uint64_t request = next_request_.fetch_add(1);
