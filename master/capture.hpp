@@ -33,6 +33,7 @@ struct GraphHandle {
   std::vector<int> nodes;
   std::vector<size_t> commands;  // per node of `nodes`
   bool ordered = false;          // holds collectives: replays go out in the session's order
+  bool small = false;            // only small work: a replay wakes no thread (Wake::kLazy)
   std::mutex mu;                 // guards replays, freed, pins
   uint64_t replays = 0;
   bool freed = false;
@@ -57,8 +58,9 @@ class Capture {
 
   // A command for `node`: true when the capture took it (recorded or dropped), false when
   // it goes out as usual. Throws InvalidArgument for a command a graph cannot hold.
-  bool take(int node, const protocol::Command& c);
-  bool take(int node, const protocol::cmd::RunOp& c);
+  // `small`: the command is small work (MasterSession::Wake::kLazy).
+  bool take(int node, const protocol::Command& c, bool small);
+  bool take(int node, const protocol::cmd::RunOp& c, bool small);
   // Another thread frees `id`: true when it is this capture's tensor (the graph owns it).
   bool take_free(uint64_t id);
   // A tensor a recorded command uses: when it existed before, it is an input of its node's
@@ -74,7 +76,7 @@ class Capture {
 
  private:
   template <class C>
-  void record(int node, const C& c);
+  void record(int node, const C& c, bool small);
 
   struct Part {
     std::vector<protocol::Command> commands;
@@ -85,6 +87,7 @@ class Capture {
   uint64_t graph_;
   Capture* previous_ = nullptr;
   bool stopped_ = false;
+  bool small_ = true;  // every recorded command is small work
   std::map<int, Part> parts_;
   std::vector<DistributedTensor> tensors_;
   std::vector<std::shared_ptr<void>> handles_;

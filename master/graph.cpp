@@ -51,8 +51,8 @@ void MasterSession::end_capture(Capture* c) {
   capturing_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool MasterSession::divert(int node, const protocol::Command& c) {
-  if (Capture* cap = Capture::active(*this)) return cap->take(node, c);
+bool MasterSession::divert(int node, const protocol::Command& c, Wake how) {
+  if (Capture* cap = Capture::active(*this)) return cap->take(node, c, how == Wake::kLazy);
   // Another thread drops a handle of a tensor a capture made: the graph owns that tensor.
   if (const auto* f = std::get_if<cmd::Free>(&c)) {
     std::lock_guard lock(captures_mu_);
@@ -62,9 +62,9 @@ bool MasterSession::divert(int node, const protocol::Command& c) {
   return false;
 }
 
-bool MasterSession::divert(int node, const cmd::RunOp& c) {
+bool MasterSession::divert(int node, const cmd::RunOp& c, Wake how) {
   Capture* cap = Capture::active(*this);
-  return cap && cap->take(node, c);
+  return cap && cap->take(node, c, how == Wake::kLazy);
 }
 
 void MasterSession::refuse_sync_point_in_capture(const protocol::Command& c) const {
@@ -76,10 +76,12 @@ void MasterSession::refuse_sync_point_in_capture(const protocol::Command& c) con
 }
 
 void MasterSession::enqueue_replay(const std::vector<int>& nodes, uint64_t graph, uint64_t replay,
-                                   bool ordered) {
+                                   bool ordered, bool small) {
   std::unique_lock<std::mutex> lock;
   if (ordered) lock = std::unique_lock(collectives_mu_);
-  for (int n : nodes) enqueue(n, cmd::GraphReplay{.graph = graph, .replay = replay});
+  for (int n : nodes)
+    enqueue(n, cmd::GraphReplay{.graph = graph, .replay = replay}, nullptr,
+            small ? Wake::kLazy : Wake::kNow);
 }
 
 // ---- Capture ----
@@ -114,7 +116,8 @@ bool Capture::any() {
 }
 
 template <class C>
-void Capture::record(int node, const C& c) {
+void Capture::record(int node, const C& c, bool small) {
+  small_ = small_ && small;
   if constexpr (requires { c.token; }) {
     if (c.token >= protocol::kGraphTokenLimit)
       throw InvalidArgument(fmt::format(
@@ -129,14 +132,14 @@ void Capture::record(int node, const C& c) {
   }
 }
 
-bool Capture::take(int node, const protocol::Command& c) {
+bool Capture::take(int node, const protocol::Command& c, bool small) {
   return std::visit(
       [&](const auto& x) -> bool {
         using C = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<C, cmd::Free>) {
           return take_free(x.input);
         } else if constexpr (protocol::in_graph_v<C>) {
-          record(node, x);
+          record(node, x, small);
           return true;
         } else if constexpr (std::is_same_v<C, cmd::CreateStream> ||
                              std::is_same_v<C, cmd::DestroyStream> ||
@@ -154,8 +157,8 @@ bool Capture::take(int node, const protocol::Command& c) {
       c);
 }
 
-bool Capture::take(int node, const cmd::RunOp& c) {
-  record(node, c);
+bool Capture::take(int node, const cmd::RunOp& c, bool small) {
+  record(node, c, small);
   return true;
 }
 
@@ -202,6 +205,7 @@ Graph Capture::finish() {
     up.program = std::move(program);
     session_->enqueue(node, up);
   }
+  h->small = small_;
   h->tensors = std::move(tensors_);
   h->handles = std::move(handles_);
   return Graph(std::move(h));
@@ -272,7 +276,7 @@ void Graph::replay() {
           fmt::format("Graph::replay: graph {} has a part on node {}: {}", h.id, n, e.what()));
     }
   }
-  h.session->enqueue_replay(h.nodes, h.id, ++h.replays, h.ordered);
+  h.session->enqueue_replay(h.nodes, h.id, ++h.replays, h.ordered, h.small);
 }
 
 uint64_t Graph::replays() const {

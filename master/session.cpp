@@ -325,7 +325,7 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
                             Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
   if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    if (divert(node, c)) return;
+    if (divert(node, c, how)) return;
   }
   Node& n = *nodes_[node];
   size_t queued;
@@ -348,7 +348,7 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
 void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
   if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    if (divert(node, c)) return;
+    if (divert(node, c, how)) return;
   }
   Node& n = *nodes_[node];
   size_t queued;

@@ -80,8 +80,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void begin_capture(Capture* c);
   void end_capture(Capture* c);
   // Queues replay `replay` of graph `graph` on each of `nodes`; with `ordered` (the graph
-  // holds collectives) under the lock that orders collectives across nodes.
-  void enqueue_replay(const std::vector<int>& nodes, uint64_t graph, uint64_t replay, bool ordered);
+  // holds collectives) under the lock that orders collectives across nodes; `small` (its
+  // commands were all small work) as Wake::kLazy.
+  void enqueue_replay(const std::vector<int>& nodes, uint64_t graph, uint64_t replay, bool ordered,
+                      bool small);
 
   // Queues one collective command per node (commands[i] to nodes[i]) under one lock, so
   // that every node sees the session's collectives in the same order; makes the group of
@@ -135,8 +137,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   explicit MasterSession(const MasterOptions& options);
   // While a thread captures: the command is the capture's (true), or goes out (false).
-  bool divert(int node, const protocol::Command& c);
-  bool divert(int node, const protocol::cmd::RunOp& c);
+  bool divert(int node, const protocol::Command& c, Wake how);
+  bool divert(int node, const protocol::cmd::RunOp& c, Wake how);
   // Throws InvalidArgument when the calling thread captures: `c` is a sync point.
   void refuse_sync_point_in_capture(const protocol::Command& c) const;
   void connect_workers();
