@@ -65,6 +65,7 @@ class Builder {
   void check_peer(uint32_t peer);
   void check_token(uint64_t token, bool receiving);
   int64_t inline_work_of(const GraphPart& p) const;
+  void find_segments(GraphPart& p) const;
   void finish();
 
   template <typename... Args>
@@ -304,6 +305,7 @@ void Builder::finish() {
   for (GraphPart& p : g_->parts) {
     g_->running_parts += p.steps.empty() ? 0 : 1;
     p.inline_work = inline_work_of(p);
+    find_segments(p);
   }
   // Master-held outputs exist from now on; reading one before a replay says so.
   for (const GraphTemp& t : g_->temps) {
@@ -329,6 +331,38 @@ int64_t Builder::inline_work_of(const GraphPart& p) const {
     work += st.elements + 1;
   }
   return work;
+}
+
+void Builder::find_segments(GraphPart& p) const {
+  // The device of a step that may be part of a CUDA segment, else -1.
+  auto device_of = [&](uint32_t i) {
+    const GraphStep& st = g_->steps[p.steps[i]];
+    if (st.type != CmdType::RunOp) return -1;
+    const auto& c = std::get<cmd::RunOp>(*st.cmd);
+    switch (op_def(c.op).kind) {
+      case OpKind::Unary:
+      case OpKind::Binary:
+      case OpKind::Clamp:
+      case OpKind::Mutate:
+      case OpKind::View:
+        return c.device;
+      default:
+        return -1;
+    }
+  };
+  const auto n = static_cast<uint32_t>(p.steps.size());
+  for (uint32_t i = 0; i < n;) {
+    const int device = device_of(i);
+    uint32_t j = i + 1;
+    while (device >= 0 && j < n && device_of(j) == device) ++j;
+    if (device >= 0 && j - i >= 2) {
+      CudaSegment& seg = p.segments.emplace_back();
+      seg.begin = i;
+      seg.end = j;
+      seg.device = device;
+    }
+    i = j;
+  }
 }
 
 // Dispatch work of step `st` in run `run`: records issued, waits' generations taken,
@@ -492,6 +526,97 @@ void prepare_fast(Graph& g, GraphStep& st, const cmd::RunOp& c, Slot* const* in)
   const local::Tensor& target = t ? t->bound : tensors[0];
   st.fast = local::prepare_kernel(
       c.op, std::span<const local::Tensor>(tensors.data(), st.in.size()), c.attrs, target);
+}
+
+namespace {
+
+// The tensor of operand `o` when it is fixed memory (an input, or a bound temporary).
+const local::Tensor& fixed_tensor(const Graph& g, const GraphOperand& o) {
+  return o.input ? o.input->tensor : g.temps[static_cast<size_t>(o.temp)].bound;
+}
+
+// The kernels of segment `seg`, on fixed memory, queued on the current CUDA stream.
+void queue_segment(const Graph& g, const GraphPart& part, const CudaSegment& seg) {
+  constexpr size_t kMax = std::extent_v<decltype(protocol::Inputs::ids)>;
+  for (uint32_t i = seg.begin; i < seg.end; ++i) {
+    const GraphStep& st = g.steps[part.steps[i]];
+    const auto& c = std::get<cmd::RunOp>(*st.cmd);
+    std::array<local::Tensor, kMax> in;
+    for (size_t k = 0; k < st.in.size(); ++k) in[k] = fixed_tensor(g, st.in[k]);
+    const std::span<const local::Tensor> operands(in.data(), st.in.size());
+    if (st.out < 0) {
+      local::execute_inplace(c.op, operands, c.attrs);
+    } else if (const GraphTemp& t = g.temps[static_cast<size_t>(st.out)]; !t.aliases) {
+      local::run_kernel(c.op, operands, c.attrs, t.bound);
+    }
+  }
+}
+
+}  // namespace
+
+SegmentOutcome run_cuda_segment(Stream& s, const StreamPtr& self, GraphRun& run,
+                                const GraphPart& part, CudaSegment& seg, FailureLog& failures) {
+  Graph& g = *run.graph;
+  if (!seg.refused.empty()) return SegmentOutcome::kStepwise;
+  std::vector<Slot*> before;  // operands made before the segment
+  std::unordered_set<int32_t> made_here;
+  for (uint32_t i = seg.begin; i < seg.end; ++i) {
+    const GraphStep& st = g.steps[part.steps[i]];
+    for (const GraphOperand& o : st.in) {
+      if (o.temp >= 0) {
+        const GraphTemp& t = g.temps[static_cast<size_t>(o.temp)];
+        if (!t.bindable) {
+          seg.refused = fmt::format("it reads tensor %{}, which each replay makes anew", t.id);
+          return SegmentOutcome::kStepwise;
+        }
+        if (!t.is_bound) return SegmentOutcome::kStepwise;  // a run step by step binds it
+        if (made_here.count(o.temp)) continue;
+      }
+      before.push_back(operand_slot(run, o));
+    }
+    if (st.out >= 0) {
+      if (!g.temps[static_cast<size_t>(st.out)].is_bound) return SegmentOutcome::kStepwise;
+      made_here.insert(st.out);
+    }
+  }
+  for (Slot* in : before)
+    if (!in->ready_or_park(self)) return SegmentOutcome::kParked;
+  for (Slot* in : before)
+    if (in->failed.load(std::memory_order_acquire)) return SegmentOutcome::kStepwise;
+  const cuda::StreamHandle stream = s.cuda.get(seg.device);
+  for (Slot* in : before) use(s.cuda, *in);
+  cuda::StreamScope scope(seg.device, stream);
+  if (!seg.graph) {
+    try {
+      seg.graph =
+          std::make_unique<cuda::Graph>(seg.device, stream, [&] { queue_segment(g, part, seg); });
+    } catch (const std::exception& e) {
+      seg.refused = e.what();
+      return SegmentOutcome::kStepwise;
+    }
+  }
+  Failure failed;
+  try {
+    seg.graph->launch(stream);
+  } catch (const std::exception& e) {
+    const GraphStep& first = g.steps[part.steps[seg.begin]];
+    failed = failures.root(protocol::kNoTensor, protocol::command_name(*first.cmd), e.what(),
+                           seg.device);
+  }
+  for (uint32_t i = seg.begin; i < seg.end; ++i) {
+    const GraphStep& st = g.steps[part.steps[i]];
+    Slot& out =
+        st.out >= 0 ? *run.temps[static_cast<size_t>(st.out)] : *operand_slot(run, st.in[0]);
+    if (failed) {
+      fail_output(s, out, failed);
+      continue;
+    }
+    const local::Tensor& t =
+        st.out >= 0 ? g.temps[static_cast<size_t>(st.out)].bound : fixed_tensor(g, st.in[0]);
+    wrote(s.cuda, out, t);
+    if (st.out >= 0) out.publish(t);
+  }
+  return SegmentOutcome::kRan;
 }
 
 void begin_device_work(Graph& g, uint64_t replay, CudaStreams& mine) {

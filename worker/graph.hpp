@@ -107,9 +107,24 @@ struct GraphInputCheck {
   std::atomic<bool> done{false};
 };
 
+// A run of a part's steps that are all CUDA element ops of one device (unary, binary, clamp
+// and mutate ops, views): from the first replay in which everything it touches is fixed
+// (inputs and bound temporaries) it is captured into a CUDA graph (tensor/cuda/cuda.hpp,
+// cuda::Graph), and each replay launches it once. One that cannot be captured (an op that
+// allocates, a capture CUDA refuses) runs step by step for good, `refused` saying why.
+struct CudaSegment {
+  uint32_t begin = 0;  // [begin, end) in GraphPart::steps
+  uint32_t end = 0;
+  int device = 0;
+  // The part's thread only.
+  std::unique_ptr<cuda::Graph> graph;
+  std::string refused;
+};
+
 struct GraphPart {
   StreamPtr stream;
-  std::vector<uint32_t> steps;  // Graph::steps, in program order
+  std::vector<uint32_t> steps;        // Graph::steps, in program order
+  std::vector<CudaSegment> segments;  // in order, not overlapping
   // When the whole part may run at once on the dispatch thread (CPU ops other than matrix
   // products, on at most GraphEnv::inline_elements elements each, and records): the
   // elements its ops write, plus one per op; -1 otherwise.
@@ -154,6 +169,7 @@ struct GraphRun {
   std::vector<std::string> remote_problems;  // why a remote wait could not be made
   struct PartState {
     uint32_t cursor = 0;
+    uint32_t segment = 0;  // the next of the part's CUDA segments
     bool started = false;
   };
   std::vector<PartState> parts;
@@ -206,6 +222,13 @@ void bind(Graph& g, const GraphStep& st, GraphTemp& t, const local::Tensor& made
 // Prepares `st`'s kernel once every tensor it touches is fixed (an input or a bound
 // temporary) and ready; `c` its command, `in` its operands' slots.
 void prepare_fast(Graph& g, GraphStep& st, const protocol::cmd::RunOp& c, Slot* const* in);
+// Runs CUDA segment `seg` of `part` in `run` as one launch of its CUDA graph (captured at
+// the first chance): kRan; kParked when an operand made before it is not ready (`self`
+// woken then); kStepwise when it cannot run this way now (not all bound yet, an operand
+// failed) or ever (refused): its steps then run one by one.
+enum class SegmentOutcome { kRan, kParked, kStepwise };
+SegmentOutcome run_cuda_segment(Stream& s, const StreamPtr& self, GraphRun& run,
+                                const GraphPart& part, CudaSegment& seg, FailureLog& failures);
 // CUDA order between replays: a part of run `replay` makes its CUDA streams wait for the
 // device work every part of the previous replay queued (begin), and notes its own (end).
 void begin_device_work(Graph& g, uint64_t replay, CudaStreams& mine);

@@ -631,11 +631,23 @@ bool Session::Impl::run_graph_part(Stream& s, const StreamPtr& self, Task& t, bo
     ps.started = true;
     begin_device_work(g, run.replay, s.cuda);
   }
-  const GraphPart& part = g.parts[t.part];
+  GraphPart& part = g.parts[t.part];
   ReplayNote note(g.id, run.replay);
   while (ps.cursor < part.steps.size()) {
     GraphStep& st = g.steps[part.steps[ps.cursor]];
     note.at(st.index);
+    while (ps.segment < part.segments.size() && part.segments[ps.segment].begin < ps.cursor)
+      ++ps.segment;
+    if (!now && ps.segment < part.segments.size() && part.segments[ps.segment].begin == ps.cursor) {
+      CudaSegment& seg = part.segments[ps.segment];
+      SegmentOutcome r = run_cuda_segment(s, self, run, part, seg, failures);
+      if (r == SegmentOutcome::kParked) return false;
+      ++ps.segment;
+      if (r == SegmentOutcome::kRan) {
+        ps.cursor = seg.end;
+        continue;
+      }
+    }
     if (!run_graph_step(s, self, run, st, now)) return false;
     ++ps.cursor;
   }
