@@ -393,8 +393,8 @@ class FieldReader {
   }
   template <typename T>
   void operator()(const char* field, T& v, Range range) {
-    using Raw =
-        std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::type_identity<T>>::type;
+    using Raw = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
+                                            std::type_identity<T>>::type;
     auto raw = r_.get<Raw>();
     if (static_cast<int64_t>(raw) < range.lo || static_cast<int64_t>(raw) > range.hi)
       fail(field, static_cast<int64_t>(raw), fmt::format("{} to {}", range.lo, range.hi));

@@ -886,7 +886,7 @@ void Evaluator::run_with(const Stmt& s, bool echo) {
     Value v = evaluate(*c);
     if (!v.is<ScopeValue>())
       throw TypeError(
-          fmt::format("'with' needs node(k), device(k) or capture(g), got {}", type_name(v)));
+          fmt::format("'with' needs node(k) or device(k) (or capture(g)), got {}", type_name(v)));
     const ScopeValue& sc = v.as<ScopeValue>();
     if (sc.kind == ScopeValue::Kind::Node) {
       nodes.push_back(std::make_unique<node_guard>(sc.index));
