@@ -497,16 +497,16 @@ void bind(Graph& g, const GraphStep& st, GraphTemp& t, const local::Tensor& made
   const bool aliases =
       !st.in.empty() && in0.tensor.defined() && made.storage() == in0.tensor.storage();
   // A view of a temporary that each replay makes anew is made anew too.
-  if (aliases && !st.in[0].input && !g.temps[static_cast<size_t>(st.in[0].temp)].is_bound) return;
+  if (aliases && !st.in[0].input && !g.temps[static_cast<size_t>(st.in[0].temp)].is_bound()) return;
   std::lock_guard lock(g.mu);
   t.bound = made;
   t.aliases = aliases;
-  t.is_bound = true;
+  t.bound_.store(true, std::memory_order_release);
 }
 
 void prepare_fast(Graph& g, GraphStep& st, const cmd::RunOp& c, Slot* const* in) {
   const GraphTemp* t = st.out >= 0 ? &g.temps[static_cast<size_t>(st.out)] : nullptr;
-  if (t && !t->is_bound) return;  // not yet (this run failed)
+  if (t && !t->is_bound()) return;  // not yet (this run failed)
   if (t && t->aliases) {
     st.tried_fast = true;  // a view: no kernel to run
     return;
@@ -515,7 +515,7 @@ void prepare_fast(Graph& g, GraphStep& st, const cmd::RunOp& c, Slot* const* in)
   std::array<local::Tensor, kMax> tensors;
   for (size_t i = 0; i < st.in.size(); ++i) {
     const GraphOperand& o = st.in[i];
-    if (!o.input && !g.temps[static_cast<size_t>(o.temp)].is_bound) {
+    if (!o.input && !g.temps[static_cast<size_t>(o.temp)].is_bound()) {
       st.tried_fast = true;  // its memory changes from replay to replay
       return;
     }
@@ -569,13 +569,13 @@ SegmentOutcome run_cuda_segment(Stream& s, const StreamPtr& self, GraphRun& run,
           seg.refused = fmt::format("it reads tensor %{}, which each replay makes anew", t.id);
           return SegmentOutcome::kStepwise;
         }
-        if (!t.is_bound) return SegmentOutcome::kStepwise;  // a run step by step binds it
+        if (!t.is_bound()) return SegmentOutcome::kStepwise;  // a run step by step binds it
         if (made_here.count(o.temp)) continue;
       }
       before.push_back(operand_slot(run, o));
     }
     if (st.out >= 0) {
-      if (!g.temps[static_cast<size_t>(st.out)].is_bound) return SegmentOutcome::kStepwise;
+      if (!g.temps[static_cast<size_t>(st.out)].is_bound()) return SegmentOutcome::kStepwise;
       made_here.insert(st.out);
     }
   }
@@ -649,7 +649,7 @@ GraphMemory graph_memory(const std::vector<GraphPtr>& graphs, int device) {
     std::lock_guard lock(g->mu);
     for (size_t i = 0; i < g->temps.size(); ++i) {
       const GraphTemp& t = g->temps[i];
-      if (t.is_bound) {
+      if (t.is_bound()) {
         count(t.bound);
       } else if (g->current && !t.bindable) {
         const Slot& s = *g->current->temps[i];

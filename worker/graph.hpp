@@ -93,10 +93,12 @@ struct GraphTemp {
   TensorMeta meta;        // from the shape rules at upload
   bool output = false;    // the master holds a handle: bound to its id in the table
   bool bindable = false;  // an op makes it (its memory is bound)
-  // Written once by the part's thread under Graph::mu.
-  bool is_bound = false;
+  // Written once, by the part's thread, under Graph::mu: `bound` and `aliases` first, then
+  // `bound_` (release); whoever sees bound() true (acquire) may read them without the lock.
   bool aliases = false;  // a view of input 0 (no kernel on later runs)
   local::Tensor bound;
+  bool is_bound() const { return bound_.load(std::memory_order_acquire); }
+  std::atomic<bool> bound_{false};
 };
 
 // An input whose metadata is compared with the declared one when a replay first reads it.
@@ -140,7 +142,7 @@ struct Graph {
   std::deque<GraphPart> parts;
   std::deque<GraphInputCheck> checks;
   std::vector<SlotPtr> inputs;  // every declared input, held for the graph's life
-  std::vector<GraphTemp> temps;
+  std::deque<GraphTemp> temps;  // a deque: a temp's atomic does not move
   std::vector<EventPtr> events;
   std::vector<uint32_t> dispatch_steps;  // steps with work at each replay's dispatch
   std::vector<uint32_t> peers;           // the nodes the program talks to

@@ -733,7 +733,7 @@ bool Session::Impl::run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run
     fail_output(s, out, failures.root(target, name, std::move(why)));
     return true;
   }
-  if (t && t->is_bound && t->aliases) {  // a view, fixed since its first run
+  if (t && t->is_bound() && t->aliases) {  // a view, fixed since its first run
     if (failed) {
       for (size_t i = 0; i < n; ++i)
         if (Failure cause = in[i]->get_failure())
@@ -743,8 +743,8 @@ bool Session::Impl::run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run
     out.publish(t->bound);
     return true;
   }
-  run_op_ready(s, c, in, out, t && t->is_bound ? &t->bound : nullptr);
-  if (t && !t->is_bound && !out.failed.load(std::memory_order_acquire))
+  run_op_ready(s, c, in, out, t && t->is_bound() ? &t->bound : nullptr);
+  if (t && !t->is_bound() && !out.failed.load(std::memory_order_acquire))
     bind(g, st, *t, out.tensor, n > 0 ? *in[0] : out);
   if (!st.tried_fast) prepare_fast(g, st, c, in);
   return true;
