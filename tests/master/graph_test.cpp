@@ -123,6 +123,9 @@ TEST_CASE("a stream made in the capture, dropped handles: the graph keeps what i
     DistributedTensor t = x * 3;  // a temporary dropped inside the capture
     x.add_(t);
     x = x + 0;  // the handle of the input is replaced: the graph still holds it
+    // A temporary whose last handle goes on another thread, during the capture.
+    DistributedTensor elsewhere = x * 0;
+    std::thread([t = std::move(elsewhere)]() mutable { t = DistributedTensor(); }).join();
   });
   DistributedTensor out = x;  // the last temporary, an output
   for (int k = 0; k < 3; ++k) {
@@ -133,7 +136,7 @@ TEST_CASE("a stream made in the capture, dropped handles: the graph keeps what i
   // Nothing failed along the way (no spurious free of the graph's temporaries).
   CHECK_NOTHROW(synchronize());
   NodeMemoryStats m = memory_stats(0);
-  CHECK(m.graph_tensors == 2);
+  CHECK(m.graph_tensors == 3);
   CHECK(m.graph_bytes >= 2 * 5 * 4);
   g.reset();
   CHECK(memory_stats(0).graph_bytes == 0);
@@ -227,4 +230,8 @@ TEST_CASE("replay of a freed graph, or after a node was lost, fails clearly") {
   }
   CHECK(contains(lost, "Graph::replay: graph " + std::to_string(h.id()) + " has a part on node 1"));
   check_same(x, local::full({2}, 2.0));
+  // Graphs outlive their session inertly; replaying one says why it cannot.
+  Graph kept = capture([&] { x.add_(1); });
+  shutdown_master_worker();
+  CHECK(contains(message_of<InvalidArgument>([&] { kept.replay(); }), "was shut down"));
 }
