@@ -161,9 +161,10 @@ void infer_into(OpId op, std::span<const TensorMeta> in, const OpAttrs& attrs, b
 }
 
 // Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
-// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given.
+// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given;
+// *captured says whether a capture took it (dtr::capture: its tensors are then pinned).
 uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
-                  const RemoteTensor* other, bool inplace, TensorMeta* meta) {
+                  const RemoteTensor* other, bool inplace, TensorMeta* meta, bool* captured) {
   const OpDef& d = op_def(op);
   cmd::RunOp c{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
   c.inputs.n = 1;
@@ -185,7 +186,7 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
+  *captured = self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
   return c.out;
 }
 }  // namespace
@@ -195,8 +196,10 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
   std::string_view name = op_def(op).name;
   const RemoteTensor& self = remote(name);
   TensorMeta meta;
-  uint64_t id = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta);
-  if (self.session->capturing()) [[unlikely]] {
+  bool captured = false;
+  uint64_t id =
+      queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta, &captured);
+  if (captured) [[unlikely]] {
     detail::pin_in_capture(*self.session, *this);
     if (other) detail::pin_in_capture(*self.session, *other);
   }
@@ -207,8 +210,9 @@ void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
                                       const DistributedTensor* other) {
   std::string_view name = op_def(op).name;
   const RemoteTensor& self = remote(name);
-  queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, true, nullptr);
-  if (self.session->capturing()) [[unlikely]] {
+  bool captured = false;
+  queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, true, nullptr, &captured);
+  if (captured) [[unlikely]] {
     detail::pin_in_capture(*self.session, *this);
     if (other) detail::pin_in_capture(*self.session, *other);
   }

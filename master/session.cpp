@@ -345,10 +345,10 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
   after_enqueue(n, queued, how);
 }
 
-void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
-  if (closed_.load(std::memory_order_relaxed)) return;
+bool MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
+  if (closed_.load(std::memory_order_relaxed)) return false;
   if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    if (divert(node, c, how)) return;
+    if (divert(node, c, how)) return true;
   }
   Node& n = *nodes_[node];
   size_t queued;
@@ -358,6 +358,7 @@ void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
     queued = n.batch.count();
   }
   after_enqueue(n, queued, how);
+  return false;
 }
 
 void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {

@@ -103,8 +103,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // worker has it: callers follow a Put with a request.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr,
                Wake how = Wake::kNow);
-  // The same for an op (the hot path: no variant to build).
-  void enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
+  // The same for an op (the hot path: no variant to build); true when a capture on this
+  // thread took it (master/capture.hpp) instead.
+  bool enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout).
   void check_alive(int node) const;
   // Queues a request command (one with a `request` field, which is set here) and waits for
