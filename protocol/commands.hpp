@@ -10,7 +10,8 @@
 // `Command` is the variant of all of them; the codec (protocol/codec.cpp) encodes and
 // decodes any alternative from its fields(), and the worker has one handler per struct
 // (worker/session.cpp). Adding a command: its struct here (and in `Command`), its handler
-// on the worker, its builder on the master; nothing else.
+// on the worker, its builder on the master; nothing else (a command a graph may hold also
+// gets its step in worker/graph.cpp).
 //
 // Captured graphs (GraphUpload, GraphReplay, GraphFree): a node's part of a graph travels
 // once as GraphUpload, whose program holds the recorded commands themselves, encoded and
