@@ -235,3 +235,30 @@ def test_cuda_calls(session):
     assert h.get_device() == 0 and dtr.FloatTensor(3, device=0).get_device() == 0
     assert dtr.memory_stats(0, 0)["bytes_in_use"] > 0
     assert g.to(1).get_device() == -1  # staged through the hosts to node 1's CPU
+
+
+def test_captured_graphs(session):
+    x = dtr.zeros(4)
+    w = dtr.ones(4)
+    out = {}
+
+    def step():
+        x.add_(w * 2)
+        out["y"] = x.sum()
+
+    g = dtr.capture(step)
+    assert isinstance(g, dtr.Graph) and g.nodes == [0] and g.commands(0) == 3
+    for _ in range(3):
+        g.replay()
+    assert g.replays == 3
+    assert out["y"].item() == 24.0
+    stats = dtr.memory_stats(0)
+    assert stats["graph_tensors"] >= 2 and stats["graph_bytes"] > 0
+    with pytest.raises(dtr.InvalidArgument, match="a sync point cannot be captured"):
+        dtr.capture(lambda: x.sum().item())
+    with pytest.raises(ZeroDivisionError):
+        dtr.capture(lambda: 1 / 0)
+    assert not dtr.is_capturing()
+    g.reset()
+    with pytest.raises(dtr.InvalidArgument, match="was freed"):
+        g.replay()
