@@ -25,7 +25,7 @@ bool no_gpu() {
 }  // namespace
 
 TEST_CASE(
-    "gpu: cuda::Graph records kernels once and launches them again; capture refuses allocation") {
+    "gpu: cuda::Graph records kernels once and launches them again, capture refuses allocation") {
   if (no_gpu()) return;
   cuda::Stream stream(0);
   cuda::StreamScope scope(0, stream.handle());

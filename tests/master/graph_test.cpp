@@ -32,7 +32,7 @@ bool bit_identical(const DistributedTensor& a, const DistributedTensor& b) {
 
 }  // namespace
 
-TEST_CASE("ops and views replay bit for bit as eagerly; inputs updated in place between replays") {
+TEST_CASE("ops and views replay bit for bit as eagerly, inputs updated in place between replays") {
   Cluster cluster(1, cpu_only());
   DistributedTensor x = dist_send(random_local({8, 4}, 1));
   DistributedTensor w = dist_send(random_local({4, 3}, 2));
@@ -142,7 +142,7 @@ TEST_CASE("a stream made in the capture, dropped handles: the graph keeps what i
   CHECK(memory_stats(0).graph_bytes == 0);
 }
 
-TEST_CASE("sync points inside a capture are refused, naming the call; the session goes on") {
+TEST_CASE("sync points inside a capture are refused, naming the call, the session goes on") {
   Cluster cluster(1, cpu_only());
   DistributedTensor x = dtr::ones({3});
   Event e;
@@ -175,7 +175,7 @@ TEST_CASE("sync points inside a capture are refused, naming the call; the sessio
   CHECK_NOTHROW(synchronize());
 }
 
-TEST_CASE("a failing op in a replay names op and replay; dependents fail; later replays run") {
+TEST_CASE("a failing op in a replay names op and replay, dependents fail, later replays run") {
   Cluster cluster(1, cpu_only());
   DistributedTensor base = dtr::full({3}, 2, DType::Int64);
   DistributedTensor exponent = dtr::full({3}, 3, DType::Int64);

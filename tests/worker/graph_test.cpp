@@ -157,7 +157,7 @@ struct Harness {
 }  // namespace
 
 TEST_SUITE("worker/graph") {
-  TEST_CASE("replays give what the commands give eagerly; temporaries bound; outputs readable") {
+  TEST_CASE("replays give what the commands give eagerly, temporaries bound, outputs readable") {
     Harness h;
     Tensor x = iota({4, 3});
     Tensor w = local::full({3, 2}, 0.5);
@@ -227,7 +227,7 @@ TEST_SUITE("worker/graph") {
     CHECK(h.sync().empty());
   }
 
-  TEST_CASE("a failing op in a replay fails its dependents, names the replay; the next runs") {
+  TEST_CASE("a failing op in a replay fails its dependents, names the replay, the next runs") {
     Harness h;
     h.put(1, local::full({3}, 2.0, DType::Int64));  // base
     h.put(2, local::full({3}, 1.0, DType::Int64));  // exponent, updated between replays
@@ -332,7 +332,7 @@ TEST_SUITE("worker/graph") {
     h.expect_failure("graph 200 was refused: it exists already");
   }
 
-  TEST_CASE("replays are numbered in order; a freed or unknown graph does not replay") {
+  TEST_CASE("replays are numbered in order, a freed or unknown graph does not replay") {
     Harness h;
     h.put(1, iota({2}));
     h.run({upload(3, {inplace(OpId::neg, 1, {})}, {declared(1, iota({2}))})});
