@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "master/capture.hpp"
 #include "master/session.hpp"
 
 namespace dtr {
@@ -171,9 +172,10 @@ void check_same_place(const OpDef& d, bool inplace, const RemoteTensor& self,
 }
 
 // Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
-// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given.
+// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given;
+// *captured says whether a capture took it (dtr::capture: its tensors are then pinned).
 uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
-                  const RemoteTensor* other, bool inplace, TensorMeta* meta) {
+                  const RemoteTensor* other, bool inplace, TensorMeta* meta, bool* captured) {
   const OpDef& d = op_def(op);
   cmd::RunOp c{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
   c.inputs.n = 1;
@@ -190,7 +192,7 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
+  *captured = self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
   return c.out;
 }
 }  // namespace
@@ -200,7 +202,13 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
   std::string_view name = op_def(op).name;
   const RemoteTensor& self = remote(name);
   TensorMeta meta;
-  uint64_t id = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta);
+  bool captured = false;
+  uint64_t id =
+      queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta, &captured);
+  if (captured) [[unlikely]] {
+    detail::pin_in_capture(*self.session, *this);
+    if (other) detail::pin_in_capture(*self.session, *other);
+  }
   DistributedTensor out(make_remote(self.session, self.node, self.device, id, meta));
   if (autograd_ || (other && other->autograd_)) [[unlikely]] {
     const DistributedTensor* in[2] = {this, other};
@@ -233,7 +241,8 @@ DistributedTensor DistributedTensor::apply_inputs(OpId op, const OpAttrs& attrs,
   self.session->check_alive(self.node);
   c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  self.session->enqueue(self.node, c, wake_for(meta));
+  if (self.session->enqueue(self.node, c, wake_for(meta))) [[unlikely]]
+    for (const DistributedTensor& t : inputs) detail::pin_in_capture(*self.session, t);
   DistributedTensor out(make_remote(self.session, self.node, self.device, c.out, meta));
   autograd::record_inputs<DistributedTensor>(op, attrs, inputs, out);
   return out;
@@ -247,7 +256,13 @@ void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
     autograd::check_inplace<DistributedTensor>(
         op, std::span<const DistributedTensor* const>(in, other ? 2 : 1));
   }
-  queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true, nullptr);
+  const RemoteTensor& self = remote(name);
+  bool captured = false;
+  queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, true, nullptr, &captured);
+  if (captured) [[unlikely]] {
+    detail::pin_in_capture(*self.session, *this);
+    if (other) detail::pin_in_capture(*self.session, *other);
+  }
 }
 
 local::Tensor DistributedTensor::to_local() const {
@@ -280,6 +295,7 @@ DistributedTensor DistributedTensor::to(int node) const {
                      .token = token};
   self.session->enqueue(self.node, send);
   self.session->enqueue(node, recv);
+  detail::pin_in_capture(*self.session, *this);
   DistributedTensor out(make_remote(self.session, node, -1, recv.out, recv.meta));
   if (autograd_) [[unlikely]]
     autograd_->record_move(*this, out);
@@ -296,6 +312,7 @@ DistributedTensor DistributedTensor::to_device(int device) const {
                   .out = self.session->new_id(),
                   .device = device};
   self.session->enqueue(self.node, c);
+  detail::pin_in_capture(*self.session, *this);
   DistributedTensor out(make_remote(self.session, self.node, device, c.out,
                                     TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
   if (autograd_) [[unlikely]]
@@ -474,6 +491,10 @@ void synchronize(int node) {
 
 DistributedTensor dist_send(const local::Tensor& t, int node) {
   auto s = session("dist_send");
+  if (s->capturing() && detail::Capture::active(*s))
+    throw InvalidArgument(
+        "dist_send: a sync point cannot be captured; dtr::capture records asynchronous commands "
+        "only (send the data before the capture and copy_ it into the graph's input)");
   if (!t.defined()) throw InvalidArgument("dist_send: undefined tensor");
   if (autograd::tracks_grad(t))
     throw InvalidArgument(fmt::format(
@@ -508,7 +529,8 @@ NodeMemoryStats memory_stats(int node, int device) {
   check_device("memory_stats", *s, node, device);
   detail::ReplyMessage m = s->request(node, cmd::Stats{.device = device});
   return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
-                         m.reply.stats.live_tensors};
+                         m.reply.stats.live_tensors, m.reply.stats.graph_bytes,
+                         m.reply.stats.graph_tensors};
 }
 
 // ---- creation ----

@@ -324,6 +324,9 @@ void MasterSession::wake() {
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
                             Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (divert(node, c, how)) return;
+  }
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -342,8 +345,11 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
   after_enqueue(n, queued, how);
 }
 
-void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
-  if (closed_.load(std::memory_order_relaxed)) return;
+bool MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
+  if (closed_.load(std::memory_order_relaxed)) return false;
+  if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (divert(node, c, how)) return true;
+  }
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -352,6 +358,7 @@ void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
     queued = n.batch.count();
   }
   after_enqueue(n, queued, how);
+  return false;
 }
 
 void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
@@ -389,6 +396,7 @@ void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
 
 ReplyMessage MasterSession::request(int node, protocol::Command c) {
   if (closed_.load()) throw TransportError("the master-worker session is shut down");
+  if (capturing()) refuse_sync_point_in_capture(c);
   Node& n = *nodes_[node];
   check_alive(node);
   const uint64_t request = next_request_.fetch_add(1);

@@ -46,6 +46,8 @@ inline constexpr size_t kStageFlush = 256;  // dispatched tasks handed to the st
 struct EventState;  // worker/events.hpp
 struct RemoteWait;  // worker/events.hpp
 struct Group;       // worker/collectives.hpp
+struct Graph;       // worker/graph.hpp
+struct GraphRun;    // worker/graph.hpp
 
 // A Sync or Stats over every stream: each stream's task arrives, the last one finishes it.
 struct Barrier {
@@ -53,7 +55,8 @@ struct Barrier {
   protocol::CmdType type = protocol::CmdType::Sync;
   uint64_t request = 0;
   int64_t live_tensors = 0;
-  int32_t device = -1;  // Stats: whose memory
+  int32_t device = -1;                         // Stats: whose memory
+  std::vector<std::shared_ptr<Graph>> graphs;  // Stats: the session's graphs at dispatch
   std::mutex mu;
   std::string device_failure;  // a stream's CUDA work failed (reported with the reply)
 };
@@ -69,7 +72,8 @@ struct Task {
     SendPeer,
     RecvPeer,
     Collective,
-    ToDevice
+    ToDevice,
+    GraphPart  // a part of a captured graph's replay (worker/graph.hpp)
   };
   Kind kind = Kind::Op;
   // The command (of the type `kind` implies); it lives in the batch that the stream's last
@@ -90,6 +94,8 @@ struct Task {
   std::shared_ptr<RemoteWait> remote;
   std::shared_ptr<Barrier> barrier;
   std::shared_ptr<Group> group;
+  std::shared_ptr<GraphRun> graph_run;  // GraphPart: the replay, and which of its parts
+  uint32_t part = 0;
 };
 
 struct Stream;

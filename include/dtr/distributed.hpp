@@ -231,6 +231,9 @@ struct NodeMemoryStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes = 0;
   int64_t live_tensors = 0;
+  // Of those: what captured graphs hold there (dtr/graph.hpp: their temporaries).
+  int64_t graph_bytes = 0;
+  int64_t graph_tensors = 0;
 };
 // Memory in use on a node's CPU (device -1) or CUDA device. A sync point for that node.
 NodeMemoryStats memory_stats(int node, int device = -1);

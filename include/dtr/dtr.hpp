@@ -10,6 +10,7 @@
 #include "dtr/dtype.hpp"
 #include "dtr/error.hpp"
 #include "dtr/generator.hpp"
+#include "dtr/graph.hpp"
 #include "dtr/op_table.hpp"
 #include "dtr/process_group.hpp"
 #include "dtr/stream.hpp"

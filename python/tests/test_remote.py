@@ -264,3 +264,30 @@ def test_nn_and_indexing_ops_remotely_as_locally(session):
     assert same(r, lx.dropout2d(0.5, generator=dtr.Generator(9)))
     with pytest.raises(dtr.RemoteError, match="index 9 is out of range"):
         b.index_select(0, dtr.tensor(np.array([9]))).item()
+
+
+def test_captured_graphs(session):
+    x = dtr.zeros(4)
+    w = dtr.ones(4)
+    out = {}
+
+    def step():
+        x.add_(w * 2)
+        out["y"] = x.sum()
+
+    g = dtr.capture(step)
+    assert isinstance(g, dtr.Graph) and g.nodes == [0] and g.commands(0) == 3
+    for _ in range(3):
+        g.replay()
+    assert g.replays == 3
+    assert out["y"].item() == 24.0
+    stats = dtr.memory_stats(0)
+    assert stats["graph_tensors"] >= 2 and stats["graph_bytes"] > 0
+    with pytest.raises(dtr.InvalidArgument, match="a sync point cannot be captured"):
+        dtr.capture(lambda: x.sum().item())
+    with pytest.raises(ZeroDivisionError):
+        dtr.capture(lambda: 1 / 0)
+    assert not dtr.is_capturing()
+    g.reset()
+    with pytest.raises(dtr.InvalidArgument, match="was freed"):
+        g.replay()

@@ -90,6 +90,38 @@ void check_same_failure(const RemoteFailure& got, const RemoteFailure& want) {
   CHECK(got.cause_message == want.cause_message);
 }
 
+// A graph part: a program of every kind of command a graph may hold, a strided input and
+// outputs.
+cmd::GraphUpload graph_upload() {
+  auto program = std::make_shared<Batch>();
+  OpAttrs one;
+  one.scalars[0] = Scalar(int64_t{1});
+  program->commands = {
+      run_op(OpId::add, 40, {20}, one),
+      cmd::Record{.stream = 2, .event = 5, .timing = true},
+      cmd::WaitEvent{.stream = 3, .event = 5},
+      cmd::NotifyPeer{.event = 5, .peer = 1, .token = 6},
+      cmd::WaitRemote{.stream = 3, .peer = 1, .token = 7},
+      cmd::SendPeer{.input = 40, .peer = 1, .token = 8},
+      cmd::RecvPeer{
+          .out = 41, .meta = TensorMeta::contiguous(DType::Float32, {3}), .peer = 1, .token = 9},
+      cmd::Collective{.kind = CollectiveKind::AllGather,
+                      .input = 41,
+                      .out = 42,
+                      .meta = TensorMeta::contiguous(DType::Float32, {2, 3}),
+                      .device = -1},
+      cmd::ToDevice{.input = 42, .out = 43, .device = 0},
+  };
+  TensorMeta view = TensorMeta::contiguous(DType::Float64, {3, 4});
+  view.strides = {1, 3};
+  view.offset = 5;
+  return cmd::GraphUpload{
+      .graph = 9,
+      .outputs = {40, 43},
+      .inputs = {GraphInput{20, view}, GraphInput{21, TensorMeta::contiguous(DType::Int32, {})}},
+      .program = std::move(program)};
+}
+
 // Commands of every type, with attributes of every kind, and the payload frames they use.
 Batch every_command() {
   std::vector<Command> cmds;
@@ -177,6 +209,9 @@ Batch every_command() {
                                  .device = 1});
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
   cmds.push_back(cmd::NodeLost{.node = 4095});
+  cmds.push_back(graph_upload());
+  cmds.push_back(cmd::GraphReplay{.graph = 9, .replay = std::numeric_limits<uint64_t>::max()});
+  cmds.push_back(cmd::GraphFree{.graph = 9});
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -243,9 +278,41 @@ struct FieldProbe {
       add(f, at, bytes_of<Raw>(static_cast<Raw>(r.lo - 1)), fmt::format("{} {},", f, r.lo - 1));
     at += sizeof(Raw);
   }
-  void operator()(const char* f, const std::vector<uint32_t>& v, Limit l) {
+  template <typename T>
+  requires std::is_arithmetic_v<T>
+  void operator()(const char* f, const std::vector<T>& v, Limit l) {
     add(f, at, bytes_of<uint32_t>(static_cast<uint32_t>(l.max + 1)), "exceeds the limit");
-    at += 4 + 4 * v.size();
+    at += 4 + sizeof(T) * v.size();
+  }
+  void operator()(const char* f, const std::vector<GraphInput>& v, Limit l) {
+    add(f, at, bytes_of<uint32_t>(static_cast<uint32_t>(l.max + 1)), "exceeds the limit");
+    at += 4;
+    for (const GraphInput& in : v) {
+      at += 8;  // the id
+      const size_t nd = in.meta.shape.size();
+      add(f, at, bytes_of<uint8_t>(99), "has unknown dtype code 99");
+      add(f, at + 1, bytes_of<uint8_t>(kMaxDims + 1), "dims, at most 12 allowed");
+      if (nd > 0) {
+        add(f, at + 2 + 8 * nd, bytes_of<int64_t>(-2), "negative stride -2 in dim 0");
+        add(f, at + 2 + 8 * nd, bytes_of<int64_t>(std::numeric_limits<int64_t>::max()),
+            "spans more elements than int64 can count");
+      }
+      add(f, at + 2 + 16 * nd, bytes_of<int64_t>(-1), "negative offset -1");
+      at += 2 + 16 * nd + 8;
+    }
+  }
+  // A graph program: its count, then each command probed as a batch's (the corruptions of
+  // its fields are rejected naming the program).
+  void operator()(const char* f, const GraphProgram& p, Limit l) {
+    add(f, at, bytes_of<uint32_t>(static_cast<uint32_t>(l.max + 1)), "exceeds the limit");
+    at += 4;
+    for (const Command& c : p->commands) {
+      add(f, at, bytes_of<uint8_t>(99), "of the graph program in command 0 has unknown type 99");
+      add(f, at, bytes_of<uint8_t>(static_cast<uint8_t>(CmdType::Sync)),
+          "(sync) cannot be part of a graph");
+      at += 5;
+      std::visit([&](const auto& x) { std::decay_t<decltype(x)>::fields(x, *this); }, c);
+    }
   }
   void operator()(const char* f, const uint32_t&, PayloadRule) {
     add(f, at, bytes_of<uint32_t>(0), "references payload frame 0");
@@ -677,6 +744,57 @@ TEST_SUITE("protocol/codec") {
     }
     CHECK(std::count(probed.begin(), probed.end(), true) == std::variant_size_v<Command>);
     CHECK(corruptions > 40);
+  }
+
+  TEST_CASE("a graph program holds only commands a graph may hold, and nothing nested") {
+    // Each command type that may not be part of a graph, alone in a program.
+    std::vector<Command> refused = {put(20, DType::Float32, {2}, 1),
+                                    cmd::Get{.input = 1, .request = 2},
+                                    cmd::Free{.input = 1},
+                                    cmd::Sync{.request = 3},
+                                    cmd::Stats{.request = 4},
+                                    cmd::CreateStream{.stream = 2},
+                                    cmd::DestroyStream{.stream = 2},
+                                    cmd::EventQuery{.event = 1, .request = 5},
+                                    cmd::EventSync{.event = 1, .request = 6},
+                                    cmd::DestroyEvent{.event = 1},
+                                    cmd::NewGroup{.group = 1, .ranks = {0, 1}},
+                                    cmd::NodeLost{.node = 1},
+                                    cmd::GraphReplay{.graph = 1, .replay = 1},
+                                    cmd::GraphFree{.graph = 1},
+                                    graph_upload()};
+    for (const Command& c : refused) {
+      CAPTURE(command_name(c));
+      auto program = std::make_shared<Batch>();
+      program->commands = {run_op(OpId::neg, 2, {1}), c};
+      Batch b = batch_of({cmd::RunOp{}, cmd::GraphUpload{.graph = 1, .program = program}});
+      CHECK_REJECTS(decode_batch(encode(b), 0),
+                    fmt::format("command 1 of the graph program in command 1 ({}) cannot be "
+                                "part of a graph",
+                                command_name(c)));
+    }
+    // Every command type a graph may hold round-trips inside one.
+    Batch one = batch_of({graph_upload()});
+    Batch got = decode_batch(encode(one), 0);
+    REQUIRE(got.commands.size() == 1);
+    CHECK(got.commands[0] == one.commands[0]);
+    const auto& program = *std::get<cmd::GraphUpload>(got.commands[0]).program;
+    CHECK(program.commands.size() == 9);
+    CHECK(std::get<cmd::GraphUpload>(got.commands[0]).inputs[0].meta.strides == Strides{1, 3});
+    CHECK(std::get<cmd::GraphUpload>(got.commands[0]).inputs[0].meta.offset == 5);
+    // An empty program is a program.
+    Batch empty = batch_of({cmd::GraphUpload{.graph = 3}});
+    CHECK(decode_batch(encode(empty), 0).commands[0] == empty.commands[0]);
+  }
+
+  TEST_CASE("graph tokens are per replay and apart from the master's") {
+    CHECK(graph_token(5, 1) != graph_token(5, 2));
+    CHECK(graph_token(5, 1) != graph_token(6, 1));
+    CHECK((graph_token(5, 1) >> 63) == 1);
+    CHECK(graph_token(kGraphTokenLimit - 1, 7) != graph_token(0, 8));
+    // Replays 2^23 apart share a token: more than any worker keeps pending.
+    CHECK(graph_token(5, 1) == graph_token(5, 1 + (uint64_t{1} << 23)));
+    CHECK((uint64_t{1} << 23) > kMaxPendingWaits);
   }
 
   TEST_CASE("count rejections allocate nothing from the count") {

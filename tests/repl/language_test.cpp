@@ -339,6 +339,31 @@ TEST_CASE("each kind of error is reported and the next line works") {
   CHECK(s.ok("1 + 1") == "2\n");
 }
 
+TEST_CASE("captured graphs: with capture(g) records, g.replay() runs, sync points refused") {
+  Cluster cluster(2, cpu_only());
+  ReplSession s;
+  s.ok("x = zeros(3)\ng = graph()");
+  CHECK(s.ok("g") == "graph(empty)\n");
+  CHECK(s.ok("with capture(g):\n    x += 1\n    y = x * 2\n    with node(1): z = ones(2) + 1\n")
+            .empty());
+  CHECK(s.ok("g.replays()") == "0\n");
+  s.ok("g.replay(3)");
+  CHECK(s.ok("x; y; z") ==
+        "tensor([3., 3., 3.], shape=[3], dtype=float32, node=0, device=cpu)\n"
+        "tensor([6., 6., 6.], shape=[3], dtype=float32, node=0, device=cpu)\n"
+        "tensor([2., 2.], shape=[2], dtype=float32, node=1, device=cpu)\n");
+  CHECK(has(s.ok("g"), "commands {0: 2, 1: 2}, replays 3)"));
+  // An echo or a print inside a capture would be a sync point: no echo, print refused.
+  CHECK(s.ok("h = graph()\nwith capture(h): x + 1") == "");
+  CHECK(has(s.run("with capture(h): print(x)").err, "a sync point cannot be captured"));
+  CHECK(has(s.run("with capture(x): x += 1").err, "capture(): expected a graph"));
+  CHECK(has(s.run("with capture(g), capture(h): x += 1").err, "captures do not nest"));
+  s.ok("g.reset()");
+  CHECK(has(s.run("g.replay()").err, "was freed"));
+  CHECK(s.ok("x.sum().item()") == "9.0\n");
+  CHECK(has(s.ok("help()"), "g.replay(n=1)"));
+}
+
 TEST_CASE("the nodes command shows each node's worker and memory in use and live tensors") {
   Cluster cluster(2, cpu_only());  // the "no CUDA device" lines
   ReplSession s;

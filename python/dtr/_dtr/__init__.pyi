@@ -1,6 +1,6 @@
 """dtr's C++ API (include/dtr/) for Python; import dtr, not this module."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import enum
 
 from dtr import (
@@ -1418,6 +1418,44 @@ def reduce_scatter(tensors: Sequence[Tensor], op: ReduceOp = ReduceOp.SUM) -> li
     """
     Result i (on tensors[i]'s node) reduces rows [i*m, (i+1)*m) of every input.
     """
+
+class Graph:
+    """
+    A captured graph (dtr.capture): replay() runs its commands again, one command per node.
+    """
+
+    @property
+    def defined(self) -> bool: ...
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def replays(self) -> int:
+        """How many times replay() was called."""
+
+    @property
+    def nodes(self) -> list[int]:
+        """The nodes with a part of the graph."""
+
+    def commands(self, node: int) -> int:
+        """The commands recorded for a node."""
+
+    def replay(self) -> None:
+        """Runs the graph again (returns at once)."""
+
+    def reset(self) -> None:
+        """Frees the graph on its workers; later replays raise."""
+
+    def __repr__(self) -> str: ...
+
+def capture(fn: Callable) -> Graph:
+    """
+    Records the commands fn() issues (on any node) into a graph instead of running them; sync points inside raise InvalidArgument.
+    """
+
+def is_capturing() -> bool:
+    """Whether this thread is inside capture()."""
 
 class LocalWorkers:
     """
