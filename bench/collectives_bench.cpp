@@ -1,7 +1,17 @@
-// Collectives benchmark of the process-group library (dtr::pg), run as N ranks by dtr-exec:
+// Collectives benchmark of the process-group library (dtr::pg), run as N ranks by dtr-exec
+// (backends zmq and gloo) or by mpirun (backend mpi):
 //
-//   dtr-exec -n 2 build/bench/dtr_collectives_bench [--transport tcp|ipc] [--scale S]
-//                 [--sizes 4,4096,...] [--ops all_reduce,broadcast,all_gather,pingpong]
+//   dtr-exec -n 2 build/bench/dtr_collectives_bench [--backend zmq|gloo] [--transport tcp|ipc]
+//                 [--scale S] [--sizes 4,4096,...] [--ops all_reduce,broadcast,all_gather,pingpong]
+//                 [--verify]
+//   mpirun -np 2 --mca btl vader,self build/bench/dtr_collectives_bench --backend mpi
+//                 --transport mpi-shm ...
+//
+// --backend gloo reports transport "gloo"; with --backend mpi, --transport is only the label
+// of the rows (mpirun's --mca btl chooses the transport). gloo and mpi run without the
+// per-collective signature check (ProcessGroupOptions::verify_collectives) unless --verify
+// is given, so that the rows measure the wrapper against the library called directly
+// (bench/collectives_compare.sh runs both side by side); the note field says which.
 //
 // Method (the same as the peer baselines in ../shared/bench-peers, so that the figures can
 // be put side by side): for each op and size, a barrier, then warm-up iterations (a tenth of
@@ -104,6 +114,28 @@ std::vector<double> time_op(std::size_t iters, Prepare prepare, Op op) {
   return times;
 }
 
+// The group: zmq and gloo meet through the TCP store of dtr-exec's MASTER_ADDR/MASTER_PORT;
+// mpi is the world of mpirun's job (init_process_group, destroyed at the end).
+dtr::ProcessGroup open_group(const std::string& backend, const std::string& transport,
+                             bool verify) {
+  if (backend == "mpi") {
+    ::setenv("DTR_PG_VERIFY", verify ? "1" : "0", 1);
+    dtr::init_process_group("mpi", "env://", -1, -1, "collectives_bench",
+                            std::chrono::seconds(120));
+    return dtr::world_group();
+  }
+  const int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
+  auto store = dtr::make_tcp_store(env_str("MASTER_ADDR", "127.0.0.1"), env_int("MASTER_PORT"),
+                                   rank == 0, std::chrono::seconds(60));
+  dtr::ProcessGroup::Options options;
+  options.backend = backend;
+  options.transport = backend == "gloo" ? "tcp" : transport;
+  options.verify_collectives = verify;
+  options.group_name = "collectives_bench";
+  options.timeout = std::chrono::seconds(120);
+  return dtr::ProcessGroup::create(store, rank, n, options);
+}
+
 std::string human_bytes(int64_t b) {
   if (b >= (1 << 20) && b % (1 << 20) == 0) return std::to_string(b >> 20) + " MiB";
   if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
@@ -114,6 +146,8 @@ std::string human_bytes(int64_t b) {
 
 int main(int argc, char** argv) {
   std::string transport = "tcp", ops_arg = "all_reduce,broadcast,all_gather,pingpong";
+  std::string backend = "zmq";
+  bool verify = false;
   double scale = 1.0;
   std::vector<int64_t> sizes;
   for (int64_t b = 4; b <= (int64_t{64} << 20); b *= 4) sizes.push_back(b);
@@ -121,6 +155,10 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--transport" && i + 1 < argc) {
       transport = argv[++i];
+    } else if (a == "--backend" && i + 1 < argc) {
+      backend = argv[++i];
+    } else if (a == "--verify") {
+      verify = true;
     } else if (a == "--scale" && i + 1 < argc) {
       scale = std::atof(argv[++i]);
     } else if (a == "--sizes" && i + 1 < argc) {
@@ -129,21 +167,18 @@ int main(int argc, char** argv) {
       ops_arg = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: collectives_bench [--transport tcp|ipc] [--scale S] [--sizes B,...] "
-                   "[--ops all_reduce,broadcast,all_gather,pingpong]\n");
+                   "usage: collectives_bench [--backend zmq|gloo|mpi] [--transport tcp|ipc|LABEL] "
+                   "[--scale S] [--sizes B,...] [--ops all_reduce,broadcast,all_gather,pingpong] "
+                   "[--verify]\n");
       return 2;
     }
   }
 
   try {
-    const int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
-    auto store = dtr::make_tcp_store(env_str("MASTER_ADDR", "127.0.0.1"), env_int("MASTER_PORT"),
-                                     rank == 0, std::chrono::seconds(60));
-    dtr::ProcessGroup::Options options;
-    options.transport = transport;
-    options.group_name = "collectives_bench";
-    options.timeout = std::chrono::seconds(120);
-    dtr::ProcessGroup pg = dtr::ProcessGroup::create(store, rank, n, options);
+    dtr::ProcessGroup pg = open_group(backend, transport, verify);
+    if (backend == "gloo") transport = "gloo";
+    const int rank = pg.rank(), n = pg.size();
+    const std::string checked = backend == "zmq" ? "" : verify ? ", checked" : ", unchecked";
 
     std::vector<Row> rows;
     auto report = [&](const std::string& bench, int64_t bytes, const std::vector<double>& t,
@@ -155,9 +190,9 @@ int main(int argc, char** argv) {
       std::printf(
           "RESULT {\"suite\":\"dtr-pg\",\"bench\":\"%s\",\"transport\":\"%s\",\"world\":%d,"
           "\"bytes\":%lld,\"iters\":%zu,\"median_us\":%.3f,\"p99_us\":%.3f,\"rate\":%.6g,"
-          "\"unit\":\"GB/s\",\"note\":\"%s\"}\n",
+          "\"unit\":\"GB/s\",\"note\":\"%s (backend %s%s)\"}\n",
           bench.c_str(), transport.c_str(), n, static_cast<long long>(bytes), r.iters, r.median_us,
-          r.p99_us, r.busbw_gbs, note);
+          r.p99_us, r.busbw_gbs, note, backend.c_str(), checked.c_str());
       std::fflush(stdout);
     };
     const double fn = n;
@@ -222,8 +257,10 @@ int main(int argc, char** argv) {
     }
 
     if (rank == 0) {
-      std::printf("\nworld %d, transport %s (rate: busbw GB/s; ping-pong: 2*bytes/rtt)\n", n,
-                  transport.c_str());
+      std::printf(
+          "\nworld %d, backend %s%s, transport %s (rate: busbw GB/s; ping-pong: "
+          "2*bytes/rtt)\n",
+          n, backend.c_str(), checked.c_str(), transport.c_str());
       std::printf("%-18s %10s %7s %12s %12s %9s %10s\n", "op", "bytes", "iters", "median_us",
                   "p99_us", "p99/med", "GB/s");
       for (const Row& r : rows)
@@ -233,6 +270,7 @@ int main(int argc, char** argv) {
     }
     pg.barrier();
     pg.shutdown();
+    if (backend == "mpi") dtr::destroy_process_group();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "collectives_bench: %s\n", e.what());
     return 1;

@@ -2,6 +2,12 @@
 # Runs dtr's collectives benchmark and the peer baselines (OpenMPI over TCP and shared
 # memory, gloo from C++ and through torch.distributed) alternately, ROUNDS times, at world
 # sizes 2 and 4 on loopback, and prints the comparison tables (bench/collectives_table.py).
+# dtr runs on its own transport (zmq over tcp and ipc) and on its gloo and mpi backends (when
+# built: the rows "dtr gloo", "dtr mpi tcp", "dtr mpi shm", beside the same libraries called
+# directly), the latter without the per-collective signature check (the wrapper's own
+# cost; the check adds one small all_gather per collective). DTR_LIBRARY_BACKENDS=0 leaves
+# them out. QUICK=1 is a smoke run (world 2, two sizes, a few iterations): it checks that
+# every step runs, its figures mean nothing.
 #
 #   bash bench/collectives_compare.sh BUILD_DIR [OUT_DIR]
 #
@@ -33,14 +39,32 @@ step() {  # NAME TIMEOUT_S command...
     echo "  ${name}: exit status $?" >&2
 }
 
+worlds=(2 4)
+dtr_sizes=()
+if [[ "${QUICK:-0}" == 1 ]]; then
+  worlds=(2)
+  dtr_sizes=(--sizes 4,65536)
+fi
 for round in $(seq 1 "${rounds}"); do
-  for w in 2 4; do
+  for w in "${worlds[@]}"; do
     scale=1
     [[ "${w}" == 4 ]] && scale=0.5
+    [[ "${QUICK:-0}" == 1 ]] && scale=0.02
     for tr in tcp ipc; do
       step "dtr_w${w}_${tr}" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \
-        "${build}/bench/dtr_collectives_bench" --transport "${tr}" --scale "${scale}"
+        "${build}/bench/dtr_collectives_bench" --transport "${tr}" --scale "${scale}" \
+        "${dtr_sizes[@]}"
     done
+    if [[ "${DTR_LIBRARY_BACKENDS:-1}" != 0 ]]; then
+      step "dtr_gloo_w${w}" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \
+        "${build}/bench/dtr_collectives_bench" --backend gloo --scale "${scale}" "${dtr_sizes[@]}"
+      step "dtr_mpi_tcp_w${w}" 300 ${mpirun_} -np "${w}" --timeout 280 --mca btl tcp,self \
+        "${build}/bench/dtr_collectives_bench" --backend mpi --transport mpi-tcp --scale "${scale}" \
+        "${dtr_sizes[@]}"
+      step "dtr_mpi_shm_w${w}" 300 ${mpirun_} -np "${w}" --timeout 280 --mca btl vader,self \
+        "${build}/bench/dtr_collectives_bench" --backend mpi --transport mpi-shm --scale "${scale}" \
+        "${dtr_sizes[@]}"
+    fi
     step "mpi_tcp_w${w}" 150 ${mpirun_} -np "${w}" --mca btl tcp,self \
       "${peers_build}/mpi_bench" tcp "${scale}"
     step "mpi_shm_w${w}" 150 ${mpirun_} -np "${w}" --mca btl vader,self \

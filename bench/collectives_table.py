@@ -18,6 +18,9 @@ NAMES = {4: "4 B", 4096: "4 KiB", 256 * 1024: "256 KiB", 4 << 20: "4 MiB", 64 <<
 TOOLS = [  # (suite, transport, label)
     ("dtr-pg", "tcp", "dtr zmq tcp"),
     ("dtr-pg", "ipc", "dtr zmq ipc"),
+    ("dtr-pg", "gloo", "dtr gloo"),
+    ("dtr-pg", "mpi-tcp", "dtr mpi tcp"),
+    ("dtr-pg", "mpi-shm", "dtr mpi shm"),
     ("gloo-cpp", "tcp(gloo)", "gloo (C++) tcp"),
     ("torch-gloo", "tcp(gloo)", "torch gloo tcp"),
     ("mpi", "tcp", "OpenMPI tcp"),
@@ -129,3 +132,29 @@ for w in sorted({k[3] for k in groups if k[0] == "dtr-pg" and k[1] == "all_reduc
         print(f"| {w} | {tr} | p99 ≤ 3× median, every op and size | worst {worst[0]:.2f}× "
               f"({worst[1]} {NAMES[worst[2]]}) | — | — | — | — | "
               f"{'yes' if worst[0] <= 3 else 'no'} |")
+
+
+# Issue 17: dtr's gloo and mpi backends against the same libraries called directly.
+WRAPPED = [  # (dtr transport, library suite, library transport, label)
+    ("gloo", "gloo-cpp", "tcp(gloo)", "gloo (C++)"),
+    ("mpi-tcp", "mpi", "tcp", "OpenMPI tcp"),
+    ("mpi-shm", "mpi", "shm(vader)", "OpenMPI shm"),
+]
+rows = []
+for bench in ("all_reduce", "broadcast", "sendrecv_pingpong"):
+    for w in sorted({k[3] for k in groups if k[1] == bench}):
+        for tr, suite, ltr, label in WRAPPED:
+            for s in SIZES:
+                d = get("dtr-pg", bench, tr, w, s)
+                lib = get(suite, bench, ltr, w, s)
+                if d is None or lib is None:
+                    continue
+                r = d["rate"] / lib["rate"]
+                rows.append(f"| {bench} | {w} | {label} | {NAMES[s]} | {frate(d['rate'])} | "
+                            f"{frate(lib['rate'])} | {r:.2f}x | {'yes' if r >= 0.95 else 'no'} |")
+if rows:
+    print("\n**Goals (issue 17), the wrapper costs nothing** — dtr's backend / the library "
+          "called directly, rate (≥ 0.95×)\n")
+    print("| op | w | library | size | dtr | library | ratio | met |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "master/capture.hpp"
 #include "master/session.hpp"
 
 namespace dtr {
@@ -24,6 +25,11 @@ std::vector<int> check_collective(std::string_view what,
   for (size_t i = 0; i < tensors.size(); ++i) {
     const DistributedTensor& t = tensors[i];
     if (!t.defined()) throw InvalidArgument(fmt::format("{}: tensor {} is undefined", what, i));
+    if (autograd::tracks_grad(t))
+      throw InvalidArgument(fmt::format(
+          "{}: tensor {} ({}) requires grad and grad mode is on; this collective is not "
+          "recorded: use dtr::autograd::{} (differentiable), or detach() / dtr::no_grad",
+          what, i, describe(t.meta()), what));
     auto [at, fresh] = index_on_node.emplace(t.get_node(), i);
     if (!fresh)
       throw InvalidArgument(
@@ -40,8 +46,11 @@ std::vector<int> check_collective(std::string_view what,
   return nodes;
 }
 
-std::shared_ptr<detail::MasterSession> session_of(std::string_view what) {
-  return detail::current_session(what);
+std::shared_ptr<detail::MasterSession> session_of(std::string_view what,
+                                                  const std::vector<DistributedTensor>& tensors) {
+  auto s = detail::current_session(what);
+  for (const DistributedTensor& t : tensors) detail::pin_in_capture(*s, t);
+  return s;
 }
 
 cmd::Collective collective_command(const detail::MasterSession& s, const DistributedTensor& t,
@@ -86,7 +95,7 @@ void check_reduce_op(std::string_view what, ReduceOp op, DType dtype) {
 void all_reduce(std::vector<DistributedTensor>& tensors, ReduceOp op) {
   std::vector<int> nodes = check_collective("all_reduce", tensors);
   check_reduce_op("all_reduce", op, tensors[0].dtype());
-  auto s = session_of("all_reduce");
+  auto s = session_of("all_reduce", tensors);
   std::vector<cmd::Collective> cmds;
   for (const DistributedTensor& t : tensors)
     cmds.push_back(collective_command(*s, t, CollectiveKind::AllReduce, op, 0));
@@ -98,7 +107,7 @@ void broadcast(std::vector<DistributedTensor>& tensors, int root) {
   if (root < 0 || root >= static_cast<int>(tensors.size()))
     throw IndexError(
         fmt::format("broadcast: root {} is not an index of the {} tensors", root, tensors.size()));
-  auto s = session_of("broadcast");
+  auto s = session_of("broadcast", tensors);
   std::vector<cmd::Collective> cmds;
   for (const DistributedTensor& t : tensors)
     cmds.push_back(collective_command(*s, t, CollectiveKind::Broadcast, ReduceOp::Sum, root));
@@ -107,7 +116,7 @@ void broadcast(std::vector<DistributedTensor>& tensors, int root) {
 
 std::vector<DistributedTensor> all_gather(const std::vector<DistributedTensor>& tensors) {
   std::vector<int> nodes = check_collective("all_gather", tensors);
-  auto s = session_of("all_gather");
+  auto s = session_of("all_gather", tensors);
   Shape shape;
   shape.push_back(static_cast<int64_t>(tensors.size()));
   for (int64_t d : tensors[0].shape()) shape.push_back(d);
@@ -122,7 +131,7 @@ std::vector<DistributedTensor> reduce_scatter(const std::vector<DistributedTenso
                                               ReduceOp op) {
   std::vector<int> nodes = check_collective("reduce_scatter", tensors);
   check_reduce_op("reduce_scatter", op, tensors[0].dtype());
-  auto s = session_of("reduce_scatter");
+  auto s = session_of("reduce_scatter", tensors);
   const Shape& in = tensors[0].shape();
   auto n = static_cast<int64_t>(tensors.size());
   if (in.size() == 0 || in[0] % n != 0)

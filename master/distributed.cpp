@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "master/capture.hpp"
 #include "master/session.hpp"
 
 namespace dtr {
@@ -160,21 +161,28 @@ void infer_into(OpId op, std::span<const TensorMeta> in, const OpAttrs& attrs, b
     *meta = infer(op, in, attrs, false).meta;
 }
 
+// Throws InvalidArgument naming both places when `other` lives elsewhere than `self`.
+void check_same_place(const OpDef& d, bool inplace, const RemoteTensor& self,
+                      const RemoteTensor& other) {
+  if (other.node != self.node || other.device != self.device)
+    throw InvalidArgument(fmt::format(
+        "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); copy "
+        "one across first, e.g. dtr::dist_send(t.to_local(), node)",
+        d.name, inplace ? "_" : "", self.node, device_name(self.device), other.node,
+        device_name(other.device)));
+}
+
 // Checks one op call on `self` (and `other`) with the shape rule, queues it on self's node
-// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given.
+// and returns the result's id (0 for in-place calls), its metadata in `*meta` when given;
+// *captured says whether a capture took it (dtr::capture: its tensors are then pinned).
 uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
-                  const RemoteTensor* other, bool inplace, TensorMeta* meta) {
+                  const RemoteTensor* other, bool inplace, TensorMeta* meta, bool* captured) {
   const OpDef& d = op_def(op);
   cmd::RunOp c{.op = op, .inplace = inplace, .attrs = attrs, .device = self.device};
   c.inputs.n = 1;
   c.inputs.ids[0] = self.id;
   if (other) {
-    if (other->node != self.node || other->device != self.device)
-      throw InvalidArgument(fmt::format(
-          "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); copy "
-          "one across first, e.g. dtr::dist_send(t.to_local(), node)",
-          d.name, inplace ? "_" : "", self.node, device_name(self.device), other->node,
-          device_name(other->device)));
+    check_same_place(d, inplace, self, *other);
     c.inputs.ids[1] = other->id;
     c.inputs.n = 2;
     const TensorMeta metas[2] = {self.meta, other->meta};
@@ -185,7 +193,7 @@ uint64_t queue_op(OpId op, const OpAttrs& attrs, const RemoteTensor& self,
   self.session->check_alive(self.node);
   if (!inplace) c.out = self.session->new_id();
   c.stream = detail::current_stream_id(*self.session, self.node);
-  self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
+  *captured = self.session->enqueue(self.node, c, wake_for(inplace ? self.meta : *meta));
   return c.out;
 }
 }  // namespace
@@ -195,14 +203,67 @@ DistributedTensor DistributedTensor::apply(OpId op, const OpAttrs& attrs,
   std::string_view name = op_def(op).name;
   const RemoteTensor& self = remote(name);
   TensorMeta meta;
-  uint64_t id = queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta);
-  return DistributedTensor(make_remote(self.session, self.node, self.device, id, meta));
+  bool captured = false;
+  uint64_t id =
+      queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, false, &meta, &captured);
+  if (captured) [[unlikely]] {
+    detail::pin_in_capture(*self.session, *this);
+    if (other) detail::pin_in_capture(*self.session, *other);
+  }
+  DistributedTensor out(make_remote(self.session, self.node, self.device, id, meta));
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const DistributedTensor* in[2] = {this, other};
+    autograd::record_op<DistributedTensor>(
+        op, attrs, std::span<const DistributedTensor* const>(in, other ? 2 : 1), out);
+  }
+  return out;
+}
+
+DistributedTensor DistributedTensor::apply_inputs(OpId op, const OpAttrs& attrs,
+                                                  std::span<const DistributedTensor> inputs) {
+  const OpDef& d = op_def(op);
+  if (inputs.empty() && d.min_inputs == 0) return create(op, attrs);
+  if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxOpInputs))
+    throw InvalidArgument(fmt::format("{}: takes {} to {} tensor inputs, got {}", d.name,
+                                      d.min_inputs, d.max_inputs, inputs.size()));
+  if (inputs.size() <= protocol::Inputs::kInline)
+    return inputs[0].apply(op, attrs, inputs.size() == 2 ? &inputs[1] : nullptr);
+  const RemoteTensor& self = inputs[0].remote(d.name);
+  cmd::RunOp c{.op = op, .attrs = attrs, .device = self.device};
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (const DistributedTensor& t : inputs) {
+    const RemoteTensor& r = t.remote(d.name);
+    check_same_place(d, false, self, r);
+    metas.push_back(r.meta);
+    c.inputs.push_back(r.id);
+  }
+  const TensorMeta meta = infer(op, metas, attrs, false).meta;
+  self.session->check_alive(self.node);
+  c.out = self.session->new_id();
+  c.stream = detail::current_stream_id(*self.session, self.node);
+  if (self.session->enqueue(self.node, c, wake_for(meta))) [[unlikely]]
+    for (const DistributedTensor& t : inputs) detail::pin_in_capture(*self.session, t);
+  DistributedTensor out(make_remote(self.session, self.node, self.device, c.out, meta));
+  autograd::record_inputs<DistributedTensor>(op, attrs, inputs, out);
+  return out;
 }
 
 void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
                                       const DistributedTensor* other) {
   std::string_view name = op_def(op).name;
-  queue_op(op, attrs, remote(name), other ? &other->remote(name) : nullptr, true, nullptr);
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const DistributedTensor* in[2] = {this, other};
+    autograd::check_inplace<DistributedTensor>(
+        op, std::span<const DistributedTensor* const>(in, other ? 2 : 1));
+  }
+  const RemoteTensor& self = remote(name);
+  bool captured = false;
+  queue_op(op, attrs, self, other ? &other->remote(name) : nullptr, true, nullptr, &captured);
+  if (captured) [[unlikely]] {
+    detail::pin_in_capture(*self.session, *this);
+    if (other) detail::pin_in_capture(*self.session, *other);
+  }
 }
 
 local::Tensor DistributedTensor::to_local() const {
@@ -235,7 +296,11 @@ DistributedTensor DistributedTensor::to(int node) const {
                      .token = token};
   self.session->enqueue(self.node, send);
   self.session->enqueue(node, recv);
-  return DistributedTensor(make_remote(self.session, node, -1, recv.out, recv.meta));
+  detail::pin_in_capture(*self.session, *this);
+  DistributedTensor out(make_remote(self.session, node, -1, recv.out, recv.meta));
+  if (autograd_) [[unlikely]]
+    autograd_->record_move(*this, out);
+  return out;
 }
 
 DistributedTensor DistributedTensor::to_device(int device) const {
@@ -248,8 +313,12 @@ DistributedTensor DistributedTensor::to_device(int device) const {
                   .out = self.session->new_id(),
                   .device = device};
   self.session->enqueue(self.node, c);
-  return DistributedTensor(make_remote(self.session, self.node, device, c.out,
-                                       TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
+  detail::pin_in_capture(*self.session, *this);
+  DistributedTensor out(make_remote(self.session, self.node, device, c.out,
+                                    TensorMeta::contiguous(self.meta.dtype, self.meta.shape)));
+  if (autograd_) [[unlikely]]
+    autograd_->record_move(*this, out);
+  return out;
 }
 
 Scalar DistributedTensor::item() const {
@@ -435,7 +504,17 @@ void synchronize(int node) {
 
 DistributedTensor dist_send(const local::Tensor& t, int node) {
   auto s = session("dist_send");
+  if (s->capturing() && detail::Capture::active(*s))
+    throw InvalidArgument(
+        "dist_send: a sync point cannot be captured; dtr::capture records asynchronous commands "
+        "only (send the data before the capture and copy_ it into the graph's input)");
   if (!t.defined()) throw InvalidArgument("dist_send: undefined tensor");
+  if (autograd::tracks_grad(t))
+    throw InvalidArgument(fmt::format(
+        "dist_send: the tensor ({}) requires grad and grad mode is on; dist_send is not "
+        "differentiable (gradients would pass through the master): send detach(), or make "
+        "the tensor on its node",
+        describe(t.meta())));
   int target = node < 0 ? t_node : node;
   check_node("dist_send", *s, target);
   check_device("dist_send", *s, target, t_device);
@@ -463,7 +542,8 @@ NodeMemoryStats memory_stats(int node, int device) {
   check_device("memory_stats", *s, node, device);
   detail::ReplyMessage m = s->request(node, cmd::Stats{.device = device});
   return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
-                         m.reply.stats.live_tensors};
+                         m.reply.stats.live_tensors, m.reply.stats.graph_bytes,
+                         m.reply.stats.graph_tensors};
 }
 
 // ---- creation ----

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "master/capture.hpp"
 #include "master/session.hpp"
 #include "protocol/flight_text.hpp"
 #include "protocol/trace_clock.hpp"
@@ -87,9 +88,12 @@ std::string MasterSession::flight_report() {
   Reporting reporting;
   std::string out = "last commands each node reported (flight recorders):";
   const Clock::time_point deadline = Clock::now() + kReportBudget;
+  // Inside a capture on this thread a request is refused (a sync point): the dumps the
+  // nodes sent unasked are all there is.
+  const bool ask = !(capturing() && Capture::active(*this));
   for (auto& node : nodes_) {
     Node& n = *node;
-    if (!n.lost.load()) {
+    if (ask && !n.lost.load()) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
       try {
         ReplyMessage m =

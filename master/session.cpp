@@ -353,6 +353,9 @@ uint16_t op_code(const protocol::Command& c) {
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
                             Wake how) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (divert(node, c, how)) return;
+  }
   // A request's own slice is the sync point's (request()).
   const bool traced = trace_.on() && how != Wake::kNone;
   Node& n = *nodes_[node];
@@ -376,8 +379,11 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
                 made_by(c));
 }
 
-void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
-  if (closed_.load(std::memory_order_relaxed)) return;
+bool MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
+  if (closed_.load(std::memory_order_relaxed)) return false;
+  if (capturing_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (divert(node, c, how)) return true;
+  }
   Node& n = *nodes_[node];
   size_t queued;
   {
@@ -388,6 +394,7 @@ void MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
   after_enqueue(n, queued, how);
   if (trace_.on())
     trace_.call(protocol::CmdType::RunOp, static_cast<uint16_t>(c.op), node, c.stream, c.out);
+  return false;
 }
 
 void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
@@ -430,6 +437,7 @@ ReplyMessage MasterSession::request(int node, protocol::Command c) {
 ReplyMessage MasterSession::request(int node, protocol::Command c,
                                     std::chrono::milliseconds timeout) {
   if (closed_.load()) throw TransportError("the master-worker session is shut down");
+  if (capturing()) refuse_sync_point_in_capture(c);
   Node& n = *nodes_[node];
   check_alive(node);
   const uint64_t request = next_request_.fetch_add(1);

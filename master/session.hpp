@@ -50,6 +50,7 @@ struct ReplyMessage {
 };
 
 class MasterSession;
+class Capture;  // master/capture.hpp
 
 // The running session; throws InvalidArgument naming `what` when there is none.
 std::shared_ptr<MasterSession> current_session(std::string_view what);
@@ -80,6 +81,18 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   uint64_t new_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   uint32_t new_stream_id() { return next_stream_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t new_graph_id() { return next_graph_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Captured graphs (master/capture.hpp): whether any thread captures into this session;
+  // a capture registers while it records (its thread's commands are then diverted to it).
+  bool capturing() const { return capturing_.load(std::memory_order_relaxed) != 0; }
+  void begin_capture(Capture* c);
+  void end_capture(Capture* c);
+  // Queues replay `replay` of graph `graph` on each of `nodes`; with `ordered` (the graph
+  // holds collectives) under the lock that orders collectives across nodes; `small` (its
+  // commands were all small work) as Wake::kLazy.
+  void enqueue_replay(const std::vector<int>& nodes, uint64_t graph, uint64_t replay, bool ordered,
+                      bool small);
 
   // Queues one collective command per node (commands[i] to nodes[i]) under one lock, so
   // that every node sees the session's collectives in the same order; makes the group of
@@ -99,8 +112,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // worker has it: callers follow a Put with a request.
   void enqueue(int node, const protocol::Command& c, const local::Tensor* payload = nullptr,
                Wake how = Wake::kNow);
-  // The same for an op (the hot path: no variant to build).
-  void enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
+  // The same for an op (the hot path: no variant to build); true when a capture on this
+  // thread took it (master/capture.hpp) instead.
+  bool enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout), naming
   // the last commands each node reported.
   void check_alive(int node);
@@ -160,6 +174,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   };
 
   explicit MasterSession(const MasterOptions& options);
+  // While a thread captures: the command is the capture's (true), or goes out (false).
+  bool divert(int node, const protocol::Command& c, Wake how);
+  bool divert(int node, const protocol::cmd::RunOp& c, Wake how);
+  // Throws InvalidArgument when the calling thread captures: `c` is a sync point.
+  void refuse_sync_point_in_capture(const protocol::Command& c) const;
   void connect_workers();
   void accept_workers();
   // Tells each worker its node index and where the other workers listen for peers.
@@ -246,6 +265,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint32_t> next_stream_{1};
+  std::atomic<uint64_t> next_graph_{1};
+  std::atomic<int> capturing_{0};  // captures recording now (any thread)
+  std::mutex captures_mu_;         // guards captures_
+  std::vector<Capture*> captures_;
   std::mutex collectives_mu_;  // orders collectives and group creation across nodes
   std::map<std::vector<int>, uint64_t> groups_;
   uint64_t next_group_ = 1;

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "master/capture.hpp"
 #include "master/session.hpp"
 
 namespace dtr {
@@ -51,6 +52,9 @@ uint32_t current_stream_id(const MasterSession& s, int node) {
   if (t_current.session != &s) return 0;
   auto n = static_cast<size_t>(node);
   if (n >= t_current.by_node.size() || !t_current.by_node[n]) return 0;
+  // A captured command keeps its stream alive.
+  if (s.capturing() && t_current.by_node[n]->id != 0) [[unlikely]]
+    pin_in_capture(s, t_current.by_node[n]);
   return t_current.by_node[n]->id;
 }
 
@@ -137,6 +141,8 @@ void Stream::wait(const Event& e) const {
   if (!r) return;  // never recorded: nothing to wait for
   if (r->session != h.session)
     throw InvalidArgument("Stream::wait: the event was recorded in another master-worker session");
+  detail::pin_in_capture(*h.session, handle_);
+  detail::pin_in_capture(*h.session, e.handle_);
   if (r->node == h.node) {
     h.session->enqueue(h.node, cmd::WaitEvent{.stream = h.id, .event = r->id});
     return;
@@ -192,6 +198,8 @@ void Event::record(const Stream& s) {
                     e.node, h.node));
   }
   h.session->enqueue(h.node, cmd::Record{.stream = h.id, .event = e.id, .timing = e.timing});
+  detail::pin_in_capture(*h.session, s.handle_);
+  detail::pin_in_capture(*h.session, handle_);
 }
 
 bool Event::recorded() const {

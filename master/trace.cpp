@@ -311,6 +311,9 @@ void slice_args(JsonOut& o, const TraceEvent& e) {
     case CmdType::Stats:
       o.put(",\"request\":{}", e.detail);
       break;
+    case CmdType::GraphReplay:
+      o.put(",\"replay\":{}", e.detail);
+      break;
     default:
       break;
   }

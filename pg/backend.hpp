@@ -46,8 +46,10 @@ class Backend {
   virtual const std::vector<int>& world_ranks() const = 0;
   // A subgroup (group ranks of this group, validated, sorted as given).
   virtual std::shared_ptr<Backend> new_group(const std::vector<int>& group_ranks) = 0;
-  virtual Work isend(const local::Tensor& tensor, int dst, int tag) = 0;
-  virtual Work irecv(const local::Tensor& tensor, int src, int tag) = 0;
+  // `blocking`: the caller waits for the Work at once (ProcessGroup::send/recv), so the
+  // backend may do the whole operation on the calling thread.
+  virtual Work isend(const local::Tensor& tensor, int dst, int tag, bool blocking) = 0;
+  virtual Work irecv(const local::Tensor& tensor, int src, int tag, bool blocking) = 0;
   virtual Work collective(CollectiveArgs args) = 0;
   virtual void shutdown() = 0;
   // World rank `world_rank` is lost (ProcessGroup::declare_lost): what involves it fails

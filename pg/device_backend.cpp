@@ -11,6 +11,7 @@
 #include "executor.hpp"
 #include "mesh.hpp"
 #include "nccl.hpp"
+#include "signature.hpp"
 #include "tensor/cuda/cuda.hpp"
 #include "util.hpp"
 
@@ -33,17 +34,6 @@ int device_of(const CollectiveArgs& a) {
   return -1;
 }
 
-// The tensor whose size and dtype every rank must agree on.
-const local::Tensor* reference_tensor(const CollectiveArgs& a) {
-  switch (a.op) {
-    case CommOp::AllGather:
-    case CommOp::Gather:
-      return a.inputs.empty() ? nullptr : &a.inputs[0];
-    default:
-      return a.outputs.empty() ? nullptr : &a.outputs[0];
-  }
-}
-
 // A host copy of t with its own storage (t.cpu() would return a host tensor itself).
 local::Tensor host_copy(const local::Tensor& t) {
   return t.device() >= 0 ? t.cpu() : t.clone();
@@ -57,23 +47,6 @@ std::array<int64_t, 2> uuid_words(const std::array<uint8_t, 16>& uuid) {
   std::array<int64_t, 2> w{};
   std::memcpy(w.data(), uuid.data(), uuid.size());
   return w;
-}
-
-// Fields of the per-collective signature NCCL collectives exchange first.
-enum Sig : int { kOp, kRoot, kReduce, kDType, kCount, kDevice, kCommDevice, kSigWords };
-constexpr const char* kSigNames[] = {"op", "root", "ReduceOp", "dtype", "element count"};
-
-std::string sig_value(int field, int64_t v) {
-  switch (field) {
-    case kOp:
-      return std::string(comm_op_name(static_cast<CommOp>(v)));
-    case kReduce:
-      return std::string(reduce_op_name(static_cast<ReduceOp>(v)));
-    case kDType:
-      return std::string(dtype_name(static_cast<DType>(v)));
-    default:
-      return std::to_string(v);
-  }
 }
 
 class DeviceBackend final : public Backend {
@@ -101,16 +74,16 @@ class DeviceBackend final : public Backend {
                                            stage_host_);
   }
 
-  Work isend(const local::Tensor& tensor, int dst, int tag) override {
-    if (!staged(tensor)) return host_->isend(tensor, dst, tag);
+  Work isend(const local::Tensor& tensor, int dst, int tag, bool blocking) override {
+    if (!staged(tensor)) return host_->isend(tensor, dst, tag, blocking);
     // The host copy is the transport's to keep until it has gone.
-    return host_->isend(host_copy(tensor), dst, tag);
+    return host_->isend(host_copy(tensor), dst, tag, false);
   }
 
-  Work irecv(const local::Tensor& tensor, int src, int tag) override {
-    if (!staged(tensor)) return host_->irecv(tensor, src, tag);
+  Work irecv(const local::Tensor& tensor, int src, int tag, bool blocking) override {
+    if (!staged(tensor)) return host_->irecv(tensor, src, tag, blocking);
     local::Tensor host = host_like(tensor);
-    Work inner = host_->irecv(host, src, tag);
+    Work inner = host_->irecv(host, src, tag, false);
     auto state = std::make_shared<Work::State>(fmt::format(
         "recv on rank {} from {} (tag {}, staged through host memory)", rank(),
         src == kAnySource ? std::string("any rank") : fmt::format("rank {}", src), tag));
@@ -146,8 +119,10 @@ class DeviceBackend final : public Backend {
 
   std::string cuda_path() const override {
     std::lock_guard lock(m_);
-    if (!want_nccl_)
-      return "host staging (the zmq backend copies CUDA tensors through host memory)";
+    if (!want_nccl_) {
+      return fmt::format("host staging (the {} backend copies CUDA tensors through host memory)",
+                         name_);
+    }
     if (!setup_done_) {
       return nccl_built() ? "nccl: set up at the group's first collective on CUDA tensors"
                           : "host staging (this dtr was built without NCCL)";
@@ -293,13 +268,13 @@ class DeviceBackend final : public Backend {
   Work nccl_collective(CollectiveArgs a, int device, std::shared_ptr<NcclComm> comm) {
     const int n = size();
     local::Tensor mine = local::from_vector<int64_t>(nccl_signature(a, device, comm->device()));
-    local::Tensor all = local::empty(Shape{kSigWords * n}, DType::Int64);
+    local::Tensor all = local::empty(Shape{kSignatureWords * n}, DType::Int64);
     CollectiveArgs g;
     g.op = CommOp::AllGather;
     g.inputs = {mine};
     for (int r = 0; r < n; ++r) {
-      TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{kSigWords});
-      m.offset = kSigWords * r;
+      TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{kSignatureWords});
+      m.offset = kSignatureWords * r;
       g.outputs.emplace_back(all.storage(), m);
     }
     Work signatures = host_->collective(std::move(g));  // in program order, like the op
@@ -336,48 +311,11 @@ class DeviceBackend final : public Backend {
 }  // namespace
 
 std::vector<int64_t> nccl_signature(const CollectiveArgs& a, int device, int comm_device) {
-  const local::Tensor* ref = reference_tensor(a);
-  std::vector<int64_t> sig(kSigWords, 0);
-  sig[kOp] = static_cast<int64_t>(a.op);
-  sig[kRoot] = a.root;
-  sig[kReduce] = static_cast<int64_t>(a.reduce);
-  sig[kDType] = ref ? static_cast<int64_t>(ref->dtype()) : -1;
-  sig[kCount] = ref ? ref->meta().numel() : 0;
-  sig[kDevice] = device;
-  sig[kCommDevice] = comm_device;
-  return sig;
+  return collective_signature(a, device, comm_device);
 }
 
-void check_nccl_signatures(CommOp op, const int64_t* w, int n) {
-  const std::string what = fmt::format("{} (nccl)", comm_op_name(op));
-  for (int r = 0; r < n; ++r) {
-    const int64_t* s = w + kSigWords * r;
-    if (s[kDevice] != s[kCommDevice]) {
-      throw DeviceError(fmt::format(
-          "{}: rank {} passed a tensor on cuda:{}, but its NCCL communicator for this group "
-          "is on cuda:{} (a group uses one GPU per rank)",
-          what, r, s[kDevice], s[kCommDevice]));
-    }
-  }
-  for (int f = kOp; f <= kCount; ++f) {
-    if (f == kRoot && op != CommOp::Broadcast && op != CommOp::Reduce && op != CommOp::Gather &&
-        op != CommOp::Scatter) {
-      continue;
-    }
-    if (f == kReduce && op != CommOp::AllReduce && op != CommOp::Reduce &&
-        op != CommOp::ReduceScatter) {
-      continue;
-    }
-    for (int r = 1; r < n; ++r) {
-      const int64_t v0 = w[f], v = w[kSigWords * r + f];
-      if (v == v0) continue;
-      const std::string msg = fmt::format("{}: rank 0 has {} {}, rank {} has {}", what,
-                                          kSigNames[f], sig_value(f, v0), r, sig_value(f, v));
-      if (f == kDType) throw DTypeError(msg);
-      if (f == kCount) throw ShapeError(msg);
-      throw InvalidArgument(msg);
-    }
-  }
+void check_nccl_signatures(CommOp op, const int64_t* all, int n) {
+  check_signatures(fmt::format("{} (nccl)", comm_op_name(op)), op, all, n);
 }
 
 std::string staging_reason(const int64_t* facts, int n) {

@@ -35,9 +35,9 @@ std::shared_ptr<Backend> make_device_backend(std::shared_ptr<Backend> host, std:
                                              std::chrono::milliseconds timeout);
 
 // The pieces of the NCCL path that need no device (declared for the tests):
-// The signature of one collective (kSigWords int64 words) this rank all-gathers before
-// running it on NCCL: op, root, ReduceOp, dtype, element count, the tensors' device and the
-// communicator's device.
+// The signature of one collective (kSignatureWords int64 words, pg/signature.hpp) this rank
+// all-gathers before running it on NCCL: op, root, ReduceOp, dtype, element count, the tensors'
+// device and the communicator's device.
 std::vector<int64_t> nccl_signature(const CollectiveArgs& args, int device, int comm_device);
 // `all`: n signatures in rank order. Throws, identically on every rank, when a rank's
 // tensors are not on its communicator's device (DeviceError) or the ranks disagree on the

@@ -19,6 +19,22 @@ namespace {
 constexpr auto kDisconnectGrace = std::chrono::milliseconds(250);
 // I/O loop tick: deadlines and disconnect verdicts are checked at least this often.
 constexpr auto kTick = std::chrono::milliseconds(20);
+// The small-message path: how long the I/O thread keeps away from the ROUTER after the last
+// FastReader scope ended, how long it dozes meanwhile, how many times a reader polls the
+// socket without waiting before it blocks, and the longest such block.
+constexpr auto kFastGrace = std::chrono::milliseconds(2);
+constexpr auto kDoze = std::chrono::milliseconds(1);
+constexpr int kFastSpins = 200;
+constexpr auto kFastSlice = std::chrono::milliseconds(2);
+
+// The mesh whose FastReader scope the calling thread is in.
+thread_local Mesh* t_fast_mesh = nullptr;
+std::atomic<uint64_t> g_fast_reads{0}, g_io_reads{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
 
 struct FrameRef {
   std::shared_ptr<void> keepalive;
@@ -344,8 +360,98 @@ Incoming Mesh::take(uint64_t group, uint64_t seq, int src, Clock::time_point dea
       throw TimeoutError(fmt::format("{}: timed out after {} ms waiting for {}", what,
                                      options_.timeout.count(), describe_rank(src)));
     }
+    if (t_fast_mesh == this) {
+      // Read the ROUTER on this thread; when the I/O thread holds it, it lets go once woken.
+      lock.unlock();
+      const bool read = pump(deadline);
+      lock.lock();
+      if (read) continue;
+      wake_io();
+      cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::microseconds(200)));
+      continue;
+    }
+    ++idle_waiters_;
+    if (!io_reading_.load()) wake_io();
     cv_.wait_until(lock, deadline);
+    --idle_waiters_;
   }
+}
+
+void Mesh::count_pending() {
+  size_t n = 0;
+  for (const auto& r : pending_) n += r.owner_reads ? 0 : 1;
+  pending_count_ = n;
+}
+
+void Mesh::serve_until(Work::State& work, Clock::time_point deadline) {
+  FastReader fast(*this);
+  while (Clock::now() < deadline && !shut_.load()) {
+    {
+      std::unique_lock lock(work.m);
+      if (work.done) return;
+    }
+    if (pump(deadline)) continue;
+    wake_io();  // the I/O thread holds the ROUTER: it lets go once woken
+    std::unique_lock lock(work.m);
+    work.cv.wait_for(lock, std::chrono::microseconds(200), [&] { return work.done; });
+  }
+}
+
+MeshReadCounts mesh_read_counts() {
+  return {g_fast_reads.load(), g_io_reads.load()};
+}
+
+Mesh::FastReader::FastReader(Mesh& mesh) : mesh_(mesh), previous_(t_fast_mesh) {
+  t_fast_mesh = &mesh;
+  ++mesh.fast_scopes_;
+}
+
+Mesh::FastReader::~FastReader() {
+  mesh_.fast_ended_ns_ = now_ns();
+  --mesh_.fast_scopes_;
+  t_fast_mesh = previous_;
+  // Someone waits without reading (a receive, another thread's collective): hand the
+  // ROUTER back to the I/O thread at once.
+  if (mesh_.idle_waiters_.load() > 0 || mesh_.pending_count_.load() > 0) mesh_.wake_io();
+}
+
+void Mesh::wake_io() {
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+}
+
+bool Mesh::io_may_read(Clock::time_point now) const {
+  if (idle_waiters_.load() > 0 || pending_count_.load() > 0) return true;
+  if (fast_scopes_.load() > 0) return false;
+  const auto since =
+      std::chrono::nanoseconds(now.time_since_epoch().count() - fast_ended_ns_.load());
+  return since >= kFastGrace;
+}
+
+bool Mesh::pump(Clock::time_point deadline) {
+  std::unique_lock rl(router_m_, std::try_to_lock);
+  if (!rl.owns_lock()) return false;
+  if (shut_.load()) return true;  // the ROUTER may be closed; take() sees shut_
+  std::vector<zmq::message_t> frames;
+  auto drain = [&] {
+    while (read_message(frames)) ++g_fast_reads;
+  };
+  for (int i = 0; i < kFastSpins; ++i) {
+    if (read_message(frames)) {
+      ++g_fast_reads;
+      drain();
+      return true;
+    }
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, std::clamp(left, std::chrono::milliseconds(0), kFastSlice));
+  } catch (const zmq::error_t&) {
+    return true;  // EINTR: take() looks again
+  }
+  drain();
+  return true;
 }
 
 void Mesh::finish_collective(uint64_t group, uint64_t seq) {
@@ -466,7 +572,10 @@ void Mesh::post_recv(RecvRequest req) {
     req.work->complete(make_coded(ErrCode::Transport, req.what + ": " + peers_[req.src].reason));
     return;
   }
+  const bool owner_reads = req.owner_reads;
   pending_.push_back(std::move(req));
+  count_pending();
+  if (!owner_reads && !io_reading_.load()) wake_io();
 }
 
 void Mesh::watch_send(std::shared_ptr<SendTracker> t, std::shared_ptr<Work::State> work, int dst,
@@ -492,6 +601,7 @@ void Mesh::mark_peer(int r, PeerState s, std::string reason) {
     if (hit) {
       it->work->complete(make_coded(ErrCode::Transport, it->what + ": " + peers_[r].reason));
       it = pending_.erase(it);
+      count_pending();
     } else {
       ++it;
     }
@@ -577,6 +687,7 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
       if (match) {
         RecvRequest req = std::move(*it);
         pending_.erase(it);
+        count_pending();
         lock.unlock();
         complete_recv(req, in);
         return;
@@ -631,6 +742,7 @@ void Mesh::sweep(Clock::time_point now) {
           ErrCode::Timeout,
           fmt::format("{}: no message within {} ms", it->what, options_.timeout.count())));
       it = pending_.erase(it);
+      count_pending();
     } else {
       ++it;
     }
@@ -649,6 +761,40 @@ void Mesh::sweep(Clock::time_point now) {
   }
 }
 
+bool Mesh::read_message(std::vector<zmq::message_t>& frames) {
+  frames.clear();
+  bool got = false;
+  // Identity, header and the payload frames the header announces, plus one to tell that
+  // there are too many; the rest of a longer message is read and dropped.
+  uint64_t keep = 4, dropped = 0;
+  while (true) {
+    zmq::message_t m;
+    if (!router_.recv(m, zmq::recv_flags::dontwait)) break;
+    got = true;
+    const bool more = m.more();
+    if (frames.size() == 1 && m.size() == sizeof(WireHeader)) {
+      uint64_t payload;
+      std::memcpy(&payload, static_cast<const char*>(m.data()) + offsetof(WireHeader, payload),
+                  sizeof payload);
+      keep = 3 + frames_for(payload);
+    }
+    if (frames.size() < keep) {
+      frames.push_back(std::move(m));
+    } else {
+      ++dropped;
+    }
+    if (!more) break;
+  }
+  if (!got) return false;
+  try {
+    on_message(frames, dropped);
+  } catch (const std::exception& e) {
+    // Only allocation failures get here; the message is lost, reading goes on.
+    std::fprintf(stderr, "dtr process group: dropped a message: %s\n", e.what());
+  }
+  return true;
+}
+
 void Mesh::io_loop() {
   std::vector<zmq::pollitem_t> items;
   std::vector<int> item_peer;
@@ -664,46 +810,26 @@ void Mesh::io_loop() {
   auto next_sweep = Clock::now() + kTick;
   std::vector<zmq::message_t> frames;
   while (!stop_io_.load()) {
+    // The ROUTER is polled only while this thread may hold it (see FastReader); otherwise
+    // this thread dozes on its wake-up fd and the monitors.
+    std::unique_lock rl(router_m_, std::defer_lock);
+    if (io_may_read(Clock::now())) (void)rl.try_lock();
+    io_reading_ = rl.owns_lock();
+    // Not holding it, this thread must not touch the socket at all (zmq_poll would): the
+    // ROUTER's item is left out.
+    const size_t first = rl.owns_lock() ? 0 : 1;
+    items[0].revents = 0;
     try {
-      zmq::poll(items.data(), items.size(), kTick);
+      zmq::poll(items.data() + first, items.size() - first, rl.owns_lock() ? kTick : kDoze);
     } catch (const zmq::error_t&) {
+      io_reading_ = false;
       continue;  // EINTR
     }
-    if (items[0].revents & ZMQ_POLLIN) {
-      for (int n = 0; n < 512; ++n) {
-        frames.clear();
-        bool got = false;
-        // Identity, header and the payload frames the header announces, plus one to tell
-        // that there are too many; the rest of a longer message is read and dropped.
-        uint64_t keep = 4, dropped = 0;
-        while (true) {
-          zmq::message_t m;
-          if (!router_.recv(m, zmq::recv_flags::dontwait)) break;
-          got = true;
-          const bool more = m.more();
-          if (frames.size() == 1 && m.size() == sizeof(WireHeader)) {
-            uint64_t payload;
-            std::memcpy(&payload,
-                        static_cast<const char*>(m.data()) + offsetof(WireHeader, payload),
-                        sizeof payload);
-            keep = 3 + frames_for(payload);
-          }
-          if (frames.size() < keep) {
-            frames.push_back(std::move(m));
-          } else {
-            ++dropped;
-          }
-          if (!more) break;
-        }
-        if (!got) break;
-        try {
-          on_message(frames, dropped);
-        } catch (const std::exception& e) {
-          // Only allocation failures get here; the message is lost, the loop goes on.
-          std::fprintf(stderr, "dtr process group: dropped a message: %s\n", e.what());
-        }
-      }
+    if (rl.owns_lock() && (items[0].revents & ZMQ_POLLIN)) {
+      for (int n = 0; n < 512 && read_message(frames); ++n) ++g_io_reads;
     }
+    io_reading_ = false;
+    if (rl.owns_lock()) rl.unlock();
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t v;
       [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
@@ -747,6 +873,7 @@ void Mesh::shutdown() {
       r.work->complete(make_coded(ErrCode::Error, r.what + ": the process group was shut down"));
     }
     pending_.clear();
+    count_pending();
     for (auto& w : watches_) {
       if (!w.tracker->idle()) {
         w.work->complete(make_coded(ErrCode::Error, w.what + ": the process group was shut down"));
@@ -779,7 +906,10 @@ void Mesh::shutdown() {
   for (auto& m : monitors_) {
     if (m.handle() != nullptr) m.close();
   }
-  router_.close();
+  {
+    std::lock_guard rl(router_m_);  // a FastReader may be reading it
+    router_.close();
+  }
   {
     std::lock_guard lock(m_);
     unexpected_.clear();

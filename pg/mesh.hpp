@@ -15,6 +15,16 @@
 // keyed by (group, sequence number); point-to-point receives are matched, in posting
 // order, against messages in arrival order, as in MPI.
 //
+// The small-message path: a thread that runs a collective (a FastReader scope: the group's
+// executor, or a blocking call running inline while the group is idle) reads the ROUTER
+// itself while it waits in take(), a short spin then a bounded poll, instead of waiting for
+// the I/O thread to read the message and wake it (two thread hand-offs per message). The
+// ROUTER belongs to whoever holds router_m_: the I/O thread stays away from it while a
+// FastReader scope exists and for a short grace after the last one ends (so that
+// back-to-back calls find it free), unless a thread that is not reading waits for a
+// message (it wakes the I/O thread). A reader files every message it reads, its own or
+// not, exactly as the I/O thread does.
+//
 // Thread safety: every public method may be called from any thread.
 #pragma once
 
@@ -105,6 +115,14 @@ struct Payload {
   zmq::message_t* forward = nullptr;  // when set, sent instead of data (moved from)
 };
 
+// Messages read so far by FastReader threads and by I/O threads, over every mesh of the
+// process (for tests of the small-message path).
+struct MeshReadCounts {
+  uint64_t by_callers = 0;
+  uint64_t by_io_threads = 0;
+};
+MeshReadCounts mesh_read_counts();
+
 // Turns an ErrCode and text into the matching dtr exception.
 [[noreturn]] void throw_coded(ErrCode code, const std::string& text);
 // Which ErrCode an exception maps to.
@@ -167,11 +185,30 @@ class Mesh {
     std::shared_ptr<Work::State> work;
     Clock::time_point deadline;
     std::string what;
+    // The posting thread reads the ROUTER itself until this completes (serve_until).
+    bool owner_reads = false;
   };
   void post_recv(RecvRequest req);
+  // The small-message path of a blocking receive: reads the ROUTER on this thread (a
+  // FastReader scope) until `work` is complete or `deadline` passes.
+  void serve_until(Work::State& work, Clock::time_point deadline);
   // Registers a sent message so that a dead destination or the deadline fails its Work.
   void watch_send(std::shared_ptr<SendTracker> t, std::shared_ptr<Work::State> work, int dst,
                   Clock::time_point deadline, std::string what);
+
+  // Marks the calling thread's scope as one that runs collectives on this mesh: take()
+  // then reads the ROUTER itself when it can (see above). Scopes may nest on one thread.
+  class FastReader {
+   public:
+    explicit FastReader(Mesh& mesh);
+    ~FastReader();
+    FastReader(const FastReader&) = delete;
+    FastReader& operator=(const FastReader&) = delete;
+
+   private:
+    Mesh& mesh_;
+    Mesh* previous_;
+  };
 
   // Says goodbye to every peer, fails everything pending, stops the I/O thread and closes
   // the sockets. Idempotent.
@@ -211,6 +248,17 @@ class Mesh {
   };
 
   void io_loop();
+  // Reads one whole message from the ROUTER (router_m_ held) and files it; false when none
+  // is waiting.
+  bool read_message(std::vector<zmq::message_t>& frames);
+  // A FastReader thread's wait in take(): reads the ROUTER (when it can take it) until a
+  // message was filed or a short slice passed; false when the ROUTER was not free.
+  bool pump(Clock::time_point deadline);
+  // Wakes the I/O thread (it returns from its poll).
+  void wake_io();
+  // Whether the I/O thread may read the ROUTER now (no FastReader, grace over, or a
+  // thread waits that does not read).
+  bool io_may_read(Clock::time_point now) const;
   // frames: identity, header, payload frames; `dropped`: frames past those kept.
   void on_message(std::vector<zmq::message_t>& frames, uint64_t dropped);
   void on_monitor(int peer, zmq::socket_t& mon);
@@ -221,6 +269,7 @@ class Mesh {
                     std::vector<std::pair<std::shared_ptr<Work::State>, std::exception_ptr>>& out);
   void complete_recv(RecvRequest& req, Incoming& msg);
   std::string peer_failure(int r) const;  // lock held
+  void count_pending();                   // lock held: updates pending_count_
 
   const int world_;
   int rank_ = -1;
@@ -237,6 +286,13 @@ class Mesh {
   std::vector<zmq::socket_t> monitors_;
   int wake_fd_ = -1;
   std::thread io_;
+  // The small-message path (see above).
+  std::mutex router_m_;                    // held by whoever reads router_
+  std::atomic<int> fast_scopes_{0};        // FastReader scopes alive
+  std::atomic<int> idle_waiters_{0};       // threads in take() that do not read
+  std::atomic<size_t> pending_count_{0};   // pending_ entries nobody reads for, without m_
+  std::atomic<bool> io_reading_{false};    // the I/O thread holds router_m_
+  std::atomic<int64_t> fast_ended_ns_{0};  // steady_clock time the last scope ended
   std::atomic<bool> stop_io_{false};
   std::atomic<bool> shut_{false};
   std::mutex shutdown_m_;

@@ -14,7 +14,9 @@
 #include "backend.hpp"
 #include "device_backend.hpp"
 #include "dtr/config.hpp"
+#include "gloo_backend.hpp"
 #include "mesh.hpp"
+#include "mpi_backend.hpp"
 #include "util.hpp"
 
 namespace dtr {
@@ -65,7 +67,9 @@ std::string_view comm_op_name(CommOp op) {
 
 bool backend_available(std::string_view backend) {
   // "nccl" needs CUDA; without NCCL itself its groups stage CUDA tensors through the host.
-  return backend == "zmq" || (backend == "nccl" && DTR_WITH_CUDA);
+  backend = canonical_backend(backend);
+  return backend == "zmq" || (backend == "nccl" && DTR_WITH_CUDA) ||
+         (backend == "gloo" && DTR_WITH_GLOO) || (backend == "mpi" && DTR_WITH_MPI);
 }
 
 // ---------------------------------------------------------------- Work
@@ -109,27 +113,38 @@ struct ProcessGroup::Impl {
 
 namespace {
 
+std::string available_backends() {
+  std::string out = "zmq (or tcp)";
+  for (auto b : kKnownBackends) {
+    if (b != "zmq" && backend_available(b)) out += ", " + std::string(b);
+  }
+  return out;
+}
+
 void check_options(const ProcessGroupOptions& o) {
   if (!backend_available(o.backend)) {
     bool known = false;
     for (auto b : kKnownBackends) known = known || b == o.backend;
     throw InvalidArgument(fmt::format("process group: backend '{}' is {} (available: {})",
                                       o.backend, known ? "not built into this dtr" : "unknown",
-                                      DTR_WITH_CUDA ? "zmq, nccl" : "zmq"));
+                                      available_backends()));
   }
   if (o.transport != "tcp" && o.transport != "ipc") {
     throw InvalidArgument(
         fmt::format("process group: transport '{}' (expected tcp or ipc)", o.transport));
   }
+  if (o.backend == "tcp" && o.transport != "tcp") {
+    throw InvalidArgument(fmt::format(
+        "process group: backend 'tcp' is dtr's TCP transport, but transport '{}' was asked for "
+        "(use backend 'zmq' with transport ipc)",
+        o.transport));
+  }
   if (o.timeout.count() <= 0) throw InvalidArgument("process group: timeout must be positive");
 }
 
-std::string bind_endpoint(const ProcessGroupOptions& o, const std::string& rendezvous) {
-  if (o.transport == "ipc") {
-    static std::atomic<uint64_t> counter{0};
-    std::random_device rd;
-    return fmt::format("ipc:///tmp/dtr-pg-{}-{}-{:08x}.sock", ::getpid(), ++counter, rd());
-  }
+// The address this rank binds: Options::bind_address, $DTR_PG_ADDR, or the one that routes
+// to the rendezvous host.
+std::string bind_host(const ProcessGroupOptions& o, const std::string& rendezvous) {
   std::string addr = o.bind_address;
   if (addr.empty()) {
     if (const char* e = std::getenv("DTR_PG_ADDR"); e != nullptr && *e) addr = e;
@@ -145,7 +160,16 @@ std::string bind_endpoint(const ProcessGroupOptions& o, const std::string& rende
       addr = "127.0.0.1";
     }
   }
-  return fmt::format("tcp://{}:*", addr);
+  return addr;
+}
+
+std::string bind_endpoint(const ProcessGroupOptions& o, const std::string& rendezvous) {
+  if (o.transport == "ipc") {
+    static std::atomic<uint64_t> counter{0};
+    std::random_device rd;
+    return fmt::format("ipc:///tmp/dtr-pg-{}-{}-{:08x}.sock", ::getpid(), ++counter, rd());
+  }
+  return fmt::format("tcp://{}:*", bind_host(o, rendezvous));
 }
 
 uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
@@ -154,6 +178,72 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+}  // namespace
+
+namespace {
+
+std::shared_ptr<ProcessGroup::Impl> make_impl(std::shared_ptr<pg::Backend> host,
+                                              const ProcessGroupOptions& options,
+                                              std::shared_ptr<Store> store) {
+  auto impl = std::make_shared<ProcessGroup::Impl>();
+  impl->backend = pg::make_device_backend(std::move(host), options.backend, options.timeout);
+  impl->options = options;
+  impl->store = std::move(store);
+  impl->backend_name = options.backend;
+  return impl;
+}
+
+// mpi: the world is MPI's; what the caller says of it must agree.
+std::shared_ptr<pg::Backend> mpi_world(int rank, int world_size, const ProcessGroupOptions& o) {
+  const auto [mpi_rank, mpi_size] = pg::mpi_world_rank_size();
+  if (world_size != mpi_size || (rank >= 0 && rank != mpi_rank)) {
+    throw InvalidArgument(fmt::format(
+        "process group: backend mpi takes rank and size from MPI (rank {} of {}), but rank {} "
+        "of {} was asked for",
+        mpi_rank, mpi_size, rank, world_size));
+  }
+  return pg::make_mpi_world(o);
+}
+
+int assign_rank(Store& store, const std::string& prefix, int world_size,
+                const ProcessGroupOptions& options) {
+  const int64_t n = store.add(prefix + "rank", 1);
+  if (n > world_size) {
+    throw InvalidArgument(fmt::format(
+        "process group rendezvous at {} (group '{}'): {} processes joined a group of "
+        "world_size {} (another job, or keys left by a crashed run: use a fresh file or "
+        "another group_name)",
+        store.describe(), options.group_name, n, world_size));
+  }
+  return static_cast<int>(n - 1);
+}
+
+// The zmq world: binds, publishes its endpoint, connects to every peer. `rank` -1 is
+// assigned here (in arrival order).
+std::shared_ptr<pg::Backend> zmq_world(Store& store, int& rank, int world_size,
+                                       const ProcessGroupOptions& options,
+                                       const std::string& prefix) {
+  auto mesh =
+      std::make_shared<pg::Mesh>(world_size, options, bind_endpoint(options, store.describe()));
+  if (rank < 0) rank = assign_rank(store, prefix, world_size, options);
+  uint64_t token;
+  if (rank == 0) {
+    std::random_device rd;
+    token = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
+    store.set(prefix + "token", std::to_string(static_cast<int64_t>(token)));
+  } else {
+    const std::string t = store.get(prefix + "token", options.timeout);
+    token = static_cast<uint64_t>(pg::parse_int(t, "rendezvous token"));
+  }
+  store.set(prefix + "ep/" + std::to_string(rank), mesh->bound_endpoint());
+  std::vector<std::string> endpoints(world_size);
+  for (int i = 0; i < world_size; ++i) {
+    endpoints[i] = store.get(prefix + "ep/" + std::to_string(i), options.timeout);
+  }
+  mesh->connect(rank, endpoints, token);
+  return pg::make_zmq_world(mesh);
 }
 
 }  // namespace
@@ -170,49 +260,29 @@ ProcessGroup ProcessGroup::create(std::shared_ptr<Store> store, int rank, int wo
     throw InvalidArgument(fmt::format("ProcessGroup::create: rank {} outside [0, {}) (-1: assign)",
                                       rank, world_size));
   }
+  const std::string backend(canonical_backend(options.backend));
+  if (backend == "mpi") {
+    return ProcessGroup(make_impl(mpi_world(rank, world_size, options), options, store));
+  }
   const std::string prefix = "dtr-pg/" + options.group_name + "/";
-  auto mesh =
-      std::make_shared<pg::Mesh>(world_size, options, bind_endpoint(options, store->describe()));
-  if (rank < 0) {
-    const int64_t n = store->add(prefix + "rank", 1);
-    if (n > world_size) {
-      throw InvalidArgument(fmt::format(
-          "process group rendezvous at {} (group '{}'): {} processes joined a group of "
-          "world_size {} (another job, or keys left by a crashed run: use a fresh file or "
-          "another group_name)",
-          store->describe(), options.group_name, n, world_size));
-    }
-    rank = static_cast<int>(n - 1);
-  }
-  uint64_t token;
-  if (rank == 0) {
-    std::random_device rd;
-    token = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
-    store->set(prefix + "token", std::to_string(static_cast<int64_t>(token)));
+  std::shared_ptr<pg::Backend> host;
+  if (backend == "gloo") {
+    const std::string addr = bind_host(options, store->describe());
+    if (rank < 0) rank = assign_rank(*store, prefix, world_size, options);
+    host = pg::make_gloo_world(store, rank, world_size, addr, options);
   } else {
-    const std::string t = store->get(prefix + "token", options.timeout);
-    token = static_cast<uint64_t>(pg::parse_int(t, "rendezvous token"));
+    host = zmq_world(*store, rank, world_size, options, prefix);
   }
-  store->set(prefix + "ep/" + std::to_string(rank), mesh->bound_endpoint());
-  std::vector<std::string> endpoints(world_size);
-  for (int i = 0; i < world_size; ++i) {
-    endpoints[i] = store->get(prefix + "ep/" + std::to_string(i), options.timeout);
-  }
-  mesh->connect(rank, endpoints, token);
   if (rank == 0) {
-    // Every peer has said hello, so every peer has read all it needs from the store.
+    // Every peer has connected, so every peer has read all it needs from the store. gloo's
+    // subgroups meet later under the same prefix (and the world's own gloo keys are gone):
+    // only the rank counter goes.
     try {
-      store->delete_prefix(prefix);
+      store->delete_prefix(backend == "gloo" ? prefix + "rank" : prefix);
     } catch (const Error&) {
     }
   }
-  auto impl = std::make_shared<Impl>();
-  impl->backend =
-      pg::make_device_backend(pg::make_zmq_world(mesh), options.backend, options.timeout);
-  impl->options = options;
-  impl->store = std::move(store);
-  impl->backend_name = options.backend;
-  return ProcessGroup(std::move(impl));
+  return ProcessGroup(make_impl(std::move(host), options, std::move(store)));
 }
 
 ProcessGroup ProcessGroup::create(const std::vector<std::string>& endpoints, int rank,
@@ -224,16 +294,42 @@ ProcessGroup ProcessGroup::create(const std::vector<std::string>& endpoints, int
     throw InvalidArgument(
         fmt::format("ProcessGroup::create: rank {} outside [0, {})", rank, world));
   }
+  const std::string backend(canonical_backend(options.backend));
+  if (backend == "mpi") {
+    return ProcessGroup(make_impl(mpi_world(rank, world, options), options, nullptr));
+  }
+  if (backend == "gloo") {
+    // gloo connects through a store: rank 0 serves one at endpoints[0] (tcp://), or the
+    // ranks share a file next to its path (ipc://); the other endpoints are not used.
+    std::shared_ptr<Store> store;
+    ProcessGroupOptions o = options;
+    const std::string& e = endpoints[0];
+    if (e.starts_with("ipc://")) {
+      store = make_file_store(e.substr(6) + ".store");
+      // ipc:// endpoints mean one host: gloo's TCP stays on loopback unless told otherwise.
+      if (o.bind_address.empty() && std::getenv("DTR_PG_ADDR") == nullptr) {
+        o.bind_address = "127.0.0.1";
+      }
+    } else if (e.starts_with("tcp://")) {
+      const std::string hp = e.substr(6);
+      const auto colon = hp.rfind(':');
+      if (colon == std::string::npos) {
+        throw InvalidArgument(fmt::format("ProcessGroup::create: endpoint '{}' lacks a port", e));
+      }
+      store = make_tcp_store(hp.substr(0, colon),
+                             static_cast<int>(pg::parse_int(hp.substr(colon + 1), "port")),
+                             rank == 0, options.timeout);
+    } else {
+      throw InvalidArgument(fmt::format(
+          "ProcessGroup::create: endpoint '{}' (expected tcp://HOST:PORT or ipc://PATH)", e));
+    }
+    return create(std::move(store), rank, world, o);
+  }
   auto mesh = std::make_shared<pg::Mesh>(world, options, endpoints[rank]);
   uint64_t token = fnv1a(options.group_name);
   for (const auto& e : endpoints) token = fnv1a(e, token) ^ 0x9e3779b97f4a7c15ull;
   mesh->connect(rank, endpoints, token);
-  auto impl = std::make_shared<Impl>();
-  impl->backend =
-      pg::make_device_backend(pg::make_zmq_world(mesh), options.backend, options.timeout);
-  impl->options = options;
-  impl->backend_name = options.backend;
-  return ProcessGroup(std::move(impl));
+  return ProcessGroup(make_impl(pg::make_zmq_world(mesh), options, nullptr));
 }
 
 ProcessGroup::Impl& ProcessGroup::impl() const {
@@ -420,7 +516,7 @@ Work ProcessGroup::isend(const local::Tensor& tensor, int dst, int tag) {
   check_supported(CommOp::Send, DeviceKind::CPU);
   c.peer(dst, "destination");
   c.tensor(tensor, "send");
-  return impl().backend->isend(tensor, dst, tag);
+  return impl().backend->isend(tensor, dst, tag, t_blocking);
 }
 
 Work ProcessGroup::irecv(local::Tensor& tensor, int src, int tag) {
@@ -429,15 +525,24 @@ Work ProcessGroup::irecv(local::Tensor& tensor, int src, int tag) {
   check_supported(src == kAnySource ? CommOp::RecvAnySource : CommOp::Recv, DeviceKind::CPU);
   if (src != kAnySource) c.peer(src, "source");
   c.tensor(tensor, "receive");
-  return impl().backend->irecv(tensor, src, tag);
+  return impl().backend->irecv(tensor, src, tag, t_blocking);
 }
 
 void ProcessGroup::send(const local::Tensor& tensor, int dst, int tag) {
-  isend(tensor, dst, tag).wait(sync_wait(options()));
+  Work w;
+  {
+    BlockingCall blocking;
+    w = isend(tensor, dst, tag);
+  }
+  w.wait(sync_wait(options()));
 }
 
 int ProcessGroup::recv(local::Tensor& tensor, int src, int tag) {
-  Work w = irecv(tensor, src, tag);
+  Work w;
+  {
+    BlockingCall blocking;
+    w = irecv(tensor, src, tag);
+  }
   w.wait(sync_wait(options()));
   return w.source_rank();
 }
@@ -753,9 +858,19 @@ void init_process_group(const std::string& backend, const std::string& init_meth
   o.timeout = timeout;
   o.group_name = group_name;
   if (const char* t = env("DTR_PG_TRANSPORT")) o.transport = t;
+  if (const char* v = env("DTR_PG_VERIFY")) {
+    const std::string s = v;
+    o.verify_collectives = !(s == "0" || s == "false" || s == "no" || s == "off");
+  }
   check_options(o);
   std::shared_ptr<Store> store;
-  if (init_method == "env://") {
+  if (canonical_backend(backend) == "mpi") {
+    // Rank and size are MPI's; init_method is not used (as in torch).
+    const auto [mpi_rank, mpi_size] = pg::mpi_world_rank_size();
+    if (world_size < 0) world_size = mpi_size;
+    if (rank < 0) rank = mpi_rank;
+    store = make_hash_store();
+  } else if (init_method == "env://") {
     const char* addr = env("MASTER_ADDR");
     const char* port = env("MASTER_PORT");
     if (addr == nullptr || port == nullptr) {

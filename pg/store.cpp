@@ -360,9 +360,16 @@ class FileStore : public Store {
   std::string describe() const override { return "file://" + path_; }
 
  private:
+  // fcntl locks belong to the process (and closing any descriptor of the file drops them
+  // all): threads of one process are kept apart by a mutex, held for the whole access.
+  static std::mutex& process_lock() {
+    static std::mutex m;
+    return m;
+  }
+
   class Locked {
    public:
-    Locked(FileStore& s, short type) : s_(s) {
+    Locked(FileStore& s, short type) : in_process_(process_lock()), s_(s) {
       fd_ = ::open(s.path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
       if (fd_ < 0) {
         throw TransportError(
@@ -439,6 +446,7 @@ class FileStore : public Store {
       throw TransportError(
           fmt::format("file store: {} {}: {}", what, s_.path_, std::strerror(errno)));
     }
+    std::lock_guard<std::mutex> in_process_;  // first: released last
     FileStore& s_;
     int fd_ = -1;
   };

@@ -55,6 +55,8 @@ namespace {
 // One segment is one frame (the most a rank accepts in one).
 constexpr uint64_t kSegmentBytes = kMaxFrameBytes;
 constexpr uint64_t kSmallAllReduce = 64 << 10;
+// Point-to-point payloads up to this size are copied into the message (see isend).
+constexpr size_t kSmallSendBytes = 16 << 10;
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -561,7 +563,7 @@ class ZmqGroup : public Backend {
     return std::make_shared<ZmqGroup>(mesh_, mix(id_ ^ mix(child)), std::move(world));
   }
 
-  Work isend(const local::Tensor& t, int dst, int tag) override {
+  Work isend(const local::Tensor& t, int dst, int tag, bool /*blocking*/) override {
     const std::string what = fmt::format("send from rank {} to rank {} (tag {})", rank_, dst, tag);
     auto work = std::make_shared<Work::State>(what);
     WireHeader h;
@@ -571,6 +573,24 @@ class ZmqGroup : public Backend {
     h.seq = static_cast<uint64_t>(static_cast<int64_t>(tag));
     h.count = t.meta().numel();
     h.dtype = static_cast<uint8_t>(t.meta().dtype);
+    const size_t bytes = static_cast<size_t>(t.meta().numel()) * element_size(t.meta().dtype);
+    if (bytes <= kSmallSendBytes) {
+      // Copied into the message: the tensor is free at once, and the Work completes here
+      // instead of when ZeroMQ's I/O thread lets go of the frame (a thread hand-off).
+      const char* data = static_cast<const char*>(t.raw_data());
+      auto copy = std::make_shared<std::vector<char>>(data, data + bytes);
+      Payload p;
+      p.data = copy->data();
+      p.bytes = bytes;
+      p.keepalive = copy;
+      try {
+        mesh_->send(members_[dst], h, std::move(p));
+        work->complete();
+      } catch (...) {
+        work->complete(std::current_exception());
+      }
+      return Work(work);
+    }
     auto tracker = std::make_shared<SendTracker>();
     tracker->on_zero = [work] { work->complete(); };
     Payload p;
@@ -589,7 +609,7 @@ class ZmqGroup : public Backend {
     return Work(work);
   }
 
-  Work irecv(const local::Tensor& t, int src, int tag) override {
+  Work irecv(const local::Tensor& t, int src, int tag, bool blocking) override {
     const std::string what =
         src == kAnySource ? fmt::format("recv on rank {} from any rank (tag {})", rank_, tag)
                           : fmt::format("recv on rank {} from rank {} (tag {})", rank_, src, tag);
@@ -603,7 +623,11 @@ class ZmqGroup : public Backend {
     req.work = work;
     req.deadline = Clock::now() + mesh_->options().timeout;
     req.what = what;
+    req.owner_reads = blocking;
+    const auto deadline = req.deadline;
     mesh_->post_recv(std::move(req));
+    // The small-message path: a blocking receive reads its message on this thread.
+    if (blocking) mesh_->serve_until(*work, deadline);
     return Work(work);
   }
 
@@ -629,6 +653,7 @@ class ZmqGroup : public Backend {
 
  private:
   void execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
+    Mesh::FastReader fast(*mesh_);  // this thread reads its own messages (mesh.hpp)
     DType dtype = DType::Float32;
     int64_t count = 0;
     const local::Tensor* ref = nullptr;

@@ -16,6 +16,29 @@
 #include "protocol/archive.hpp"
 
 namespace dtr::protocol {
+namespace {
+// Where a command sits in a message: its index in the batch, or in the program of a graph
+// upload (`upload` is then the upload's index); errors name it so.
+struct CommandAt {
+  static constexpr size_t kTop = ~size_t{0};
+  size_t index = 0;
+  size_t upload = kTop;
+};
+}  // namespace
+}  // namespace dtr::protocol
+
+template <>
+struct fmt::formatter<dtr::protocol::CommandAt> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtr::protocol::CommandAt& at, Ctx& ctx) const {
+    if (at.upload == dtr::protocol::CommandAt::kTop)
+      return fmt::format_to(ctx.out(), "command {}", at.index);
+    return fmt::format_to(ctx.out(), "command {} of the graph program in command {}", at.index,
+                          at.upload);
+  }
+};
+
+namespace dtr::protocol {
 
 namespace {
 
@@ -105,7 +128,26 @@ class FieldEncoder {
     else if constexpr (std::is_same_v<T, Inputs>)
       inputs(v);
     else
-      list(v);
+      static_assert(sizeof(T) == 0, "a field type the codec does not know");
+  }
+  // A list field: its count (at most the limit; the rest is not written) and its items.
+  template <typename T>
+  void operator()(const char*, const std::vector<T>& v, Limit limit) {
+    const size_t n = std::min(v.size(), limit.max);
+    put(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) item(v[i]);
+  }
+  // A graph's program: its count, then each command as a batch holds it.
+  void operator()(const char*, const GraphProgram& p, Limit limit) {
+    const size_t n = p ? std::min(p->commands.size(), limit.max) : 0;
+    put(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) std::visit([&](const auto& c) { fields_of(c); }, p->commands[i]);
+  }
+  // Metadata with its strides and offset (a graph input may be a view).
+  void strided_meta(const TensorMeta& m) {
+    meta(m);
+    for (size_t i = 0; i < m.shape.size(); ++i) put(i < m.strides.size() ? m.strides[i] : 0);
+    put(m.offset);
   }
   template <class C>
   void fields_of(const C& c) {
@@ -116,12 +158,20 @@ class FieldEncoder {
 
  private:
   void inputs(const Inputs& in) {
-    put(in.n);
-    for (uint8_t i = 0; i < in.n && i < 2; ++i) put(in.ids[i]);
+    const auto n = static_cast<uint8_t>(std::min<size_t>(in.n, Inputs::kMax));
+    put(n);
+    for (uint8_t i = 0; i < n && i < Inputs::kInline; ++i) put(in.ids[i]);
+    for (size_t i = Inputs::kInline; i < n && i - Inputs::kInline < in.more.size(); ++i)
+      put(in.more[i - Inputs::kInline]);
   }
-  void list(const std::vector<uint32_t>& v) {
-    put(static_cast<uint32_t>(std::min(v.size(), kMaxNodes)));
-    for (size_t i = 0; i < v.size() && i < kMaxNodes; ++i) put(v[i]);
+  template <typename T>
+  void item(const T& v) {
+    if constexpr (std::is_same_v<T, GraphInput>) {
+      put(v.id);
+      strided_meta(v.meta);
+    } else {
+      put(v);
+    }
   }
 };
 
@@ -141,13 +191,14 @@ struct EncodedBound {
     else if constexpr (std::is_same_v<T, OpAttrs>)
       bytes += 1 + 8 * kMaxDims + 9 * std::tuple_size_v<decltype(OpAttrs::scalars)> + 1 + 16;
     else if constexpr (std::is_same_v<T, Inputs>)
-      bytes += 1 + 8 * 2;
+      bytes += 1 + 8 * Inputs::kInline;  // more inputs: Writer::command encodes directly
     else
-      unbounded = true;  // a list
+      unbounded = true;  // a list, a graph program
   }
 };
 
-// The most bytes a command of type C encodes to; 0 when unbounded (it has a list).
+// The most bytes a command of type C encodes to; 0 when unbounded (it has a list). A
+// RunOp's bound holds for its inline inputs (bounded_here() says whether one fits).
 template <class C>
 size_t max_encoded_bytes() {
   const C sample{};
@@ -201,6 +252,9 @@ class Writer : public FieldEncoder<Writer> {
     constexpr size_t kLocal = 256;
     static const size_t bound = max_encoded_bytes<C>();
     if (bound == 0 || bound > kLocal) return fields_of(c);
+    if constexpr (std::is_same_v<C, cmd::RunOp>)
+      if (c.inputs.n > Inputs::kInline) [[unlikely]]
+        return fields_of(c);
     LocalEncoder<kLocal> local;
     local.fields_of(c);
     ar_.saveBinary<1>(local.data(), static_cast<std::streamsize>(local.size()));
@@ -269,6 +323,27 @@ class Reader {
     m.strides = contiguous_strides(m.shape);
     return m;
   }
+  // A tensor's metadata with strides and offset: every size and stride >= 0, and the
+  // elements it spans (offset + sum of (size - 1) * stride) countable in int64.
+  template <typename Label>
+  TensorMeta strided_meta(Label&& label) {
+    TensorMeta m = meta(label);
+    int64_t extent = 0;
+    for (size_t i = 0; i < m.shape.size(); ++i) {
+      auto st = get<int64_t>();
+      if (st < 0) fail("{} has negative stride {} in dim {}", label(), st, i);
+      m.strides[i] = st;
+      int64_t span = 0;
+      if (m.shape[i] > 0 && (__builtin_mul_overflow(m.shape[i] - 1, st, &span) ||
+                             __builtin_add_overflow(extent, span, &extent)))
+        fail("{} spans more elements than int64 can count", label());
+    }
+    m.offset = get<int64_t>();
+    if (m.offset < 0) fail("{} has negative offset {}", label(), m.offset);
+    if (__builtin_add_overflow(extent, m.offset, &extent))
+      fail("{} spans more elements than int64 can count", label());
+    return m;
+  }
   RemoteFailure failure() {
     RemoteFailure f;
     f.tensor = get<uint64_t>();
@@ -294,13 +369,20 @@ class Reader {
   SpanInputArchive ar_;
 };
 
-// Decodes the fields of command `index` of a batch, applying each field's check
+struct BatchContext {
+  size_t payload_frames = 0;
+  std::vector<bool> used;
+  size_t upload = CommandAt::kTop;  // inside the program of this upload command
+};
+void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& ctx);
+
+// Decodes the fields of command `at` of a batch, applying each field's check
 // (commands.hpp states them).
 class FieldReader {
  public:
-  FieldReader(Reader& r, size_t index, std::string_view name, size_t payload_frames,
+  FieldReader(Reader& r, CommandAt at, std::string_view name, size_t payload_frames,
               std::vector<bool>& payload_used)
-      : r_(r), index_(index), name_(name), frames_(payload_frames), used_(payload_used) {}
+      : r_(r), index_(at), name_(name), frames_(payload_frames), used_(payload_used) {}
 
   void operator()(const char* field, bool& v) {
     auto raw = r_.get<uint8_t>();
@@ -311,40 +393,60 @@ class FieldReader {
   void operator()(const char*, OpId& v) {
     auto raw = r_.get<uint16_t>();
     if (!is_valid_op(raw))
-      r_.fail("command {} has unknown op code {} (no op has it; the largest code is {})", index_,
-              raw, kMaxOpCode);
+      r_.fail("{} has unknown op code {} (no op has it; the largest code is {})", index_, raw,
+              kMaxOpCode);
     v = static_cast<OpId>(raw);
     name_ = op_def(v).name;
   }
   template <typename T>
   void operator()(const char* field, T& v, Range range) {
-    using Raw =
-        std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::type_identity<T>>::type;
+    using Raw = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
+                                            std::type_identity<T>>::type;
     auto raw = r_.get<Raw>();
     if (static_cast<int64_t>(raw) < range.lo || static_cast<int64_t>(raw) > range.hi)
       fail(field, static_cast<int64_t>(raw), fmt::format("{} to {}", range.lo, range.hi));
     v = static_cast<T>(raw);
   }
-  void operator()(const char* field, std::vector<uint32_t>& v, Limit limit) {
-    size_t n = r_.count(field, limit.max, 4, r_.get<uint32_t>());
+  template <typename T>
+  requires std::is_arithmetic_v<T>
+  void operator()(const char* field, std::vector<T>& v, Limit limit) {
+    size_t n = r_.count(field, limit.max, sizeof(T), r_.get<uint32_t>());
     v.resize(n);
-    for (size_t i = 0; i < n; ++i) v[i] = r_.get<uint32_t>();
+    for (size_t i = 0; i < n; ++i) v[i] = r_.get<T>();
   }
+  void operator()(const char* field, std::vector<GraphInput>& v, Limit limit) {
+    // An input is at least its id, dtype, rank and offset.
+    size_t n = r_.count(field, limit.max, 8 + 2 + 8, r_.get<uint32_t>());
+    v.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      v[i].id = r_.get<uint64_t>();
+      v[i].meta = r_.strided_meta([&] {
+        return fmt::format("{} ({}) {} {} (tensor %{})", index_, name_, field, i, v[i].id);
+      });
+    }
+  }
+  void operator()(const char* field, GraphProgram& p, Limit limit);
   void operator()(const char* field, uint32_t& v, PayloadRule) {
     v = r_.get<uint32_t>();
     if (v < 1 || v > frames_)
-      r_.fail("command {} ({}) references {} {}, the message has frames 1 to {}", index_, name_,
-              field, v, frames_);
-    if (used_[v]) r_.fail("command {} ({}) reuses {} {}", index_, name_, field, v);
+      r_.fail("{} ({}) references {} {}, the message has frames 1 to {}", index_, name_, field, v,
+              frames_);
+    if (used_[v]) r_.fail("{} ({}) reuses {} {}", index_, name_, field, v);
     used_[v] = true;
   }
   void operator()(const char* field, TensorMeta& m) {
-    m = r_.meta([&] { return fmt::format("command {} ({}) {}", index_, name_, field); });
+    m = r_.meta([&] { return fmt::format("{} ({}) {}", index_, name_, field); });
   }
   void operator()(const char* field, Inputs& in) {
     in.n = r_.get<uint8_t>();
-    if (in.n > 2) fail(field, in.n, "at most 2");
-    for (uint8_t i = 0; i < in.n; ++i) in.ids[i] = r_.get<uint64_t>();
+    if (in.n > Inputs::kMax) fail(field, in.n, fmt::format("at most {}", Inputs::kMax));
+    const uint8_t inline_n = in.n < Inputs::kInline ? in.n : Inputs::kInline;
+    for (uint8_t i = 0; i < inline_n; ++i) in.ids[i] = r_.get<uint64_t>();
+    if (in.n <= Inputs::kInline) return;
+    // The ids must be there before `more` allocates for them.
+    const size_t rest = r_.count(field, Inputs::kMax, 8, in.n - Inputs::kInline);
+    in.more.resize(rest);
+    for (size_t i = 0; i < rest; ++i) in.more[i] = r_.get<uint64_t>();
   }
   void operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule);
   void operator()(const char* field, OpAttrs& a);
@@ -352,11 +454,11 @@ class FieldReader {
  private:
   template <typename V>
   [[noreturn]] void fail(const char* field, V value, std::string_view expected) {
-    r_.fail("command {} ({}) has {} {}, expected {}", index_, name_, field, value, expected);
+    r_.fail("{} ({}) has {} {}, expected {}", index_, name_, field, value, expected);
   }
 
   Reader& r_;
-  size_t index_;
+  CommandAt index_;
   std::string_view name_;
   size_t frames_;
   std::vector<bool>& used_;
@@ -366,7 +468,7 @@ class FieldReader {
 void FieldReader::operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule) {
   auto flags = r_.get<uint8_t>();
   if (flags & ~(kInplace | kKeepdim | kScalarFirst | kRandom))
-    r_.fail("command {} ({}) has unknown {} bits {:#x}", index_, name_, field, flags);
+    r_.fail("{} ({}) has unknown {} bits {:#x}", index_, name_, field, flags);
   inplace = flags & kInplace;
   a.keepdim = flags & kKeepdim;
   a.scalar_first = flags & kScalarFirst;
@@ -379,7 +481,7 @@ void FieldReader::operator()(const char*, OpAttrs& a) {
   for (Scalar& s : a.scalars) {
     auto kind = r_.get<uint8_t>();
     if (kind > static_cast<uint8_t>(Scalar::Kind::Float))
-      r_.fail("command {} ({}) has unknown scalar kind {}", index_, name_, kind);
+      r_.fail("{} ({}) has unknown scalar kind {}", index_, name_, kind);
     auto k = static_cast<Scalar::Kind>(kind);
     if (k == Scalar::Kind::Float)
       s = Scalar::from_parts(k, 0, r_.get<double>());
@@ -395,10 +497,17 @@ void FieldReader::operator()(const char*, OpAttrs& a) {
 
 // ---- one decoder per command type, found by its wire code ----
 
-struct BatchContext {
-  size_t payload_frames = 0;
-  std::vector<bool> used;
-};
+void FieldReader::operator()(const char* field, GraphProgram& p, Limit limit) {
+  if (index_.upload != CommandAt::kTop) r_.fail("{} ({}) holds a graph program", index_, name_);
+  // A command is at least its type and stream (5 bytes).
+  size_t n = r_.count(field, limit.max, 5, r_.get<uint32_t>());
+  auto program = std::make_shared<Batch>();
+  program->commands.reserve(std::min<size_t>(n, 16384));
+  BatchContext inner{0, std::vector<bool>(1, false), index_.index};
+  for (size_t i = 0; i < n; ++i) decode_one(r_, program->commands, i, inner);
+  p = std::move(program);
+}
+
 // Appends command `index` of a batch to `out`, made as its type from the start.
 using DecodeFn = void (*)(Reader&, std::vector<Command>& out, size_t index, BatchContext&);
 
@@ -406,7 +515,7 @@ template <class C>
 void decode_command(Reader& r, std::vector<Command>& out, size_t index, BatchContext& ctx) {
   C& c = *std::get_if<C>(&out.emplace_back(std::in_place_type<C>));
   c.stream = r.get<uint32_t>();
-  FieldReader v(r, index, C::kName, ctx.payload_frames, ctx.used);
+  FieldReader v(r, CommandAt{index, ctx.upload}, C::kName, ctx.payload_frames, ctx.used);
   C::fields(c, v);
 }
 
@@ -415,6 +524,21 @@ constexpr std::array<DecodeFn, 256> kDecoders = [] {
   [&]<size_t... I>(std::index_sequence<I...>) {
     ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
           &decode_command<std::variant_alternative_t<I, Command>>),
+     ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<Command>>{});
+  return table;
+}();
+
+// The name of each command type that may not be part of a graph's program (null: it may,
+// or no command has the code).
+constexpr std::array<const char*, 256> kNotInGraph = [] {
+  std::array<const char*, 256> table{};
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
+          in_graph_v<std::variant_alternative_t<I, Command>>
+              ? nullptr
+              : std::variant_alternative_t<I, Command>::kName.data()),
      ...);
   }
   (std::make_index_sequence<std::variant_size_v<Command>>{});
@@ -435,7 +559,13 @@ static_assert([]<size_t... I>(std::index_sequence<I...>) {
 void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& ctx) {
   auto type = r.get<uint8_t>();
   DecodeFn f = kDecoders[type];
-  if (!f) r.fail("command {} has unknown type {}", index, type);
+  const CommandAt at{index, ctx.upload};
+  if (!f) r.fail("{} has unknown type {}", at, type);
+  if (ctx.upload != CommandAt::kTop && kNotInGraph[type])
+    r.fail(
+        "{} ({}) cannot be part of a graph (a graph holds ops, events, cross-node waits, "
+        "copies and collectives)",
+        at, kNotInGraph[type]);
   f(r, c, index, ctx);
 }
 
@@ -841,6 +971,8 @@ std::string encode(const Reply& m) {
         w.put(m.stats.bytes_in_use);
         w.put(m.stats.peak_bytes);
         w.put(m.stats.live_tensors);
+        w.put(m.stats.graph_bytes);
+        w.put(m.stats.graph_tensors);
         break;
       case ReplyType::ProtocolError:
         w.str(m.message);
@@ -1028,6 +1160,8 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
         m.stats.bytes_in_use = r.get<int64_t>();
         m.stats.peak_bytes = r.get<int64_t>();
         m.stats.live_tensors = r.get<int64_t>();
+        m.stats.graph_bytes = r.get<int64_t>();
+        m.stats.graph_tensors = r.get<int64_t>();
         break;
       case ReplyType::ProtocolError:
         m.message = r.str("message");

@@ -3,13 +3,20 @@
 // Each struct states, once:
 //   kType    its frozen wire code (CmdType; a code is never reused or renumbered),
 //   kName    the name errors use (RunOp uses its op's name instead),
+//   kInGraph (when true) that it may be part of a captured graph's program,
 //   fields() its fields after `stream`, in wire order, each with the check the decoder
 //            applies to it (a Range, a Limit, the payload rule; bool, OpId, DType,
 //            TensorMeta, OpAttrs and Inputs carry their own rules, see codec.hpp).
 // `Command` is the variant of all of them; the codec (protocol/codec.cpp) encodes and
 // decodes any alternative from its fields(), and the worker has one handler per struct
 // (worker/session.cpp). Adding a command: its struct here (and in `Command`), its handler
-// on the worker, its builder on the master; nothing else.
+// on the worker, its builder on the master; nothing else (a command a graph may hold also
+// gets its step in worker/graph.cpp).
+//
+// Captured graphs (GraphUpload, GraphReplay, GraphFree): a node's part of a graph travels
+// once as GraphUpload, whose program holds the recorded commands themselves, encoded and
+// checked by the same codec (a command may be part of a graph when its struct says
+// kInGraph); a replay is one GraphReplay naming the graph and the replay's number.
 //
 // Every command names a stream of its node (0: the default stream). Tensor ids are the
 // master's; 0 is never a tensor. `device`: where the command's tensors live, -1 for the
@@ -19,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -40,6 +48,10 @@ inline constexpr size_t kMaxNodes = 4096;
 inline constexpr size_t kMaxStreams = 1024;
 inline constexpr size_t kMaxEvents = size_t{1} << 20;
 inline constexpr size_t kMaxPendingWaits = size_t{1} << 20;
+// Per session on one worker: live graphs; per graph part: the tensors it declares as inputs
+// and the ones it leaves to the master (outputs).
+inline constexpr size_t kMaxGraphs = 4096;
+inline constexpr size_t kMaxGraphTensors = size_t{1} << 20;
 
 // Ids name tensors within one session; the master assigns them, 0 is never a tensor.
 using TensorId = uint64_t;
@@ -71,7 +83,11 @@ enum class CmdType : uint8_t {
   ClockSync = 22,
   Trace = 23,
   FlightDump = 24,
-  Metrics = 25
+  Metrics = 25,
+  // 26-39: unused (codes are never reused or renumbered; a new command takes a free one).
+  GraphUpload = 40,
+  GraphReplay = 41,
+  GraphFree = 42
 };
 
 // What a cmd::Trace asks of the worker's timeline (docs/observability.md).
@@ -108,19 +124,60 @@ struct OpFlagsRule {};
 
 inline constexpr Range kDeviceRange{-1, static_cast<int64_t>(kMaxDevices) - 1};
 
-// A RunOp's tensor inputs: n (at most 2) ids.
+// A RunOp's tensor inputs: n ids, at most kMax (the op table's kMaxOpInputs). The first
+// kInline live in `ids` (the 1- and 2-input ops of the hot path allocate nothing); the
+// others, only for ops of more inputs (conv2d with a bias, cat), in `more`. On the wire:
+// n (u8), then n ids.
 struct Inputs {
+  static constexpr size_t kInline = 2;
+  static constexpr size_t kMax = static_cast<size_t>(dtr::kMaxOpInputs);
   uint8_t n = 0;
-  TensorId ids[2] = {kNoTensor, kNoTensor};
+  TensorId ids[kInline] = {kNoTensor, kNoTensor};
+  std::vector<TensorId> more{};  // inputs kInline.. (n - kInline of them)
+  TensorId operator[](size_t i) const { return i < kInline ? ids[i] : more[i - kInline]; }
+  // Appends an id (the caller keeps n <= kMax).
+  void push_back(TensorId id) {
+    if (n < kInline)
+      ids[n] = id;
+    else
+      more.push_back(id);
+    ++n;
+  }
   friend bool operator==(const Inputs&, const Inputs&) = default;
 };
+
+// A tensor a graph part reads that exists before the graph (an input), as the master
+// knows it: id and metadata, strides and offset included (a view may be an input). The
+// decoder checks the metadata (dtype, sizes and strides >= 0, an extent int64 can count).
+struct GraphInput {
+  TensorId id = kNoTensor;
+  TensorMeta meta{};
+  friend bool operator==(const GraphInput&, const GraphInput&) = default;
+};
+
+struct Batch;  // below: a graph's program is a batch of commands
+// A graph part's commands; the decoder refuses a command whose struct is not kInGraph
+// (puts, requests, stream and event bookkeeping, graph commands themselves).
+using GraphProgram = std::shared_ptr<const Batch>;
+
+// Cross-node tokens inside a graph are unique per replay: both nodes of a pair derive the
+// token of replay `replay` from the recorded one (below kGraphTokenLimit) in the same way.
+// Bit 63 keeps them apart from the master's own tokens (ids, far below 2^63); 2^23 replays
+// pass before a pair's token repeats, more than the pending waits a worker allows.
+inline constexpr uint64_t kGraphTokenLimit = uint64_t{1} << 40;
+constexpr uint64_t graph_token(uint64_t recorded, uint64_t replay) {
+  return (uint64_t{1} << 63) | ((replay & ((uint64_t{1} << 23) - 1)) << 40) |
+         (recorded & (kGraphTokenLimit - 1));
+}
 
 namespace cmd {
 
 // Runs `op` on `inputs`: into a new tensor `out`, or in place into inputs.ids[0]
-// (`inplace`, out == kNoTensor).
+// (`inplace`, out == kNoTensor). Its encoding has a bound (the local-buffer path of the
+// codec) while it has at most Inputs::kInline inputs.
 struct RunOp {
   static constexpr CmdType kType = CmdType::RunOp;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "op";
   uint32_t stream = 0;
   OpId op = OpId::add;
@@ -237,6 +294,7 @@ struct DestroyStream {
 // The event's next record, at this point of `stream` (with its time when `timing`).
 struct Record {
   static constexpr CmdType kType = CmdType::Record;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "record_event";
   uint32_t stream = 0;
   uint64_t event = 0;
@@ -252,6 +310,7 @@ struct Record {
 // `stream` waits for the event's latest record (this node).
 struct WaitEvent {
   static constexpr CmdType kType = CmdType::WaitEvent;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "wait_event";
   uint32_t stream = 0;
   uint64_t event = 0;
@@ -265,6 +324,7 @@ struct WaitEvent {
 // When the event's latest record completes, tell node `peer` that `token` is done.
 struct NotifyPeer {
   static constexpr CmdType kType = CmdType::NotifyPeer;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "notify_peer";
   uint32_t stream = 0;
   uint64_t event = 0;
@@ -282,6 +342,7 @@ struct NotifyPeer {
 // `stream` waits for node `peer`'s notification of `token`.
 struct WaitRemote {
   static constexpr CmdType kType = CmdType::WaitRemote;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "wait_event";
   uint32_t stream = 0;
   uint32_t peer = 0;
@@ -339,6 +400,7 @@ struct DestroyEvent {
 // (worker to worker).
 struct SendPeer {
   static constexpr CmdType kType = CmdType::SendPeer;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "send_to_node";
   uint32_t stream = 0;
   TensorId input = kNoTensor;
@@ -357,6 +419,7 @@ struct SendPeer {
 // waits for it.
 struct RecvPeer {
   static constexpr CmdType kType = CmdType::RecvPeer;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "recv_from_node";
   uint32_t stream = 0;
   TensorId out = kNoTensor;
@@ -395,6 +458,7 @@ struct NewGroup {
 // and ReduceScatter make `out` of `meta`, the others write `input` in place (out 0).
 struct Collective {
   static constexpr CmdType kType = CmdType::Collective;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "collective";
   uint32_t stream = 0;
   uint64_t group = 0;
@@ -425,6 +489,7 @@ struct Collective {
 // `out` is a copy of `input` on `device`.
 struct ToDevice {
   static constexpr CmdType kType = CmdType::ToDevice;
+  static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "to_device";
   uint32_t stream = 0;
   TensorId input = kNoTensor;
@@ -513,14 +578,101 @@ struct Metrics {
   friend bool operator==(const Metrics&, const Metrics&) = default;
 };
 
+// Node's part `graph` of a captured graph (40): `program` is the part's commands in the
+// order the master issued them; `inputs` the tensors they read that exist already (each
+// with its metadata, which the worker checks); `outputs` the tensors the program makes that
+// the master still holds handles of (bound to their ids on this worker, read like any
+// tensor; the other tensors the program makes live inside the graph). The worker checks
+// the program once, here; the graph holds its streams, events and input tensors.
+struct GraphUpload {
+  static constexpr CmdType kType = CmdType::GraphUpload;
+  static constexpr std::string_view kName = "upload_graph";
+  uint32_t stream = 0;
+  uint64_t graph = 0;
+  std::vector<TensorId> outputs{};
+  std::vector<GraphInput> inputs{};
+  GraphProgram program{};
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("graph", c.graph);
+    v("outputs", c.outputs, Limit{kMaxGraphTensors});
+    v("inputs", c.inputs, Limit{kMaxGraphTensors});
+    v("program", c.program, Limit{kMaxCommandsPerBatch});
+  }
+};
+// Programs compare by their commands (defined below Batch).
+inline bool operator==(const GraphUpload& a, const GraphUpload& b);
+
+// Replay number `replay` (1, 2, ... in order) of graph `graph` (41): its program runs again
+// on this node, each command on its stream.
+struct GraphReplay {
+  static constexpr CmdType kType = CmdType::GraphReplay;
+  static constexpr std::string_view kName = "replay_graph";
+  uint32_t stream = 0;
+  uint64_t graph = 0;
+  uint64_t replay = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("graph", c.graph);
+    v("replay", c.replay);
+  }
+  friend bool operator==(const GraphReplay&, const GraphReplay&) = default;
+};
+
+// The master dropped graph `graph` (42): its tensors go once its replays have run.
+struct GraphFree {
+  static constexpr CmdType kType = CmdType::GraphFree;
+  static constexpr std::string_view kName = "free_graph";
+  uint32_t stream = 0;
+  uint64_t graph = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("graph", c.graph);
+  }
+  friend bool operator==(const GraphFree&, const GraphFree&) = default;
+};
+
 }  // namespace cmd
 
-using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
-                             cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
-                             cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
-                             cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
-                             cmd::Collective, cmd::ToDevice, cmd::NodeLost, cmd::ClockSync,
-                             cmd::Trace, cmd::FlightDump, cmd::Metrics>;
+// Whether a command of type C may be part of a graph's program (its struct says kInGraph).
+template <class C>
+inline constexpr bool in_graph_v = [] {
+  if constexpr (requires { C::kInGraph; })
+    return C::kInGraph;
+  else
+    return false;
+}();
+
+// The tensors a command reads, in order (an in-place op's target first), generic over the
+// structs: a RunOp's inputs, or an `input` field.
+template <class C, class F>
+void for_each_command_input(const C& c, F&& f) {
+  if constexpr (requires { c.inputs.n; }) {
+    for (size_t i = 0; i < c.inputs.n; ++i) f(c.inputs.ids[i]);
+  } else if constexpr (requires { c.input; }) {
+    f(c.input);
+  }
+}
+// The tensor a command makes: `out`, unless it writes in place (kNoTensor when none).
+template <class C>
+TensorId command_output(const C& c) {
+  if constexpr (requires { c.inplace; })
+    return c.inplace ? kNoTensor : c.out;
+  else if constexpr (requires { c.makes_tensor(); })
+    return c.makes_tensor() ? c.out : kNoTensor;
+  else if constexpr (requires { c.out; })
+    return c.out;
+  else
+    return kNoTensor;
+}
+
+using Command =
+    std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
+                 cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
+                 cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
+                 cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup, cmd::Collective,
+                 cmd::ToDevice, cmd::NodeLost, cmd::ClockSync, cmd::Trace, cmd::FlightDump,
+                 cmd::Metrics, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree>;
 
 // The command's wire code, stream, and the name errors use (a RunOp's op name).
 CmdType command_type(const Command& c);
@@ -534,6 +686,16 @@ std::string_view command_type_label(uint8_t code);
 
 struct Batch {
   std::vector<Command> commands;
+  friend bool operator==(const Batch&, const Batch&) = default;
 };
+
+inline bool cmd::operator==(const cmd::GraphUpload& a, const cmd::GraphUpload& b) {
+  auto program_equal = [](const GraphProgram& x, const GraphProgram& y) {
+    if (!x || !y) return (!x || x->commands.empty()) && (!y || y->commands.empty());
+    return *x == *y;
+  };
+  return a.stream == b.stream && a.graph == b.graph && a.outputs == b.outputs &&
+         a.inputs == b.inputs && program_equal(a.program, b.program);
+}
 
 }  // namespace dtr::protocol

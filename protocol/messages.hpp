@@ -23,7 +23,7 @@ namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 5;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -113,6 +113,10 @@ struct MemoryStatsWire {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes = 0;
   int64_t live_tensors = 0;
+  // Of those: what the session's captured graphs hold on this device (their tensors that
+  // live inside the graph, and the latest replay's outputs).
+  int64_t graph_bytes = 0;
+  int64_t graph_tensors = 0;
 };
 
 // ---- observability (docs/observability.md) ----

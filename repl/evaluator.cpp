@@ -156,7 +156,7 @@ const std::vector<Builtin> kBuiltins = {
        if (k < 0 || k >= node_count())
          throw IndexError(fmt::format("node({}): node {} does not exist (there are {} nodes)", k, k,
                                       node_count()));
-       return Value(ScopeValue{ScopeValue::Kind::Node, k});
+       return Value(ScopeValue{ScopeValue::Kind::Node, k, nullptr});
      }},
     {"device",
      "device(k): a scope; `with device(k): ...` makes CUDA device k current (-1 or 'cpu': "
@@ -166,7 +166,26 @@ const std::vector<Builtin> kBuiltins = {
        expect_args("device", args, 1, 1, "device(k)");
        int k = device_from(args[0], "device()");
        if (k < -1) throw IndexError(fmt::format("device({}): invalid device", k));
-       return Value(ScopeValue{ScopeValue::Kind::Device, k});
+       return Value(ScopeValue{ScopeValue::Kind::Device, k, nullptr});
+     }},
+    {"graph",
+     "graph(): an empty captured graph; `with capture(g): ...` records into it, g.replay() "
+     "runs it again (one command per node)",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       no_kwargs("graph", kw, "graph()");
+       expect_args("graph", args, 0, 0, "graph()");
+       return Value(GraphValue{std::make_shared<Graph>()});
+     }},
+    {"capture",
+     "capture(g): a scope; `with capture(g): ...` records the body's commands into graph g "
+     "instead of running them (no sync points inside)",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       no_kwargs("capture", kw, "capture(g)");
+       expect_args("capture", args, 1, 1, "capture(g)");
+       if (!args[0].is<GraphValue>())
+         throw TypeError(
+             fmt::format("capture(): expected a graph (g = graph()), got {}", type_name(args[0])));
+       return Value(ScopeValue{ScopeValue::Kind::Capture, 0, args[0].as<GraphValue>().graph});
      }},
     {"set_node", "set_node(k): make node k current from now on (outside any `with`)",
      [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
@@ -268,6 +287,32 @@ const std::vector<Builtin> kBuiltins = {
        expect_args("quit", args, 0, 0, "quit()");
        ev.request_quit(0);
        return Value();
+     }},
+};
+
+// Methods of a graph (args[0] is the graph).
+const std::vector<Builtin> kGraphMethods = {
+    {"replay", "g.replay(n=1): run the captured graph again, n times (returns at once)",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       no_kwargs("replay", kw, "g.replay(n=1)");
+       expect_args("replay", args, 1, 2, "g.replay(n=1)");
+       int64_t n = args.size() == 2 ? to_int(args[1], "replay()") : 1;
+       for (int64_t i = 0; i < n; ++i) args[0].as<GraphValue>().graph->replay();
+       return Value();
+     }},
+    {"reset", "g.reset(): free the graph on its workers (later replays fail)",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       no_kwargs("reset", kw, "g.reset()");
+       expect_args("reset", args, 1, 1, "g.reset()");
+       args[0].as<GraphValue>().graph->reset();
+       return Value();
+     }},
+    {"replays", "g.replays(): how many times the graph was replayed",
+     [](Evaluator&, std::vector<Value>& args, const Kwargs& kw) {
+       no_kwargs("replays", kw, "g.replays()");
+       expect_args("replays", args, 1, 1, "g.replays()");
+       const Graph& g = *args[0].as<GraphValue>().graph;
+       return Value(static_cast<int64_t>(g.defined() ? g.replays() : 0));
      }},
 };
 
@@ -499,6 +544,12 @@ std::string_view kind_name(OpKind k) {
       return "in place only";
     case OpKind::Create:
       return "creation (on the current node and device)";
+    case OpKind::Join:
+      return "joining lists of tensors";
+    case OpKind::Indexing:
+      return "indexing and selection";
+    case OpKind::NN:
+      return "neural-network layers and their gradients";
   }
   return "other";
 }
@@ -555,6 +606,8 @@ Value Evaluator::lookup(const std::string& name) const {
 }
 
 Value Evaluator::attribute(const Value& obj, const std::string& name) {
+  if (obj.is<GraphValue>() && find_builtin(kGraphMethods, name))
+    return Value(MethodValue{std::make_shared<const Value>(obj), name});
   if (!tensor_like(obj))
     throw NameError(fmt::format("'{}' object has no attribute '{}'", type_name(obj), name));
   if (name == "shape" || name == "dtype" || name == "ndim") {
@@ -583,6 +636,8 @@ Value Evaluator::call(const Value& callee, std::vector<Value> args, const Kwargs
   if (callee.is<MethodValue>()) {
     const MethodValue& m = callee.as<MethodValue>();
     args.insert(args.begin(), *m.self);
+    if (m.self->is<GraphValue>())
+      return find_builtin(kGraphMethods, m.name)->run(*this, args, kwargs);
     if (const Builtin* b = find_builtin(kMethods, m.name)) return b->run(*this, args, kwargs);
     // x.to(node=k): a copy on another node, through the master (not an op of the table).
     if (m.name == "to" && kwargs.size() == 1 && kwargs[0].first == "node" && args.size() == 1) {
@@ -832,27 +887,37 @@ void Evaluator::assign(const Stmt& s) {
 void Evaluator::run_with(const Stmt& s, bool echo) {
   std::vector<std::unique_ptr<node_guard>> nodes;
   std::vector<std::unique_ptr<device_guard>> devices;
+  std::shared_ptr<Graph> into;  // `capture(g)`: the body is recorded into g
   bool device_scoped = false;
   for (const ExprPtr& c : s.contexts) {
     Value v = evaluate(*c);
     if (!v.is<ScopeValue>())
-      throw TypeError(fmt::format("'with' needs node(k) or device(k), got {}", type_name(v)));
+      throw TypeError(
+          fmt::format("'with' needs node(k) or device(k) (or capture(g)), got {}", type_name(v)));
     const ScopeValue& sc = v.as<ScopeValue>();
     if (sc.kind == ScopeValue::Kind::Node) {
       nodes.push_back(std::make_unique<node_guard>(sc.index));
-    } else {
+    } else if (sc.kind == ScopeValue::Kind::Device) {
       devices.push_back(std::make_unique<device_guard>(sc.index));
       device_scoped = true;
+    } else {
+      if (into) throw InvalidArgument("'with': one capture(g) at a time (captures do not nest)");
+      into = sc.graph;
     }
   }
   if (device_scoped && current_device() >= device_count(current_node()))
     throw IndexError(fmt::format("device({}): node {} has no CUDA device {} (it has {})",
                                  current_device(), current_node(), current_device(),
                                  device_count(current_node())));
-  for (const Stmt& b : s.body) {
-    execute(b, echo);
-    if (quit_) break;
-  }
+  auto body = [&](bool show) {
+    for (const Stmt& b : s.body) {
+      execute(b, show);
+      if (quit_) break;
+    }
+  };
+  if (!into) return body(echo);
+  // Recorded, not run: nothing to echo (an echo would be a sync point).
+  *into = dtr::capture([&] { body(false); });
 }
 
 void Evaluator::execute(const Stmt& s, bool echo) {
@@ -892,8 +957,10 @@ void Evaluator::help(std::ostream& os) const {
   os << "Tensor methods besides the ops (and the properties shape, dtype, ndim):\n";
   for (const Builtin& b : kMethods) os << "  " << b.help << "\n";
   os << "  x.to(node=k): a copy of x on node k (through the master)\n";
+  os << "Graph methods (g = graph(); with capture(g): ...):\n";
+  for (const Builtin& b : kGraphMethods) os << "  " << b.help << "\n";
   os << "Ops (functions, and methods on their first tensor; help(name) for one):\n";
-  for (int k = 0; k <= static_cast<int>(OpKind::Create); ++k) {
+  for (int k = 0; k <= static_cast<int>(OpKind::NN); ++k) {
     std::string names;
     for (const OpDef& d : all_ops())
       if (static_cast<int>(d.kind) == k) {

@@ -34,7 +34,8 @@ bool is_tensor_like(const Value& v) {
 }
 
 bool is_input(const OpParam& p) {
-  return p.type == ParamType::Tensor || p.type == ParamType::Operand;
+  return p.type == ParamType::Tensor || p.type == ParamType::Operand ||
+         p.type == ParamType::Tensors;
 }
 
 // The name of the call as written: "add_" for an in-place form, else the op's name.
@@ -157,23 +158,62 @@ void param_attr(const OpRef& op, const OpParam& p, const Value& v, OpAttrs& a, i
         fail_call(op, fmt::format("too many number arguments (argument '{}')", p.name));
       a.scalars[next++] = converting(op, [&] { return to_scalar(v, what); });
       return;
+    case ParamType::Pair: {
+      if (v.is_none()) {  // the op's default (pooling's stride: the kernel size)
+        a.ints.push_back(0);
+        a.ints.push_back(0);
+        return;
+      }
+      const Dims d = converting(op, [&] { return to_dims(v, what); });
+      if (d.size() != 1 && d.size() != 2)
+        fail_call(op, fmt::format("argument '{}' must be an int or a pair of ints, got {} ints",
+                                  p.name, d.size()));
+      a.ints.push_back(d[0]);
+      a.ints.push_back(d[d.size() - 1]);
+      return;
+    }
+    case ParamType::Flag:
+      a.ints.push_back(converting(op, [&] { return to_bool(v, what); }) ? 1 : 0);
+      return;
+    case ParamType::Reduction: {
+      static constexpr std::string_view kNames[] = {"none", "mean", "sum"};
+      for (int64_t i = 0; i < 3; ++i)
+        if (v.is<std::string>() && v.as<std::string>() == kNames[i]) return a.ints.push_back(i);
+      fail_call(op, fmt::format("argument '{}' must be 'none', 'mean' or 'sum', got {}", p.name,
+                                v.is<std::string>() ? repr(v) : type_name(v)));
+    }
     case ParamType::Tensor:
     case ParamType::Operand:
+    case ParamType::Tensors:
     case ParamType::Generator:
       return;
   }
 }
 
-// The tensor inputs of a bound call, lists sent to the node of the call's first tensor (so
-// that `x + [1, 2]` works wherever x is).
+// The first tensor among a call's tensor arguments (a tensor list's items included): its
+// node, or -1.
+int home_node(std::span<const OpParam> ps, const BoundArgs& b) {
+  for (size_t j = 0; j < ps.size(); ++j) {
+    const std::optional<Value>& v = b.values[j];
+    if (!is_input(ps[j]) || !v) continue;
+    if (v->is_tensor()) return v->as<DistributedTensor>().get_node();
+    if (ps[j].type == ParamType::Tensors && v->is<ListValue>())
+      for (const Value& item : v->as<ListValue>().items)
+        if (item.is_tensor()) return item.as<DistributedTensor>().get_node();
+  }
+  return -1;
+}
+
+// The tensor inputs of a bound call, in signature order (a tensor list gives its items), lists
+// sent to the node of the call's first tensor (so that `x + [1, 2]` works wherever x is).
 std::vector<DistributedTensor> op_inputs(const OpRef& op, const BoundArgs& b) {
   std::span<const OpParam> ps = op.def->signature.params();
-  int home = -1;
+  const int home = home_node(ps, b);
   std::string names;
   int wanted = 0, given = 0;
-  for (size_t j = 0; j < ps.size() && is_input(ps[j]); ++j) {
+  for (size_t j = 0; j < ps.size(); ++j) {
+    if (!is_input(ps[j]) || ps[j].optional) continue;
     const std::optional<Value>& v = b.values[j];
-    if (home < 0 && v && v->is_tensor()) home = v->as<DistributedTensor>().get_node();
     names += fmt::format("{}{}", names.empty() ? "" : ", ", ps[j].name);
     ++wanted;
     given += v && !v->is_none();
@@ -184,11 +224,19 @@ std::vector<DistributedTensor> op_inputs(const OpRef& op, const BoundArgs& b) {
                         names, op.def->kind == OpKind::Binary ? "; the second may be a number" : "",
                         given));
   std::vector<DistributedTensor> inputs;
-  for (size_t j = 0; j < ps.size() && is_input(ps[j]); ++j) {
+  for (size_t j = 0; j < ps.size(); ++j) {
+    if (!is_input(ps[j]) || !b.values[j] || b.values[j]->is_none()) continue;  // optional
     const Value& v = *b.values[j];
     if (ps[j].type == ParamType::Operand && !is_tensor_like(v)) continue;  // in attrs
     std::string what = fmt::format("{}(): argument '{}'", call_name(op), ps[j].name);
-    inputs.push_back(converting(op, [&] { return to_tensor(v, what, home); }));
+    if (ps[j].type != ParamType::Tensors) {
+      inputs.push_back(converting(op, [&] { return to_tensor(v, what, home); }));
+      continue;
+    }
+    if (!v.is<ListValue>() || v.as<ListValue>().items.empty())
+      fail_call(op, fmt::format("argument '{}' must be a list of tensors", ps[j].name));
+    for (const Value& item : v.as<ListValue>().items)
+      inputs.push_back(converting(op, [&] { return to_tensor(item, what, home); }));
   }
   return inputs;
 }
@@ -257,6 +305,7 @@ OpAttrs op_attrs(const OpRef& op, const BoundArgs& b) {
     if (!v) {
       if (p.required()) fail_call(op, fmt::format("missing argument '{}'", p.name));
       if (p.type == ParamType::Number) ++next_scalar;  // an open slot (clamp's min) stays None
+      if (p.type == ParamType::Pair) param_attr(op, p, Value(), a, next_scalar);  // 0, 0
       infer_dtype = infer_dtype || p.type == ParamType::Dtype;
       continue;
     }
@@ -275,6 +324,8 @@ DistributedTensor call_op(const OpRef& op, std::vector<Value> args, const Kwargs
     if (p.type == ParamType::Generator) draw_random(d, inputs, a);
 
   if (d.kind == OpKind::Create) return DistributedTensor::create(d.id, a);
+  if (d.kind == OpKind::Join || d.kind == OpKind::Indexing || d.kind == OpKind::NN)
+    return DistributedTensor::apply_inputs(d.id, a, inputs);
   const DistributedTensor* other = inputs.size() > 1 ? &inputs[1] : nullptr;
   if (op.inplace) {
     inputs[0].apply_inplace(d.id, a, other);

@@ -17,7 +17,14 @@
 //   int, start, end  one int appended to attrs.ints (None: nothing, 0, to the end);
 //   bool       attrs.keepdim;  dtype  attrs.dtype (an optional one left out: int64 when
 //              all the numbers are integers, else float32, as torch's arange);
-//   generator  not a value: the call draws from the default generator (manual_seed).
+//   generator  not a value: the call draws from the default generator (manual_seed);
+//   tensors    a list of tensors (or of lists, each sent as a tensor), each an input: cat;
+//   pair       an int or a pair of ints appended to attrs.ints (None, or an optional one
+//              left out: 0, 0, the op's default);
+//   flag       a bool appended to attrs.ints as 0 or 1;
+//   reduction  'none', 'mean' or 'sum' appended to attrs.ints as 0, 1 or 2.
+// Tensor parameters may stand anywhere in a signature (gather(x, dim, index)); an optional
+// one left out (conv2d's bias) is no input.
 // A defaulted parameter before a required one (arange's start=0) is bound positionally only
 // when the arguments reach the required ones after it: arange(n) is arange(0, n).
 //

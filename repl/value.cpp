@@ -49,7 +49,8 @@ std::string type_name(const Value& v) {
                  [](const ListValue& l) -> std::string { return l.tuple ? "tuple" : "list"; },
                  [](const ScopeValue&) -> std::string { return "scope"; },
                  [](const FunctionValue&) -> std::string { return "function"; },
-                 [](const MethodValue&) -> std::string { return "method"; }},
+                 [](const MethodValue&) -> std::string { return "method"; },
+                 [](const GraphValue&) -> std::string { return "graph"; }},
       v.v);
 }
 
@@ -72,6 +73,7 @@ std::string repr(const Value& v) {
                    return out + (l.tuple ? ")" : "]");
                  },
                  [](const ScopeValue& s) -> std::string {
+                   if (s.kind == ScopeValue::Kind::Capture) return "capture(graph)";
                    return fmt::format(
                        "{}({})", s.kind == ScopeValue::Kind::Node ? "node" : "device", s.index);
                  },
@@ -80,6 +82,15 @@ std::string repr(const Value& v) {
                  },
                  [](const MethodValue& m) -> std::string {
                    return fmt::format("<method {} of {}>", m.name, type_name(*m.self));
+                 },
+                 [](const GraphValue& g) -> std::string {
+                   if (!g.graph->defined()) return "graph(empty)";
+                   std::string commands;
+                   for (int n : g.graph->nodes())
+                     commands += fmt::format("{}{}: {}", commands.empty() ? "" : ", ", n,
+                                             g.graph->commands(n));
+                   return fmt::format("graph({}, commands {{{}}}, replays {})", g.graph->id(),
+                                      commands, g.graph->replays());
                  }},
       v.v);
 }

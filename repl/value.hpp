@@ -1,6 +1,6 @@
 // Values of the REPL language: None, bools, integers, floats, strings, dtypes, remote
-// tensors (dtr::DistributedTensor handles), lists and tuples, node/device scopes and
-// callables (a builtin or op function, or a method bound to a value).
+// tensors (dtr::DistributedTensor handles), lists and tuples, node/device/capture scopes,
+// captured graphs and callables (a builtin or op function, or a method bound to a value).
 //
 // A list literal stays a list while it is an argument that takes integers (a shape, dims)
 // or is indexed; wherever its value is kept or used as data (assigned, printed, echoed, an
@@ -20,6 +20,7 @@
 
 #include "dtr/distributed.hpp"
 #include "dtr/error.hpp"
+#include "dtr/graph.hpp"
 
 namespace dtr::repl {
 
@@ -44,10 +45,16 @@ struct ListValue {
   std::vector<Value> items;
   bool tuple = false;
 };
-// `node(k)` or `device(k)`: what `with` makes current.
+// A captured graph (dtr/graph.hpp), empty until `with capture(g):` fills it; copies share it.
+struct GraphValue {
+  std::shared_ptr<Graph> graph;
+};
+// `node(k)`, `device(k)` or `capture(g)`: what `with` makes current (a capture records the
+// body's commands into graph `graph` instead of running them).
 struct ScopeValue {
-  enum class Kind { Node, Device } kind;
-  int index;
+  enum class Kind { Node, Device, Capture } kind;
+  int index = 0;
+  std::shared_ptr<Graph> graph;  // Capture
 };
 // A builtin function or an op used as a function, by name.
 struct FunctionValue {
@@ -62,7 +69,7 @@ struct MethodValue {
 struct Value {
   using Variant =
       std::variant<NoneValue, bool, int64_t, double, std::string, DType, DistributedTensor,
-                   ListValue, ScopeValue, FunctionValue, MethodValue>;
+                   ListValue, ScopeValue, FunctionValue, MethodValue, GraphValue>;
   Variant v;
 
   Value() : v(NoneValue{}) {}

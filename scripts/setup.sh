@@ -45,7 +45,8 @@ esac
 
 # ---- Debian packages ----
 packages=(cmake g++ ninja-build pkg-config libzmq3-dev cppzmq-dev libcereal-dev libeigen3-dev
-          doctest-dev libcli11-dev libspdlog-dev libfmt-dev libreadline-dev iproute2 iptables)
+          doctest-dev libcli11-dev libspdlog-dev libfmt-dev libreadline-dev iproute2 iptables
+          libgloo-dev libopenmpi-dev openmpi-bin)
 if [[ "${DTR_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for pkg in "${packages[@]}"; do

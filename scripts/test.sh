@@ -26,6 +26,22 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+# The seed's Net is checked against torch (tests/training/seed_net_torch_test.sh): Debian's
+# python3-torch for /usr/bin/python3. Without it (no apt, DTR_SKIP_APT=1) that test is
+# reported skipped.
+if [[ "${DTR_SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null &&
+  ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  as_root=()
+  [[ "$(id -u)" -eq 0 ]] || as_root=(sudo)
+  echo "test.sh: installing python3-torch (the torch comparison of the seed's Net)"
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends \
+    python3-torch ||
+    { "${as_root[@]}" apt-get update -q &&
+      DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q \
+        --no-install-recommends python3-torch; } ||
+    echo "test.sh: python3-torch could not be installed; the torch comparison will be skipped"
+fi
+
 sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTR_WITH_CUDA=OFF)
 case "${mode}" in
   normal)

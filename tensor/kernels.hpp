@@ -127,9 +127,34 @@ void reduce_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
 void linalg_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out);
 void create_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out);
 void mutate_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out);
+// Indexing ops (kernels_index.cpp), the convolutions and linear (kernels_conv.cpp), the
+// other NN ops (kernels_nn.cpp).
+void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out);
+void conv_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out);
+void nn_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out);
 // Copies src into dst elementwise with broadcasting and dtype conversion.
 void copy_into(const Tensor& dst, const Tensor& src);
 // Fills every element of t with v.
 void fill(const Tensor& t, Scalar v);
+
+// A dim of a contiguous tensor as (outer, size, inner): element (o, i, j) is at
+// (o * size + i) * inner + j. A 0-d tensor is (1, 1, 1).
+struct DimSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+inline DimSplit split_at(const Shape& shape, int64_t dim) {
+  DimSplit s;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i < dim) s.outer *= shape[i];
+    if (i == dim) s.size = shape[i];
+    if (i > dim) s.inner *= shape[i];
+  }
+  return s;
+}
+
+// `t` converted to `dtype` (itself when it already is) and packed.
+inline Tensor packed_as(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t.contiguous() : t.to(dtype).contiguous();
+}
 
 }  // namespace dtr::local::detail

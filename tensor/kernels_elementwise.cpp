@@ -146,6 +146,26 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
         run.template operator()<T>([](T v) { return v > T(0) ? v : T(0); });
       });
       return;
+    case OpId::floor:
+    case OpId::ceil:
+    case OpId::round:
+      dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
+        if constexpr (!is_floating_v<T>) {
+          run.template operator()<T>([](T v) { return v; });  // integers are whole already
+        } else if (d.id == OpId::floor) {
+          run.template operator()<T>([](T v) { return std::floor(v); });
+        } else if (d.id == OpId::ceil) {
+          run.template operator()<T>([](T v) { return std::ceil(v); });
+        } else {
+          run.template operator()<T>([](T v) { return std::nearbyint(v); });  // ties to even
+        }
+      });
+      return;
+    case OpId::sign:
+      dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
+        run.template operator()<T>([](T v) { return static_cast<T>((T(0) < v) - (v < T(0))); });
+      });
+      return;
     case OpId::exp:
       float_op([](auto v) { return std::exp(v); });
       return;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "check.hpp"
+#include "op_rules.hpp"
 
 namespace dtr {
 
@@ -37,16 +38,25 @@ constexpr std::string_view kind_signature(OpKind kind) {
     case OpKind::View:
     case OpKind::Mutate:
     case OpKind::Create:
+    case OpKind::Join:
+    case OpKind::Indexing:
+    case OpKind::NN:
       break;
   }
   return "";  // these kinds' parameters differ per op: each writes its own
 }
 
-constexpr std::string_view kParamTypeNames[] = {"tensor", "operand", "number",   "dims",
-                                                "ints",   "int",     "start",    "end",
-                                                "bool",   "dtype",   "generator"};
-static_assert(std::size(kParamTypeNames) == static_cast<size_t>(ParamType::Generator) + 1,
+constexpr std::string_view kParamTypeNames[] = {
+    "tensor", "operand", "number",    "dims",    "ints", "int",  "start",    "end",
+    "bool",   "dtype",   "generator", "tensors", "pair", "flag", "reduction"};
+static_assert(std::size(kParamTypeNames) == static_cast<size_t>(ParamType::Reduction) + 1,
               "one name per ParamType, in its order");
+
+// Kinds whose tensor parameters may stand anywhere in the signature (their inputs are
+// counted from it).
+constexpr bool inputs_from_signature(OpKind kind) {
+  return kind == OpKind::Join || kind == OpKind::Indexing || kind == OpKind::NN;
+}
 
 constexpr std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -93,19 +103,45 @@ constexpr OpSignature parse_signature(OpKind kind, std::string_view declared, in
     sig.param[sig.count++] = parse_param(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }
+  const bool anywhere = inputs_from_signature(kind);
+  bool optional_tensor = false;
+  int tensors = 0;
   for (int i = 0; i < sig.count; ++i) {
-    const ParamType t = sig.param[i].type;
+    const OpParam& p = sig.param[i];
+    const ParamType t = p.type;
     const bool input = t == ParamType::Tensor || t == ParamType::Operand;
-    if (input != (i < max_inputs)) bad_signature("tensor parameters other than the kind's inputs");
+    if (!anywhere && input != (i < max_inputs))
+      bad_signature("tensor parameters other than the kind's inputs");
+    if (!anywhere && t == ParamType::Tensors) bad_signature("a tensor list in a fixed-input kind");
     if ((t == ParamType::Operand) != (kind == OpKind::Binary && input))
       bad_signature("an operand outside a Binary op's inputs");
+    if (input || t == ParamType::Tensors) {
+      if (optional_tensor) bad_signature("a tensor parameter after an optional one");
+      if (p.optional && t == ParamType::Tensor) optional_tensor = true;
+      if (t == ParamType::Tensors && tensors > 0) bad_signature("a tensor list beside tensors");
+      ++tensors;
+    }
     for (int j = 0; j < i; ++j)
       if (sig.param[j].name == sig.param[i].name) bad_signature("a parameter name twice");
   }
   return sig;
 }
 
-constexpr int kMaxHelp = 192;
+// Join, Indexing and NN ops: tensor inputs as their signature counts them.
+constexpr void inputs_of_signature(const OpSignature& sig, int& min_in, int& max_in) {
+  min_in = max_in = 0;
+  for (const OpParam& p : sig.params()) {
+    if (p.type == ParamType::Tensors) {
+      min_in = 1;
+      max_in = kMaxOpInputs;
+    } else if (p.type == ParamType::Tensor) {
+      min_in += p.optional ? 0 : 1;
+      ++max_in;
+    }
+  }
+}
+
+constexpr int kMaxHelp = 320;
 struct HelpText {
   std::array<char, kMaxHelp> text{};
   size_t size = 0;
@@ -180,10 +216,9 @@ constexpr OpDef make_def(const Entry& e) {
     default:
       break;
   }
-  return OpDef{e.id,   e.name,  e.kind,
-               e.rule, {},      min_in,
-               max_in, inplace, parse_signature(e.kind, e.signature, max_in),
-               {}};
+  const OpSignature sig = parse_signature(e.kind, e.signature, max_in);
+  if (inputs_from_signature(e.kind)) inputs_of_signature(sig, min_in, max_in);
+  return OpDef{e.id, e.name, e.kind, e.rule, {}, min_in, max_in, inplace, sig, {}};
 }
 
 // The help texts, rendered at compile time (OpDef::help and usage view them).
@@ -435,6 +470,23 @@ InferResult infer_linalg(const OpDef& d, const TensorMeta& x, const TensorMeta& 
   return contiguous_result(x.dtype, out);
 }
 
+// flatten's shape: dims start_dim..end_dim of x merged into one (a 0-d x becomes [1]).
+Shape flatten_shape(const OpDef& d, const TensorMeta& x, const Dims& v) {
+  if (v.size() != 2)
+    fail<InvalidArgument>(d.name, "expects (start_dim, end_dim), got {} values {}", v.size(), v);
+  const int64_t start = wrap_dim(d.name, v[0], x.dim()), end = wrap_dim(d.name, v[1], x.dim());
+  if (start > end)
+    fail<IndexError>(d.name, "start_dim {} comes after end_dim {} (shape {})", start, end, x.shape);
+  if (x.dim() == 0) return Shape{1};
+  Shape shape;
+  for (int64_t i = 0; i < start; ++i) shape.push_back(x.shape[i]);
+  int64_t merged = 1;
+  for (int64_t i = start; i <= end; ++i) merged *= x.shape[i];
+  shape.push_back(merged);
+  for (int64_t i = end + 1; i < x.dim(); ++i) shape.push_back(x.shape[i]);
+  return shape;
+}
+
 InferResult infer_view(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
   TensorMeta m = x;
   const Dims& v = a.ints;
@@ -447,8 +499,10 @@ InferResult infer_view(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
   };
   switch (d.id) {
     case OpId::view:
-    case OpId::reshape: {
-      Shape shape = resolve_shape(d, v, x.numel(), x.shape);
+    case OpId::reshape:
+    case OpId::flatten: {
+      Shape shape =
+          d.id == OpId::flatten ? flatten_shape(d, x, v) : resolve_shape(d, v, x.numel(), x.shape);
       std::optional<Strides> st = view_strides(x.shape, x.strides, shape);
       if (!st) {
         if (d.id == OpId::view)
@@ -840,6 +894,15 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
       break;
     case OpKind::Create:
       r = infer_create(d, a);
+      break;
+    case OpKind::Join:
+      r = detail::infer_join(d, in, a);
+      break;
+    case OpKind::Indexing:
+      r = detail::infer_indexing(d, in, a);
+      break;
+    case OpKind::NN:
+      r = detail::infer_nn(d, in, a);
       break;
     case OpKind::Mutate:
       break;  // handled above

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "kernels.hpp"
+#include "op_rules.hpp"
 #include "tensor/cuda/cuda.hpp"
 
 namespace dtr::local {
@@ -15,7 +16,8 @@ using detail::fail;
 
 namespace {
 
-constexpr size_t kMaxInputs = 2;
+// Inputs kept inline (calls of more inputs use the heap).
+constexpr size_t kInlineInputs = 2;
 
 void check_defined(const Tensor& t, std::string_view op) {
   if (!t.defined()) fail<InvalidArgument>(op, "called on an undefined tensor");
@@ -84,6 +86,8 @@ Tensor Tensor::to_device(int device) const {
   if (device == this->device()) return *this;
   Tensor out = empty(shape(), dtype(), device);
   cuda::copy_between(out, *this);
+  if (autograd_) [[unlikely]]
+    autograd_->record_move(*this, out);
   return out;
 }
 
@@ -121,15 +125,32 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+Tensor Tensor::apply_inputs(OpId op, const OpAttrs& attrs, std::span<const Tensor> inputs) {
+  Tensor out = execute(op, inputs, attrs, false);
+  autograd::record_inputs<Tensor>(op, attrs, inputs, out);
+  return out;
+}
+
 Tensor Tensor::apply(OpId op, const OpAttrs& attrs, const Tensor* other) const {
+  Tensor out;
   if (other) {
     std::array<Tensor, 2> in{*this, *other};
-    return execute(op, in, attrs, false);
+    out = execute(op, in, attrs, false);
+  } else {
+    out = execute(op, std::span<const Tensor>(this, 1), attrs, false);
   }
-  return execute(op, std::span<const Tensor>(this, 1), attrs, false);
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const Tensor* in[2] = {this, other};
+    autograd::record_op<Tensor>(op, attrs, std::span<const Tensor* const>(in, other ? 2 : 1), out);
+  }
+  return out;
 }
 
 void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
+  if (autograd_ || (other && other->autograd_)) [[unlikely]] {
+    const Tensor* in[2] = {this, other};
+    autograd::check_inplace<Tensor>(op, std::span<const Tensor* const>(in, other ? 2 : 1));
+  }
   if (other) {
     std::array<Tensor, 2> in{*this, *other};
     execute(op, in, attrs, true);
@@ -158,7 +179,11 @@ bool computes_through_float32(const OpDef& d, std::span<const Tensor> inputs, co
     case OpKind::Norm:
     case OpKind::Moment:
     case OpKind::Linalg:
+    case OpKind::NN:
       break;
+    case OpKind::Indexing:
+      if (d.id == OpId::cumsum) break;
+      return false;
     default:
       return false;
   }
@@ -173,10 +198,10 @@ void run_cpu_kernel(const OpDef& d, std::span<const Tensor> inputs, const OpAttr
 
 void run_through_float32(const OpDef& d, std::span<const Tensor> inputs, const OpAttrs& attrs,
                          const Tensor& out) {
-  std::array<Tensor, kMaxInputs> wide;
+  std::vector<Tensor> wide(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     wide[i] = is_half(inputs[i].dtype()) ? inputs[i].to(DType::Float32) : inputs[i];
-  std::span<const Tensor> wide_in(wide.data(), inputs.size());
+  std::span<const Tensor> wide_in(wide.data(), wide.size());
   if (!is_half(out.dtype())) {  // comparisons (bool), argmax/argmin (int64)
     run_cpu_kernel(d, wide_in, attrs, out);
     return;
@@ -186,9 +211,32 @@ void run_through_float32(const OpDef& d, std::span<const Tensor> inputs, const O
   detail::copy_into(out, result);
 }
 
+// cat and stack on any device: each input copied (converted) into its part of out.
+void join_into(const OpDef& d, std::span<const Tensor> inputs, const OpAttrs& a,
+               const Tensor& out) {
+  if (d.id == OpId::stack) {
+    const int64_t dim = wrap_dim(d.name, a.ints[0], out.dim());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      copy_elements(out.select(dim, static_cast<int64_t>(i)), inputs[i]);
+    return;
+  }
+  int64_t offset = 0, dim = -1;
+  for (const Tensor& t : inputs) {
+    if (dtr::detail::cat_skips(t.meta())) continue;
+    if (dim < 0) dim = wrap_dim(d.name, a.ints[0], out.dim());
+    const int64_t n = t.shape()[dim];
+    copy_elements(out.narrow(dim, offset, n), t);
+    offset += n;
+  }
+}
+
 // run_kernel once the devices are known to agree (execute() has checked them).
 void run_checked(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, const Tensor& out) {
   const OpDef& d = op_def(op);
+  if (d.kind == OpKind::Join) {
+    join_into(d, inputs, attrs, out);
+    return;
+  }
   if (out.device() >= 0) {
     cuda::run_kernel(op, inputs, attrs, out);
     return;
@@ -234,6 +282,19 @@ void run_cpu_kernel(const OpDef& d, std::span<const Tensor> inputs, const OpAttr
     case OpKind::Mutate:
       detail::mutate_kernel(d, inputs, attrs, out);
       break;
+    case OpKind::Indexing:
+      detail::index_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::NN:
+      if (d.id == OpId::linear || d.id == OpId::conv2d || d.id == OpId::conv2d_input_grad ||
+          d.id == OpId::conv2d_weight_grad)
+        detail::conv_kernel(d, inputs, attrs, out);
+      else
+        detail::nn_kernel(d, inputs, attrs, out);
+      break;
+    case OpKind::Join:
+      join_into(d, inputs, attrs, out);
+      break;
   }
 }
 
@@ -256,14 +317,20 @@ namespace {
 template <typename F>
 auto with_metas(std::span<const Tensor> inputs, F&& f) {
   if (inputs.size() == 1) return f(std::span<const TensorMeta>(&inputs[0].meta(), 1));
-  std::array<TensorMeta, kMaxInputs> metas;
+  if (inputs.size() > kInlineInputs) {
+    std::vector<TensorMeta> metas;
+    metas.reserve(inputs.size());
+    for (const Tensor& t : inputs) metas.push_back(t.meta());
+    return f(std::span<const TensorMeta>(metas.data(), metas.size()));
+  }
+  std::array<TensorMeta, kInlineInputs> metas;
   for (size_t i = 0; i < inputs.size(); ++i) metas[i] = inputs[i].meta();
   return f(std::span<const TensorMeta>(metas.data(), inputs.size()));
 }
 
 void check_inputs(const OpDef& d, std::span<const Tensor> inputs) {
-  if (inputs.size() > kMaxInputs)
-    fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxInputs,
+  if (inputs.size() > static_cast<size_t>(kMaxOpInputs))
+    fail<InvalidArgument>(d.name, "takes at most {} tensor inputs, got {}", kMaxOpInputs,
                           inputs.size());
   for (const Tensor& t : inputs) check_defined(t, d.name);
 }
@@ -296,11 +363,11 @@ void execute_inplace(OpId op, std::span<const Tensor> inputs, const OpAttrs& att
   // An operand that overlaps the destination with another layout (x.add_(x.t())) would
   // be read after it is overwritten: read it from a copy.
   // (On the heap: a std::optional of it costs a zeroing on every call, here and with g++ 12.)
-  std::unique_ptr<std::array<Tensor, kMaxInputs>> safe;
+  std::unique_ptr<std::array<Tensor, kInlineInputs>> safe;
   std::span<const Tensor> operands = inputs;
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (!overlaps(inputs[i], self)) continue;
-    safe = std::make_unique<std::array<Tensor, kMaxInputs>>();
+    safe = std::make_unique<std::array<Tensor, kInlineInputs>>();
     for (size_t j = 0; j < inputs.size(); ++j)
       (*safe)[j] = j > 0 && overlaps(inputs[j], self) ? inputs[j].clone() : inputs[j];
     operands = std::span<const Tensor>(safe->data(), inputs.size());

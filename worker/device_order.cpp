@@ -25,6 +25,17 @@ std::string CudaStreams::finish() {
   return why;
 }
 
+std::vector<std::shared_ptr<cuda::Event>> CudaStreams::record_all() {
+  std::vector<std::shared_ptr<cuda::Event>> events;
+  for (const auto& cs : streams_) {
+    if (!cs) continue;
+    auto e = std::make_shared<cuda::Event>(cs->device());
+    e->record(cs->handle());
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
 local::Tensor use(CudaStreams& s, Slot& slot) {
   const local::Tensor& t = slot.tensor;
   if (t.device() < 0) return t;

@@ -28,6 +28,8 @@ class CudaStreams {
   cuda::StreamHandle get(int device);
   // Waits until the CUDA work queued on these streams has run; "" or why it failed.
   std::string finish();
+  // An event recorded now on each of these streams (none for a stream that used no device).
+  std::vector<std::shared_ptr<cuda::Event>> record_all();
 
  private:
   std::vector<std::unique_ptr<cuda::Stream>> streams_;  // by device

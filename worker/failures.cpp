@@ -11,11 +11,31 @@ namespace dtr::worker::detail {
 using protocol::RemoteFailure;
 using protocol::TensorId;
 
+namespace {
+thread_local ReplayNote* t_note = nullptr;
+}  // namespace
+
+ReplayNote::ReplayNote(uint64_t graph, uint64_t replay)
+    : graph_(graph), replay_(replay), previous_(t_note) {
+  t_note = this;
+}
+
+ReplayNote::~ReplayNote() {
+  t_note = previous_;
+}
+
+std::string ReplayNote::suffix() {
+  if (!t_note) return {};
+  return fmt::format(" (replay {} of graph {}, command {} of its program here)", t_note->replay_,
+                     t_note->graph_, t_note->command_);
+}
+
 RemoteFailure make_failure(TensorId tensor, std::string_view op, std::string message) {
   RemoteFailure f;
   f.tensor = tensor;
   f.op = std::string(op);
   f.message = std::move(message);
+  f.message += ReplayNote::suffix();
   f.cause_tensor = tensor;
   f.cause_op = f.op;
   f.cause_message = f.message;
@@ -88,7 +108,8 @@ size_t FailureLog::dropped() const {
   return dropped_;
 }
 
-protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tensors) {
+protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tensors,
+                            int64_t graph_bytes, int64_t graph_tensors) {
   protocol::Reply r;
   r.type = protocol::ReplyType::Stats;
   r.request = request;
@@ -105,6 +126,8 @@ protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tenso
     MemoryStats s = cpu_memory_stats();
     r.stats = protocol::MemoryStatsWire{s.bytes_in_use, s.peak_bytes, live_tensors};
   }
+  r.stats.graph_bytes = graph_bytes;
+  r.stats.graph_tensors = graph_tensors;
   return r;
 }
 

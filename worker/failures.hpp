@@ -30,7 +30,27 @@ namespace dtr::worker::detail {
 
 using Failure = std::shared_ptr<const protocol::RemoteFailure>;
 
-// A failure that is its own cause.
+// While a thread runs a command of a captured graph's replay, failures made on it name the
+// replay: their message ends "(replay 7 of graph 3, command 12 of its program here)".
+// RAII, one per thread at a time (worker/graph.hpp's part runner).
+class ReplayNote {
+ public:
+  ReplayNote(uint64_t graph, uint64_t replay);
+  ~ReplayNote();
+  ReplayNote(const ReplayNote&) = delete;
+  ReplayNote& operator=(const ReplayNote&) = delete;
+  void at(size_t command) { command_ = command; }
+  // What a failure's message gets appended (empty when no replay runs on this thread).
+  static std::string suffix();
+
+ private:
+  uint64_t graph_;
+  uint64_t replay_;
+  size_t command_ = 0;
+  ReplayNote* previous_;
+};
+
+// A failure that is its own cause (named by the thread's ReplayNote, if any).
 protocol::RemoteFailure make_failure(protocol::TensorId tensor, std::string_view op,
                                      std::string message);
 // `tensor` (made by `op`) failed because its input `input` had failed with `cause`.
@@ -63,7 +83,9 @@ class FailureLog {
 };
 
 // A Stats reply to `request`: memory of CUDA device `device`, or of the host (device < 0,
-// with `live_tensors`); a ProtocolError reply when the device cannot say.
-protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tensors);
+// with `live_tensors`), and what the session's graphs hold there; a ProtocolError reply
+// when the device cannot say.
+protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tensors,
+                            int64_t graph_bytes = 0, int64_t graph_tensors = 0);
 
 }  // namespace dtr::worker::detail

@@ -14,6 +14,7 @@
 #include "worker/events.hpp"
 #include "worker/executor.hpp"
 #include "worker/failures.hpp"
+#include "worker/graph.hpp"
 #include "worker/outbox.hpp"
 #include "worker/peer_copy.hpp"
 #include "worker/recorder.hpp"
@@ -41,6 +42,13 @@ namespace {
 // dispatch thread is soon back at its socket (heartbeats).
 constexpr int64_t kInlineElements = int64_t{1} << 15;
 constexpr int64_t kInlineBudget = int64_t{1} << 22;
+
+// Ops whose work is not bounded by their inputs' size (matrix products, convolutions):
+// never run inline on the dispatch thread.
+bool heavy_op(const OpDef& d) {
+  return d.kind == OpKind::Linalg || d.id == OpId::linear || d.id == OpId::conv2d ||
+         d.id == OpId::conv2d_input_grad || d.id == OpId::conv2d_weight_grad;
+}
 
 // The tensor a command makes (kNoTensor when it makes none).
 template <class C>
@@ -109,6 +117,10 @@ struct Session::Impl final : TaskRunner {
   void on(const cmd::Trace& c);
   void on(const cmd::FlightDump& c);
   void on(const cmd::Metrics& c);
+  void on(const cmd::GraphUpload& c);
+  void on(const cmd::GraphReplay& c);
+  void on(const cmd::GraphFree& c);
+  GraphEnv graph_env();
   // Put's tensor from its frame; the failure when it cannot be made.
   void put(const cmd::Put& c, Payloads payloads);
   void barrier(CmdType type, uint64_t request, int32_t device);
@@ -144,16 +156,23 @@ struct Session::Impl final : TaskRunner {
   // ---- execution (any executor thread) ----
   bool execute(Stream& s, const StreamPtr& self, Task& t) override;
   bool run_op(Stream& s, const StreamPtr& self, Task& t);
-  // Runs op `c` on `s` once its inputs are ready (the task path and the inline path);
-  // false when it failed the output.
-  bool run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out);
+  // Runs op `c` on `s` once its inputs are ready (the task path and the inline path); with
+  // `into` (a graph's bound temporary), into that tensor. False when it failed the output.
+  bool run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out,
+                    const local::Tensor* into = nullptr);
+  // A part of a graph's replay from its cursor: true when done; false when it waits (its
+  // stream parked), or, `now` (on the dispatch thread), at a step that cannot run at once.
+  bool run_graph_part(Stream& s, const StreamPtr& self, Task& t, bool now);
+  bool run_graph_step(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st, bool now);
+  bool run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st, bool now);
   bool run_get(Stream& s, const StreamPtr& self, Task& t);
   bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
   void finish_barrier(Barrier& b);
   // The live figures (Session::metrics()).
   protocol::NodeMetrics session_metrics();
   // Op `c` ran on CUDA stream of `s` between `mark` and now: its device slice.
-  void trace_device_op(Stream& s, const cmd::RunOp& c, const std::array<local::Tensor, 2>& inputs,
+  // Its first kMaxTraceTensors - 1 inputs are named on the slice.
+  void trace_device_op(Stream& s, const cmd::RunOp& c, const local::Tensor* inputs,
                        const local::Tensor& result, Tracer::DeviceMark mark);
 
   SessionOptions options;
@@ -169,6 +188,7 @@ struct Session::Impl final : TaskRunner {
   Streams streams;
   EventTable events;
   Tokens tokens;
+  Graphs graphs;
   std::shared_ptr<const protocol::Batch> current_batch;  // during run()
   int64_t inline_budget = 0;  // elements the rest of this batch may still run inline
   // Observability, during run(): when the batch arrived (steady clock), the current
@@ -196,6 +216,7 @@ Session::Impl::~Impl() {
   executor.wait_idle(std::chrono::hours(24));
   graveyard.clear();
   streams.clear();
+  graphs.clear();
   events.drop_waiters();
   table.drop_waiters();
   tokens.drop_waiters();
@@ -289,6 +310,7 @@ void Session::Impl::barrier(CmdType type, uint64_t request, int32_t device) {
   b->request = request;
   b->live_tensors = static_cast<int64_t>(table.size());
   b->device = device;
+  if (type == CmdType::Stats) b->graphs = graphs.all();
   streams.barrier(b);
 }
 
@@ -353,23 +375,29 @@ void Session::Impl::on(const cmd::RunOp& c) {
   } else if (!table.check_new_id(c.out, d.name)) {
     return;
   }
-  // References into the table (no reference counting unless a task is made).
-  const SlotPtr* in[2] = {nullptr, nullptr};
-  Slot* raw[2] = {nullptr, nullptr};
-  for (uint8_t i = 0; i < c.inputs.n; ++i) {
-    in[i] = &table.input(c.inputs.ids[i], target, d.name, output_of(c));
+  // References into the table (no reference counting unless a task is made); only the
+  // first c.inputs.n entries are set.
+  const SlotPtr* in[protocol::Inputs::kMax];
+  Slot* raw[protocol::Inputs::kMax];
+  const uint8_t n = c.inputs.n;
+  for (uint8_t i = 0; i < n; ++i) {
+    in[i] = &table.input(c.inputs[i], target, d.name, output_of(c));
     if (!*in[i]) return;
     raw[i] = in[i]->get();
   }
   const SlotPtr& out = c.inplace ? *in[0] : table.make_output(c.out);
-  if (d.kind != OpKind::Linalg && c.device < 0 && may_run_inline(stream, raw, c.inputs.n)) {
+  if (!heavy_op(d) && c.device < 0 && may_run_inline(stream, raw, n)) {
     inline_failed = !run_op_ready(*stream, c, raw, *out);
     if (current_begin != 0) [[unlikely]]
       trace_inline(*stream, c, *out);
     return;
   }
   Task t = task(Task::Kind::Op, c);
-  for (uint8_t i = 0; i < c.inputs.n; ++i) t.in[i] = *in[i];
+  for (uint8_t i = 0; i < n && i < Task::kInlineInputs; ++i) t.in[i] = *in[i];
+  if (n > Task::kInlineInputs) {
+    t.more_in = std::make_unique<SlotPtr[]>(n - Task::kInlineInputs);
+    for (uint8_t i = Task::kInlineInputs; i < n; ++i) t.more_in[i - Task::kInlineInputs] = *in[i];
+  }
   t.out = out;
   streams.stage(stream, std::move(t));
 }
@@ -690,6 +718,198 @@ void Session::Impl::on(const cmd::Metrics& c) {
   outbox.reply(r);
 }
 
+// ---- captured graphs (worker/graph.hpp) ----
+
+GraphEnv Session::Impl::graph_env() {
+  return GraphEnv{table, streams, events, tokens, groups, outbox, options.devices, kInlineElements};
+}
+
+void Session::Impl::on(const cmd::GraphUpload& c) {
+  std::string problem;
+  GraphPtr g;
+  if (graphs.contains(c.graph))
+    problem = "it exists already";
+  else if (graphs.size() >= protocol::kMaxGraphs)
+    problem = fmt::format("this worker allows at most {} graphs per session", protocol::kMaxGraphs);
+  else
+    g = build_graph(c, graph_env(), &problem);
+  if (g) return graphs.add(std::move(g));
+  Failure f = failures.root(protocol::kNoTensor, "capture",
+                            fmt::format("graph {} was refused: {}", c.graph, problem));
+  if (!graphs.contains(c.graph) && graphs.size() < protocol::kMaxGraphs)
+    graphs.refuse(c.graph, problem);
+  // The tensors the master holds handles of say why when read.
+  for (TensorId id : c.outputs) table.fail_new(id, f);
+}
+
+void Session::Impl::on(const cmd::GraphReplay& c) {
+  std::string problem;
+  GraphPtr g = graphs.find(c.graph, &problem);
+  GraphRunPtr run = g ? start_run(g, c.replay, graph_env(), &problem) : nullptr;
+  if (!run) {
+    Failure f = failures.root(
+        protocol::kNoTensor, "replay_graph",
+        fmt::format("replay {} of graph {} did not run: {}", c.replay, c.graph, problem));
+    if (g) fail_outputs(*g, table, f);
+    return;
+  }
+  for (uint32_t p = 0; p < run->parts.size(); ++p) {
+    const GraphPart& part = g->parts[p];
+    if (part.steps.empty()) continue;
+    Task t;
+    t.kind = Task::Kind::GraphPart;
+    t.graph_run = run;
+    t.flight = current_seq;  // the replay's record follows its parts (ends with the last)
+    t.part = p;
+    // A small CPU part on an idle stream runs at once, as small eager work does.
+    if (part.inline_work >= 0 && part.inline_work <= inline_budget &&
+        streams.idle_now(part.stream)) {
+      inline_budget -= part.inline_work;
+      const int64_t begin = current_begin != 0 ? trace::ticks() : 0;
+      if (run_graph_part(*part.stream, part.stream, t, true)) {
+        if (begin != 0)
+          trace_replay_part(rec.tracer, part.stream->id, c.replay, begin, trace::ticks());
+        continue;
+      }
+    }
+    streams.stage(part.stream, std::move(t));
+  }
+  traced_here = true;  // each part is a slice on its stream (above, or when its task ends)
+}
+
+void Session::Impl::on(const cmd::GraphFree& c) {
+  if (!graphs.erase(c.graph))
+    failures.root(protocol::kNoTensor, "free_graph",
+                  fmt::format("graph {} does not exist on this worker", c.graph));
+}
+
+bool Session::Impl::run_graph_part(Stream& s, const StreamPtr& self, Task& t, bool now) {
+  GraphRun& run = *t.graph_run;
+  Graph& g = *run.graph;
+  GraphRun::PartState& ps = run.parts[t.part];
+  if (!ps.started) {
+    if (!previous_done_or_park(g, run.replay, now ? nullptr : &self)) return false;
+    ps.started = true;
+    begin_device_work(g, run.replay, s.cuda);
+  }
+  GraphPart& part = g.parts[t.part];
+  ReplayNote note(g.id, run.replay);
+  while (ps.cursor < part.steps.size()) {
+    GraphStep& st = g.steps[part.steps[ps.cursor]];
+    note.at(st.index);
+    while (ps.segment < part.segments.size() && part.segments[ps.segment].begin < ps.cursor)
+      ++ps.segment;
+    if (!now && ps.segment < part.segments.size() && part.segments[ps.segment].begin == ps.cursor) {
+      CudaSegment& seg = part.segments[ps.segment];
+      SegmentOutcome r = run_cuda_segment(s, self, run, part, seg, failures);
+      if (r == SegmentOutcome::kParked) return false;
+      ++ps.segment;
+      if (r == SegmentOutcome::kRan) {
+        ps.cursor = seg.end;
+        continue;
+      }
+    }
+    if (!run_graph_step(s, self, run, st, now)) return false;
+    ++ps.cursor;
+  }
+  end_device_work(g, run.replay, s.cuda);
+  finish_part(run, t.part);
+  return true;
+}
+
+bool Session::Impl::run_graph_step(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st,
+                                   bool now) {
+  if (st.type == CmdType::RunOp) return run_graph_op(s, self, run, st, now);
+  if (now && st.type != CmdType::Record) return false;
+  Graph& g = *run.graph;
+  // The task eager mode would run, with the graph's slots, generations, waits and tokens.
+  Task t;
+  if (!st.in.empty()) t.in[0] = st.in[0].input ? st.in[0].input : run.temps[st.in[0].temp];
+  if (st.out >= 0) t.out = run.temps[static_cast<size_t>(st.out)];
+  if (st.event >= 0) t.event = g.events[static_cast<size_t>(st.event)];
+  t.group = st.group;
+  cmd::SendPeer send;   // a SendPeer with this replay's token
+  std::string missing;  // why a remote wait could not be made
+  std::visit(
+      [&](const auto& c) {
+        using C = std::decay_t<decltype(c)>;
+        t.cmd = &c;
+        if constexpr (std::is_same_v<C, cmd::Record> || std::is_same_v<C, cmd::WaitEvent>) {
+          t.kind = std::is_same_v<C, cmd::Record> ? Task::Kind::Record : Task::Kind::WaitEvent;
+          t.target = run.targets[static_cast<size_t>(st.slot)];
+        } else if constexpr (std::is_same_v<C, cmd::WaitRemote> ||
+                             std::is_same_v<C, cmd::RecvPeer>) {
+          t.kind =
+              std::is_same_v<C, cmd::WaitRemote> ? Task::Kind::WaitRemote : Task::Kind::RecvPeer;
+          t.remote = run.remotes[static_cast<size_t>(st.slot)];
+          if (!t.remote) missing = run.remote_problems[static_cast<size_t>(st.slot)];
+        } else if constexpr (std::is_same_v<C, cmd::SendPeer>) {
+          send = c;
+          send.token = protocol::graph_token(c.token, run.replay);
+          t.cmd = &send;
+          t.kind = Task::Kind::SendPeer;
+        } else if constexpr (std::is_same_v<C, cmd::Collective>) {
+          t.kind = Task::Kind::Collective;
+          if (!c.makes_tensor()) t.out = t.in[0];
+        } else if constexpr (std::is_same_v<C, cmd::ToDevice>) {
+          t.kind = Task::Kind::ToDevice;
+        }
+      },
+      *st.cmd);
+  const TensorId target =
+      st.out >= 0 ? g.temps[static_cast<size_t>(st.out)].id : protocol::kNoTensor;
+  Slot* in0 = t.in[0].get();
+  if (std::string why = t.in[0] ? input_mismatch(g, st, &in0) : "";
+      !why.empty() || !missing.empty()) {
+    Failure f = failures.root(target, command_name(*st.cmd), why.empty() ? missing : why);
+    if (t.out) fail_output(s, *t.out, std::move(f));
+    return true;
+  }
+  return execute(s, self, t);
+}
+
+bool Session::Impl::run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st,
+                                 bool now) {
+  const auto& c = std::get<cmd::RunOp>(*st.cmd);
+  Graph& g = *run.graph;
+  Slot* in[protocol::Inputs::kMax] = {};
+  const size_t n = st.in.size();
+  bool failed = false;
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = operand_slot(run, st.in[i]);
+    if (now ? !in[i]->ready.load(std::memory_order_acquire) : !in[i]->ready_or_park(self))
+      return false;
+    failed = failed || in[i]->failed.load(std::memory_order_acquire);
+  }
+  GraphTemp* t = st.out >= 0 ? &g.temps[static_cast<size_t>(st.out)] : nullptr;
+  Slot& out = t ? *run.temps[static_cast<size_t>(st.out)] : *in[0];
+  if (st.fast && !failed) {  // the loop alone: every tensor is fixed and checked
+    st.fast();
+    if (t) out.publish(t->bound);
+    return true;
+  }
+  const std::string_view name = op_def(c.op).name;
+  const TensorId target = t ? t->id : c.inputs[0];
+  if (std::string why = input_mismatch(g, st, in); !why.empty()) {
+    fail_output(s, out, failures.root(target, name, std::move(why)));
+    return true;
+  }
+  if (t && t->is_bound() && t->aliases) {  // a view, fixed since its first run
+    if (failed) {
+      for (size_t i = 0; i < n; ++i)
+        if (Failure cause = in[i]->get_failure())
+          return fail_output(s, out, dependent_failure(target, name, c.inputs[i], *cause)), true;
+    }
+    out.publish(t->bound);
+    return true;
+  }
+  run_op_ready(s, c, in, out, t && t->is_bound() ? &t->bound : nullptr);
+  if (t && !t->is_bound() && !out.failed.load(std::memory_order_acquire))
+    bind(g, st, *t, out.tensor, n > 0 ? *in[0] : out);
+  if (!st.tried_fast) prepare_fast(g, st, c, in);
+  return true;
+}
+
 // ---- execution (executor threads) ----
 
 bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
@@ -721,37 +941,41 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
     case Task::Kind::Collective:
       return run_collective(
           s, self, t, {groups, failures, options.collective_timeout, outbox.node(), rec, outbox});
+    case Task::Kind::GraphPart:
+      return run_graph_part(s, self, t, false);
   }
   return true;
 }
 
 bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::RunOp>();
+  Slot* in[protocol::Inputs::kMax];
   for (uint8_t i = 0; i < c.inputs.n; ++i) {
-    if (!t.in[i]->ready_or_park(self)) {
-      waiting_for_tensor(s, t, c.inputs.ids[i]);
+    in[i] = t.input(i).get();
+    if (!in[i]->ready_or_park(self)) {
+      waiting_for_tensor(s, t, c.inputs[i]);
       return false;
     }
   }
-  Slot* in[2] = {t.in[0].get(), t.in[1].get()};
   run_op_ready(s, c, in, *t.out);
   return true;
 }
 
-bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out) {
+bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out,
+                                 const local::Tensor* into) {
   const OpDef& d = op_def(c.op);
   const uint8_t n = c.inputs.n;
   TensorId target = c.inplace ? c.inputs.ids[0] : c.out;
   for (uint8_t i = 0; i < n; ++i) {
     if (Failure cause = in[i]->get_failure()) {
-      fail_output(s, out, dependent_failure(target, d.name, c.inputs.ids[i], *cause));
+      fail_output(s, out, dependent_failure(target, d.name, c.inputs[i], *cause));
       return false;
     }
   }
   const int device = n > 0 ? in[0]->tensor.device() : c.device;
   try {
     local::Tensor result;
-    if (device < 0 && n <= 1) {
+    if (device < 0 && n <= 1 && !into) {
       // A CPU op of one input reads the slot's tensor where it is (a ready slot's handle
       // no longer changes).
       std::span<const local::Tensor> inputs;
@@ -762,7 +986,9 @@ bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
       }
       result = local::execute(c.op, inputs, c.attrs, false, c.device);
     } else {
-      std::array<local::Tensor, 2> inputs;
+      std::array<local::Tensor, Task::kInlineInputs> few;
+      std::vector<local::Tensor> many(n > few.size() ? n : 0);
+      local::Tensor* inputs = n > few.size() ? many.data() : few.data();
       for (uint8_t i = 0; i < n; ++i) inputs[i] = use(s.cuda, *in[i]);
       std::optional<cuda::StreamScope> scope;
       Tracer::DeviceMark mark;
@@ -770,8 +996,13 @@ bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
         scope.emplace(device, s.cuda.get(device));
         mark = rec.tracer.mark_begin(device, s.cuda.get(device));
       }
-      result = local::execute(c.op, std::span<const local::Tensor>(inputs.data(), n), c.attrs,
-                              c.inplace, c.device);
+      const std::span<const local::Tensor> operands(inputs, n);
+      if (into) {
+        local::run_kernel(c.op, operands, c.attrs, *into);
+        result = *into;
+      } else {
+        result = local::execute(c.op, operands, c.attrs, c.inplace, c.device);
+      }
       if (result.device() >= 0) wrote(s.cuda, out, result);
       if (mark.begin) trace_device_op(s, c, inputs, result, std::move(mark));
     }
@@ -864,8 +1095,10 @@ void Session::Impl::finish_barrier(Barrier& b) {
     r.trace.dropped = rec.tracer.dropped();
     return outbox.reply(r);
   }
-  if (b.type != CmdType::Sync)
-    return outbox.reply(stats_reply(b.request, b.device, b.live_tensors));
+  if (b.type != CmdType::Sync) {
+    GraphMemory g = graph_memory(b.graphs, b.device);
+    return outbox.reply(stats_reply(b.request, b.device, b.live_tensors, g.bytes, g.tensors));
+  }
   protocol::Reply r;
   r.type = protocol::ReplyType::Sync;
   r.request = b.request;
@@ -939,8 +1172,7 @@ unsigned Session::threads() const {
   return impl_->executor.threads();
 }
 
-void Session::Impl::trace_device_op(Stream& s, const cmd::RunOp& c,
-                                    const std::array<local::Tensor, 2>& inputs,
+void Session::Impl::trace_device_op(Stream& s, const cmd::RunOp& c, const local::Tensor* inputs,
                                     const local::Tensor& result, Tracer::DeviceMark mark) {
   Tracer::Slice sl = op_slice(s.id, c);
   Tracer::TensorRef refs[protocol::kMaxTraceTensors];

@@ -51,6 +51,8 @@ class Recorder;     // worker/recorder.hpp
 struct EventState;  // worker/events.hpp
 struct RemoteWait;  // worker/events.hpp
 struct Group;       // worker/collectives.hpp
+struct Graph;       // worker/graph.hpp
+struct GraphRun;    // worker/graph.hpp
 
 // A Sync or Stats over every stream: each stream's task arrives, the last one finishes it.
 struct Barrier {
@@ -58,8 +60,9 @@ struct Barrier {
   protocol::CmdType type = protocol::CmdType::Sync;
   uint64_t request = 0;
   int64_t live_tensors = 0;
-  int32_t device = -1;  // Stats: whose memory
-  uint64_t flight = 0;  // the command's flight record
+  int32_t device = -1;                         // Stats: whose memory
+  std::vector<std::shared_ptr<Graph>> graphs;  // Stats: the session's graphs at dispatch
+  uint64_t flight = 0;                         // the command's flight record
   std::mutex mu;
   std::string device_failure;  // a stream's CUDA work failed (reported with the reply)
 };
@@ -75,7 +78,8 @@ struct Task {
     SendPeer,
     RecvPeer,
     Collective,
-    ToDevice
+    ToDevice,
+    GraphPart  // a part of a captured graph's replay (worker/graph.hpp)
   };
   Kind kind = Kind::Op;
   // The command (of the type `kind` implies); it lives in the batch that the stream's last
@@ -86,7 +90,10 @@ struct Task {
     return *static_cast<const C*>(cmd);
   }
   std::shared_ptr<const protocol::Batch> batch;
-  SlotPtr in[2];
+  static constexpr uint8_t kInlineInputs = protocol::Inputs::kInline;
+  SlotPtr in[kInlineInputs];
+  std::unique_ptr<SlotPtr[]> more_in;  // an op's inputs past kInlineInputs
+  SlotPtr& input(uint8_t i) { return i < kInlineInputs ? in[i] : more_in[i - kInlineInputs]; }
   SlotPtr out;  // a new output, or the target of an in-place op (in[0])
   std::shared_ptr<EventState> event;
   uint64_t target = 0;
@@ -99,6 +106,8 @@ struct Task {
   uint32_t attempts = 0;
   int64_t trace_begin = 0;
   int64_t trace_last = 0;
+  std::shared_ptr<GraphRun> graph_run;  // GraphPart: the replay, and which of its parts
+  uint32_t part = 0;
 };
 
 struct Stream;

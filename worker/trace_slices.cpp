@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "worker/graph.hpp"
+
 namespace dtr::worker::detail {
 
 namespace cmd = protocol::cmd;
@@ -110,6 +112,10 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
     case Task::Kind::ToDevice:
       describe<cmd::ToDevice>(t, sl, refs, n);
       break;
+    case Task::Kind::GraphPart:  // a replay's part on this stream: one slice, its ops inside
+      sl.kind = CmdType::GraphReplay;
+      sl.detail = t.graph_run->replay;
+      break;
   }
   sl.stream = s.id;
   sl.begin = t.trace_begin;
@@ -125,6 +131,17 @@ void trace_inline_op(Tracer& tracer, uint32_t stream, const cmd::RunOp& c, const
   tracer.record_op(stream, static_cast<uint16_t>(c.op), c.inputs.ids, c.inputs.n, made,
                    failed || c.inplace ? nullptr : &out.tensor.meta(), begin, std::max(end, begin),
                    failed);
+}
+
+void trace_replay_part(Tracer& tracer, uint32_t stream, uint64_t replay, int64_t begin,
+                       int64_t end) {
+  Tracer::Slice sl;
+  sl.kind = CmdType::GraphReplay;
+  sl.stream = stream;
+  sl.detail = replay;
+  sl.begin = begin;
+  sl.end = std::max(end, begin);
+  tracer.record(sl, {});
 }
 
 void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_t end,

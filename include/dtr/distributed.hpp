@@ -83,6 +83,10 @@ class DistributedTensor : public TensorOps<DistributedTensor> {
   // Engine hooks used by TensorOps.
   DistributedTensor apply(OpId op, const OpAttrs& attrs, const DistributedTensor* other) const;
   void apply_inplace(OpId op, const OpAttrs& attrs, const DistributedTensor* other);
+  // `op` on any number of inputs (up to kMaxOpInputs), all on one node and device (else
+  // InvalidArgument naming both places); no inputs: a creation op on the current node.
+  static DistributedTensor apply_inputs(OpId op, const OpAttrs& attrs,
+                                        std::span<const DistributedTensor> inputs);
   // A tensor made by a creation op on the current node and device.
   static DistributedTensor create(OpId op, const OpAttrs& attrs);
   // Internal: the handle of tensor `id` that a queued command makes on `node`.
@@ -230,6 +234,9 @@ struct NodeMemoryStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes = 0;
   int64_t live_tensors = 0;
+  // Of those: what captured graphs hold there (dtr/graph.hpp: their temporaries).
+  int64_t graph_bytes = 0;
+  int64_t graph_tensors = 0;
 };
 // Memory in use on a node's CPU (device -1) or CUDA device. A sync point for that node.
 NodeMemoryStats memory_stats(int node, int device = -1);

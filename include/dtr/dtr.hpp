@@ -11,6 +11,7 @@
 #include "dtr/error.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/observability.hpp"
+#include "dtr/graph.hpp"
 #include "dtr/op_table.hpp"
 #include "dtr/process_group.hpp"
 #include "dtr/stream.hpp"

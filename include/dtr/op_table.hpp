@@ -54,12 +54,19 @@ namespace dtr {
 //                                                                    x
 //   Mutate    in place only: input 0 is written (copy_, fill_, random fills).
 //   Create    no tensor input; ints = shape unless the signature says otherwise.
-// View, Mutate and Create ops always write their signature; another op writes one only where
-// its kind's does not fit (mv's parameter names, to's dtype).
+//   Join      a list of 1 to kMaxOpInputs tensors joined along a dim (cat, stack).
+//   Indexing  selection and rearrangement by index or mask (where, gather, topk, ...).
+//   NN        neural-network layers and their gradients (conv2d, pooling, softmax, ...).
+// View, Mutate, Create, Join, Indexing and NN ops always write their signature; another op
+// writes one only where its kind's does not fit (mv's parameter names, to's dtype). Join,
+// Indexing and NN ops take as many tensor inputs as their signature has tensor parameters
+// (a `tensors` parameter: a list of them), in signature order; their shape rules are per op.
 //
 // A signature lists "name: type", each optionally "name?: type" (may be left out) or
 // "name: type = default", separated by ", ". Types (ParamType; what the value fills):
-//   tensor     a tensor input (the first parameters, as many as the kind has inputs)
+//   tensor     a tensor input: the first parameters, as many as the kind has inputs; in
+//              Join, Indexing and NN ops anywhere (gather(x, dim, index)), and one of them,
+//              after the required ones, may be optional ("bias?: tensor")
 //   operand    Binary: a tensor input, or a number (then scalars[0]; first: scalar_first)
 //   number     the next of attrs.scalars (one left out keeps its slot None: clamp's min)
 //   dims       attrs.ints = the dims to reduce: an int or a tuple (None: all)
@@ -72,20 +79,32 @@ namespace dtr {
 //   dtype      attrs.dtype; left out of an optional one: int64 when every number is an
 //              integer, else float32 (arange, as torch)
 //   generator  the call draws from a generator (attrs.seed, attrs.offset); not a value
+//   tensors    a list of 1 to kMaxOpInputs tensor inputs (the op's only tensor parameter)
+//   pair       two ints appended to attrs.ints: an int (both) or two; an optional one left
+//              out or None appends 0, 0 (pooling's stride: then the kernel size)
+//   flag       a bool appended to attrs.ints as 0 or 1
+//   reduction  "none", "mean" or "sum" appended to attrs.ints as 0, 1 or 2
+// Attributes of the ops with `pair`, `flag` and `reduction` parameters are the ints in
+// signature order: conv2d's attrs.ints are {stride_h, stride_w, pad_h, pad_w, dilation_h,
+// dilation_w, groups}.
 // A parameter with a default before a required one (arange's start) is bound positionally
 // only when the arguments reach the required ones after it: arange(5) is arange(0, 5).
-#define DTR_UNARY_OPS(X)                                           \
-  X(neg, 0, Unary, Same, "", "-x elementwise")                     \
-  X(abs, 1, Unary, Same, "", "|x| elementwise")                    \
-  X(exp, 2, Unary, ToFloat, "", "e^x elementwise")                 \
-  X(log, 3, Unary, ToFloat, "", "natural logarithm elementwise")   \
-  X(sqrt, 4, Unary, ToFloat, "", "square root elementwise")        \
-  X(rsqrt, 5, Unary, ToFloat, "", "1/sqrt(x) elementwise")         \
-  X(sin, 6, Unary, ToFloat, "", "sine elementwise")                \
-  X(cos, 7, Unary, ToFloat, "", "cosine elementwise")              \
-  X(tanh, 8, Unary, ToFloat, "", "hyperbolic tangent elementwise") \
-  X(sigmoid, 9, Unary, ToFloat, "", "1/(1+e^-x) elementwise")      \
-  X(relu, 10, Unary, Same, "", "max(x, 0) elementwise")
+#define DTR_UNARY_OPS(X)                                                      \
+  X(neg, 0, Unary, Same, "", "-x elementwise")                                \
+  X(abs, 1, Unary, Same, "", "|x| elementwise")                               \
+  X(exp, 2, Unary, ToFloat, "", "e^x elementwise")                            \
+  X(log, 3, Unary, ToFloat, "", "natural logarithm elementwise")              \
+  X(sqrt, 4, Unary, ToFloat, "", "square root elementwise")                   \
+  X(rsqrt, 5, Unary, ToFloat, "", "1/sqrt(x) elementwise")                    \
+  X(sin, 6, Unary, ToFloat, "", "sine elementwise")                           \
+  X(cos, 7, Unary, ToFloat, "", "cosine elementwise")                         \
+  X(tanh, 8, Unary, ToFloat, "", "hyperbolic tangent elementwise")            \
+  X(sigmoid, 9, Unary, ToFloat, "", "1/(1+e^-x) elementwise")                 \
+  X(relu, 10, Unary, Same, "", "max(x, 0) elementwise")                       \
+  X(floor, 60, Unary, Same, "", "largest integer <= x elementwise")           \
+  X(ceil, 61, Unary, Same, "", "smallest integer >= x elementwise")           \
+  X(round, 62, Unary, Same, "", "nearest integer (ties to even) elementwise") \
+  X(sign, 63, Unary, Same, "", "-1, 0 or 1 by the sign of x elementwise (NaN gives 0)")
 
 #define DTR_BINARY_OPS(X)                                                     \
   X(add, 11, Binary, Promote, "", "a + b, broadcasting")                      \
@@ -135,6 +154,8 @@ namespace dtr {
   X(squeeze, 46, View, Same, "x: tensor, dims?: ints",                                             \
     "drop size-1 dims (all of them when none given)")                                              \
   X(unsqueeze, 47, View, Same, "x: tensor, dim: int", "insert a size-1 dim")                       \
+  X(flatten, 64, View, Same, "x: tensor, start_dim: int = 0, end_dim: int = -1",                   \
+    "merge dims start_dim..end_dim into one (a view when the strides allow, else a copy)")         \
   X(contiguous, 48, Convert, Same, "", "x itself if contiguous, else a packed copy")               \
   X(to, 49, Convert, Attr, "x: tensor, dtype: dtype", "convert to another dtype")                  \
   X(copy_, 50, Mutate, Same, "dst: tensor, src: tensor",                                           \
@@ -156,11 +177,100 @@ namespace dtr {
   X(randn, 59, Create, Attr, "shape: ints, generator: generator, dtype: dtype = float32",          \
     "standard normal")
 
+// Tensor ops training code reaches for. Data-dependent errors (an index out of range) are
+// the kernels' (IndexError naming the op, the index and the range).
+#define DTR_INDEX_OPS(X)                                                                \
+  X(cat, 65, Join, Promote, "tensors: tensors, dim: int = 0",                           \
+    "join tensors along an existing dim (dtypes promote)")                              \
+  X(stack, 66, Join, Promote, "tensors: tensors, dim: int = 0",                         \
+    "join same-shaped tensors along a new dim (dtypes promote)")                        \
+  X(where, 67, Indexing, Promote, "condition: tensor, a: tensor, b: tensor",            \
+    "a where condition (bool) is true, else b; broadcasting")                           \
+  X(masked_fill, 68, Indexing, Same, "x: tensor, mask: tensor, value: number",          \
+    "x with value where mask (bool, broadcast to x) is true")                           \
+  X(index_select, 69, Indexing, Same, "x: tensor, dim: int, index: tensor",             \
+    "the entries of dim at the positions of a 1-D integer index")                       \
+  X(gather, 70, Indexing, Same, "x: tensor, dim: int, index: tensor",                   \
+    "out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x")                   \
+  X(scatter_add, 71, Indexing, Same, "x: tensor, dim: int, index: tensor, src: tensor", \
+    "x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)")    \
+  X(cumsum, 72, Indexing, SumLike, "x: tensor, dim: int", "running sum along dim")      \
+  X(one_hot, 73, Indexing, Index, "x: tensor, num_classes: int",                        \
+    "int64 one-hot rows (a new last dim of num_classes) of an integer tensor")          \
+  X(topk, 74, Indexing, Same,                                                           \
+    "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",      \
+    "the k largest (smallest) values along dim, in order; ties: lower index first")     \
+  X(topk_indices, 75, Indexing, Index,                                                  \
+    "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",      \
+    "the positions along dim of topk's values")
+
+// Neural-network layers on (N, C, H, W) tensors (conv2d and the pools also take an unbatched
+// (C, H, W)), and the gradients their backward passes run as ops. dropout's gradient is
+// dropout of the output gradient with the same p and generator draw (seed, offset): the
+// mask is recomputed, not stored. A relu's gradient is threshold_backward(grad, x, 0).
+#define DTR_NN_OPS(X)                                                                           \
+  X(linear, 76, NN, FloatOnly, "x: tensor, weight: tensor, bias?: tensor",                      \
+    "x @ weight.t() + bias; weight (out, in), x (..., in)")                                     \
+  X(conv2d, 77, NN, FloatOnly,                                                                  \
+    "x: tensor, weight: tensor, bias?: tensor, stride: pair = 1, padding: pair = 0, "           \
+    "dilation: pair = 1, groups: int = 1",                                                      \
+    "2-D convolution (cross-correlation); weight (out, in/groups, kh, kw)")                     \
+  X(conv2d_input_grad, 78, NN, FloatOnly,                                                       \
+    "grad: tensor, weight: tensor, input_size: pair, stride: pair = 1, padding: pair = 0, "     \
+    "dilation: pair = 1, groups: int = 1",                                                      \
+    "conv2d's gradient for its input of spatial size input_size")                               \
+  X(conv2d_weight_grad, 79, NN, FloatOnly,                                                      \
+    "grad: tensor, x: tensor, kernel_size: pair, stride: pair = 1, padding: pair = 0, "         \
+    "dilation: pair = 1, groups: int = 1",                                                      \
+    "conv2d's gradient for its weight (its bias's: grad.sum over dims 0, 2, 3)")                \
+  X(max_pool2d, 80, NN, FloatOnly,                                                              \
+    "x: tensor, kernel_size: pair, stride?: pair, padding: pair = 0, dilation: pair = 1, "      \
+    "ceil_mode: flag = false",                                                                  \
+    "2-D max pooling (NaN wins; stride: kernel_size when left out)")                            \
+  X(max_pool2d_indices, 81, NN, Index,                                                          \
+    "x: tensor, kernel_size: pair, stride?: pair, padding: pair = 0, dilation: pair = 1, "      \
+    "ceil_mode: flag = false",                                                                  \
+    "positions h * W + w in x's plane of max_pool2d's values")                                  \
+  X(max_pool2d_backward, 82, NN, FloatOnly, "grad: tensor, indices: tensor, input_size: pair",  \
+    "max_pool2d's input gradient: grad summed at max_pool2d_indices")                           \
+  X(avg_pool2d, 83, NN, FloatOnly,                                                              \
+    "x: tensor, kernel_size: pair, stride?: pair, padding: pair = 0, ceil_mode: flag = false, " \
+    "count_include_pad: flag = true, divisor_override?: number",                                \
+    "2-D average pooling")                                                                      \
+  X(avg_pool2d_backward, 84, NN, FloatOnly,                                                     \
+    "grad: tensor, input_size: pair, kernel_size: pair, stride?: pair, padding: pair = 0, "     \
+    "ceil_mode: flag = false, count_include_pad: flag = true, divisor_override?: number",       \
+    "avg_pool2d's input gradient")                                                              \
+  X(softmax, 85, NN, FloatOnly, "x: tensor, dim: int", "exp(x) / sum(exp(x)) along dim")        \
+  X(log_softmax, 86, NN, FloatOnly, "x: tensor, dim: int", "log(softmax(x)) along dim")         \
+  X(softmax_backward, 87, NN, FloatOnly, "grad: tensor, output: tensor, dim: int",              \
+    "softmax's input gradient from its output: output * (grad - sum(grad * output))")           \
+  X(log_softmax_backward, 88, NN, FloatOnly, "grad: tensor, output: tensor, dim: int",          \
+    "log_softmax's input gradient from its output: grad - exp(output) * sum(grad)")             \
+  X(nll_loss, 89, NN, FloatOnly,                                                                \
+    "x: tensor, target: tensor, weight?: tensor, reduction: reduction = mean, "                 \
+    "ignore_index: int = -100",                                                                 \
+    "negative log likelihood of log-probabilities x (N, C) or (C) at int64 targets")            \
+  X(nll_loss_backward, 90, NN, FloatOnly,                                                       \
+    "grad: tensor, x: tensor, target: tensor, weight?: tensor, reduction: reduction = mean, "   \
+    "ignore_index: int = -100",                                                                 \
+    "nll_loss's gradient for x")                                                                \
+  X(dropout, 91, NN, FloatOnly,                                                                 \
+    "x: tensor, p: number = 0.5, training: flag = true, generator: generator",                  \
+    "zero each element with probability p, scale the rest by 1/(1-p)")                          \
+  X(dropout2d, 92, NN, FloatOnly,                                                               \
+    "x: tensor, p: number = 0.5, training: flag = true, generator: generator",                  \
+    "zero each channel (all but the last two dims) with probability p, scale by 1/(1-p)")       \
+  X(threshold_backward, 93, NN, Same, "grad: tensor, x: tensor, threshold: number = 0",         \
+    "grad where x > threshold, else 0 (relu's gradient at threshold 0)")
+
 #define DTR_OPS(X)  \
   DTR_UNARY_OPS(X)  \
   DTR_BINARY_OPS(X) \
   DTR_REDUCE_OPS(X) \
-  DTR_OTHER_OPS(X)
+  DTR_OTHER_OPS(X)  \
+  DTR_INDEX_OPS(X)  \
+  DTR_NN_OPS(X)
 
 // Wire-stable: each op's id is the code written in its list entry, and it is the op's
 // code on the wire. Codes are never reused or changed (tests/tensor/op_table_test.cpp
@@ -216,8 +326,15 @@ enum class OpKind : uint8_t {
   View,
   Convert,
   Mutate,
-  Create
+  Create,
+  Join,
+  Indexing,
+  NN
 };
+
+// The most tensor inputs one op call takes (a cat of many tensors); calls of up to two
+// inputs keep them inline everywhere (the wire command, the worker's task).
+inline constexpr int kMaxOpInputs = 64;
 
 // How an op's result dtype follows from its inputs.
 enum class DTypeRule : uint8_t {
@@ -274,7 +391,11 @@ enum class ParamType : uint8_t {
   End,
   Bool,
   Dtype,
-  Generator
+  Generator,
+  Tensors,
+  Pair,
+  Flag,
+  Reduction
 };
 
 // One parameter of a signature.
@@ -292,7 +413,7 @@ struct OpParam {
 // The declared parameters of an op, in call order; the tensor inputs (tensor / operand)
 // come first.
 struct OpSignature {
-  static constexpr int kMaxParams = 6;
+  static constexpr int kMaxParams = 8;
   std::array<OpParam, kMaxParams> param{};
   int count = 0;
   constexpr std::span<const OpParam> params() const {
@@ -321,9 +442,9 @@ struct OpDef {
   std::string_view name;  // as users type it; Mutate ops end in '_'
   OpKind kind;
   DTypeRule dtype_rule;
-  std::string_view help;  // "name(params): what it does", the params from `signature`
-  int min_inputs;         // tensors
-  int max_inputs;
+  std::string_view help;   // "name(params): what it does", the params from `signature`
+  int min_inputs;          // tensors
+  int max_inputs;          // at most kMaxOpInputs
   bool has_inplace_form;   // Unary, Binary and Clamp: name_ writes into input 0
   OpSignature signature;   // as declared in the list, or its kind's
   std::string_view usage;  // "name(params)": how help opens
@@ -359,6 +480,17 @@ struct InferResult {
   // result is converted into input 0 (an int32 tensor's add_ of an int64 tensor).
   DType computed_dtype = DType::Float32;
 };
+
+// A pair of ints for the window ops' parameters (`pair` in a signature): one int for both
+// dims, or {h, w}.
+struct Int2 {
+  int64_t h = 0, w = 0;
+  constexpr Int2(int64_t both) : h(both), w(both) {}
+  constexpr Int2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+};
+
+// nll_loss's reduction (`reduction` in a signature; its value in attrs.ints).
+enum class Reduction : int64_t { None = 0, Mean = 1, Sum = 2 };
 
 // The shape and dtype rule: the result's metadata for `op` on `inputs` with `attrs`,
 // computed without touching data. With `inplace`, the result must fit input 0 (same shape,

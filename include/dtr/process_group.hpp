@@ -19,12 +19,14 @@
 // back before the Work completes. cuda_path() says which. A collective's
 // tensors must have the same dtype and sizes on every rank; a mismatch fails on every rank
 // with an error naming the op, the ranks and both sizes/dtypes, never corrupting memory.
-// Every wait is bounded (Options::timeout, default 300 s). A peer that dies makes every
-// pending and later operation that needs it fail with TransportError naming its rank and
-// address. Backends "zmq" and "nccl" are built ("nccl" with CUDA; its host tensors use the
-// zmq mesh every group has); others (mpi, gloo) would plug in behind the Backend
-// interface; unsupported (backend, op, device) combinations throw InvalidArgument. See
-// docs/process_groups.md.
+// Every wait is bounded (Options::timeout, default 300 s). On zmq a peer that dies makes
+// every pending and later operation that needs it fail with TransportError naming its rank
+// and address; gloo and mpi detect a stopped peer by the timeout, and a failure leaves their
+// group unusable (docs/process_groups.md, "Failure semantics"). Backends: "zmq" (dtr's own
+// transport; "tcp" is torch's name for it), "nccl" (with CUDA; its host tensors use the zmq mesh
+// every group has), "gloo" and "mpi" (the libraries, where this dtr was built with them; CUDA
+// tensors through host staging); unsupported (backend, op, device) combinations throw
+// InvalidArgument. See docs/process_groups.md.
 //
 // Thread safety: every function and every ProcessGroup/Work method may be called from any
 // thread. Point-to-point calls from several threads are safe; order is kept per
@@ -75,21 +77,31 @@ std::string_view comm_op_name(CommOp op);
 // Where a tensor lives, for the capability table.
 enum class DeviceKind : uint8_t { CPU = 0, CUDA = 1 };
 
-// Backends dtr knows of. "zmq" is built, and "nccl" with CUDA; the others are listed so that
-// the capability table is complete and a request for them fails with a clear message.
+// Backends dtr knows of (the columns of the capability table). "zmq" is always built, "nccl"
+// with CUDA, "gloo" and "mpi" where the libraries were found (DTR_WITH_GLOO, DTR_WITH_MPI);
+// a request for one that is not built fails with a clear message. "tcp" is accepted as
+// torch's name of dtr's own TCP transport: the zmq backend with transport "tcp".
 inline constexpr std::string_view kKnownBackends[] = {"zmq", "nccl", "mpi", "gloo"};
 
-// Whether `backend` (built or planned) supports `op` on `device`. constexpr: the table in
-// docs/process_groups.md is checked against it by a test.
+// "zmq" for "tcp", the name itself otherwise.
+constexpr std::string_view canonical_backend(std::string_view backend) {
+  return backend == "tcp" ? std::string_view("zmq") : backend;
+}
+
+// Whether `backend` supports `op` on `device` (whether or not it is built). constexpr: the
+// table in docs/process_groups.md is checked against it by a test.
 constexpr bool backend_supports(std::string_view backend, CommOp op, DeviceKind device) {
   // zmq: CUDA tensors through host staging. nccl: CUDA collectives on NCCL, its
-  // point-to-point calls (any-source too) staged, host tensors on its zmq mesh.
+  // point-to-point calls (any-source too) staged, host tensors on its zmq mesh. gloo, mpi:
+  // every op on host tensors (any-source receives included: gloo receives from a set of
+  // ranks, MPI from MPI_ANY_SOURCE), CUDA tensors through host staging.
   (void)op;
   (void)device;
-  if (backend == "zmq" || backend == "nccl") return true;
-  return false;  // mpi, gloo: not built
+  backend = canonical_backend(backend);
+  return backend == "zmq" || backend == "nccl" || backend == "mpi" || backend == "gloo";
 }
-// Whether a backend is compiled into this build ("zmq"; "nccl" when built with CUDA).
+// Whether a backend is compiled into this build ("zmq" and "tcp"; "nccl" with CUDA; "gloo",
+// "mpi" where built).
 bool backend_available(std::string_view backend);
 
 // Rank of any sender, for recv/irecv.
@@ -169,6 +181,14 @@ struct ProcessGroupOptions {
   // A peer that sends nothing (not even ZeroMQ heartbeats) for this long is declared dead.
   // A peer whose process exits is detected at once from its connection closing.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(10)};
+  // gloo and mpi: before each collective the ranks all-gather its signature (op, root,
+  // ReduceOp, dtype, element count), so that mismatched calls fail on every rank with
+  // ShapeError / DTypeError / InvalidArgument naming both ranks and values. It costs one
+  // small all_gather per collective; without it a mismatch is the library's to handle
+  // (gloo aborts the process, MPI may truncate or wait until the timeout). Must be the same
+  // on every rank. zmq and nccl check in band and ignore it. init_process_group reads
+  // $DTR_PG_VERIFY (0 turns it off).
+  bool verify_collectives = true;
   // Authentication of the mesh's links (dtr/security.hpp): with a key every link is CURVE
   // and only ranks holding it connect; without one, non-local endpoints are refused
   // (AuthenticationError) unless insecure. Unset: resolve_security() from $DTR_KEY_FILE,
@@ -185,10 +205,14 @@ class ProcessGroup {
 
   // Rendezvous through `store`: binds, publishes its endpoint, reads the others', connects
   // to every peer and waits until all are connected. rank -1 assigns ranks in arrival order.
+  // Backend "mpi": the group is MPI's world (the store is not used); rank (or -1) and
+  // world_size must agree with MPI's.
   static ProcessGroup create(std::shared_ptr<Store> store, int rank, int world_size,
                              const Options& options = {});
   // Without a store: `endpoints[i]` is where rank i binds ("tcp://10.0.0.2:7100",
-  // "ipc:///tmp/x"); this rank binds endpoints[rank] and connects to the others.
+  // "ipc:///tmp/x"); this rank binds endpoints[rank] and connects to the others. gloo: rank
+  // 0 serves a TCP store at endpoints[0] (a file beside an ipc:// path), through which the
+  // ranks meet; mpi: as above, endpoints.size() must be MPI's world size.
   static ProcessGroup create(const std::vector<std::string>& endpoints, int rank,
                              const Options& options = {});
 
@@ -278,7 +302,9 @@ class ProcessGroup {
 
 // ---- the global (torch.distributed-like) API ----
 
-// backend: "zmq" or "nccl" (with CUDA). init_method: "env://" (MASTER_ADDR, MASTER_PORT, and
+// backend: "zmq" (or "tcp"), "nccl" (with CUDA), "gloo" or "mpi" (where built). "mpi" takes
+// rank and size from MPI (mpirun, srun): init_method is not used, and world_size/rank, when
+// given, must agree with MPI's. init_method: "env://" (MASTER_ADDR, MASTER_PORT, and
 // WORLD_SIZE/RANK, else SLURM_NTASKS/SLURM_PROCID, else OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK),
 // "tcp://host:port" (rank 0 hosts the rendezvous) or "file:///path". world_size/rank -1
 // mean "from the environment" for env://; with tcp:// and file:// rank -1 assigns ranks

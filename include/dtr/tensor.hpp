@@ -115,6 +115,8 @@ class Tensor : public TensorOps<Tensor> {
   // Engine hooks used by TensorOps.
   Tensor apply(OpId op, const OpAttrs& attrs, const Tensor* other) const;
   void apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other);
+  // `op` on any number of inputs (up to kMaxOpInputs): execute(op, inputs, attrs, false).
+  static Tensor apply_inputs(OpId op, const OpAttrs& attrs, std::span<const Tensor> inputs);
 
   // torch-style text: the values (summarized past 1000 elements) and the dtype.
   std::string to_string() const;
@@ -131,7 +133,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Runs one op of the table on CPU tensors: checks it with the shape rule, allocates the
 // result (or aliases input 0 for views and in-place calls) and runs the kernel.
-// inputs.size() must be within the op's [min_inputs, max_inputs].
+// inputs.size() must be within the op's [min_inputs, max_inputs] (at most kMaxOpInputs).
 // Inputs must all live on one device (else DeviceError naming the op and both); the
 // result lives there too. `device` places the result of a creation op (no inputs).
 Tensor execute(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs, bool inplace);

@@ -3,15 +3,30 @@
 // handles. Derived provides:
 //   Derived apply(OpId, const OpAttrs&, const Derived* other) const;  // new result
 //   void apply_inplace(OpId, const OpAttrs&, const Derived* other);   // writes *this
+//   // a new result of any number of inputs (up to kMaxOpInputs: cat, conv2d with bias)
+//   static Derived apply_inputs(OpId, const OpAttrs&, std::span<const Derived>);
 //   const TensorMeta& meta() const;
+// The functions of several tensors (cat, stack, where) are free functions below the class.
+// TensorOps also holds the handle's autograd slot (dtr/autograd_meta.hpp): Derived's apply,
+// apply_inplace and apply_inputs report ops on tensors that have one. The autograd methods
+// below are defined in the dtr::autograd library (dtr/autograd.hpp); a program that calls
+// them links it (dtr::nn links it too).
 //
-// Thread safety: as Derived's.
+// Thread safety: as Derived's; autograd state as dtr/autograd.hpp says.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "dtr/autograd_meta.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/op_table.hpp"
 
@@ -28,6 +43,38 @@ class TensorOps {
   int64_t numel() const { return self().meta().numel(); }
   int64_t size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
   bool is_contiguous() const { return self().meta().is_contiguous(); }
+
+  // --- autograd (dtr/autograd.hpp; defined in the dtr::autograd library) ---
+  // Whether gradients flow to this tensor: a leaf marked with requires_grad_(), or the
+  // result of a recorded op.
+  bool requires_grad() const;
+  // Marks a leaf (a tensor no recorded op made) as needing its gradient, or not. Throws
+  // InvalidArgument for a non-leaf, or for a non-floating tensor when `on`.
+  Derived& requires_grad_(bool on = true);
+  // True for tensors no recorded op made (every tensor that does not require grad, too).
+  bool is_leaf() const;
+  // The gradient backward() accumulated into this leaf; undefined when there is none.
+  Derived grad() const;
+  // Replaces the leaf's gradient (an undefined tensor clears it); the shape must match.
+  void set_grad(const Derived& grad);
+  // Computes the gradient of this scalar (one element) with respect to every leaf that
+  // requires grad and adds it to their grad(). The graph is freed unless retain_graph.
+  void backward(bool retain_graph = false) const;
+  // The same for a tensor of any shape, `gradient` being d(something)/d(this).
+  void backward(const Derived& gradient, bool retain_graph = false) const;
+  // The name of the recorded op that made this tensor ("MulBackward"), "" for a leaf.
+  std::string grad_fn_name() const;
+  // The same tensor (shared storage) outside the graph: no grad, not recorded.
+  Derived detach() const {
+    Derived d = self();
+    d.autograd_.reset();
+    return d;
+  }
+  // The autograd slot (internal: dtr/autograd_meta.hpp).
+  const std::shared_ptr<autograd::MetaBase<Derived>>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<autograd::MetaBase<Derived>> m) {
+    autograd_ = std::move(m);
+  }
 
   // --- elementwise unary: name() and in-place name_() ---
 #define DTR_UNARY_METHOD(name, code, kind, rule, sig, doc) \
@@ -118,8 +165,9 @@ class TensorOps {
   Derived reshape(const Shape& shape) const {
     return self().apply(OpId::reshape, ints_attrs(shape), nullptr);
   }
-  Derived flatten() const {
-    return reshape({-1});
+  // Dims start_dim..end_dim merged into one: a view when the strides allow, else a copy.
+  Derived flatten(int64_t start_dim = 0, int64_t end_dim = -1) const {
+    return self().apply(OpId::flatten, ints_attrs({start_dim, end_dim}), nullptr);
   }
   Derived transpose(int64_t d0, int64_t d1) const {
     return self().apply(OpId::transpose, ints_attrs({d0, d1}), nullptr);
@@ -190,6 +238,143 @@ class TensorOps {
   }
   Derived& normal_(double mean = 0.0, double stddev = 1.0) {
     return random_fill(OpId::normal_, mean, stddev, default_generator_advance(draws()));
+  }
+
+  // --- indexing ---
+  Derived masked_fill(const Derived& mask, Scalar value) const {
+    OpAttrs a;
+    a.scalars[0] = value;
+    return with(OpId::masked_fill, a, mask);
+  }
+  Derived index_select(int64_t dim, const Derived& index) const {
+    return with(OpId::index_select, ints_attrs({dim}), index);
+  }
+  Derived gather(int64_t dim, const Derived& index) const {
+    return with(OpId::gather, ints_attrs({dim}), index);
+  }
+  Derived scatter_add(int64_t dim, const Derived& index, const Derived& src) const {
+    return with(OpId::scatter_add, ints_attrs({dim}), index, &src);
+  }
+  Derived cumsum(int64_t dim) const {
+    return self().apply(OpId::cumsum, ints_attrs({dim}), nullptr);
+  }
+  // int64 rows of num_classes with a 1 at each value (an int64 tensor's).
+  Derived one_hot(int64_t num_classes) const {
+    return self().apply(OpId::one_hot, ints_attrs({num_classes}), nullptr);
+  }
+  // The k largest (smallest) values along dim and their positions, as torch.topk: in
+  // order, ties by the lower position (always sorted). The values are gathered at the
+  // positions (one selection: topk_indices, then gather).
+  std::pair<Derived, Derived> topk(int64_t k, int64_t dim = -1, bool largest = true,
+                                   bool sorted = true) const {
+    Derived indices = topk_indices(k, dim, largest, sorted);
+    return {gather(dim, indices), indices};
+  }
+  Derived topk_indices(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const {
+    return self().apply(OpId::topk_indices, topk_attrs(k, dim, largest, sorted), nullptr);
+  }
+
+  // --- neural-network layers (include/dtr/op_table.hpp, DTR_NN_OPS) and their gradients ---
+  Derived linear(const Derived& weight, const std::optional<Derived>& bias = std::nullopt) const {
+    return with(OpId::linear, {}, weight, bias ? &*bias : nullptr);
+  }
+  Derived conv2d(const Derived& weight, const std::optional<Derived>& bias = std::nullopt,
+                 Int2 stride = 1, Int2 padding = 0, Int2 dilation = 1, int64_t groups = 1) const {
+    return with(OpId::conv2d, conv_attrs(std::nullopt, stride, padding, dilation, groups), weight,
+                bias ? &*bias : nullptr);
+  }
+  // On conv2d's output gradient: the gradient of its input (of spatial size input_size).
+  Derived conv2d_input_grad(const Derived& weight, Int2 input_size, Int2 stride = 1,
+                            Int2 padding = 0, Int2 dilation = 1, int64_t groups = 1) const {
+    return with(OpId::conv2d_input_grad, conv_attrs(input_size, stride, padding, dilation, groups),
+                weight);
+  }
+  // On conv2d's output gradient: the gradient of its weight (kernel_size: kh, kw).
+  Derived conv2d_weight_grad(const Derived& x, Int2 kernel_size, Int2 stride = 1, Int2 padding = 0,
+                             Int2 dilation = 1, int64_t groups = 1) const {
+    return with(OpId::conv2d_weight_grad,
+                conv_attrs(kernel_size, stride, padding, dilation, groups), x);
+  }
+  // stride: the kernel size when left out.
+  Derived max_pool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0,
+                     Int2 dilation = 1, bool ceil_mode = false) const {
+    return self().apply(OpId::max_pool2d,
+                        max_pool_attrs(kernel_size, stride, padding, dilation, ceil_mode), nullptr);
+  }
+  Derived max_pool2d_indices(Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                             Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false) const {
+    return self().apply(OpId::max_pool2d_indices,
+                        max_pool_attrs(kernel_size, stride, padding, dilation, ceil_mode), nullptr);
+  }
+  // On max_pool2d's output gradient, with its indices: the input gradient.
+  Derived max_pool2d_backward(const Derived& indices, Int2 input_size) const {
+    return with(OpId::max_pool2d_backward, ints_attrs({input_size.h, input_size.w}), indices);
+  }
+  Derived avg_pool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0,
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<double> divisor_override = std::nullopt) const {
+    return self().apply(OpId::avg_pool2d,
+                        avg_pool_attrs(std::nullopt, kernel_size, stride, padding, ceil_mode,
+                                       count_include_pad, divisor_override),
+                        nullptr);
+  }
+  // On avg_pool2d's output gradient: the gradient of its input (of spatial size input_size).
+  Derived avg_pool2d_backward(Int2 input_size, Int2 kernel_size,
+                              std::optional<Int2> stride = std::nullopt, Int2 padding = 0,
+                              bool ceil_mode = false, bool count_include_pad = true,
+                              std::optional<double> divisor_override = std::nullopt) const {
+    return self().apply(OpId::avg_pool2d_backward,
+                        avg_pool_attrs(input_size, kernel_size, stride, padding, ceil_mode,
+                                       count_include_pad, divisor_override),
+                        nullptr);
+  }
+  Derived softmax(int64_t dim) const {
+    return self().apply(OpId::softmax, ints_attrs({dim}), nullptr);
+  }
+  Derived log_softmax(int64_t dim) const {
+    return self().apply(OpId::log_softmax, ints_attrs({dim}), nullptr);
+  }
+  // On the output gradient, with the op's output.
+  Derived softmax_backward(const Derived& output, int64_t dim) const {
+    return with(OpId::softmax_backward, ints_attrs({dim}), output);
+  }
+  Derived log_softmax_backward(const Derived& output, int64_t dim) const {
+    return with(OpId::log_softmax_backward, ints_attrs({dim}), output);
+  }
+  // On log-probabilities (N, C) or (C), with int64 targets (N) or ().
+  Derived nll_loss(const Derived& target, const std::optional<Derived>& weight = std::nullopt,
+                   Reduction reduction = Reduction::Mean, int64_t ignore_index = -100) const {
+    return with(OpId::nll_loss, ints_attrs({static_cast<int64_t>(reduction), ignore_index}), target,
+                weight ? &*weight : nullptr);
+  }
+  // On the loss's gradient: the gradient of the log-probabilities x.
+  Derived nll_loss_backward(const Derived& x, const Derived& target,
+                            const std::optional<Derived>& weight = std::nullopt,
+                            Reduction reduction = Reduction::Mean,
+                            int64_t ignore_index = -100) const {
+    std::array<Derived, 4> in{self(), x, target, weight ? *weight : Derived()};
+    return Derived::apply_inputs(OpId::nll_loss_backward,
+                                 ints_attrs({static_cast<int64_t>(reduction), ignore_index}),
+                                 std::span<const Derived>(in.data(), weight ? 4 : 3));
+  }
+  // Draws numel() positions of the generator (dropout2d uses one per channel of them).
+  Derived dropout(double p, bool training, Generator& gen) const {
+    return drop(OpId::dropout, p, training, {gen.seed(), gen.advance(draws())});
+  }
+  Derived dropout(double p = 0.5, bool training = true) const {
+    return drop(OpId::dropout, p, training, default_generator_advance(draws()));
+  }
+  Derived dropout2d(double p, bool training, Generator& gen) const {
+    return drop(OpId::dropout2d, p, training, {gen.seed(), gen.advance(draws())});
+  }
+  Derived dropout2d(double p = 0.5, bool training = true) const {
+    return drop(OpId::dropout2d, p, training, default_generator_advance(draws()));
+  }
+  // On the output gradient of relu (threshold 0) or threshold: grad where x > threshold.
+  Derived threshold_backward(const Derived& x, Scalar threshold = 0) const {
+    OpAttrs a;
+    a.scalars[0] = threshold;
+    return with(OpId::threshold_backward, a, x);
   }
 
   // --- operators (torch semantics: elementwise, broadcasting, comparisons give bool) ---
@@ -298,6 +483,10 @@ class TensorOps {
     return self().apply(op, scalar_attrs(s, true), nullptr);
   }
 
+ protected:
+  // Null unless autograd gave this tensor a slot.
+  std::shared_ptr<autograd::MetaBase<Derived>> autograd_;
+
  private:
   const Derived& self() const {
     return static_cast<const Derived&>(*this);
@@ -348,6 +537,93 @@ class TensorOps {
     a.scalars[1] = hi;
     return a;
   }
+  // *this, then `b` (and `c` when given) as inputs.
+  Derived with(OpId op, const OpAttrs& a, const Derived& b, const Derived* c = nullptr) const {
+    std::array<Derived, 3> in{self(), b, c ? *c : Derived()};
+    return Derived::apply_inputs(op, a, std::span<const Derived>(in.data(), c ? 3 : 2));
+  }
+  static OpAttrs topk_attrs(int64_t k, int64_t dim, bool largest, bool sorted) {
+    return ints_attrs({k, dim, largest ? 1 : 0, sorted ? 1 : 0});
+  }
+  static void append(OpAttrs& a, Int2 v) {
+    a.ints.push_back(v.h);
+    a.ints.push_back(v.w);
+  }
+  static OpAttrs conv_attrs(std::optional<Int2> size, Int2 stride, Int2 padding, Int2 dilation,
+                            int64_t groups) {
+    OpAttrs a;
+    if (size) append(a, *size);
+    append(a, stride);
+    append(a, padding);
+    append(a, dilation);
+    a.ints.push_back(groups);
+    return a;
+  }
+  static OpAttrs max_pool_attrs(Int2 kernel, std::optional<Int2> stride, Int2 padding,
+                                Int2 dilation, bool ceil_mode) {
+    OpAttrs a;
+    append(a, kernel);
+    append(a, stride ? *stride : Int2(0));
+    append(a, padding);
+    append(a, dilation);
+    a.ints.push_back(ceil_mode ? 1 : 0);
+    return a;
+  }
+  static OpAttrs avg_pool_attrs(std::optional<Int2> size, Int2 kernel, std::optional<Int2> stride,
+                                Int2 padding, bool ceil_mode, bool count_include_pad,
+                                std::optional<double> divisor) {
+    OpAttrs a;
+    if (size) append(a, *size);
+    append(a, kernel);
+    append(a, stride ? *stride : Int2(0));
+    append(a, padding);
+    a.ints.push_back(ceil_mode ? 1 : 0);
+    a.ints.push_back(count_include_pad ? 1 : 0);
+    if (divisor) a.scalars[0] = *divisor;
+    return a;
+  }
+  Derived drop(OpId op, double p, bool training, RandomDraw draw) const {
+    OpAttrs a = ints_attrs({training ? 1 : 0});
+    a.scalars[0] = p;
+    a.seed = draw.seed;
+    a.offset = draw.offset;
+    return self().apply(op, a, nullptr);
+  }
 };
+
+// --- functions of several tensors, for any handle type (local::Tensor, DistributedTensor) ---
+
+template <typename T>
+concept TensorHandle = std::is_base_of_v<TensorOps<T>, T>;
+
+// torch.cat: the tensors joined along an existing dim (1-D empty tensors are skipped);
+// their dtypes promote. 1 to kMaxOpInputs tensors, all on one node and device.
+template <TensorHandle T>
+T cat(std::span<const T> tensors, int64_t dim = 0) {
+  OpAttrs a;
+  a.ints = {dim};
+  return T::apply_inputs(OpId::cat, a, tensors);
+}
+template <TensorHandle T>
+T cat(const std::vector<T>& tensors, int64_t dim = 0) {
+  return cat(std::span<const T>(tensors), dim);
+}
+// torch.stack: same-shaped tensors joined along a new dim.
+template <TensorHandle T>
+T stack(std::span<const T> tensors, int64_t dim = 0) {
+  OpAttrs a;
+  a.ints = {dim};
+  return T::apply_inputs(OpId::stack, a, tensors);
+}
+template <TensorHandle T>
+T stack(const std::vector<T>& tensors, int64_t dim = 0) {
+  return stack(std::span<const T>(tensors), dim);
+}
+// torch.where: a where condition (a bool tensor) holds, else b; all three broadcast.
+template <TensorHandle T>
+T where(const T& condition, const T& a, const T& b) {
+  std::array<T, 3> in{condition, a, b};
+  return T::apply_inputs(OpId::where, OpAttrs{}, std::span<const T>(in));
+}
 
 }  // namespace dtr

@@ -11,9 +11,9 @@
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
 
 Tensors are dtr.LocalTensor or any host array with DLPack or the buffer protocol (numpy),
-used in place without copies. Backends: "zmq" (dtr's own, over ZeroMQ) and "nccl" in a
-CUDA build; torch's CPU backend names "gloo" and "tcp" select "zmq". Ranks in arguments are
-ranks of `group` (default: the world). Blocking calls release the GIL and can be
+used in place without copies. Backends: "zmq" (dtr's own, over ZeroMQ; "tcp" is its torch
+name), "gloo" and "mpi" where dtr was built with them, and "nccl" in a CUDA build. Ranks in
+arguments are ranks of `group` (default: the world). Blocking calls release the GIL and can be
 interrupted with Ctrl-C (KeyboardInterrupt; the operation itself runs on to its deadline).
 """
 
@@ -37,7 +37,6 @@ class _World:
 
 group = _World
 
-_BACKEND_ALIASES = {"gloo": "zmq", "tcp": "zmq"}
 _backend = None
 
 
@@ -66,7 +65,7 @@ def init_process_group(backend="zmq", init_method=None, timeout=None, world_size
     if store is not None:
         raise _dtr.InvalidArgument("init_process_group: store= is not supported; use "
                                    "init_method (env://, tcp://host:port or file:///path)")
-    name = _BACKEND_ALIASES.get(str(backend).lower(), str(backend).lower())
+    name = str(backend).lower()
     _pg.init_process_group(name, init_method or "env://", world_size, rank, group_name,
                            _seconds(timeout))
     _backend = name

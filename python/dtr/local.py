@@ -15,6 +15,37 @@ linspace = _l.linspace
 rand = _l.rand
 randn = _l.randn
 from_dlpack = _l.from_dlpack
+# The Join, Indexing and NN ops as functions on LocalTensor (dtr.local.cat, ...).
+cat = _l.cat
+stack = _l.stack
+where = _l.where
+masked_fill = _l.masked_fill
+index_select = _l.index_select
+gather = _l.gather
+scatter_add = _l.scatter_add
+cumsum = _l.cumsum
+one_hot = _l.one_hot
+topk = _l.topk
+topk_indices = _l.topk_indices
+linear = _l.linear
+conv2d = _l.conv2d
+conv2d_input_grad = _l.conv2d_input_grad
+conv2d_weight_grad = _l.conv2d_weight_grad
+max_pool2d = _l.max_pool2d
+max_pool2d_indices = _l.max_pool2d_indices
+max_pool2d_backward = _l.max_pool2d_backward
+avg_pool2d = _l.avg_pool2d
+avg_pool2d_backward = _l.avg_pool2d_backward
+softmax = _l.softmax
+log_softmax = _l.log_softmax
+softmax_backward = _l.softmax_backward
+log_softmax_backward = _l.log_softmax_backward
+nll_loss = _l.nll_loss
+nll_loss_backward = _l.nll_loss_backward
+dropout = _l.dropout
+dropout2d = _l.dropout2d
+threshold_backward = _l.threshold_backward
+
 memory_stats = _l.memory_stats
 LocalTensor = _dtr.LocalTensor
 

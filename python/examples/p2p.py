@@ -35,7 +35,7 @@ def run_nonblocking(rank, size):
 
 
 if __name__ == "__main__":
-    dist.init_process_group("gloo")  # env:// from dtr-exec; "gloo" selects dtr's zmq backend
+    dist.init_process_group("gloo")  # env:// from dtr-exec
     run_blocking(dist.get_rank(), dist.get_world_size())
     dist.barrier()
     run_nonblocking(dist.get_rank(), dist.get_world_size())

@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cstring>
+#include <iterator>
 #include <string_view>
 
 #include "bindings.hpp"
@@ -149,8 +150,11 @@ void bind_basics(nb::module_& m) {
   m.def(
       "_op_table",
       [] {
-        static const char* kKinds[] = {"unary",  "binary", "reduce",  "clamp",  "norm",  "moment",
-                                       "linalg", "view",   "convert", "mutate", "create"};
+        static const char* kKinds[] = {"unary",  "binary", "reduce",   "clamp",   "norm",
+                                       "moment", "linalg", "view",     "convert", "mutate",
+                                       "create", "join",   "indexing", "nn"};
+        static_assert(std::size(kKinds) == static_cast<size_t>(OpKind::NN) + 1,
+                      "one name per OpKind");
         nb::list ops;
         for (const OpDef& d : all_ops())
           ops.append(nb::make_tuple(std::string(d.name), kKinds[static_cast<int>(d.kind)],

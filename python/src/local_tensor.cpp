@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
+#include "table_ops.hpp"
 #include "tensor_methods.hpp"
 
 namespace dtr::python {
@@ -298,6 +299,7 @@ void bind_local_tensor(nb::module_& m) {
                             "kernels. Shares memory with numpy and DLPack consumers.");
   c.def(nb::init<>());
   bind_tensor_methods(c, "LocalTensor");
+  bind_table_methods(c, "LocalTensor");
   c.def_prop_ro("device", [](const LocalTensor& t) { return t.device(); });
   c.def("item", [](const LocalTensor& t) { return from_scalar(t.item()); });
   c.def(
@@ -342,6 +344,7 @@ void bind_local_tensor(nb::module_& m) {
 
   nb::module_ local = m.def_submodule("local", "Tensors in this process (dtr::local).");
   bind_local_creation(local);
+  bind_table_functions<LocalTensor>(local, "dtr._dtr.LocalTensor", "dtr._dtr.Generator");
 }
 
 }  // namespace dtr::python

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "table_ops.hpp"
 #include "tensor_methods.hpp"
 
 namespace dtr::python {
@@ -197,6 +198,8 @@ void bind_remote_tensor(nb::module_& m) {
       arg("shape"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
       arg("device") = nb::none());
   bind_tensor_methods(c, "Tensor");
+  bind_table_methods(c, "Tensor");
+  bind_table_functions<Tensor>(m, "Tensor", "Generator");
   bind_remote_methods(c);
   bind_creation(m);
 }

@@ -1,6 +1,7 @@
 // The master-worker session: starting it, nodes and devices (current node/device, per
 // thread), sync points, memory stats and node_info, streams and events, the collectives
-// the master issues, and the local worker daemons that `python -m dtr` starts.
+// the master issues, captured graphs, and the local worker daemons that `python -m dtr`
+// starts.
 #include <nanobind/stl/chrono.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -51,6 +52,8 @@ nb::dict stats_dict(const NodeMemoryStats& s) {
   d["bytes_in_use"] = s.bytes_in_use;
   d["peak_bytes"] = s.peak_bytes;
   d["live_tensors"] = s.live_tensors;
+  d["graph_bytes"] = s.graph_bytes;
+  d["graph_tensors"] = s.graph_tensors;
   return d;
 }
 
@@ -273,6 +276,35 @@ void bind_collectives(nb::module_& m) {
       "Result i (on tensors[i]'s node) reduces rows [i*m, (i+1)*m) of every input.");
 }
 
+void bind_graphs(nb::module_& m) {
+  nb::class_<Graph>(m, "Graph",
+                    "A captured graph (dtr.capture): replay() runs its commands again, one "
+                    "command per node.")
+      .def_prop_ro("defined", &Graph::defined)
+      .def_prop_ro("id", &Graph::id)
+      .def_prop_ro("replays", &Graph::replays, "How many times replay() was called.")
+      .def_prop_ro("nodes", &Graph::nodes, "The nodes with a part of the graph.")
+      .def("commands", &Graph::commands, arg("node"), "The commands recorded for a node.")
+      .def(
+          "replay",
+          [](Graph& g) {
+            nb::gil_scoped_release nogil;
+            g.replay();
+          },
+          "Runs the graph again (returns at once).")
+      .def("reset", &Graph::reset, "Frees the graph on its workers; later replays raise.")
+      .def("__repr__", [](const Graph& g) {
+        return g.defined() ? "dtr.Graph(id=" + std::to_string(g.id()) +
+                                 ", replays=" + std::to_string(g.replays()) + ")"
+                           : std::string("dtr.Graph()");
+      });
+  m.def(
+      "capture", [](nb::callable fn) { return capture([&] { fn(); }); }, arg("fn"),
+      "Records the commands fn() issues (on any node) into a graph instead of running them; "
+      "sync points inside raise InvalidArgument.");
+  m.def("is_capturing", &is_capturing, "Whether this thread is inside capture().");
+}
+
 void bind_local_workers(nb::module_& m) {
   nb::class_<repl::LocalWorkers>(m, "LocalWorkers",
                                  "dtr-worker daemons on loopback, stopped by stop() or when "
@@ -307,6 +339,7 @@ void bind_session(nb::module_& m) {
   bind_observability(m);
   bind_streams(m);
   bind_collectives(m);
+  bind_graphs(m);
   bind_local_workers(m);
 }
 

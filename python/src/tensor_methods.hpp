@@ -269,7 +269,10 @@ void bind_views(nb::class_<T>& c, const std::string& cls) {
         [](const T& t, nb::args shape) { return t.expand(shape_from_args(shape, "expand")); });
   c.def("permute",
         [](const T& t, nb::args dims) { return t.permute(shape_from_args(dims, "permute")); });
-  c.def("flatten", [](const T& t) { return t.flatten(); });
+  c.def(
+      "flatten", [](const T& t, int64_t start, int64_t end) { return t.flatten(start, end); },
+      arg("start_dim") = 0, arg("end_dim") = -1,
+      "merge dims start_dim..end_dim into one (a view when the strides allow, else a copy)");
   c.def(
       "transpose", [](const T& t, int64_t d0, int64_t d1) { return t.transpose(d0, d1); },
       arg("dim0"), arg("dim1"));

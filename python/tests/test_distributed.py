@@ -53,9 +53,9 @@ def test_init_methods(method):
 def test_bad_backend_and_misuse():
     r = run_python(["-c", "import dtr.distributed as d\n"
                     "try:\n    d.get_rank()\nexcept Exception as e: print(type(e).__name__, e)\n"
-                    "try:\n    d.init_process_group('mpi', init_method='tcp://127.0.0.1:1', "
+                    "try:\n    d.init_process_group('carrier-pigeon', init_method='tcp://127.0.0.1:1', "
                     "rank=0, world_size=1)\nexcept Exception as e: print(type(e).__name__, e)\n"])
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("InvalidArgument") and "init" in lines[0], lines
-    assert lines[1].startswith("InvalidArgument") and "mpi" in lines[1], lines
+    assert lines[1].startswith("InvalidArgument") and "carrier-pigeon" in lines[1], lines

@@ -111,8 +111,9 @@ def test_ops_operators_and_inplace_forms():
 
 def test_every_op_of_the_table_has_its_method():
     for name, kind, inplace, _ in dtr._dtr._op_table():
-        if kind == "create":
+        if kind in ("create", "join", "indexing", "nn"):  # functions (the last three: methods too)
             assert hasattr(dtr, name) and hasattr(local, name), name
+        if kind in ("create", "join"):
             continue
         assert hasattr(dtr.Tensor, name) and hasattr(dtr.LocalTensor, name), name
         if inplace:
@@ -225,3 +226,49 @@ def test_read_only_arrays_are_copied_not_written():
     w = np.arange(4.0)
     local.from_numpy(w).add_(1)  # writable: shared
     assert w.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_nn_and_indexing_ops_from_their_signatures():
+    x = local.tensor(np.arange(2 * 3 * 6 * 6, dtype=np.float32).reshape(2, 3, 6, 6) / 100)
+    w = local.tensor(np.ones((4, 3, 3, 3), dtype=np.float32))
+    b = local.tensor(np.array([1, 2, 3, 4], dtype=np.float32))
+    # Method and function, positional and keyword; an optional tensor left out.
+    y = x.conv2d(w, b, padding=1)
+    assert y.shape == (2, 4, 6, 6)
+    assert local.conv2d(x, w, b, 1, 1).tolist() == y.tolist()
+    assert x.conv2d(w, stride=(2, 1)).shape == (2, 4, 2, 4)
+    g = local.ones(*y.shape)
+    assert g.conv2d_weight_grad(x, 3, padding=1).shape == (4, 3, 3, 3)
+    assert g.conv2d_input_grad(w, (6, 6), padding=1).shape == (2, 3, 6, 6)
+    # Lists of tensors, tensors after an int, a pair of results.
+    assert local.cat([x, x, x], 1).shape == (2, 9, 6, 6)
+    assert local.stack([b, b], dim=1).tolist() == [[1, 1], [2, 2], [3, 3], [4, 4]]
+    values, indices = b.topk(2)
+    assert values.tolist() == [4, 3] and indices.tolist() == [3, 2]
+    assert local.topk(b, 2, largest=False).tolist() == [1, 2]
+    assert b.gather(0, local.tensor([3, 0])).tolist() == [4, 1]
+    assert local.where(b > 2, b, b * 0).tolist() == [0, 0, 3, 4]
+    assert b.masked_fill(b > 2, -1).tolist() == [1, 2, -1, -1]
+    assert b.cumsum(0).tolist() == [1, 3, 6, 10]
+    assert local.tensor([1, 0]).one_hot(3).tolist() == [[0, 1, 0], [1, 0, 0]]
+    # Pools, softmax, nll_loss with a reduction by name, dropout with a generator.
+    assert x.max_pool2d(2).shape == (2, 3, 3, 3)
+    assert x.max_pool2d_indices(3, stride=1, padding=1).dtype == dtr.int64
+    assert x.avg_pool2d(2, divisor_override=2).shape == (2, 3, 3, 3)
+    lp = local.tensor([[0.5, 1.5, -1.0], [2.0, 0.0, 1.0]]).log_softmax(1)
+    t = local.tensor([1, 0])
+    assert lp.nll_loss(t, reduction="sum").item() == pytest.approx(
+        -(lp.numpy()[0, 1] + lp.numpy()[1, 0]))
+    m1 = x.dropout(0.5, generator=dtr.Generator(4)).numpy()
+    m2 = x.dropout(0.5, generator=dtr.Generator(4)).numpy()
+    assert (m1 == m2).all() and (m1 == 0).any()
+    assert x.flatten(1).shape == (2, 108) and x.flatten(2, 3).shape == (2, 3, 36)
+    assert local.tensor([-1.5, 0.5, 2.5]).round().tolist() == [-2, 0, 2]
+    with pytest.raises(TypeError, match=r"conv2d\(\): argument 'stride' must be an int or a pair"):
+        x.conv2d(w, stride=(1, 2, 3))
+    with pytest.raises(TypeError, match=r"nll_loss\(\): argument 'reduction' must be"):
+        lp.nll_loss(t, reduction="avg")
+    with pytest.raises(dtr.ShapeError, match=r"conv2d: .*\[2, 3, 6, 6\]"):
+        x.conv2d(b)
+    with pytest.raises(dtr.IndexError, match="index 7 is out of range"):
+        b.index_select(0, local.tensor([7]))

@@ -260,3 +260,59 @@ def test_trace_flight_recorder_and_metrics(session, tmp_path):
     m = dtr.node_metrics(0)
     assert m["session_active"] and m["commands"]["op"] >= 1 and m["devices"][0]["device"] == -1
     assert m["master_heartbeat_age_s"] >= 0 and 0 in m["stream_queues"]
+
+
+def test_nn_and_indexing_ops_remotely_as_locally(session):
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((4, 2, 8, 8)).astype(np.float32)
+    ws = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    bs = rng.standard_normal(3).astype(np.float32)
+    x, w, b = dtr.tensor(xs), dtr.tensor(ws), dtr.tensor(bs)
+    lx, lw, lb = local.tensor(xs), local.tensor(ws), local.tensor(bs)
+    # A 3-input op, a cat of a list, the (values, indices) pair: bit for bit.
+    def same(r, lt):
+        return r.numpy().tobytes() == lt.numpy().tobytes()
+
+    assert same(x.conv2d(w, b, padding=1), lx.conv2d(lw, lb, padding=1))
+    assert same(dtr.cat([x, x, x], 1), local.cat([lx, lx, lx], 1))
+    v, i = x.flatten(1).topk(4)
+    lv, li = lx.flatten(1).topk(4)
+    assert v.tolist() == lv.tolist() and i.tolist() == li.tolist()
+    target = dtr.tensor(np.array([0, 2, 1, 1]))
+    fc = rng.standard_normal((3, 27)).astype(np.float32)
+    logits = x.conv2d(w, b).max_pool2d(2).flatten(1).linear(dtr.tensor(fc))
+    llogits = lx.conv2d(lw, lb).max_pool2d(2).flatten(1).linear(local.tensor(fc))
+    loss = logits.log_softmax(1).nll_loss(target)
+    assert loss.item() == llogits.log_softmax(1).nll_loss(local.tensor([0, 2, 1, 1])).item()
+    assert same(dtr.where(x > 0, x, x * 0), local.where(lx > 0, lx, lx * 0))
+    r = x.dropout2d(0.5, generator=dtr.Generator(9))
+    assert same(r, lx.dropout2d(0.5, generator=dtr.Generator(9)))
+    with pytest.raises(dtr.RemoteError, match="index 9 is out of range"):
+        b.index_select(0, dtr.tensor(np.array([9]))).item()
+
+
+def test_captured_graphs(session):
+    x = dtr.zeros(4)
+    w = dtr.ones(4)
+    out = {}
+
+    def step():
+        x.add_(w * 2)
+        out["y"] = x.sum()
+
+    g = dtr.capture(step)
+    assert isinstance(g, dtr.Graph) and g.nodes == [0] and g.commands(0) == 3
+    for _ in range(3):
+        g.replay()
+    assert g.replays == 3
+    assert out["y"].item() == 24.0
+    stats = dtr.memory_stats(0)
+    assert stats["graph_tensors"] >= 2 and stats["graph_bytes"] > 0
+    with pytest.raises(dtr.InvalidArgument, match="a sync point cannot be captured"):
+        dtr.capture(lambda: x.sum().item())
+    with pytest.raises(ZeroDivisionError):
+        dtr.capture(lambda: 1 / 0)
+    assert not dtr.is_capturing()
+    g.reset()
+    with pytest.raises(dtr.InvalidArgument, match="was freed"):
+        g.replay()

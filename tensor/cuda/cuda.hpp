@@ -27,6 +27,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -117,6 +118,28 @@ class Event {
  private:
   int device_;
   EventHandle event_ = nullptr;
+};
+
+// ---- CUDA graphs (stream capture) ----
+// The work `fn` queues on `stream` (a stream of `device`, not the legacy default stream)
+// recorded into a CUDA graph (cudaStreamBeginCapture, thread-local mode: nothing runs) and
+// instantiated; launch() runs it again, the same kernels on the same memory, as one launch.
+// While `fn` runs, allocate() on this thread throws DeviceError: a captured kernel keeps
+// its pointers, so memory the cache could hand to someone else must not be captured. A
+// capture that fails (fn throws, CUDA refuses) throws DeviceError naming why; nothing ran.
+class Graph {
+ public:
+  Graph(int device, StreamHandle stream, const std::function<void()>& fn);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  int device() const { return device_; }
+  void launch(StreamHandle stream) const;
+
+ private:
+  int device_;
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
 };
 
 // ---- memory (tensor/cuda/allocator.hpp is the cache itself) ----

@@ -37,6 +37,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "dtr/tensor.hpp"
 #include "tensor/check.hpp"
@@ -103,6 +104,8 @@ inline unsigned grid_for(const Ctx& c, int64_t work) {
 local::Tensor empty_on(const Ctx& c, const Shape& shape, DType dtype);
 // t itself when contiguous, else a contiguous copy on the context's device.
 local::Tensor contiguous_on(const Ctx& c, const local::Tensor& t);
+// t converted to `dtype` (itself when it already is) and packed, on the context's device.
+local::Tensor packed_on(const Ctx& c, const local::Tensor& t, DType dtype);
 // Elementwise copy with broadcasting and conversion (copy_into's semantics).
 void copy_impl(const Ctx& c, const local::Tensor& dst, const local::Tensor& src);
 void fill_impl(const Ctx& c, const local::Tensor& t, Scalar v);
@@ -118,6 +121,7 @@ using ::dtr::detail::wrap_sub;
 using local::detail::broadcast_strides;
 using local::detail::dispatch;
 using local::detail::dispatch_compute;
+using local::detail::dispatch_float;
 
 template <typename T>
 __device__ inline bool is_nan(T v) {
@@ -434,5 +438,44 @@ void linalg_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
 void create_op(const Ctx& c, const OpDef& d, const OpAttrs& a, const local::Tensor& out);
 void mutate_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
                const local::Tensor& out);
+// The Join, Indexing and NN kinds (kernels_index.cu, kernels_nn.cu, kernels_conv.cu).
+void join_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+             const local::Tensor& out);
+void index_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+              const local::Tensor& out);
+void nn_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+           const local::Tensor& out);
+void conv_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+             const local::Tensor& out);
+
+// Runs f(inputs, out) on float32 copies of float16/bfloat16 inputs into a float32 result
+// rounded into `out` (the CPU's run_through_float32), or on the tensors themselves when none
+// is 16-bit: the NN kernels compute in float32 or float64 only.
+template <typename F>
+void widened(const Ctx& c, std::span<const local::Tensor> in, const local::Tensor& out, F&& f) {
+  auto half = [](DType t) { return t == DType::Float16 || t == DType::BFloat16; };
+  bool any = half(out.dtype());
+  for (const local::Tensor& t : in) any = any || half(t.dtype());
+  if (!any) return f(in, out);
+  std::vector<local::Tensor> wide(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    wide[i] = half(in[i].dtype()) ? packed_on(c, in[i], DType::Float32) : in[i];
+  const local::Tensor result = half(out.dtype()) ? empty_on(c, out.shape(), DType::Float32) : out;
+  f(std::span<const local::Tensor>(wide), result);
+  if (result.raw_data() != out.raw_data()) copy_impl(c, out, result);
+}
+
+// ---- checked indices (kernels_index.cu) ----
+
+// The first position i < n whose int64 value p[i] lies outside [lo, hi) and differs from
+// `allowed` (nll_loss's ignore_index), and that value; {-1, 0} when there is none. Waits for
+// the stream: an index op reports a bad index as the CPU does (an IndexError naming it),
+// at the cost of one synchronization.
+struct BadIndex {
+  int64_t position = -1;
+  int64_t value = 0;
+};
+BadIndex first_out_of_range(const Ctx& c, const int64_t* p, int64_t n, int64_t lo, int64_t hi,
+                            int64_t allowed = std::numeric_limits<int64_t>::min());
 
 }  // namespace dtr::cuda::detail

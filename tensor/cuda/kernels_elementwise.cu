@@ -6,7 +6,8 @@
 //
 // float16 and bfloat16 compute in float (the float kernels; loaded and stored converted).
 // Semantics are the CPU kernels' (tensor/kernels_elementwise.cpp): wrapping integer neg
-// and abs, relu, clamp with open ends that passes NaN through, integral/bool inputs of the
+// and abs, relu, sign, clamp with open ends that passes NaN through, floor/ceil/round (rint:
+// ties to even), integral/bool inputs of the
 // float ops converted to float32 first, copy conversions saturating (NaN to 0) and "nonzero"
 // into bool. Float math (exp, log, sin, cos, tanh, sigmoid) uses CUDA's libdevice, which
 // may differ from glibc by an ulp or two; neg, abs, relu, sqrt and rsqrt (IEEE sqrt and
@@ -120,6 +121,13 @@ struct UnaryFn {
           return v < T(0) ? wrap_sub(T(0), v) : v;
       case OpId::relu:
         return v > T(0) ? v : T(0);
+      case OpId::sign:
+        return static_cast<T>((T(0) < v) - (v < T(0)));
+      case OpId::floor:
+      case OpId::ceil:
+      case OpId::round:
+        if constexpr (!is_floating_v<T>) return v;  // integers are whole already
+        break;
       case OpId::clamp:
         if (is_nan(v)) return v;
         if (has_lo && v < lo) v = lo;
@@ -146,6 +154,12 @@ struct UnaryFn {
           return tanhf(v);
         case OpId::sigmoid:
           return 1.0f / (1.0f + expf(-v));
+        case OpId::floor:
+          return floorf(v);
+        case OpId::ceil:
+          return ceilf(v);
+        case OpId::round:
+          return rintf(v);  // ties to even, as the CPU's nearbyint
         default:
           break;
       }
@@ -167,6 +181,12 @@ struct UnaryFn {
           return tanh(v);
         case OpId::sigmoid:
           return 1.0 / (1.0 + exp(-v));
+        case OpId::floor:
+          return ::floor(v);
+        case OpId::ceil:
+          return ::ceil(v);
+        case OpId::round:
+          return rint(v);
         default:
           break;
       }

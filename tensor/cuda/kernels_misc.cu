@@ -2,7 +2,8 @@
 // copy_, fill_, uniform_, normal_) and dtr::cuda::run_kernel, which checks that every
 // tensor lives on one device, makes it the current device and routes each op kind to its
 // kernels (as local::run_kernel does for the CPU; View and Convert kinds copy input 0 into
-// the packed out).
+// the packed out; Join, Indexing and NN ops go to kernels_index.cu, kernels_nn.cu and
+// kernels_conv.cu).
 //
 // Values are the CPU kernels' (tensor/kernels_misc.cpp), element i in logical order
 // whatever the strides: arange counts in int64 when start, end and step are integers, in
@@ -251,6 +252,19 @@ void run_kernel(OpId op, std::span<const local::Tensor> inputs, const OpAttrs& a
       break;
     case OpKind::Mutate:
       detail::mutate_op(c, d, inputs, attrs, out);
+      break;
+    case OpKind::Join:
+      detail::join_op(c, d, inputs, attrs, out);
+      break;
+    case OpKind::Indexing:
+      detail::index_op(c, d, inputs, attrs, out);
+      break;
+    case OpKind::NN:
+      if (d.id == OpId::linear || d.id == OpId::conv2d || d.id == OpId::conv2d_input_grad ||
+          d.id == OpId::conv2d_weight_grad)
+        detail::conv_op(c, d, inputs, attrs, out);
+      else
+        detail::nn_op(c, d, inputs, attrs, out);
       break;
   }
 }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
@@ -582,10 +583,72 @@ float Event::elapsed_ms(const Event& end) const {
   return ms;
 }
 
+// ---- CUDA graphs ----
+
+namespace {
+thread_local bool t_capturing = false;  // this thread records a CUDA graph (allocate refuses)
+}  // namespace
+
+Graph::Graph(int device, StreamHandle stream, const std::function<void()>& fn) : device_(device) {
+  check_device(device, "CUDA graph capture");
+  if (!stream)
+    throw DeviceError(fmt::format(
+        "CUDA graph capture on cuda:{}: the legacy default stream cannot be captured", device));
+  DeviceGuard guard(device);
+  cudaStream_t s = as_stream(stream);
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture",
+        device);
+  std::exception_ptr thrown;
+  t_capturing = true;
+  try {
+    fn();
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  t_capturing = false;
+  cudaGraph_t g = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s, &g);
+  if (thrown || e != cudaSuccess) {
+    if (g) (void)cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+    if (thrown) std::rethrow_exception(thrown);
+    fail(e, "cudaStreamEndCapture", device);
+  }
+  graph_ = g;
+  cudaGraphExec_t exec = nullptr;
+#if CUDART_VERSION >= 12000
+  e = cudaGraphInstantiate(&exec, g, 0);
+#else
+  e = cudaGraphInstantiate(&exec, g, nullptr, nullptr, 0);
+#endif
+  if (e != cudaSuccess) {
+    (void)cudaGraphDestroy(g);
+    graph_ = nullptr;
+    fail(e, "cudaGraphInstantiate", device);
+  }
+  exec_ = exec;
+}
+
+Graph::~Graph() {
+  if (exec_) (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) (void)cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+void Graph::launch(StreamHandle stream) const {
+  DeviceGuard guard(device_);
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_stream(stream)), "cudaGraphLaunch",
+        device_);
+}
+
 // ---- memory ----
 
 std::shared_ptr<Storage> allocate(int device, size_t nbytes) {
   check_device(device, "allocate");
+  if (t_capturing)
+    throw DeviceError(fmt::format(
+        "allocate of {} bytes on cuda:{} while a CUDA graph is captured (captured work must "
+        "not allocate)",
+        nbytes, device));
   return device_allocator(device).allocate(nbytes, current_stream(device));
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # master_sgd (one master, replicas on 3 workers, the gradient all_reduce among the workers)
 # under `dtr-exec --workers 3`: each node's loss falls by half, every node ends with the
-# same parameters, and they are bit for bit those of pg_sgd's 3 SPMD ranks.
+# same parameters, and they are bit for bit those of pg_sgd's 3 SPMD ranks; with --capture
+# (the step captured once as a graph and replayed) the very same parameters and losses.
 # Usage: master_sgd_test.sh DTR_EXEC DTR_WORKER MASTER_SGD PG_SGD
 set -euo pipefail
 exec_bin="$1"
@@ -28,6 +29,14 @@ done
 hashes="$(sed -n 's/^node [0-9] parameters fnv1a64 \([0-9a-f]\{16\}\)$/\1/p' <<<"${out}")"
 [[ "$(wc -l <<<"${hashes}")" == 3 ]] || fail "expected 3 parameter hashes"
 [[ "$(sort -u <<<"${hashes}" | wc -l)" == 1 ]] || fail "parameter hashes differ: $(echo ${hashes})"
+
+captured="$(timeout 150 "${exec_bin}" --timeout 140 --worker-bin "${worker_bin}" --workers 3 \
+  "${master_sgd}" --epochs 6 --capture)" || fail "master_sgd --capture exited with $?"
+echo "${captured}"
+grep -q "^captured the step: " <<<"${captured}" || fail "master_sgd --capture did not capture"
+[[ "$(grep -E '^node [0-9] (epoch|parameters)' <<<"${captured}")" == \
+   "$(grep -E '^node [0-9] (epoch|parameters)' <<<"${out}")" ]] ||
+  fail "the captured step's losses or parameters differ from the eager step's"
 
 spmd="$(timeout 150 "${exec_bin}" --timeout 140 -n 3 "${pg_sgd}" --epochs 6)" ||
   fail "dtr-exec -n 3 pg_sgd exited with $?"

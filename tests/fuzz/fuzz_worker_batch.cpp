@@ -24,8 +24,9 @@
 // in full), as a set of possible metas per id so that ids whose command the session may
 // reject are over-approximated, never under. It skips the input when those tensors
 // together exceed kMaxTotalBytes (64 MiB), or when the element work (inputs plus outputs of
-// every op, and a matmul's multiply-adds) exceeds kMaxWork. The decoder itself runs on
-// every input, uncapped.
+// every op, and a matmul's multiply-adds) exceeds kMaxWork (tests/fuzz/budget.hpp; a
+// graph's program counts at each of its replays). The decoder itself runs on every input,
+// uncapped.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -42,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "budget.hpp"
 #include "dtr/error.hpp"
 #include "dtr/op_table.hpp"
 #include "protocol/codec.hpp"
@@ -52,6 +54,8 @@ namespace {
 
 using namespace dtr;
 using namespace dtr::protocol;
+using fuzz::Budget;
+using fuzz::safe_numel;
 
 constexpr uint8_t kFlagNoSetup = 1 << 0;        // skip session.setup(0, 2, 42)
 constexpr uint8_t kFlagNotifyBefore = 1 << 1;   // a peer notification before the batch
@@ -63,9 +67,6 @@ constexpr uint8_t kFlagLoopBack = 1 << 6;       // feed the peer messages it emi
 constexpr uint8_t kFlagTwice = 1 << 7;          // run the same batch a second time
 
 constexpr size_t kMaxPayloads = 7;
-constexpr int64_t kMaxTotalBytes = int64_t{64} << 20;
-constexpr int64_t kMaxWork = int64_t{1} << 26;
-constexpr size_t kMaxCandidates = 4;
 constexpr auto kIdleTimeout = std::chrono::seconds(30);
 constexpr uint32_t kNode = 0;
 constexpr uint32_t kNodes = 2;
@@ -76,138 +77,6 @@ constexpr uint64_t kSession = 42;
   std::fflush(stderr);
   std::abort();
 }
-
-// numel, or -1 when the shape is invalid or the count overflows.
-int64_t safe_numel(const TensorMeta& m) {
-  for (int64_t s : m.shape)
-    if (s < 0) return -1;
-  for (int64_t s : m.shape)
-    if (s == 0) return 0;
-  int64_t n = 1;
-  for (int64_t s : m.shape) {
-    if (n > INT64_MAX / s) return -1;
-    n *= s;
-  }
-  return n;
-}
-
-// The tensors a batch could make, and what they cost; see the file comment.
-class Budget {
- public:
-  // False when the input must be skipped.
-  bool follow(const Batch& b, std::span<const worker::PayloadFrame> payloads) {
-    for (const Command& c : b.commands)
-      if (!follow(c, payloads)) return false;
-    return true;
-  }
-
- private:
-  using Metas = std::vector<TensorMeta>;
-  std::unordered_map<TensorId, Metas> metas_;
-  int64_t bytes_ = 0;
-  int64_t work_ = 0;
-
-  bool charge_work(int64_t n) {
-    if (n < 0 || n > kMaxWork - work_) return false;
-    work_ += n;
-    return true;
-  }
-  // Charges a tensor's bytes (and as many elements of work); false when over a cap.
-  bool charge(const TensorMeta& m) {
-    int64_t n = safe_numel(m);
-    if (n < 0 || n > kMaxTotalBytes) return false;
-    int64_t bytes = n * static_cast<int64_t>(element_size(m.dtype));
-    if (bytes > kMaxTotalBytes - bytes_) return false;
-    bytes_ += bytes;
-    return charge_work(n);
-  }
-  bool add(TensorId id, const TensorMeta& m) {
-    if (id == kNoTensor) return true;
-    Metas& v = metas_[id];
-    if (std::find(v.begin(), v.end(), m) != v.end()) return true;
-    if (v.size() >= kMaxCandidates) return false;
-    v.push_back(m);
-    return true;
-  }
-  int64_t max_numel(TensorId id) const {
-    auto it = metas_.find(id);
-    int64_t n = 0;
-    if (it != metas_.end())
-      for (const TensorMeta& m : it->second) n = std::max(n, safe_numel(m));
-    return n;
-  }
-
-  bool follow(const Command& command, std::span<const worker::PayloadFrame> payloads) {
-    namespace cmd = protocol::cmd;
-    if (const auto* c = std::get_if<cmd::Put>(&command)) {
-      if (c->payload < 1 || c->payload > payloads.size()) return true;  // fails
-      TensorMeta m = TensorMeta::contiguous(c->meta.dtype, c->meta.shape);
-      int64_t n = safe_numel(m);
-      if (n < 0 || static_cast<uint64_t>(n) > payloads[c->payload - 1].size) return true;
-      if (static_cast<size_t>(n) * element_size(m.dtype) != payloads[c->payload - 1].size)
-        return true;  // fails: the size does not match
-      return charge(m) && add(c->out, m);
-    }
-    if (const auto* c = std::get_if<cmd::RecvPeer>(&command)) {
-      TensorMeta m = TensorMeta::contiguous(c->meta.dtype, c->meta.shape);
-      return charge(m) && add(c->out, m);
-    }
-    if (const auto* c = std::get_if<cmd::Free>(&command)) {
-      metas_.erase(c->input);
-      return true;
-    }
-    if (const auto* c = std::get_if<cmd::Get>(&command)) return charge_work(max_numel(c->input));
-    if (const auto* c = std::get_if<cmd::SendPeer>(&command))
-      return charge_work(max_numel(c->input));
-    // Always fails here: setup() gets no process-group endpoints, so the session has no
-    // group and the output slot is failed without allocating.
-    if (const auto* c = std::get_if<cmd::Collective>(&command))
-      return charge_work(max_numel(c->input));
-    if (const auto* c = std::get_if<cmd::RunOp>(&command)) return follow_op(*c);
-    return true;
-  }
-
-  bool follow_op(const protocol::cmd::RunOp& c) {
-    const int n = std::min<int>(c.inputs.n, 2);
-    static const Metas kNone;
-    const Metas* in[2] = {&kNone, &kNone};
-    for (int i = 0; i < n; ++i) {
-      auto it = metas_.find(c.inputs.ids[i]);
-      if (it == metas_.end() || it->second.empty()) return true;  // the op fails
-      in[i] = &it->second;
-    }
-    size_t n0 = n > 0 ? in[0]->size() : 1;
-    size_t n1 = n > 1 ? in[1]->size() : 1;
-    Metas results;
-    for (size_t i = 0; i < n0; ++i) {
-      for (size_t j = 0; j < n1; ++j) {
-        TensorMeta args[2];
-        if (n > 0) args[0] = (*in[0])[i];
-        if (n > 1) args[1] = (*in[1])[j];
-        InferResult r;
-        try {
-          r = infer(c.op, std::span<const TensorMeta>(args, static_cast<size_t>(n)), c.attrs,
-                    c.inplace);
-        } catch (const Error&) {
-          continue;  // the worker's execution fails the same way
-        }
-        int64_t work = 0;
-        for (int k = 0; k < n; ++k) work += std::max<int64_t>(safe_numel(args[k]), 0);
-        if (!charge_work(work) || !charge(r.meta)) return false;
-        if (op_def(c.op).kind == OpKind::Linalg && n > 0) {
-          int64_t k = args[0].shape.size() ? args[0].shape[args[0].shape.size() - 1] : 1;
-          int64_t out = safe_numel(r.meta);
-          if (k > 0 && out > 0 && (out > kMaxWork / k || !charge_work(out * k))) return false;
-        }
-        results.push_back(r.meta);
-      }
-    }
-    if (!c.inplace)
-      for (const TensorMeta& m : results)
-        if (!add(c.out, m)) return false;
-    return true;
-  }
-};
 
 // DTR_FUZZ_VERBOSE=1 prints what the session emits (for checking seeds by hand).
 const bool g_verbose = std::getenv("DTR_FUZZ_VERBOSE") != nullptr;

@@ -3,6 +3,8 @@
 //                               and a batch header: every command type, every op of the
 //                               table, streams and events, peer waits and copies, collectives
 //   <out>/codec/seed-*          payload count and a frame of every message type
+//   <out>/graph_upload/seed-*   control byte and a batch of graph uploads (every kind of
+//                               command a graph holds, refused uploads), replays and frees
 //   <out>/<target>/regress-*    minimal reproducers of the fixed findings (docs/fuzzing.md)
 //   <findings>/<target>/open-*  reproducers of open findings (kept out of the corpus)
 // Usage: fuzz_make_seeds OUT_DIR [FINDINGS_DIR]
@@ -45,8 +47,7 @@ void write(const fs::path& p, const std::string& bytes) {
 
 cmd::RunOp run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
   cmd::RunOp c{.op = op, .out = out, .attrs = std::move(attrs)};
-  c.inputs.n = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs.ids[i] = inputs[i];
+  for (TensorId id : inputs) c.inputs.push_back(id);
   return c;
 }
 cmd::RunOp inplace(OpId op, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
@@ -261,6 +262,140 @@ void write_findings(const fs::path& dir) {
   write(dir / "worker_batch" / "regress-3-float-to-int-overflow", worker_input(f, {}));
 }
 
+// ---- graph_upload (fuzz_graph_upload.cpp): the session holds tensors 1 to 6 (float32 [4],
+// float32 [2, 3], int64 [3], float32 [], bool [4], float32 [3, 2] a transposed view of 2),
+// streams 1 and 2 and event 9 (recorded on stream 1) ----
+
+constexpr uint8_t kGraphFree = 1 << 3;
+constexpr uint8_t kGraphAnswer = 1 << 4;
+constexpr uint8_t kGraphLoopBack = 1 << 5;
+
+std::vector<GraphInput> graph_inputs(std::vector<TensorId> ids) {
+  std::vector<GraphInput> out;
+  for (TensorId id : ids) {
+    TensorMeta m;
+    switch (id) {
+      case 1:
+        m = TensorMeta::contiguous(DType::Float32, {4});
+        break;
+      case 2:
+        m = TensorMeta::contiguous(DType::Float32, {2, 3});
+        break;
+      case 3:
+        m = TensorMeta::contiguous(DType::Int64, {3});
+        break;
+      case 4:
+        m = TensorMeta::contiguous(DType::Float32, {});
+        break;
+      case 5:
+        m = TensorMeta::contiguous(DType::Bool, {4});
+        break;
+      default:
+        m = TensorMeta::contiguous(DType::Float32, {3, 2});
+        m.strides = {1, 3};
+    }
+    out.push_back(GraphInput{id, m});
+  }
+  return out;
+}
+
+cmd::GraphUpload graph(uint64_t id, std::vector<Command> program, std::vector<TensorId> inputs,
+                       std::vector<TensorId> outputs = {}) {
+  auto p = std::make_shared<Batch>();
+  p->commands = std::move(program);
+  return cmd::GraphUpload{.graph = id,
+                          .outputs = std::move(outputs),
+                          .inputs = graph_inputs(std::move(inputs)),
+                          .program = std::move(p)};
+}
+
+std::string graph_input(uint8_t control, const Batch& b) {
+  std::string s = encode(b);
+  s.insert(s.begin(), static_cast<char>(control));
+  return s;
+}
+
+int write_graph_seeds(const fs::path& dir, const fs::path& batch_dir) {
+  fs::create_directories(dir);
+  OpAttrs one;
+  one.scalars[0] = Scalar(int64_t{1});
+  OpAttrs t01;
+  t01.ints = {0, 1};
+  int n = 0;
+  auto seed = [&](const std::string& name, uint8_t control, const Batch& b) {
+    write(dir / ("seed-" + name), graph_input(control, b));
+    ++n;
+  };
+  // Ops, views, in place, a reduction; outputs; replays in the batch and after; freed.
+  cmd::GraphUpload ops =
+      graph(1,
+            {run_op(OpId::matmul, 20, {2, 6}), run_op(OpId::transpose, 21, {20}, t01),
+             run_op(OpId::mul, 22, {21}, one), inplace(OpId::add, {1}, one),
+             run_op(OpId::sum, 23, {22}), inplace(OpId::add, {1, 23}), run_op(OpId::neg, 24, {3})},
+            {1, 2, 3, 6}, {20, 24});
+  seed("ops", 3 | kGraphFree,
+       Batch{{ops, cmd::GraphReplay{.graph = 1, .replay = 1}, with_input<cmd::Get>(20, 5)}});
+  // Small in-place chains (prepared kernels, inline parts).
+  std::vector<Command> chain;
+  for (int i = 0; i < 16; ++i) chain.push_back(inplace(i % 2 ? OpId::mul : OpId::add, {1}, one));
+  seed("chain", 7, Batch{{graph(2, chain, {1})}});
+  // Streams and events: records and waits across streams 1 and 2, event 9 and a new one.
+  cmd::RunOp on1 = run_op(OpId::exp, 30, {1});
+  on1.stream = 1;
+  cmd::RunOp on2 = run_op(OpId::add, 31, {30, 1});
+  on2.stream = 2;
+  seed("streams-events", 2 | kGraphFree,
+       Batch{{graph(
+           3,
+           {on1, cmd::Record{.stream = 1, .event = 10}, cmd::WaitEvent{.stream = 2, .event = 10},
+            cmd::WaitEvent{.stream = 2, .event = 9}, on2},
+           {1}, {31})}});
+  // Cross-node: notifications, waits and copies with node 1, answered and looped back.
+  cmd::RecvPeer recv{
+      .out = 40, .meta = TensorMeta::contiguous(DType::Float32, {4}), .peer = 1, .token = 12};
+  Batch peers{{graph(4,
+                     {cmd::Record{.event = 9}, cmd::NotifyPeer{.event = 9, .peer = 1, .token = 10},
+                      cmd::WaitRemote{.peer = 1, .token = 11}, recv, run_op(OpId::add, 41, {40, 1}),
+                      cmd::SendPeer{.input = 41, .peer = 1, .token = 13}},
+                     {1}, {41})}};
+  seed("peers", 3 | kGraphAnswer | kGraphLoopBack | kGraphFree, peers);
+  seed("peers-unanswered", 1, peers);
+  // A collective (the session has no process group: it fails) and a device copy (refused:
+  // the node has no device).
+  seed("collective", 2,
+       Batch{{graph(5, {cmd::Collective{.input = 1}, run_op(OpId::neg, 50, {1})}, {1}, {50})}});
+  seed("to-device", 1, Batch{{graph(6, {cmd::ToDevice{.input = 1, .out = 60, .device = 0}}, {1})}});
+  // Refused uploads: an undeclared input, a wrong declared meta, a reused output, a read
+  // before a make, a bad token, an unknown stream; then replays of them.
+  std::vector<GraphInput> wrong = graph_inputs({1});
+  wrong[0].meta = TensorMeta::contiguous(DType::Float32, {5});
+  cmd::GraphUpload bad_meta = graph(8, {run_op(OpId::neg, 80, {1})}, {});
+  bad_meta.inputs = wrong;
+  cmd::RunOp lost = run_op(OpId::neg, 91, {1});
+  lost.stream = 7;
+  seed("refused", 2,
+       Batch{{graph(7, {run_op(OpId::neg, 70, {2})}, {1}), bad_meta,
+              graph(9, {run_op(OpId::neg, 1, {1})}, {1}),
+              graph(10, {run_op(OpId::add, 100, {101, 1})}, {1}),
+              graph(11, {cmd::WaitRemote{.peer = 1, .token = 0}}, {}), graph(12, {lost}, {1}),
+              cmd::GraphReplay{.graph = 7, .replay = 1}, request<cmd::Sync>(1)}});
+  // Numbering, free and replay after free, free of an unknown graph, a second upload.
+  seed("lifecycle", 1,
+       Batch{{graph(13, {inplace(OpId::neg, {1})}, {1}), cmd::GraphReplay{.graph = 13, .replay = 2},
+              cmd::GraphReplay{.graph = 13, .replay = 1}, graph(13, {inplace(OpId::neg, {1})}, {1}),
+              cmd::GraphFree{.graph = 13}, cmd::GraphReplay{.graph = 13, .replay = 2},
+              cmd::GraphFree{.graph = 99}, request<cmd::Sync>(2)}});
+  // The same kinds inside worker_batch's inputs (a bare session: no preamble).
+  write(batch_dir / "seed-graph-ops",
+        worker_input(
+            Batch{{run_op(OpId::full, 1, {}, creation::full({4}, 2.0, DType::Float32)),
+                   graph(1, {inplace(OpId::add, {1}, one), run_op(OpId::neg, 2, {1})}, {1}, {2}),
+                   cmd::GraphReplay{.graph = 1, .replay = 1}, with_input<cmd::Get>(2, 1),
+                   cmd::GraphFree{.graph = 1}}},
+            {}));
+  return n;
+}
+
 // Reproducers of open findings go to FINDINGS_DIR/<target>/open-*; none is open now.
 void write_open_findings(const fs::path& dir) {
   fs::create_directories(dir / "worker_batch");
@@ -351,6 +486,51 @@ int main(int argc, char** argv) {
                    run_op(OpId::to, 7, {6}, to_bf16), with_input<cmd::Get>(4, 1),
                    request<cmd::Sync>(2)}},
             {8, 8}, 0, 0, 4);
+  }
+  // Ops of more than two inputs and the NN ops: conv2d with a bias (3 inputs) and its
+  // gradients, a cat of 9, where, gather, scatter_add, max_pool2d with its indices and
+  // gradient, log_softmax, nll_loss (4 inputs in its gradient), dropout; an out-of-range
+  // target fails on the worker.
+  {
+    auto ints = [](Dims v) {
+      OpAttrs a;
+      a.ints = v;
+      return a;
+    };
+    OpAttrs drop = ints({1});
+    drop.scalars[0] = Scalar(0.5);
+    drop.seed = 3;
+    drop.offset = 1;
+    OpAttrs positive;
+    positive.scalars[0] = Scalar(0.0);
+    const OpAttrs conv = ints({1, 1, 1, 1, 1, 1, 1}), pool = ints({2, 2, 0, 0, 0, 0, 1, 1, 0});
+    const OpAttrs nll = ints({1, -100});
+    std::vector<TensorId> nine(9, 2);
+    s.batch("ops-nn",
+            Batch{{put(1, DType::Float32, {1, 2, 4, 4}, 1),
+                   put(2, DType::Float32, {4}, 2),
+                   put(3, DType::Float32, {3, 2, 3, 3}, 3),
+                   put(4, DType::Float32, {3}, 4),
+                   put(5, DType::Int64, {8}, 5),
+                   run_op(OpId::conv2d, 10, {1, 3, 4}, conv),
+                   run_op(OpId::conv2d_input_grad, 11, {10, 3}, ints({4, 4, 1, 1, 1, 1, 1, 1, 1})),
+                   run_op(OpId::conv2d_weight_grad, 12, {10, 1}, ints({3, 3, 1, 1, 1, 1, 1, 1, 1})),
+                   run_op(OpId::cat, 13, nine, ints({0})),
+                   run_op(OpId::gt, 14, {2}, positive),
+                   run_op(OpId::where, 15, {14, 2, 2}),
+                   run_op(OpId::max_pool2d, 16, {1}, pool),
+                   run_op(OpId::max_pool2d_indices, 17, {1}, pool),
+                   run_op(OpId::max_pool2d_backward, 18, {16, 17}, ints({4, 4})),
+                   run_op(OpId::view, 19, {1}, ints({8, 4})),
+                   run_op(OpId::log_softmax, 20, {19}, ints({1})),
+                   run_op(OpId::nll_loss, 21, {20, 5}, nll),
+                   run_op(OpId::nll_loss_backward, 22, {21, 20, 5, 2}, nll),
+                   run_op(OpId::gather, 23, {19, 5}, ints({0})),
+                   run_op(OpId::dropout, 24, {1}, drop),
+                   with_input<cmd::Get>(12, 1),
+                   with_input<cmd::Get>(22, 2),
+                   request<cmd::Sync>(3)}},
+            {128, 16, 216, 12, 64}, 0, 0, 6);
   }
   // Failures: unknown input, reused and zero ids, free of an unknown id, a failing op and
   // its dependents, in-place ops on a failed tensor; run twice (every id then in use).
@@ -594,6 +774,8 @@ int main(int argc, char** argv) {
   s.codec("goodbye", encode_goodbye());
   s.codec("goodbye_reason", encode(Goodbye{"master silent for more than 2500 ms"}));
   s.codec("heartbeat", encode_heartbeat());
-  std::printf("wrote %d worker_batch and %d codec seeds\n", s.n_batch, s.n_codec);
+  int n_graph = write_graph_seeds(fs::path(argv[1]) / "graph_upload", s.dir_batch);
+  std::printf("wrote %d worker_batch, %d codec and %d graph_upload seeds\n", s.n_batch + 1,
+              s.n_codec, n_graph);
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "dtr/collectives.hpp"
+#include "dtr/graph.hpp"
 #include "dtr/observability.hpp"
 #include "dtr/stream.hpp"
 #include "master/cluster.hpp"
@@ -282,6 +283,26 @@ TEST_CASE("DTR_TRACE: the session's trace is written at shutdown") {
   TraceCheck t(parse_json(read_file(path)));
   std::vector<std::string> n0 = t.names(1, 0);
   CHECK(in_order(n0, {"arange", "sum", "get"}));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("trace of a captured graph: each replay is a slice on its stream, with its number") {
+  const std::string path = temp_path("dtr-graph-trace");
+  Cluster cluster(1, cpu_only());
+  auto x = dtr::zeros({8});
+  dtr::Graph g = dtr::capture([&] { x.add_(1); });
+  start_trace();
+  for (int i = 0; i < 3; ++i) g.replay();
+  CHECK(x.sum().item<float>() == 24.0f);
+  stop_trace(path);
+  TraceCheck t(parse_json(read_file(path)));
+  std::vector<double> replays;
+  for (const Slice& s : t.track(1, 0))
+    if (s.name == "replay_graph") {
+      REQUIRE(s.args->get("replay"));
+      replays.push_back(s.args->get("replay")->number);
+    }
+  CHECK(replays == std::vector<double>{1, 2, 3});
   std::remove(path.c_str());
 }
 

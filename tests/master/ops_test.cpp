@@ -66,6 +66,18 @@ struct Inputs {
   Tensor i32 = local::arange(-6, 6).view({3, 4}).to(DType::Int32);
   Tensor ba = fa.gt(0.0);
   Tensor bb = fb.gt(0.0);
+  // Neural-network inputs: a batch of images, weights, gradients and class targets.
+  Tensor x4 = local::randn({2, 3, 6, 5}, gen);
+  Tensor w4 = local::randn({4, 3, 3, 3}, gen);
+  Tensor wg = local::randn({6, 1, 3, 3}, gen);  // groups 3
+  Tensor b4 = local::randn({4}, gen);
+  Tensor gconv = local::randn({2, 4, 6, 5}, gen);  // conv2d(x4, w4, padding 1)'s output shape
+  Tensor gpool = local::randn({2, 3, 3, 2}, gen);  // max_pool2d(x4, 2)'s output shape
+  Tensor w54 = local::randn({5, 4}, gen);
+  Tensor b5 = local::randn({5}, gen);
+  Tensor logp = local::randn({4, 5}, gen).log_softmax(1);
+  Tensor target = local::from_vector<int64_t>({1, 0, 4, 2}, {4});
+  Tensor cw = local::rand({5}, gen) + 0.5;
 };
 
 OpAttrs with_ints(Dims ints) {
@@ -101,6 +113,185 @@ OpAttrs to_dtype(DType t) {
   return a;
 }
 
+// Adds a case: label, inputs, attributes, in place, transpose input 0 first.
+using AddCase = std::function<void(std::string, std::vector<Tensor>, OpAttrs, bool, bool)>;
+
+Tensor i64(std::vector<int64_t> v, Shape shape) {
+  return local::from_vector<int64_t>(v, shape);
+}
+
+// Cases of the Join and Indexing ops (several inputs, lists, indices).
+void index_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
+  const OpAttrs d0 = with_ints({0}), d1 = with_ints({1});
+  const Tensor gidx = i64({0, 3, 1, 1, 2, 0}, {3, 2});
+  switch (d.id) {
+    case OpId::cat:
+      add("f32,f32 dim 0", {in.fa, in.fb}, d0, false, false);
+      add("5 inputs dim 1", {in.fa, in.fb, in.fa, in.fb, in.fa}, d1, false, false);
+      add("f32,i64 promote, transposed", {in.fa, in.ia.t().contiguous()}, d0, false, true);
+      add("[3,4],[4,5] dim 0 (error)", {in.fa, in.f45}, d0, false, false);
+      break;
+    case OpId::stack:
+      add("f32,f32 dim 0", {in.fa, in.fb}, d0, false, false);
+      add("3 inputs dim -1", {in.fr, in.fr2, in.fr}, with_ints({-1}), false, false);
+      add("[3,4],[4] (error)", {in.fa, in.fr}, d0, false, false);
+      break;
+    case OpId::where:
+      add("bool,f32,f32", {in.ba, in.fa, in.fb}, {}, false, false);
+      add("broadcast [4]", {in.ba, in.fa, in.fr}, {}, false, false);
+      add("i64,f32 promote", {in.ba, in.ia, in.fb}, {}, false, false);
+      add("f32 condition (error)", {in.fa, in.fa, in.fb}, {}, false, false);
+      break;
+    case OpId::masked_fill:
+      add("f32 2.5", {in.fa, in.ba}, with_scalars(2.5), false, false);
+      add("i64 7, transposed", {in.ia, in.bb.t().contiguous()}, with_scalars(7), false, true);
+      add("f32 mask (error)", {in.fa, in.fb}, with_scalars(1.0), false, false);
+      break;
+    case OpId::index_select:
+      add("dim 0", {in.fa, i64({2, 0, 2}, {3})}, d0, false, false);
+      add("dim 1 transposed", {in.fa, i64({1, 0}, {2})}, d1, false, true);
+      add("index 4 of 4 (error)", {in.fa, i64({4}, {1})}, d1, false, false);
+      break;
+    case OpId::gather:
+      add("dim 1", {in.fa, gidx}, d1, false, false);
+      add("dim 0 i64", {in.ia, i64({2, 0, 1, 1}, {2, 2})}, d0, false, false);
+      add("index -1 (error)", {in.fa, i64({-1}, {1, 1})}, d1, false, false);
+      break;
+    case OpId::scatter_add:
+      add("dim 1", {in.fa, gidx, in.fb}, d1, false, false);
+      add("dim 0 i64", {in.ia, i64({2, 2, 0, 1}, {1, 4}), in.ia}, d0, false, false);
+      add("index 5 (error)", {in.fa, i64({5}, {1, 1}), in.fb}, d1, false, false);
+      break;
+    case OpId::cumsum:
+      add("f32 dim 0", {in.fa}, d0, false, false);
+      add("i64 dim 1 transposed", {in.ia}, d1, false, true);
+      add("bool dim 1", {in.ba}, d1, false, false);
+      break;
+    case OpId::one_hot:
+      add("4 classes", {i64({1, 0, 3, 3}, {2, 2})}, with_ints({4}), false, false);
+      add("class 3 of 3 (error)", {i64({3}, {1})}, with_ints({3}), false, false);
+      break;
+    case OpId::topk:
+    case OpId::topk_indices:
+      add("k 2 dim 1 largest", {in.fa}, with_ints({2, 1, 1, 1}), false, false);
+      add("k 2 dim 0 smallest, transposed", {in.fa}, with_ints({2, 0, 0, 1}), false, true);
+      add("i64 k 3", {in.ia}, with_ints({3, -1, 1, 1}), false, false);
+      add("k 5 of 4 (error)", {in.fa}, with_ints({5, 1, 1, 1}), false, false);
+      break;
+    default:
+      break;
+  }
+}
+
+OpAttrs nn_ints(Dims ints, Scalar s0 = Scalar()) {
+  OpAttrs a = with_ints(ints);
+  a.scalars[0] = s0;
+  return a;
+}
+
+// Cases of the NN layers (their gradients: nn_gradient_cases).
+void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
+  const OpAttrs pool2 = with_ints({2, 2, 0, 0, 0, 0, 1, 1, 0});
+  const OpAttrs mean = with_ints({1, -100}), none = with_ints({0, 2});
+  auto drop = [](double p, int64_t training) {
+    OpAttrs a = nn_ints({training}, p);
+    a.seed = 11;
+    a.offset = 5;
+    return a;
+  };
+  switch (d.id) {
+    case OpId::linear:
+      add("[3,4] weight [5,4]", {in.fa, in.w54}, {}, false, false);
+      add("3-d with bias", {in.f3d, in.w54, in.b5}, {}, false, false);
+      add("weight [4,5] (error)", {in.fa, in.f45}, {}, false, false);
+      break;
+    case OpId::conv2d:
+      add("padding 1", {in.x4, in.w4}, with_ints({1, 1, 1, 1, 1, 1, 1}), false, false);
+      add("bias, stride 2, dilation 2", {in.x4, in.w4, in.b4}, with_ints({2, 2, 1, 2, 2, 1, 1}),
+          false, false);
+      add("groups 3", {in.x4, in.wg}, with_ints({1, 1, 0, 0, 1, 1, 3}), false, false);
+      add("weight of 2 channels (error)", {in.x4, in.wg}, with_ints({1, 1, 0, 0, 1, 1, 1}), false,
+          false);
+      break;
+    case OpId::max_pool2d:
+    case OpId::max_pool2d_indices:
+      add("k 2", {in.x4}, pool2, false, false);
+      add("k 3 stride 1 padding 1 ceil, transposed", {in.x4},
+          with_ints({3, 3, 1, 1, 1, 1, 1, 1, 1}), false, true);
+      add("padding 2 of k 2 (error)", {in.x4}, with_ints({2, 2, 0, 0, 2, 2, 1, 1, 0}), false,
+          false);
+      break;
+    case OpId::avg_pool2d:
+      add("k 2", {in.x4}, with_ints({2, 2, 0, 0, 0, 0, 0, 1}), false, false);
+      add("k 3 stride 2 padding 1 ceil, no pad counted", {in.x4},
+          with_ints({3, 3, 2, 2, 1, 1, 1, 0}), false, false);
+      add("divisor 3, transposed", {in.x4}, nn_ints({2, 2, 0, 0, 0, 0, 0, 1}, 3.0), false, true);
+      break;
+    case OpId::softmax:
+    case OpId::log_softmax:
+      add("dim 1", {in.fa}, with_ints({1}), false, false);
+      add("3-d dim 0", {in.f3d}, with_ints({0}), false, false);
+      add("f64 dim -1, transposed", {in.da}, with_ints({-1}), false, true);
+      add("i64 (error)", {in.ia}, with_ints({0}), false, false);
+      break;
+    case OpId::nll_loss:
+      add("mean", {in.logp, in.target}, mean, false, false);
+      add("sum, weighted", {in.logp, in.target, in.cw}, with_ints({2, -100}), false, false);
+      add("none, ignore 2", {in.logp, in.target}, none, false, false);
+      add("target 7 (error)", {in.logp, i64({7, 0, 0, 0}, {4})}, mean, false, false);
+      break;
+    case OpId::dropout:
+    case OpId::dropout2d:
+      add("p 0.5", {in.x4}, drop(0.5, 1), false, false);
+      add("p 0.25, transposed", {in.x4}, drop(0.25, 1), false, true);
+      add("not training", {in.x4}, drop(0.5, 0), false, false);
+      add("p 2 (error)", {in.x4}, drop(2.0, 1), false, false);
+      break;
+    default:
+      break;
+  }
+}
+
+// Cases of the NN layers' gradients, with inputs of the shapes their forward ops give.
+void nn_gradient_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
+  const Tensor pidx = in.x4.max_pool2d_indices(2);
+  const OpAttrs mean = with_ints({1, -100}), none = with_ints({0, 2});
+  switch (d.id) {
+    case OpId::conv2d_input_grad:
+      add("padding 1", {in.gconv, in.w4}, with_ints({6, 5, 1, 1, 1, 1, 1, 1, 1}), false, false);
+      add("input 7x5 (error)", {in.gconv, in.w4}, with_ints({7, 5, 1, 1, 1, 1, 1, 1, 1}), false,
+          false);
+      break;
+    case OpId::conv2d_weight_grad:
+      add("padding 1", {in.gconv, in.x4}, with_ints({3, 3, 1, 1, 1, 1, 1, 1, 1}), false, false);
+      break;
+    case OpId::max_pool2d_backward:
+      add("k 2", {in.gpool, pidx}, with_ints({6, 5}), false, false);
+      add("index out of range (error)", {in.gpool, pidx.add(100)}, with_ints({6, 5}), false, false);
+      break;
+    case OpId::avg_pool2d_backward:
+      add("k 2", {in.gpool}, with_ints({6, 5, 2, 2, 0, 0, 0, 0, 0, 1}), false, false);
+      add("input 9x9 (error)", {in.gpool}, with_ints({9, 9, 2, 2, 0, 0, 0, 0, 0, 1}), false, false);
+      break;
+    case OpId::softmax_backward:
+      add("dim 1", {in.fb, in.fa.softmax(1)}, with_ints({1}), false, false);
+      break;
+    case OpId::log_softmax_backward:
+      add("dim 1", {in.fb, in.fa.log_softmax(1)}, with_ints({1}), false, false);
+      break;
+    case OpId::nll_loss_backward:
+      add("mean", {local::full({}, 0.5), in.logp, in.target}, mean, false, false);
+      add("none, weighted, ignore 2", {in.fr, in.logp, in.target, in.cw}, none, false, false);
+      break;
+    case OpId::threshold_backward:
+      add("threshold 0", {in.fb, in.fa}, with_scalars(0), false, false);
+      add("broadcast, threshold 0.5", {in.fb, in.fr}, with_scalars(0.5), false, false);
+      break;
+    default:
+      break;
+  }
+}
+
 // Representative calls of one op, chosen by its kind (and, where the attributes mean
 // different things per op, by the op). An op for which this gives nothing is reported as
 // not exercised.
@@ -111,7 +302,16 @@ std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
     cs.push_back(Case{std::string(d.name) + " " + label, d.id, std::move(inputs), attrs, inplace,
                       transpose_first, true});
   };
+  const AddCase add_case = add;
   switch (d.kind) {
+    case OpKind::Join:
+    case OpKind::Indexing:
+      index_cases(d, in, add_case);
+      break;
+    case OpKind::NN:
+      nn_cases(d, in, add_case);
+      nn_gradient_cases(d, in, add_case);
+      break;
     case OpKind::Unary:
       add("f32", {in.fa});
       add("f32 positive", {in.fpos});
@@ -285,6 +485,12 @@ std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
           add("dim 0 (no-op)", {in.f314}, with_ints({0}));
           add("[1,4] dim -2", {in.f14}, with_ints({-2}));
           break;
+        case OpId::flatten:
+          add("all", {in.f3d}, with_ints({0, -1}));
+          add("dims 1..2", {in.x4}, with_ints({1, 2}));
+          add("transposed (a copy)", {in.fa}, with_ints({0, 1}), false, true);
+          add("start after end (error)", {in.f3d}, with_ints({2, 1}));
+          break;
         case OpId::unsqueeze:
           add("dim 0", {in.fa}, with_ints({0}));
           add("dim -1", {in.fa}, with_ints({-1}));
@@ -455,6 +661,8 @@ Outcome run_remote(const Case& c, int node) {
     } else if (c.inplace) {
       in[0].apply_inplace(c.op, c.attrs, other);
       r = in[0];
+    } else if (in.size() > 2) {
+      r = DistributedTensor::apply_inputs(c.op, c.attrs, in);
     } else {
       r = in[0].apply(c.op, c.attrs, other);
     }
@@ -619,7 +827,8 @@ TEST_CASE("every op of the table gives the local library's result remotely") {
       if (check_case(c, 0)) exercised.insert(d.id);
       // Creation and random fills depend on nothing but their attributes: the same values
       // on any node.
-      if (d.kind == OpKind::Create || d.id == OpId::uniform_ || d.id == OpId::normal_)
+      if (d.kind == OpKind::Create || d.id == OpId::uniform_ || d.id == OpId::normal_ ||
+          d.id == OpId::dropout || d.id == OpId::dropout2d)
         check_case(c, 1);
     }
   }
@@ -633,6 +842,93 @@ TEST_CASE("every op of the table gives the local library's result remotely") {
   MESSAGE(g_worker_failures, " cases failed on a worker as they did locally");
   if (g_worker_failures > 0) {
     CHECK_THROWS_AS(synchronize(), RemoteError);
+  }
+  CHECK_NOTHROW(synchronize());
+}
+
+namespace {
+
+// One training step of a small convolutional net written with the handle methods, for
+// either handle type: forward (conv2d with a bias, relu, max_pool2d, dropout2d, flatten,
+// linear, dropout, log_softmax, nll_loss) and every gradient the backward pass needs.
+template <typename T>
+std::vector<T> net_step(const T& x, const T& target, const T& w1, const T& b1, const T& w2,
+                        const T& b2, Generator& gen) {
+  T h = x.conv2d(w1, b1, 1, 1);  // (4, 3, 8, 8)
+  T r = h.relu();
+  T p = r.max_pool2d(2);  // (4, 3, 4, 4)
+  T pi = r.max_pool2d_indices(2);
+  const Generator before = gen;
+  T d = p.dropout2d(0.25, true, gen);
+  T f = d.flatten(1);      // (4, 48)
+  T z = f.linear(w2, b2);  // (4, 5)
+  T lp = z.log_softmax(1);
+  T loss = lp.nll_loss(target);
+  // Backward.
+  T g_lp = loss.mul(0.0).add(1.0).nll_loss_backward(lp, target);
+  T g_z = g_lp.log_softmax_backward(lp, 1);
+  T g_w2 = g_z.t().matmul(f);
+  T g_b2 = g_z.sum(0);
+  T g_f = g_z.matmul(w2);
+  Generator again = before;
+  T g_d = g_f.view({4, 3, 4, 4}).dropout2d(0.25, true, again);  // the same mask
+  T g_r = g_d.max_pool2d_backward(pi, Int2(8, 8));
+  T g_h = g_r.threshold_backward(h);
+  T g_w1 = g_h.conv2d_weight_grad(x, 3, 1, 1);
+  T g_x = g_h.conv2d_input_grad(w1, Int2(8, 8), 1, 1);
+  T g_b1 = g_h.sum(0).sum(1).sum(1);
+  return {loss, g_w2, g_b2, g_w1, g_b1, g_x};
+}
+
+}  // namespace
+
+TEST_CASE("the NN and indexing methods and functions run remotely as they do locally") {
+  Cluster cluster(2);
+  Generator gen(41);
+  Tensor x = local::randn({4, 2, 8, 8}, gen), w1 = local::randn({3, 2, 3, 3}, gen);
+  Tensor b1 = local::randn({3}, gen), w2 = local::randn({5, 48}, gen), b2 = local::randn({5}, gen);
+  Tensor target = local::from_vector<int64_t>({4, 0, 2, 2}, {4});
+  DistributedTensor rx = dist_send(x), rw1 = dist_send(w1), rb1 = dist_send(b1);
+
+  SUBCASE("a 3-input op, a cat of a list, stack, where, topk") {
+    check_same(rx.conv2d(rw1, rb1, 1, 1), x.conv2d(w1, b1, 1, 1));
+    check_same(dtr::cat(std::vector<DistributedTensor>{rx, rx, rx}, 1),
+               dtr::cat(std::vector<Tensor>{x, x, x}, 1));
+    check_same(dtr::stack(std::vector<DistributedTensor>{rb1, rb1}, 1),
+               dtr::stack(std::vector<Tensor>{b1, b1}, 1));
+    check_same(dtr::where(rx.gt(0.0), rx, rx.neg()), dtr::where(x.gt(0.0), x, x.neg()));
+    auto [rv, ri] = rx.flatten(1).topk(5, 1, false);
+    auto [lv, li] = x.flatten(1).topk(5, 1, false);
+    check_same(rv, lv);
+    check_same(ri, li);
+    check_same(rx.flatten(1).cumsum(1).gather(1, dist_send(li)),
+               x.flatten(1).cumsum(1).gather(1, li));
+  }
+  SUBCASE("a training step's forward and backward, bit for bit") {
+    Generator rg(5), lg(5);
+    std::vector<DistributedTensor> remote =
+        net_step(rx, dist_send(target), rw1, rb1, dist_send(w2), dist_send(b2), rg);
+    std::vector<Tensor> local_ = net_step(x, target, w1, b1, w2, b2, lg);
+    REQUIRE(remote.size() == local_.size());
+    for (size_t i = 0; i < remote.size(); ++i) {
+      INFO("result ", i);
+      check_same(remote[i], local_[i]);
+    }
+    CHECK(rg.offset() == lg.offset());
+  }
+  SUBCASE("dropout draws the same mask on any node; places are checked") {
+    Generator g0(3), g1(3), gl(3), gl1(3);
+    DistributedTensor on1 = dist_send(x, 1);
+    check_same(rx.dropout(0.5, true, g0), x.dropout(0.5, true, gl));
+    check_same(on1.dropout(0.5, true, g1), x.dropout(0.5, true, gl1));
+    std::string msg = message_of<InvalidArgument>([&] { (void)rx.conv2d(rw1, dist_send(b1, 1)); });
+    CHECK(contains(msg, "conv2d"));
+    CHECK(contains(msg, "node 0"));
+    CHECK(contains(msg, "node 1"));
+    // A shape error throws at the call, on the master, naming the op and the shapes.
+    msg = message_of<ShapeError>([&] { (void)rx.conv2d(dist_send(w2)); });
+    CHECK(contains(msg, "conv2d"));
+    CHECK(contains(msg, "[4, 2, 8, 8]"));
   }
   CHECK_NOTHROW(synchronize());
 }

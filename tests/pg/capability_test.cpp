@@ -1,5 +1,6 @@
 // The capability table of docs/process_groups.md agrees with backend_supports() and with
-// behaviour: supported zmq cells run, unsupported ones throw InvalidArgument.
+// behaviour: on every backend built (PG_BACKEND_TEST), supported CPU cells run and
+// unsupported ones throw InvalidArgument; backends not built are refused up front.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -73,9 +74,8 @@ void run_op(ProcessGroup& g, CommOp op) {
   }
 }
 
-}  // namespace
-
-TEST_CASE("capability table in docs/process_groups.md matches backend_supports and behaviour") {
+// The table's cells: (backend, device) -> op -> "yes"/"no". Checks its shape on the way.
+std::map<std::pair<std::string, std::string>, std::map<CommOp, bool>> read_table() {
   std::ifstream f(std::string(DTR_SOURCE_DIR) + "/docs/process_groups.md");
   REQUIRE(f.good());
   std::string line;
@@ -99,8 +99,7 @@ TEST_CASE("capability table in docs/process_groups.md matches backend_supports a
   }
   REQUIRE(header.size() == 1 + 2 * std::size(kKnownBackends));
   REQUIRE(rows.size() == static_cast<size_t>(kNumCommOps));
-
-  std::vector<std::pair<CommOp, bool>> zmq_cpu;
+  std::map<std::pair<std::string, std::string>, std::map<CommOp, bool>> table;
   for (int i = 0; i < kNumCommOps; ++i) {
     const auto op = static_cast<CommOp>(i);
     const std::string name(comm_op_name(op));
@@ -113,34 +112,49 @@ TEST_CASE("capability table in docs/process_groups.md matches backend_supports a
       const std::string dev = header[col].substr(sp + 1);
       REQUIRE((dev == "CPU" || dev == "CUDA"));
       REQUIRE((row[col] == "yes" || row[col] == "no"));
-      const DeviceKind d = dev == "CPU" ? DeviceKind::CPU : DeviceKind::CUDA;
-      CAPTURE(name);
-      CAPTURE(header[col]);
-      CHECK((row[col] == "yes") == backend_supports(backend, op, d));
-      if (backend == "zmq" && d == DeviceKind::CPU) zmq_cpu.emplace_back(op, row[col] == "yes");
+      table[{backend, dev}][op] = row[col] == "yes";
     }
   }
-  // Behaviour of the built backend.
-  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
-    for (auto [op, yes] : zmq_cpu) {
+  return table;
+}
+
+}  // namespace
+
+PG_BACKEND_TEST("capability: the table in docs/process_groups.md matches the backends") {
+  const auto table = read_table();
+  for (const auto& [column, ops] : table) {
+    const DeviceKind d = column.second == "CPU" ? DeviceKind::CPU : DeviceKind::CUDA;
+    for (const auto& [op, yes] : ops) {
+      CAPTURE(column.first);
+      CAPTURE(column.second);
+      CAPTURE(comm_op_name(op));
+      CHECK(yes == backend_supports(column.first, op, d));
+    }
+  }
+  // Backends not built are refused up front; "tcp" is zmq.
+  for (auto b : kKnownBackends) {
+    const bool built = b == "zmq" || (b == "nccl" && DTR_WITH_CUDA) ||
+                       (b == "gloo" && DTR_WITH_GLOO) || (b == "mpi" && DTR_WITH_MPI);
+    CHECK(backend_available(b) == built);
+    if (built) continue;
+    ProcessGroupOptions o;
+    o.backend = std::string(b);
+    CHECK_THROWS_AS(ProcessGroup::create(make_hash_store(), 0, 1, o), InvalidArgument);
+  }
+  CHECK(backend_available("tcp"));
+  CHECK(canonical_backend("tcp") == "zmq");
+  // Behaviour of this case's backend.
+  const auto& cpu = table.at({backend.name, "CPU"});
+  const auto& cuda = table.at({backend.name, "CUDA"});
+  check_no_errors(run_ranks(backend, 2, [&](ProcessGroup& g) {
+    for (auto [op, yes] : cpu) {
       if (yes)
         run_op(g, op);
       else
         CHECK_THROWS_AS(g.check_supported(op, DeviceKind::CPU), InvalidArgument);
     }
-    for (int i = 0; i < kNumCommOps; ++i) {
-      const auto op = static_cast<CommOp>(i);
-      if (!backend_supports("zmq", op, DeviceKind::CUDA)) {
-        CHECK_THROWS_AS(g.check_supported(op, DeviceKind::CUDA), InvalidArgument);
-      }
+    for (auto [op, yes] : cuda) {
+      if (!yes) CHECK_THROWS_AS(g.check_supported(op, DeviceKind::CUDA), InvalidArgument);
     }
   }));
-  // Unbuilt backends are refused up front.
-  for (auto b : kKnownBackends) {
-    CHECK(backend_available(b) == (b == "zmq" || (b == "nccl" && DTR_WITH_CUDA)));
-    if (backend_available(b)) continue;
-    ProcessGroupOptions o;
-    o.backend = std::string(b);
-    CHECK_THROWS_AS(ProcessGroup::create(make_hash_store(), 0, 1, o), InvalidArgument);
-  }
 }

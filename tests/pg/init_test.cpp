@@ -123,8 +123,27 @@ TEST_CASE("init: argument errors") {
   CHECK_FALSE(is_initialized());
   CHECK_THROWS_AS(get_rank(), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("zmq", "bogus://x"), InvalidArgument);
-  CHECK_THROWS_AS(init_process_group("mpi", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
-  CHECK_THROWS_AS(init_process_group("gloo", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  // Not built: refused up front (built, they are tested by the suite parameterised by backend;
+  // mpi is not initialized in this process, which forks).
+  if (!backend_available("mpi")) {
+    CHECK_THROWS_AS(init_process_group("mpi", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  }
+  if (!backend_available("gloo")) {
+    CHECK_THROWS_AS(init_process_group("gloo", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
+  } else {
+    // gloo's TCP is plain: no ipc transport, no non-loopback address unless insecure.
+    ProcessGroupOptions o;
+    o.backend = "gloo";
+    o.transport = "ipc";
+    CHECK_THROWS_WITH_AS(ProcessGroup::create(make_hash_store(), 0, 1, o),
+                         doctest::Contains("backend gloo does not support transport 'ipc'"),
+                         InvalidArgument);
+    o.transport = "tcp";
+    o.bind_address = "192.0.2.7";
+    o.security = SecurityConfig{};
+    CHECK_THROWS_WITH_AS(ProcessGroup::create(make_hash_store(), 0, 1, o),
+                         doctest::Contains("gloo's links are plain TCP"), AuthenticationError);
+  }
   CHECK_THROWS_AS(init_process_group("carrier-pigeon", "tcp://127.0.0.1:1", 2, 0), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("zmq", "tcp://127.0.0.1:1", -1, 0), InvalidArgument);
   CHECK_THROWS_AS(init_process_group("zmq", "tcp://127.0.0.1", 2, 0), InvalidArgument);
@@ -141,29 +160,60 @@ TEST_CASE("init: argument errors") {
   all_reduce(t);
   destroy_process_group();
   CHECK_FALSE(is_initialized());
+  // "tcp" is torch's name of dtr's TCP transport (the zmq backend); it has no ipc form.
+  init_process_group("tcp", "tcp://127.0.0.1:" + std::to_string(test::free_port()), 1, 0);
+  CHECK(world_group().backend_name() == "tcp");
+  CHECK(world_group().options().transport == "tcp");
+  all_reduce(t);
+  destroy_process_group();
+  ProcessGroupOptions ipc;
+  ipc.backend = "tcp";
+  ipc.transport = "ipc";
+  CHECK_THROWS_WITH_AS(ProcessGroup::create(make_hash_store(), 0, 1, ipc),
+                       doctest::Contains("backend 'tcp' is dtr's TCP transport"), InvalidArgument);
 }
 
 TEST_CASE("ProcessGroup::create from an endpoint list and over ipc") {
-  std::vector<std::string> eps;
-  for (int i = 0; i < 3; ++i) eps.push_back("tcp://127.0.0.1:" + std::to_string(test::free_port()));
-  std::mutex m;
-  std::vector<std::string> errors;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ProcessGroup g = ProcessGroup::create(eps, r, fast_options());
-        auto t = local::full(Shape{100000}, r, DType::Float64);
-        g.all_reduce(t, ReduceOp::Max);
-        if (t.to_vector<double>()[99999] != 2.0) throw Error("wrong max");
-      } catch (const std::exception& e) {
-        std::lock_guard lock(m);
-        errors.push_back(e.what());
+  // gloo meets through a TCP store at endpoints[0] (rank 0 serves it) or a file next to an
+  // ipc:// path.
+  std::vector<std::string> backends{"zmq"};
+  if (backend_available("gloo")) backends.push_back("gloo");
+  for (const auto& backend : backends) {
+    for (bool ipc : {false, true}) {
+      if (ipc && backend == "zmq") continue;  // zmq over ipc endpoints: below
+      CAPTURE(backend);
+      CAPTURE(ipc);
+      std::vector<std::string> eps;
+      const std::string dir = "/tmp/dtr-pg-eps-" + std::to_string(getpid());
+      for (int i = 0; i < 3; ++i) {
+        eps.push_back(ipc ? "ipc://" + dir + "-" + std::to_string(i)
+                          : "tcp://127.0.0.1:" + std::to_string(test::free_port()));
       }
-    });
+      ::unlink((dir + "-0.store").c_str());
+      ProcessGroupOptions o = fast_options();
+      o.backend = backend;
+      o.group_name = "eps";
+      std::mutex m;
+      std::vector<std::string> errors;
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 3; ++r) {
+        threads.emplace_back([&, r] {
+          try {
+            ProcessGroup g = ProcessGroup::create(eps, r, o);
+            auto t = local::full(Shape{100000}, r, DType::Float64);
+            g.all_reduce(t, ReduceOp::Max);
+            if (t.to_vector<double>()[99999] != 2.0) throw Error("wrong max");
+          } catch (const std::exception& e) {
+            std::lock_guard lock(m);
+            errors.push_back(e.what());
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      ::unlink((dir + "-0.store").c_str());
+      check_no_errors(errors);
+    }
   }
-  for (auto& t : threads) t.join();
-  check_no_errors(errors);
 
   ProcessGroupOptions ipc = fast_options();
   ipc.transport = "ipc";

@@ -2,6 +2,14 @@
 // ProcessGroup each, over an in-process store), ranks as forked processes, deterministic
 // test data and a plain reference for every reduction.
 //
+// The suite parameterised by backend: PG_BACKEND_TEST("name") defines one body that runs as
+// three test cases, "name [zmq]", "name [gloo]" and "name [mpi]"; the body sees `backend`
+// and calls run_ranks(backend, n, ...). zmq and gloo ranks are threads of this process; mpi
+// ranks are the processes of an mpirun job (ctest starts the "[mpi]" cases with mpirun -np
+// 4, tests/CMakeLists.txt), each running the same test cases in the same order: a group of
+// n ranks is the job's first n. A backend this dtr was built without, or an mpi job with
+// too few ranks, prints "SKIPPED: ..." (ctest reports the case skipped).
+//
 // Thread safety: run_ranks() runs `body` on one thread per rank and collects their
 // failures; doctest assertions are made on the calling thread only.
 #pragma once
@@ -10,16 +18,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dtr/process_group.hpp"
+#include "pg/mpi_backend.hpp"
 #include "support/worker_process.hpp"
 
 namespace dtr::pgtest {
@@ -55,6 +67,159 @@ inline std::vector<std::string> run_ranks(int n, const std::function<void(Proces
   for (auto& t : threads) t.join();
   return errors;
 }
+
+// ---- the suite parameterised by backend ----
+
+struct BackendCase {
+  const char* name;  // "zmq", "gloo", "mpi"
+  bool threads;      // ranks are threads of this process (share memory) rather than processes
+  bool is(const char* n) const { return std::string(name) == n; }
+};
+inline const BackendCase kZmqCase{"zmq", true};
+inline const BackendCase kGlooCase{"gloo", true};
+inline const BackendCase kMpiCase{"mpi", false};
+
+#define PG_BACKEND_TEST_IMPL(name, body)                       \
+  static void body(const ::dtr::pgtest::BackendCase& backend); \
+  TEST_CASE(name " [zmq]") {                                   \
+    body(::dtr::pgtest::kZmqCase);                             \
+  }                                                            \
+  TEST_CASE(name " [gloo]") {                                  \
+    body(::dtr::pgtest::kGlooCase);                            \
+  }                                                            \
+  TEST_CASE(name " [mpi]") {                                   \
+    body(::dtr::pgtest::kMpiCase);                             \
+  }                                                            \
+  static void body(const ::dtr::pgtest::BackendCase& backend)
+#define PG_BACKEND_TEST(name) PG_BACKEND_TEST_IMPL(name, DOCTEST_ANONYMOUS(pg_backend_test_))
+
+// True (after printing why) when `backend` cannot run here: not built into this dtr, or mpi
+// outside an MPI launcher (ctest runs the "[mpi]" cases under mpirun as pg/mpi/...).
+inline bool skip_backend(const BackendCase& backend) {
+  if (!backend_available(backend.name)) {
+    std::printf("SKIPPED: backend %s is not built into this dtr\n", backend.name);
+    return true;
+  }
+  if (!backend.threads && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr &&
+      std::getenv("PMIX_RANK") == nullptr && std::getenv("PMI_SIZE") == nullptr) {
+    std::printf("SKIPPED: the mpi cases run under mpirun (ctest's pg/mpi/* entries)\n");
+    return true;
+  }
+  return false;
+}
+
+// The mpi job's world size (MPI is initialized at the first call).
+inline int mpi_job_size() {
+  static const int size = pg::mpi_world_rank_size().second;
+  return size;
+}
+
+// A group of the whole mpi job with default options, for the harness's own barriers, made
+// at the first use; released by release_mpi_sync_group() before the process exits
+// (tests/pg/main.cpp), so that MPI is finalized.
+inline std::unique_ptr<ProcessGroup>& mpi_sync_slot() {
+  static std::unique_ptr<ProcessGroup> sync;
+  return sync;
+}
+inline ProcessGroup& mpi_sync_group() {
+  auto& sync = mpi_sync_slot();
+  if (!sync) {
+    ProcessGroupOptions o;
+    o.backend = "mpi";
+    o.timeout = 120s;
+    const auto [rank, size] = pg::mpi_world_rank_size();
+    sync = std::make_unique<ProcessGroup>(ProcessGroup::create(make_hash_store(), rank, size, o));
+  }
+  return *sync;
+}
+inline void release_mpi_sync_group() {
+  mpi_sync_slot().reset();
+}
+
+// mpi: body(group) on the first n processes of the job, in a group made with `options`.
+inline std::vector<std::string> run_mpi_ranks(int n, const std::function<void(ProcessGroup&)>& body,
+                                              const ProcessGroupOptions& options) {
+  if (mpi_job_size() < n) {
+    std::printf("SKIPPED: needs %d mpi ranks, this job has %d (ctest runs mpirun -np 4)\n", n,
+                mpi_job_size());
+    return {};
+  }
+  std::vector<std::string> errors;
+  const auto [rank, size] = pg::mpi_world_rank_size();
+  try {
+    ProcessGroup all = ProcessGroup::create(make_hash_store(), rank, size, options);
+    std::vector<int> first(n);
+    for (int i = 0; i < n; ++i) first[i] = i;
+    ProcessGroup g = n == size ? all : all.new_group(first);
+    if (g.is_member()) body(g);
+    g.shutdown();
+  } catch (const std::exception& e) {
+    errors.push_back("rank " + std::to_string(rank) + ": " + e.what());
+  }
+  mpi_sync_group().barrier();  // every process is done with this case before the next
+  return errors;
+}
+
+// run_ranks for any backend: threads (zmq, gloo) or the mpi job's processes; nothing (after
+// a SKIPPED line) when the backend is not built.
+inline std::vector<std::string> run_ranks(const BackendCase& backend, int n,
+                                          const std::function<void(ProcessGroup&)>& body,
+                                          ProcessGroupOptions options = fast_options()) {
+  if (skip_backend(backend)) return {};
+  options.backend = backend.name;
+  if (!backend.threads) return run_mpi_ranks(n, body, options);
+  return run_ranks(n, body, options);
+}
+
+// A one-shot signal between the ranks of a test, without a clock: one rank raises it, the
+// others wait for it (bounded). It lives in a file, so that ranks in other processes (mpi)
+// see it too; rank 0 picks the name, broadcasts it over `g` (every rank constructs it) and
+// removes the file when its process exits (the others may still be looking for it when
+// rank 0's test body returns).
+class RankSignal {
+ public:
+  explicit RankSignal(ProcessGroup& g) {
+    auto token = local::full(Shape{1}, 0, DType::Int64);
+    if (g.rank() == 0) {
+      token = local::full(Shape{1}, static_cast<double>((::getpid() << 16) ^ counter()++),
+                          DType::Int64);
+    }
+    g.broadcast(token, 0);
+    path_ = "/tmp/dtr-pg-signal-" + std::to_string(token.item<int64_t>());
+    if (g.rank() == 0) remove_at_exit(path_);
+  }
+  RankSignal(const RankSignal&) = delete;
+  RankSignal& operator=(const RankSignal&) = delete;
+  void raise() const {
+    if (FILE* f = std::fopen(path_.c_str(), "w")) std::fclose(f);
+  }
+  // Throws when the signal does not come within `limit`.
+  void wait(std::chrono::milliseconds limit = 60s) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (::access(path_.c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) throw Error("RankSignal: never raised");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+
+ private:
+  static std::atomic<int64_t>& counter() {
+    static std::atomic<int64_t> c{0};
+    return c;
+  }
+  static void remove_at_exit(const std::string& path) {
+    static std::mutex m;
+    static std::vector<std::string> paths;
+    std::lock_guard lock(m);
+    if (paths.empty()) {
+      std::atexit([] {
+        for (const auto& p : paths) ::unlink(p.c_str());
+      });
+    }
+    paths.push_back(path);
+  }
+  std::string path_;
+};
 
 inline void check_no_errors(const std::vector<std::string>& errors) {
   for (const auto& e : errors) FAIL_CHECK(e);

@@ -31,6 +31,14 @@ void exercise(Store& s) {
   t.join();
 }
 
+std::string thread_key(int t, int k) {
+  std::string key = "t";
+  key += std::to_string(t);
+  key += '/';
+  key += std::to_string(k);
+  return key;
+}
+
 }  // namespace
 
 TEST_CASE("store: hash") {
@@ -49,6 +57,32 @@ TEST_CASE("store: file") {
   CHECK(s2->add("n", 1) == 4);
   ::unlink(path.c_str());
   CHECK_THROWS_AS(make_file_store("/nonexistent-dir/x"), TransportError);
+}
+
+TEST_CASE("store: file shared by threads of one process loses nothing") {
+  // fcntl locks do not keep threads of one process apart (ranks as threads, two groups of
+  // one program): the store does.
+  const std::string path = "/tmp/dtr-pg-store-threads-" + std::to_string(getpid());
+  ::unlink(path.c_str());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto s = make_file_store(path);
+      for (int k = 0; k < 25; ++k) {
+        s->set(thread_key(t, k), std::to_string(k));
+        s->add("count", 1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto s = make_file_store(path);
+  CHECK(s->add("count", 0) == 100);
+  for (int t = 0; t < 4; ++t) {
+    for (int k = 0; k < 25; ++k) {
+      CHECK(s->get(thread_key(t, k), 1s) == std::to_string(k));
+    }
+  }
+  ::unlink(path.c_str());
 }
 
 TEST_CASE("store: tcp server and clients") {

@@ -66,8 +66,7 @@ std::string patched(std::string frame, size_t at, T old, T v) {
 
 cmd::RunOp run_op(OpId op, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
   cmd::RunOp c{.op = op, .out = out, .attrs = std::move(attrs)};
-  c.inputs.n = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 2; ++i) c.inputs.ids[i] = inputs[i];
+  for (TensorId id : inputs) c.inputs.push_back(id);
   return c;
 }
 
@@ -99,6 +98,38 @@ void add_observability_commands(std::vector<Command>& cmds) {
   cmds.push_back(cmd::Trace{.action = TraceAction::Collect, .request = 1007});
   cmds.push_back(cmd::FlightDump{.request = 1008});
   cmds.push_back(cmd::Metrics{.request = std::numeric_limits<uint64_t>::max()});
+}
+
+// A graph part: a program of every kind of command a graph may hold, a strided input and
+// outputs.
+cmd::GraphUpload graph_upload() {
+  auto program = std::make_shared<Batch>();
+  OpAttrs one;
+  one.scalars[0] = Scalar(int64_t{1});
+  program->commands = {
+      run_op(OpId::add, 40, {20}, one),
+      cmd::Record{.stream = 2, .event = 5, .timing = true},
+      cmd::WaitEvent{.stream = 3, .event = 5},
+      cmd::NotifyPeer{.event = 5, .peer = 1, .token = 6},
+      cmd::WaitRemote{.stream = 3, .peer = 1, .token = 7},
+      cmd::SendPeer{.input = 40, .peer = 1, .token = 8},
+      cmd::RecvPeer{
+          .out = 41, .meta = TensorMeta::contiguous(DType::Float32, {3}), .peer = 1, .token = 9},
+      cmd::Collective{.kind = CollectiveKind::AllGather,
+                      .input = 41,
+                      .out = 42,
+                      .meta = TensorMeta::contiguous(DType::Float32, {2, 3}),
+                      .device = -1},
+      cmd::ToDevice{.input = 42, .out = 43, .device = 0},
+  };
+  TensorMeta view = TensorMeta::contiguous(DType::Float64, {3, 4});
+  view.strides = {1, 3};
+  view.offset = 5;
+  return cmd::GraphUpload{
+      .graph = 9,
+      .outputs = {40, 43},
+      .inputs = {GraphInput{20, view}, GraphInput{21, TensorMeta::contiguous(DType::Int32, {})}},
+      .program = std::move(program)};
 }
 
 // Commands of every type, with attributes of every kind, and the payload frames they use.
@@ -142,6 +173,16 @@ Batch every_command() {
   other_stream.device = 3;
   cmds.push_back(other_stream);
 
+  // Ops of more inputs than the inline two: conv2d with a bias, and a cat of many.
+  OpAttrs conv;
+  conv.ints = {1, 1, 0, 0, 1, 1, 1};
+  cmds.push_back(run_op(OpId::conv2d, 16, {13, 14, 15}, conv));
+  std::vector<TensorId> many;
+  for (TensorId i = 0; i < 7; ++i) many.push_back(100 + i);
+  OpAttrs dim;
+  dim.ints = {1};
+  cmds.push_back(run_op(OpId::cat, 17, many, dim));
+
   cmds.push_back(put(20, DType::Float32, {2, 3}, 2));
   cmds.push_back(put(21, DType::Int64, {}, 1));
   cmds.push_back(put(22, DType::Bool, {0, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 3));
@@ -179,6 +220,9 @@ Batch every_command() {
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
   cmds.push_back(cmd::NodeLost{.node = 4095});
   add_observability_commands(cmds);
+  cmds.push_back(graph_upload());
+  cmds.push_back(cmd::GraphReplay{.graph = 9, .replay = std::numeric_limits<uint64_t>::max()});
+  cmds.push_back(cmd::GraphFree{.graph = 9});
   return batch_of(std::move(cmds));
 }
 constexpr size_t kEveryCommandPayloads = 3;
@@ -245,9 +289,41 @@ struct FieldProbe {
       add(f, at, bytes_of<Raw>(static_cast<Raw>(r.lo - 1)), fmt::format("{} {},", f, r.lo - 1));
     at += sizeof(Raw);
   }
-  void operator()(const char* f, const std::vector<uint32_t>& v, Limit l) {
+  template <typename T>
+  requires std::is_arithmetic_v<T>
+  void operator()(const char* f, const std::vector<T>& v, Limit l) {
     add(f, at, bytes_of<uint32_t>(static_cast<uint32_t>(l.max + 1)), "exceeds the limit");
-    at += 4 + 4 * v.size();
+    at += 4 + sizeof(T) * v.size();
+  }
+  void operator()(const char* f, const std::vector<GraphInput>& v, Limit l) {
+    add(f, at, bytes_of<uint32_t>(static_cast<uint32_t>(l.max + 1)), "exceeds the limit");
+    at += 4;
+    for (const GraphInput& in : v) {
+      at += 8;  // the id
+      const size_t nd = in.meta.shape.size();
+      add(f, at, bytes_of<uint8_t>(99), "has unknown dtype code 99");
+      add(f, at + 1, bytes_of<uint8_t>(kMaxDims + 1), "dims, at most 12 allowed");
+      if (nd > 0) {
+        add(f, at + 2 + 8 * nd, bytes_of<int64_t>(-2), "negative stride -2 in dim 0");
+        add(f, at + 2 + 8 * nd, bytes_of<int64_t>(std::numeric_limits<int64_t>::max()),
+            "spans more elements than int64 can count");
+      }
+      add(f, at + 2 + 16 * nd, bytes_of<int64_t>(-1), "negative offset -1");
+      at += 2 + 16 * nd + 8;
+    }
+  }
+  // A graph program: its count, then each command probed as a batch's (the corruptions of
+  // its fields are rejected naming the program).
+  void operator()(const char* f, const GraphProgram& p, Limit l) {
+    add(f, at, bytes_of<uint32_t>(static_cast<uint32_t>(l.max + 1)), "exceeds the limit");
+    at += 4;
+    for (const Command& c : p->commands) {
+      add(f, at, bytes_of<uint8_t>(99), "of the graph program in command 0 has unknown type 99");
+      add(f, at, bytes_of<uint8_t>(static_cast<uint8_t>(CmdType::Sync)),
+          "(sync) cannot be part of a graph");
+      at += 5;
+      std::visit([&](const auto& x) { std::decay_t<decltype(x)>::fields(x, *this); }, c);
+    }
   }
   void operator()(const char* f, const uint32_t&, PayloadRule) {
     add(f, at, bytes_of<uint32_t>(0), "references payload frame 0");
@@ -261,7 +337,8 @@ struct FieldProbe {
     at += 2 + 8 * m.shape.size();
   }
   void operator()(const char* f, const Inputs& in) {
-    add(f, at, bytes_of<uint8_t>(3), "inputs 3, expected at most 2");
+    add(f, at, bytes_of<uint8_t>(Inputs::kMax + 1), "inputs 65, expected at most 64");
+    add(f, at, bytes_of<uint8_t>(0xFF), "inputs 255, expected at most 64");
     at += 1 + 8 * in.n;
   }
   void operator()(const char* f, const bool&, const OpAttrs&, OpFlagsRule) {
@@ -603,10 +680,13 @@ TEST_SUITE("protocol/codec") {
                   "unknown op code " + std::to_string(kMaxOpCode + 1));
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdFlags, 0, 0x80), 0),
                   "command 0 (add) has unknown flags bits 0x80");
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, 3), 0),
-                  "command 0 (add) has inputs 3, expected at most 2");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, Inputs::kMax + 1), 0),
+                  "command 0 (add) has inputs 65, expected at most 64");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, 255), 0),
-                  "has inputs 255, expected at most 2");
+                  "has inputs 255, expected at most 64");
+    // More inputs than the bytes left hold: refused before anything is allocated for them.
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInputs, 2, Inputs::kMax), 0),
+                  "inputs count 62 needs at least 496 bytes");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInts, 0, kMaxDims + 1), 0),
                   "attribute ints count 13 exceeds the limit 12");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdNInts, 0, 2), 0), "needs at least");
@@ -620,6 +700,30 @@ TEST_SUITE("protocol/codec") {
     CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, -2), 0),
                   "command 0 (add) has device -2, expected -1 to 255");
     CHECK_REJECTS(decode_batch(patched<int32_t>(good, kCmdDevice, -1, 256), 0), "device 256");
+  }
+
+  TEST_CASE("a RunOp of more inputs: the same layout, every count up to the limit") {
+    // Inputs past the inline two are the same u8 count and u64 ids: the encoding of a
+    // 3-input command is the 2-input layout with one more id.
+    std::string two = encode(batch_of({run_op(OpId::add, 3, {1, 2})}));
+    std::string three = encode(batch_of({run_op(OpId::where, 3, {1, 2, 9})}));
+    REQUIRE(three.size() == two.size() + 8);
+    CHECK(static_cast<uint8_t>(three[kCmdNInputs]) == 3);
+    CHECK(three.substr(kCmdInputs + 24) == two.substr(kCmdInputs + 16));
+    for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{17}, Inputs::kMax}) {
+      CAPTURE(n);
+      std::vector<TensorId> ids;
+      for (size_t i = 0; i < n; ++i) ids.push_back(1000 + i);
+      OpAttrs dim;
+      dim.ints = {0};
+      cmd::RunOp c = run_op(OpId::cat, 5000, ids, dim);
+      Batch b = decode_batch(encode(batch_of({c})), 0);
+      REQUIRE(b.commands.size() == 1);
+      const auto& got = std::get<cmd::RunOp>(b.commands[0]);
+      CHECK(got == c);
+      for (size_t i = 0; i < n; ++i) CHECK(got.inputs[i] == 1000 + i);
+      CHECK(got.inputs.more.size() == (n > Inputs::kInline ? n - Inputs::kInline : 0));
+    }
   }
 
   TEST_CASE("every checked field of every command type rejects a corruption") {
@@ -651,6 +755,57 @@ TEST_SUITE("protocol/codec") {
     }
     CHECK(std::count(probed.begin(), probed.end(), true) == std::variant_size_v<Command>);
     CHECK(corruptions > 40);
+  }
+
+  TEST_CASE("a graph program holds only commands a graph may hold, and nothing nested") {
+    // Each command type that may not be part of a graph, alone in a program.
+    std::vector<Command> refused = {put(20, DType::Float32, {2}, 1),
+                                    cmd::Get{.input = 1, .request = 2},
+                                    cmd::Free{.input = 1},
+                                    cmd::Sync{.request = 3},
+                                    cmd::Stats{.request = 4},
+                                    cmd::CreateStream{.stream = 2},
+                                    cmd::DestroyStream{.stream = 2},
+                                    cmd::EventQuery{.event = 1, .request = 5},
+                                    cmd::EventSync{.event = 1, .request = 6},
+                                    cmd::DestroyEvent{.event = 1},
+                                    cmd::NewGroup{.group = 1, .ranks = {0, 1}},
+                                    cmd::NodeLost{.node = 1},
+                                    cmd::GraphReplay{.graph = 1, .replay = 1},
+                                    cmd::GraphFree{.graph = 1},
+                                    graph_upload()};
+    for (const Command& c : refused) {
+      CAPTURE(command_name(c));
+      auto program = std::make_shared<Batch>();
+      program->commands = {run_op(OpId::neg, 2, {1}), c};
+      Batch b = batch_of({cmd::RunOp{}, cmd::GraphUpload{.graph = 1, .program = program}});
+      CHECK_REJECTS(decode_batch(encode(b), 0),
+                    fmt::format("command 1 of the graph program in command 1 ({}) cannot be "
+                                "part of a graph",
+                                command_name(c)));
+    }
+    // Every command type a graph may hold round-trips inside one.
+    Batch one = batch_of({graph_upload()});
+    Batch got = decode_batch(encode(one), 0);
+    REQUIRE(got.commands.size() == 1);
+    CHECK(got.commands[0] == one.commands[0]);
+    const auto& program = *std::get<cmd::GraphUpload>(got.commands[0]).program;
+    CHECK(program.commands.size() == 9);
+    CHECK(std::get<cmd::GraphUpload>(got.commands[0]).inputs[0].meta.strides == Strides{1, 3});
+    CHECK(std::get<cmd::GraphUpload>(got.commands[0]).inputs[0].meta.offset == 5);
+    // An empty program is a program.
+    Batch empty = batch_of({cmd::GraphUpload{.graph = 3}});
+    CHECK(decode_batch(encode(empty), 0).commands[0] == empty.commands[0]);
+  }
+
+  TEST_CASE("graph tokens are per replay and apart from the master's") {
+    CHECK(graph_token(5, 1) != graph_token(5, 2));
+    CHECK(graph_token(5, 1) != graph_token(6, 1));
+    CHECK((graph_token(5, 1) >> 63) == 1);
+    CHECK(graph_token(kGraphTokenLimit - 1, 7) != graph_token(0, 8));
+    // Replays 2^23 apart share a token: more than any worker keeps pending.
+    CHECK(graph_token(5, 1) == graph_token(5, 1 + (uint64_t{1} << 23)));
+    CHECK((uint64_t{1} << 23) > kMaxPendingWaits);
   }
 
   TEST_CASE("count rejections allocate nothing from the count") {

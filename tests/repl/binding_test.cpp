@@ -137,6 +137,43 @@ TEST_CASE("binding: each kind's signature fills the inputs and attributes it dec
         DType::Float64);
 }
 
+TEST_CASE("binding: tensor lists, tensors anywhere, pairs, flags and reductions") {
+  const Value x = tensor_arg();
+  ListValue list;
+  list.items = {x, x, x};
+  // cat: a list of tensors, then the dim.
+  repl::BoundArgs b = repl::bind_args(ref("cat"), {Value(list), Value(1)}, {});
+  CHECK(b.values[0]->is<ListValue>());
+  CHECK(attrs("cat", {Value(list)}).ints == Dims{0});
+  // gather(x, dim, index): the tensors around an int.
+  CHECK(attrs("gather", {x, Value(1), x}).ints == Dims{1});
+  // conv2d: bias left out, pairs given as an int or two; padding by keyword.
+  CHECK(attrs("conv2d", {x, x}).ints == Dims{1, 1, 0, 0, 1, 1, 1});
+  CHECK(
+      attrs("conv2d", {x, x, Value(), tuple({Value(2), Value(1)})}, {{"padding", Value(3)}}).ints ==
+      Dims{2, 1, 3, 3, 1, 1, 1});
+  // max_pool2d: a left-out stride is 0, 0 (the kernel size); a flag is 0 or 1.
+  CHECK(attrs("max_pool2d", {x, Value(2)}).ints == Dims{2, 2, 0, 0, 0, 0, 1, 1, 0});
+  CHECK(attrs("max_pool2d", {x, Value(3), Value(1)}, {{"ceil_mode", Value(true)}}).ints ==
+        Dims{3, 3, 1, 1, 0, 0, 1, 1, 1});
+  // avg_pool2d's optional divisor is scalars[0].
+  OpAttrs a = attrs("avg_pool2d", {x, Value(2)}, {{"divisor_override", Value(3)}});
+  CHECK(a.ints == Dims{2, 2, 0, 0, 0, 0, 0, 1});
+  CHECK(a.scalars[0].to_int() == 3);
+  // nll_loss: a reduction by name, ignore_index after it.
+  CHECK(attrs("nll_loss", {x, x}).ints == Dims{1, -100});
+  CHECK(attrs("nll_loss", {x, x}, {{"reduction", Value("sum")}, {"ignore_index", Value(0)}}).ints ==
+        Dims{2, 0});
+  // dropout: p, the training flag; the draw is made at the call.
+  a = attrs("dropout", {x, Value(0.25)});
+  CHECK(a.scalars[0].to_double() == 0.25);
+  CHECK(a.ints == Dims{1});
+  CHECK(contains(error("nll_loss", {x, x}, {{"reduction", Value("avg")}}),
+                 "argument 'reduction' must be 'none', 'mean' or 'sum', got 'avg'"));
+  CHECK(contains(error("conv2d", {x, x, Value(), tuple({Value(1), Value(2), Value(3)})}),
+                 "argument 'stride' must be an int or a pair of ints, got 3 ints"));
+}
+
 TEST_CASE("binding: keyword arguments") {
   const Value x = tensor_arg();
   OpAttrs a = attrs("sum", {x}, {{"keepdim", Value(true)}, {"dim", Value(1)}});
@@ -207,6 +244,18 @@ TEST_CASE("binding: keyword and positional calls run on the workers") {
   CHECK(s.ok("clamp(x, max=2).sum().item()") == "9\n");
   CHECK(s.ok("y = full(2, 2, value=7, dtype=int32)\ny.dtype; y.sum().item()") == "int32\n28\n");
   CHECK(s.ok("arange(4).float().var(correction=0).item()") == "1.25\n");
+  // Ops of more inputs and lists, on the worker.
+  CHECK(s.ok("z = cat([x, x, x], 1)\nz.shape; z.sum().item()") == "(2, 9)\n45\n");
+  CHECK(s.ok("stack([x, x]).shape; where(x > 2, x, 0 * x).sum().item()") == "(2, 2, 3)\n12\n");
+  CHECK(s.ok("gather(x, 1, [[2, 0], [1, 1]]).sum().item()") == "10\n");
+  CHECK(s.ok("i = arange(16).float().view(1, 1, 4, 4)\n"
+             "max_pool2d(i, 2).sum().item(); avg_pool2d(i, kernel_size=2).sum().item()") ==
+        "40.0\n30.0\n");
+  CHECK(s.ok("w = ones(1, 1, 2, 2)\nconv2d(i, w, ones(1), stride=2).sum().item()") == "124.0\n");
+  CHECK(s.ok("lp = full(2, 3, value=-1.5)\nnll_loss(lp, [0, 2], reduction='sum').item()") ==
+        "3.0\n");
+  CHECK(s.ok("topk(arange(5).float(), 2).sum().item(); topk_indices(arange(5), 1).item()") ==
+        "7.0\n4\n");
   CHECK(s.run("x.sum(keep=True)").err ==
         "TypeError: sum(): unexpected keyword argument 'keep'; "
         "usage: " +

@@ -97,7 +97,9 @@ TEST_CASE("every op of the table has a signature the REPL can bind") {
     CHECK(d.usage.substr(0, d.name.size() + 1) == std::string(d.name) + "(");
     int tensors = 0;
     for (const OpParam& p : d.signature.params())
-      tensors += p.type == ParamType::Tensor || p.type == ParamType::Operand ? 1 : 0;
+      tensors += p.type == ParamType::Tensor || p.type == ParamType::Operand ? 1
+                 : p.type == ParamType::Tensors                              ? kMaxOpInputs
+                                                                             : 0;
     CHECK(tensors == d.max_inputs);
     CHECK(functions.count(std::string(d.name)) == 1);
     if (d.has_inplace_form) CHECK(functions.count(std::string(d.name) + "_") == 1);
@@ -335,6 +337,31 @@ TEST_CASE("each kind of error is reported and the next line works") {
   o = s.run("arange(3).pow(-2)");
   CHECK(has(o.err, "RemoteError: pow failed on node 0 (cpu)"));
   CHECK(s.ok("1 + 1") == "2\n");
+}
+
+TEST_CASE("captured graphs: with capture(g) records, g.replay() runs, sync points refused") {
+  Cluster cluster(2, cpu_only());
+  ReplSession s;
+  s.ok("x = zeros(3)\ng = graph()");
+  CHECK(s.ok("g") == "graph(empty)\n");
+  CHECK(s.ok("with capture(g):\n    x += 1\n    y = x * 2\n    with node(1): z = ones(2) + 1\n")
+            .empty());
+  CHECK(s.ok("g.replays()") == "0\n");
+  s.ok("g.replay(3)");
+  CHECK(s.ok("x; y; z") ==
+        "tensor([3., 3., 3.], shape=[3], dtype=float32, node=0, device=cpu)\n"
+        "tensor([6., 6., 6.], shape=[3], dtype=float32, node=0, device=cpu)\n"
+        "tensor([2., 2.], shape=[2], dtype=float32, node=1, device=cpu)\n");
+  CHECK(has(s.ok("g"), "commands {0: 2, 1: 2}, replays 3)"));
+  // An echo or a print inside a capture would be a sync point: no echo, print refused.
+  CHECK(s.ok("h = graph()\nwith capture(h): x + 1") == "");
+  CHECK(has(s.run("with capture(h): print(x)").err, "a sync point cannot be captured"));
+  CHECK(has(s.run("with capture(x): x += 1").err, "capture(): expected a graph"));
+  CHECK(has(s.run("with capture(g), capture(h): x += 1").err, "captures do not nest"));
+  s.ok("g.reset()");
+  CHECK(has(s.run("g.replay()").err, "was freed"));
+  CHECK(s.ok("x.sum().item()") == "9.0\n");
+  CHECK(has(s.ok("help()"), "g.replay(n=1)"));
 }
 
 TEST_CASE("the nodes command shows each node's worker and memory in use and live tensors") {

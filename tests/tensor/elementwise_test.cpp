@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,16 @@ std::vector<UnarySpec> unary_specs() {
                 Range{-6, 6}, Range{-6, 6}},
       UnarySpec{DTR_UNARY_CALLS(relu), false, [](double x) { return x > 0 ? x : 0.0; }, Range{},
                 Range{-9, 9}},
+      UnarySpec{DTR_UNARY_CALLS(floor), false, [](double x) { return std::floor(x); },
+                Range{-4, 4, 0.25}, Range{-9, 9}},
+      UnarySpec{DTR_UNARY_CALLS(ceil), false, [](double x) { return std::ceil(x); },
+                Range{-4, 4, 0.25}, Range{-9, 9}},
+      // Ties (x.5) round to even.
+      UnarySpec{DTR_UNARY_CALLS(round), false, [](double x) { return std::nearbyint(x); },
+                Range{-4, 4, 0.5}, Range{-9, 9}},
+      UnarySpec{DTR_UNARY_CALLS(sign), false,
+                [](double x) { return static_cast<double>((x > 0) - (x < 0)); }, Range{-2, 2, 1},
+                Range{-2, 2}},
   };
 }
 
@@ -82,6 +93,21 @@ TEST_CASE("unary ops match the reference for every dtype, shape and layout") {
       }
     }
   }
+}
+
+TEST_CASE("floor, ceil, round and sign: special values") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Tensor x = tensor_of(kF32, {7}, {nan, inf, -inf, -0.5, 2.5, -2.5, -0.0});
+  check_tensor(x.floor(), make_array(kF32, {7}, {nan, inf, -inf, -1, 2, -3, -0.0}), "floor");
+  check_tensor(x.ceil(), make_array(kF32, {7}, {nan, inf, -inf, -0.0, 3, -2, -0.0}), "ceil");
+  check_tensor(x.round(), make_array(kF32, {7}, {nan, inf, -inf, -0.0, 2, -2, -0.0}), "round");
+  // torch.sign: NaN gives 0.
+  check_tensor(x.sign(), make_array(kF32, {7}, {0, 1, -1, -1, 1, -1, 0}), "sign");
+  Tensor ints = tensor_of(kI64, {3}, {7, -5, 0});
+  CHECK(ints.round().to_vector<int64_t>() == std::vector<int64_t>{7, -5, 0});
+  CHECK(ints.floor().to_vector<int64_t>() == std::vector<int64_t>{7, -5, 0});
+  CHECK(ints.sign().to_vector<int64_t>() == std::vector<int64_t>{1, -1, 0});
+  DTR_CHECK_ERROR(dtr::DTypeError, tensor_of(kBool, {2}, {1, 0}).floor(), "floor", "bool");
 }
 
 TEST_CASE("unary in-place ops write through any layout, including views") {

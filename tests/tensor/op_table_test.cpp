@@ -88,6 +88,40 @@ constexpr Covered kCoveredOps[] = {
     {"linspace", "creation_test: linspace"},
     {"rand", "creation_test: rand"},
     {"randn", "creation_test: randn"},
+    {"floor", "elementwise_test: unary ops / unary in-place ops / floor, ceil, round and sign"},
+    {"ceil", "elementwise_test: unary ops / unary in-place ops / floor, ceil, round and sign"},
+    {"round", "elementwise_test: unary ops / unary in-place ops / floor, ceil, round and sign"},
+    {"sign", "elementwise_test: unary ops / unary in-place ops / floor, ceil, round and sign"},
+    {"flatten", "view_test: flatten"},
+    {"cat", "index_test: cat"},
+    {"stack", "index_test: stack"},
+    {"where", "index_test: where and masked_fill"},
+    {"masked_fill", "index_test: where and masked_fill"},
+    {"index_select", "index_test: index_select, gather and scatter_add"},
+    {"gather", "index_test: index_select, gather and scatter_add"},
+    {"scatter_add", "index_test: index_select, gather and scatter_add"},
+    {"cumsum", "index_test: cumsum"},
+    {"one_hot", "index_test: one_hot"},
+    {"topk", "index_test: topk"},
+    {"topk_indices", "index_test: topk"},
+    {"linear", "nn_test: linear"},
+    {"conv2d", "nn_test: conv2d forward / finite differences"},
+    {"conv2d_input_grad", "nn_test: conv2d gradients / finite differences"},
+    {"conv2d_weight_grad", "nn_test: conv2d gradients / finite differences"},
+    {"max_pool2d", "nn_test: max_pool2d"},
+    {"max_pool2d_indices", "nn_test: max_pool2d"},
+    {"max_pool2d_backward", "nn_test: max_pool2d / finite differences"},
+    {"avg_pool2d", "nn_test: avg_pool2d"},
+    {"avg_pool2d_backward", "nn_test: avg_pool2d / finite differences"},
+    {"softmax", "nn_test: softmax and log_softmax"},
+    {"log_softmax", "nn_test: softmax and log_softmax"},
+    {"softmax_backward", "nn_test: softmax and log_softmax / finite differences"},
+    {"log_softmax_backward", "nn_test: softmax and log_softmax / finite differences"},
+    {"nll_loss", "nn_test: nll_loss"},
+    {"nll_loss_backward", "nn_test: nll_loss / finite differences"},
+    {"dropout", "nn_test: dropout and dropout2d"},
+    {"dropout2d", "nn_test: dropout and dropout2d"},
+    {"threshold_backward", "nn_test: threshold_backward"},
 };
 
 // The table as its X-macro lists declare it.
@@ -109,19 +143,100 @@ struct Frozen {
   std::string_view name;
   uint16_t code;
 };
-constexpr Frozen kFrozenCodes[] = {
-    {"neg", 0},        {"abs", 1},      {"exp", 2},        {"log", 3},         {"sqrt", 4},
-    {"rsqrt", 5},      {"sin", 6},      {"cos", 7},        {"tanh", 8},        {"sigmoid", 9},
-    {"relu", 10},      {"add", 11},     {"sub", 12},       {"mul", 13},        {"div", 14},
-    {"pow", 15},       {"maximum", 16}, {"minimum", 17},   {"eq", 18},         {"ne", 19},
-    {"lt", 20},        {"le", 21},      {"gt", 22},        {"ge", 23},         {"sum", 24},
-    {"prod", 25},      {"mean", 26},    {"max", 27},       {"min", 28},        {"argmax", 29},
-    {"argmin", 30},    {"clamp", 31},   {"norm", 32},      {"var", 33},        {"std", 34},
-    {"matmul", 35},    {"dot", 36},     {"mv", 37},        {"view", 38},       {"reshape", 39},
-    {"transpose", 40}, {"permute", 41}, {"narrow", 42},    {"slice", 43},      {"select", 44},
-    {"expand", 45},    {"squeeze", 46}, {"unsqueeze", 47}, {"contiguous", 48}, {"to", 49},
-    {"copy_", 50},     {"fill_", 51},   {"uniform_", 52},  {"normal_", 53},    {"empty", 54},
-    {"full", 55},      {"arange", 56},  {"linspace", 57},  {"rand", 58},       {"randn", 59}};
+constexpr Frozen kFrozenCodes[] = {{"neg", 0},
+                                   {"abs", 1},
+                                   {"exp", 2},
+                                   {"log", 3},
+                                   {"sqrt", 4},
+                                   {"rsqrt", 5},
+                                   {"sin", 6},
+                                   {"cos", 7},
+                                   {"tanh", 8},
+                                   {"sigmoid", 9},
+                                   {"relu", 10},
+                                   {"add", 11},
+                                   {"sub", 12},
+                                   {"mul", 13},
+                                   {"div", 14},
+                                   {"pow", 15},
+                                   {"maximum", 16},
+                                   {"minimum", 17},
+                                   {"eq", 18},
+                                   {"ne", 19},
+                                   {"lt", 20},
+                                   {"le", 21},
+                                   {"gt", 22},
+                                   {"ge", 23},
+                                   {"sum", 24},
+                                   {"prod", 25},
+                                   {"mean", 26},
+                                   {"max", 27},
+                                   {"min", 28},
+                                   {"argmax", 29},
+                                   {"argmin", 30},
+                                   {"clamp", 31},
+                                   {"norm", 32},
+                                   {"var", 33},
+                                   {"std", 34},
+                                   {"matmul", 35},
+                                   {"dot", 36},
+                                   {"mv", 37},
+                                   {"view", 38},
+                                   {"reshape", 39},
+                                   {"transpose", 40},
+                                   {"permute", 41},
+                                   {"narrow", 42},
+                                   {"slice", 43},
+                                   {"select", 44},
+                                   {"expand", 45},
+                                   {"squeeze", 46},
+                                   {"unsqueeze", 47},
+                                   {"contiguous", 48},
+                                   {"to", 49},
+                                   {"copy_", 50},
+                                   {"fill_", 51},
+                                   {"uniform_", 52},
+                                   {"normal_", 53},
+                                   {"empty", 54},
+                                   {"full", 55},
+                                   {"arange", 56},
+                                   {"linspace", 57},
+                                   {"rand", 58},
+                                   {"randn", 59},
+                                   {"floor", 60},
+                                   {"ceil", 61},
+                                   {"round", 62},
+                                   {"sign", 63},
+                                   {"flatten", 64},
+                                   {"cat", 65},
+                                   {"stack", 66},
+                                   {"where", 67},
+                                   {"masked_fill", 68},
+                                   {"index_select", 69},
+                                   {"gather", 70},
+                                   {"scatter_add", 71},
+                                   {"cumsum", 72},
+                                   {"one_hot", 73},
+                                   {"topk", 74},
+                                   {"topk_indices", 75},
+                                   {"linear", 76},
+                                   {"conv2d", 77},
+                                   {"conv2d_input_grad", 78},
+                                   {"conv2d_weight_grad", 79},
+                                   {"max_pool2d", 80},
+                                   {"max_pool2d_indices", 81},
+                                   {"max_pool2d_backward", 82},
+                                   {"avg_pool2d", 83},
+                                   {"avg_pool2d_backward", 84},
+                                   {"softmax", 85},
+                                   {"log_softmax", 86},
+                                   {"softmax_backward", 87},
+                                   {"log_softmax_backward", 88},
+                                   {"nll_loss", 89},
+                                   {"nll_loss_backward", 90},
+                                   {"dropout", 91},
+                                   {"dropout2d", 92},
+                                   {"threshold_backward", 93}};
 
 }  // namespace
 
@@ -205,6 +320,24 @@ TEST_CASE("op table: inputs, in-place forms and names per kind") {
         CHECK(op.min_inputs == (op.name == "copy_" ? 2 : 1));
         CHECK(op.max_inputs == (op.name == "copy_" ? 2 : 1));
         break;
+      case OpKind::Join:
+        CHECK(op.min_inputs == 1);
+        CHECK(op.max_inputs == dtr::kMaxOpInputs);
+        break;
+      case OpKind::Indexing:
+      case OpKind::NN: {
+        // As many inputs as tensor parameters; an optional one may be left out.
+        int required = 0, all = 0;
+        for (const dtr::OpParam& p : op.signature.params()) {
+          if (p.type != dtr::ParamType::Tensor) continue;
+          ++all;
+          required += p.optional ? 0 : 1;
+        }
+        CHECK(op.min_inputs == required);
+        CHECK(op.max_inputs == all);
+        CHECK(all >= 1);
+        break;
+      }
       default:
         CHECK(op.min_inputs == 1);
         CHECK(op.max_inputs == 1);
@@ -342,16 +475,19 @@ TEST_CASE("op table: signatures agree with each op's kind and dtype rule") {
   for (const dtr::OpDef& op : dtr::all_ops()) {
     INFO("op: " << std::string(op.name) << ", signature: " << typed(op.signature));
     std::span<const OpParam> ps = op.signature.params();
+    const bool per_op_inputs =
+        op.kind == OpKind::Join || op.kind == OpKind::Indexing || op.kind == OpKind::NN;
     int inputs = 0, numbers = 0, dtypes = 0, generators = 0, dims = 0, bools = 0;
     std::set<std::string_view> names;
     for (size_t j = 0; j < ps.size(); ++j) {
       const OpParam& p = ps[j];
       CHECK_MESSAGE(names.insert(p.name).second, "parameter twice: " << std::string(p.name));
       CHECK_FALSE((p.optional && !p.deflt.empty()));
-      // The tensor inputs come first, as many as the kind has; operands only in Binary ops.
-      CHECK(is_input(p) == (static_cast<int>(j) < op.max_inputs));
-      CHECK((p.type == ParamType::Operand) == (op.kind == OpKind::Binary));
-      inputs += is_input(p);
+      // The tensor inputs come first, as many as the kind has (Join, Indexing and NN ops:
+      // anywhere, counted from the signature); operands only in Binary ops.
+      if (!per_op_inputs) CHECK(is_input(p) == (static_cast<int>(j) < op.max_inputs));
+      CHECK((p.type == ParamType::Operand) == (op.kind == OpKind::Binary && is_input(p)));
+      inputs += is_input(p) ? 1 : p.type == ParamType::Tensors ? dtr::kMaxOpInputs : 0;
       numbers += p.type == ParamType::Number;
       dtypes += p.type == ParamType::Dtype;
       generators += p.type == ParamType::Generator;
@@ -371,8 +507,9 @@ TEST_CASE("op table: signatures agree with each op's kind and dtype rule") {
         op.kind == OpKind::Reduce || op.kind == OpKind::Norm || op.kind == OpKind::Moment;
     CHECK((dims == 1 && bools == 1) == reduces);
     CHECK((dims == 0 && bools == 0) == !reduces);
-    // Draws only where an op fills with random values: random creation and fills.
-    if (generators > 0) CHECK((op.kind == OpKind::Create || op.kind == OpKind::Mutate));
+    // Draws only where an op fills with random values: random creation and fills, dropout.
+    if (generators > 0)
+      CHECK((op.kind == OpKind::Create || op.kind == OpKind::Mutate || op.kind == OpKind::NN));
     CHECK(generators <= 1);
     // The usage renders the declaration: name, then each parameter with '?' or '=default'.
     std::string usage = std::string(op.name) + "(";

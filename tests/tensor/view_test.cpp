@@ -120,6 +120,26 @@ TEST_CASE("reshape: a view when the strides allow, otherwise a copy") {
                "reshape of an empty tensor");
 }
 
+TEST_CASE("flatten: dims start_dim..end_dim merged, a view where the strides allow") {
+  Array a = random_array(kF32, {2, 3, 4, 5}, 300103);
+  Tensor x = make_tensor(a);
+  Tensor f = x.flatten(1);
+  check_tensor(f, reshaped(a, {2, 60}), "flatten(1)");
+  CHECK(same_storage(f, x));
+  check_tensor(x.flatten(1, 2), reshaped(a, {2, 12, 5}), "flatten(1, 2)");
+  check_tensor(x.flatten(-2, -1), reshaped(a, {2, 3, 20}), "flatten(-2, -1)");
+  check_tensor(x.flatten(2, 2), a, "flatten of one dim");
+  // A padded layout: merging dims whose strides do not line up copies.
+  Tensor p = make_tensor(a, Layout::Padded);
+  Tensor pf = p.flatten(1);
+  check_tensor(pf, reshaped(a, {2, 60}), "flatten of a padded tensor");
+  CHECK_FALSE(same_storage(pf, p));
+  Tensor zero_d = tensor_of(kI64, {}, {7});
+  CHECK(zero_d.flatten().shape() == dtr::Shape{1});
+  DTR_CHECK_ERROR(dtr::IndexError, x.flatten(2, 1), "flatten", "start_dim 2", "end_dim 1");
+  DTR_CHECK_ERROR(dtr::IndexError, x.flatten(4), "flatten", "dim 4");
+}
+
 TEST_CASE("transpose and permute") {
   Array a = random_array(kF64, {2, 3, 4}, 300201);
   Tensor x = make_tensor(a, Layout::Padded);

@@ -35,8 +35,7 @@ using worker::Session;
 
 cmd::RunOp op(OpId id, TensorId out, std::vector<TensorId> inputs, OpAttrs attrs = {}) {
   cmd::RunOp c{.op = id, .out = out, .attrs = std::move(attrs)};
-  c.inputs.n = static_cast<uint8_t>(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) c.inputs.ids[i] = inputs[i];
+  for (TensorId t : inputs) c.inputs.push_back(t);
   return c;
 }
 
@@ -432,6 +431,40 @@ TEST_SUITE("worker/session") {
     // Freeing a failed tensor works like any other.
     h.run({free_cmd(10), free_cmd(11)});
     CHECK(h.sync().empty());
+  }
+
+  TEST_CASE("ops of more than two inputs: resolved, run inline or as tasks, failures carried") {
+    Harness h;
+    Tensor x = iota({2, 3, 5, 5}), w = iota({4, 3, 3, 3}).mul(0.01), b = iota({4});
+    Tensor cond = iota({2, 3}).gt(2.0);
+    const int64_t big = int64_t{1} << 16;  // over the inline limit: a task with more_in
+    Tensor large = local::full({big}, 2.0, DType::Float32);
+    h.put_tensor(1, x);
+    h.put_tensor(2, w);
+    h.put_tensor(3, b);
+    h.put_tensor(4, cond);
+    h.put_tensor(5, iota({2, 3}));
+    h.put_tensor(6, large);
+    h.put_tensor(7, local::from_vector<int64_t>({1}, {1}));
+    OpAttrs conv = ints({1, 1, 1, 1, 1, 1, 1});
+    h.run({op(OpId::conv2d, 10, {1, 2, 3}, conv), op(OpId::where, 11, {4, 5, 5}),
+           op(OpId::cat, 12, {5, 5, 5, 5, 5}, ints({1})), op(OpId::cat, 13, {6, 6, 6}, ints({0})),
+           op(OpId::pow, 14, {7}, scalar(int64_t{-1})),  // fails
+           op(OpId::where, 15, {4, 5, 14}),              // its third input failed
+           op(OpId::cat, 16, {5, 5, 99}, ints({0}))});   // an unknown third input
+    check_equal<float>(h.value(10), x.conv2d(w, b, 1, 1));
+    check_equal<float>(h.value(11), dtr::where(cond, iota({2, 3}), iota({2, 3})));
+    std::vector<Tensor> five(5, iota({2, 3}));
+    check_equal<float>(h.value(12), dtr::cat(five, 1));
+    check_equal<float>(h.value(13), local::full({3 * big}, 2.0, DType::Float32));
+    RemoteFailure dep = h.failure(15);
+    CHECK(dep.op == "where");
+    CHECK(contains(dep.message, "input %14 is failed"));
+    CHECK(dep.cause_tensor == 14);
+    RemoteFailure missing = h.failure(16);
+    CHECK(missing.op == "cat");
+    CHECK(contains(missing.message, "%99"));
+    CHECK(h.sync().size() == 2);
   }
 
   TEST_CASE("put with a payload of the wrong size") {

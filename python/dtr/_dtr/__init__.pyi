@@ -1,6 +1,6 @@
 """dtr's C++ API (include/dtr/) for Python; import dtr, not this module."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import enum
 
 from dtr import (
@@ -181,6 +181,30 @@ class LocalTensor:
     def relu_(self) -> LocalTensor:
         """in place: max(x, 0) elementwise"""
 
+    def floor(self) -> LocalTensor:
+        """largest integer <= x elementwise"""
+
+    def floor_(self) -> LocalTensor:
+        """in place: largest integer <= x elementwise"""
+
+    def ceil(self) -> LocalTensor:
+        """smallest integer >= x elementwise"""
+
+    def ceil_(self) -> LocalTensor:
+        """in place: smallest integer >= x elementwise"""
+
+    def round(self) -> LocalTensor:
+        """nearest integer (ties to even) elementwise"""
+
+    def round_(self) -> LocalTensor:
+        """in place: nearest integer (ties to even) elementwise"""
+
+    def sign(self) -> LocalTensor:
+        """-1, 0 or 1 by the sign of x elementwise (NaN gives 0)"""
+
+    def sign_(self) -> LocalTensor:
+        """in place: -1, 0 or 1 by the sign of x elementwise (NaN gives 0)"""
+
     def add(self, other: object) -> LocalTensor:
         """a + b, broadcasting"""
 
@@ -311,7 +335,10 @@ class LocalTensor:
 
     def permute(self, *args) -> LocalTensor: ...
 
-    def flatten(self) -> LocalTensor: ...
+    def flatten(self, start_dim: int = ..., end_dim: int = ...) -> LocalTensor:
+        """
+        merge dims start_dim..end_dim into one (a view when the strides allow, else a copy)
+        """
 
     def transpose(self, dim0: int, dim1: int) -> LocalTensor: ...
 
@@ -410,6 +437,135 @@ class LocalTensor:
     def __pos__(self) -> object: ...
 
     def __hash__(self) -> int: ...
+
+    def where(self, a: LocalTensor, b: LocalTensor) -> LocalTensor:
+        """
+        where(condition, a, b): a where condition (bool) is true, else b; broadcasting
+        """
+
+    def masked_fill(self, mask: LocalTensor, value: float | int) -> LocalTensor:
+        """
+        masked_fill(x, mask, value): x with value where mask (bool, broadcast to x) is true
+        """
+
+    def index_select(self, dim: int, index: LocalTensor) -> LocalTensor:
+        """
+        index_select(x, dim, index): the entries of dim at the positions of a 1-D integer index
+        """
+
+    def gather(self, dim: int, index: LocalTensor) -> LocalTensor:
+        """
+        gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x
+        """
+
+    def scatter_add(self, dim: int, index: LocalTensor, src: LocalTensor) -> LocalTensor:
+        """
+        scatter_add(x, dim, index, src): x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)
+        """
+
+    def cumsum(self, dim: int) -> LocalTensor:
+        """cumsum(x, dim): running sum along dim"""
+
+    def one_hot(self, num_classes: int) -> LocalTensor:
+        """
+        one_hot(x, num_classes): int64 one-hot rows (a new last dim of num_classes) of an integer tensor
+        """
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[LocalTensor, LocalTensor]:
+        """
+        topk(x, k, dim=-1, largest=true, sorted=true): the k largest (smallest) values along dim, in order; ties: lower index first
+        """
+
+    def topk_indices(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> LocalTensor:
+        """
+        topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+        """
+
+    def linear(self, weight: LocalTensor, bias: LocalTensor | None = None) -> LocalTensor:
+        """
+        linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
+        """
+
+    def conv2d(self, weight: LocalTensor, bias: LocalTensor | None = None, stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> LocalTensor:
+        """
+        conv2d(x, weight, bias?, stride=1, padding=0, dilation=1, groups=1): 2-D convolution (cross-correlation); weight (out, in/groups, kh, kw)
+        """
+
+    def conv2d_input_grad(self, weight: LocalTensor, input_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> LocalTensor:
+        """
+        conv2d_input_grad(grad, weight, input_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its input of spatial size input_size
+        """
+
+    def conv2d_weight_grad(self, x: LocalTensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> LocalTensor:
+        """
+        conv2d_weight_grad(grad, x, kernel_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its weight (its bias's: grad.sum over dims 0, 2, 3)
+        """
+
+    def max_pool2d(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> LocalTensor:
+        """
+        max_pool2d(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): 2-D max pooling (NaN wins; stride: kernel_size when left out)
+        """
+
+    def max_pool2d_indices(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> LocalTensor:
+        """
+        max_pool2d_indices(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): positions h * W + w in x's plane of max_pool2d's values
+        """
+
+    def max_pool2d_backward(self, indices: LocalTensor, input_size: int | tuple[int, int]) -> LocalTensor:
+        """
+        max_pool2d_backward(grad, indices, input_size): max_pool2d's input gradient: grad summed at max_pool2d_indices
+        """
+
+    def avg_pool2d(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> LocalTensor:
+        """
+        avg_pool2d(x, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): 2-D average pooling
+        """
+
+    def avg_pool2d_backward(self, input_size: int | tuple[int, int], kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> LocalTensor:
+        """
+        avg_pool2d_backward(grad, input_size, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): avg_pool2d's input gradient
+        """
+
+    def softmax(self, dim: int) -> LocalTensor:
+        """softmax(x, dim): exp(x) / sum(exp(x)) along dim"""
+
+    def log_softmax(self, dim: int) -> LocalTensor:
+        """log_softmax(x, dim): log(softmax(x)) along dim"""
+
+    def softmax_backward(self, output: LocalTensor, dim: int) -> LocalTensor:
+        """
+        softmax_backward(grad, output, dim): softmax's input gradient from its output: output * (grad - sum(grad * output))
+        """
+
+    def log_softmax_backward(self, output: LocalTensor, dim: int) -> LocalTensor:
+        """
+        log_softmax_backward(grad, output, dim): log_softmax's input gradient from its output: grad - exp(output) * sum(grad)
+        """
+
+    def nll_loss(self, target: LocalTensor, weight: LocalTensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> LocalTensor:
+        """
+        nll_loss(x, target, weight?, reduction=mean, ignore_index=-100): negative log likelihood of log-probabilities x (N, C) or (C) at int64 targets
+        """
+
+    def nll_loss_backward(self, x: LocalTensor, target: LocalTensor, weight: LocalTensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> LocalTensor:
+        """
+        nll_loss_backward(grad, x, target, weight?, reduction=mean, ignore_index=-100): nll_loss's gradient for x
+        """
+
+    def dropout(self, p: float | int = 0.5, training: bool = True, generator: Generator | None = None) -> LocalTensor:
+        """
+        dropout(x, p=0.5, training=true, generator): zero each element with probability p, scale the rest by 1/(1-p)
+        """
+
+    def dropout2d(self, p: float | int = 0.5, training: bool = True, generator: Generator | None = None) -> LocalTensor:
+        """
+        dropout2d(x, p=0.5, training=true, generator): zero each channel (all but the last two dims) with probability p, scale by 1/(1-p)
+        """
+
+    def threshold_backward(self, x: LocalTensor, threshold: float | int = 0) -> LocalTensor:
+        """
+        threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
+        """
 
     @property
     def device(self) -> int: ...
@@ -539,6 +695,30 @@ class Tensor:
 
     def relu_(self) -> Tensor:
         """in place: max(x, 0) elementwise"""
+
+    def floor(self) -> Tensor:
+        """largest integer <= x elementwise"""
+
+    def floor_(self) -> Tensor:
+        """in place: largest integer <= x elementwise"""
+
+    def ceil(self) -> Tensor:
+        """smallest integer >= x elementwise"""
+
+    def ceil_(self) -> Tensor:
+        """in place: smallest integer >= x elementwise"""
+
+    def round(self) -> Tensor:
+        """nearest integer (ties to even) elementwise"""
+
+    def round_(self) -> Tensor:
+        """in place: nearest integer (ties to even) elementwise"""
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 by the sign of x elementwise (NaN gives 0)"""
+
+    def sign_(self) -> Tensor:
+        """in place: -1, 0 or 1 by the sign of x elementwise (NaN gives 0)"""
 
     def add(self, other: object) -> Tensor:
         """a + b, broadcasting"""
@@ -670,7 +850,10 @@ class Tensor:
 
     def permute(self, *args) -> Tensor: ...
 
-    def flatten(self) -> Tensor: ...
+    def flatten(self, start_dim: int = ..., end_dim: int = ...) -> Tensor:
+        """
+        merge dims start_dim..end_dim into one (a view when the strides allow, else a copy)
+        """
 
     def transpose(self, dim0: int, dim1: int) -> Tensor: ...
 
@@ -770,6 +953,135 @@ class Tensor:
 
     def __hash__(self) -> int: ...
 
+    def where(self, a: Tensor, b: Tensor) -> Tensor:
+        """
+        where(condition, a, b): a where condition (bool) is true, else b; broadcasting
+        """
+
+    def masked_fill(self, mask: Tensor, value: float | int) -> Tensor:
+        """
+        masked_fill(x, mask, value): x with value where mask (bool, broadcast to x) is true
+        """
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """
+        index_select(x, dim, index): the entries of dim at the positions of a 1-D integer index
+        """
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """
+        gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x
+        """
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """
+        scatter_add(x, dim, index, src): x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)
+        """
+
+    def cumsum(self, dim: int) -> Tensor:
+        """cumsum(x, dim): running sum along dim"""
+
+    def one_hot(self, num_classes: int) -> Tensor:
+        """
+        one_hot(x, num_classes): int64 one-hot rows (a new last dim of num_classes) of an integer tensor
+        """
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
+        """
+        topk(x, k, dim=-1, largest=true, sorted=true): the k largest (smallest) values along dim, in order; ties: lower index first
+        """
+
+    def topk_indices(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Tensor:
+        """
+        topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+        """
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """
+        linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
+        """
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+        """
+        conv2d(x, weight, bias?, stride=1, padding=0, dilation=1, groups=1): 2-D convolution (cross-correlation); weight (out, in/groups, kh, kw)
+        """
+
+    def conv2d_input_grad(self, weight: Tensor, input_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+        """
+        conv2d_input_grad(grad, weight, input_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its input of spatial size input_size
+        """
+
+    def conv2d_weight_grad(self, x: Tensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+        """
+        conv2d_weight_grad(grad, x, kernel_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its weight (its bias's: grad.sum over dims 0, 2, 3)
+        """
+
+    def max_pool2d(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> Tensor:
+        """
+        max_pool2d(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): 2-D max pooling (NaN wins; stride: kernel_size when left out)
+        """
+
+    def max_pool2d_indices(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> Tensor:
+        """
+        max_pool2d_indices(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): positions h * W + w in x's plane of max_pool2d's values
+        """
+
+    def max_pool2d_backward(self, indices: Tensor, input_size: int | tuple[int, int]) -> Tensor:
+        """
+        max_pool2d_backward(grad, indices, input_size): max_pool2d's input gradient: grad summed at max_pool2d_indices
+        """
+
+    def avg_pool2d(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> Tensor:
+        """
+        avg_pool2d(x, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): 2-D average pooling
+        """
+
+    def avg_pool2d_backward(self, input_size: int | tuple[int, int], kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> Tensor:
+        """
+        avg_pool2d_backward(grad, input_size, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): avg_pool2d's input gradient
+        """
+
+    def softmax(self, dim: int) -> Tensor:
+        """softmax(x, dim): exp(x) / sum(exp(x)) along dim"""
+
+    def log_softmax(self, dim: int) -> Tensor:
+        """log_softmax(x, dim): log(softmax(x)) along dim"""
+
+    def softmax_backward(self, output: Tensor, dim: int) -> Tensor:
+        """
+        softmax_backward(grad, output, dim): softmax's input gradient from its output: output * (grad - sum(grad * output))
+        """
+
+    def log_softmax_backward(self, output: Tensor, dim: int) -> Tensor:
+        """
+        log_softmax_backward(grad, output, dim): log_softmax's input gradient from its output: grad - exp(output) * sum(grad)
+        """
+
+    def nll_loss(self, target: Tensor, weight: Tensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> Tensor:
+        """
+        nll_loss(x, target, weight?, reduction=mean, ignore_index=-100): negative log likelihood of log-probabilities x (N, C) or (C) at int64 targets
+        """
+
+    def nll_loss_backward(self, x: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> Tensor:
+        """
+        nll_loss_backward(grad, x, target, weight?, reduction=mean, ignore_index=-100): nll_loss's gradient for x
+        """
+
+    def dropout(self, p: float | int = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+        """
+        dropout(x, p=0.5, training=true, generator): zero each element with probability p, scale the rest by 1/(1-p)
+        """
+
+    def dropout2d(self, p: float | int = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+        """
+        dropout2d(x, p=0.5, training=true, generator): zero each channel (all but the last two dims) with probability p, scale by 1/(1-p)
+        """
+
+    def threshold_backward(self, x: Tensor, threshold: float | int = 0) -> Tensor:
+        """
+        threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
+        """
+
     def get_node(self) -> int: ...
 
     def get_device(self) -> int:
@@ -817,6 +1129,145 @@ class Tensor:
     def __float__(self) -> float: ...
 
     def __int__(self) -> int: ...
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """
+    cat(tensors, dim=0): join tensors along an existing dim (dtypes promote)
+    """
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """
+    stack(tensors, dim=0): join same-shaped tensors along a new dim (dtypes promote)
+    """
+
+def where(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """
+    where(condition, a, b): a where condition (bool) is true, else b; broadcasting
+    """
+
+def masked_fill(x: Tensor, mask: Tensor, value: float | int) -> Tensor:
+    """
+    masked_fill(x, mask, value): x with value where mask (bool, broadcast to x) is true
+    """
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """
+    index_select(x, dim, index): the entries of dim at the positions of a 1-D integer index
+    """
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """
+    gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x
+    """
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """
+    scatter_add(x, dim, index, src): x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)
+    """
+
+def cumsum(x: Tensor, dim: int) -> Tensor:
+    """cumsum(x, dim): running sum along dim"""
+
+def one_hot(x: Tensor, num_classes: int) -> Tensor:
+    """
+    one_hot(x, num_classes): int64 one-hot rows (a new last dim of num_classes) of an integer tensor
+    """
+
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Tensor:
+    """
+    topk(x, k, dim=-1, largest=true, sorted=true): the k largest (smallest) values along dim, in order; ties: lower index first
+    """
+
+def topk_indices(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Tensor:
+    """
+    topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+    """
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """
+    linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
+    """
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+    """
+    conv2d(x, weight, bias?, stride=1, padding=0, dilation=1, groups=1): 2-D convolution (cross-correlation); weight (out, in/groups, kh, kw)
+    """
+
+def conv2d_input_grad(grad: Tensor, weight: Tensor, input_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+    """
+    conv2d_input_grad(grad, weight, input_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its input of spatial size input_size
+    """
+
+def conv2d_weight_grad(grad: Tensor, x: Tensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+    """
+    conv2d_weight_grad(grad, x, kernel_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its weight (its bias's: grad.sum over dims 0, 2, 3)
+    """
+
+def max_pool2d(x: Tensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> Tensor:
+    """
+    max_pool2d(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): 2-D max pooling (NaN wins; stride: kernel_size when left out)
+    """
+
+def max_pool2d_indices(x: Tensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> Tensor:
+    """
+    max_pool2d_indices(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): positions h * W + w in x's plane of max_pool2d's values
+    """
+
+def max_pool2d_backward(grad: Tensor, indices: Tensor, input_size: int | tuple[int, int]) -> Tensor:
+    """
+    max_pool2d_backward(grad, indices, input_size): max_pool2d's input gradient: grad summed at max_pool2d_indices
+    """
+
+def avg_pool2d(x: Tensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> Tensor:
+    """
+    avg_pool2d(x, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): 2-D average pooling
+    """
+
+def avg_pool2d_backward(grad: Tensor, input_size: int | tuple[int, int], kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> Tensor:
+    """
+    avg_pool2d_backward(grad, input_size, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): avg_pool2d's input gradient
+    """
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """softmax(x, dim): exp(x) / sum(exp(x)) along dim"""
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """log_softmax(x, dim): log(softmax(x)) along dim"""
+
+def softmax_backward(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    """
+    softmax_backward(grad, output, dim): softmax's input gradient from its output: output * (grad - sum(grad * output))
+    """
+
+def log_softmax_backward(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    """
+    log_softmax_backward(grad, output, dim): log_softmax's input gradient from its output: grad - exp(output) * sum(grad)
+    """
+
+def nll_loss(x: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> Tensor:
+    """
+    nll_loss(x, target, weight?, reduction=mean, ignore_index=-100): negative log likelihood of log-probabilities x (N, C) or (C) at int64 targets
+    """
+
+def nll_loss_backward(grad: Tensor, x: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> Tensor:
+    """
+    nll_loss_backward(grad, x, target, weight?, reduction=mean, ignore_index=-100): nll_loss's gradient for x
+    """
+
+def dropout(x: Tensor, p: float | int = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+    """
+    dropout(x, p=0.5, training=true, generator): zero each element with probability p, scale the rest by 1/(1-p)
+    """
+
+def dropout2d(x: Tensor, p: float | int = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+    """
+    dropout2d(x, p=0.5, training=true, generator): zero each channel (all but the last two dims) with probability p, scale by 1/(1-p)
+    """
+
+def threshold_backward(grad: Tensor, x: Tensor, threshold: float | int = 0) -> Tensor:
+    """
+    threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
+    """
 
 def empty(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
     """
@@ -967,6 +1418,44 @@ def reduce_scatter(tensors: Sequence[Tensor], op: ReduceOp = ReduceOp.SUM) -> li
     """
     Result i (on tensors[i]'s node) reduces rows [i*m, (i+1)*m) of every input.
     """
+
+class Graph:
+    """
+    A captured graph (dtr.capture): replay() runs its commands again, one command per node.
+    """
+
+    @property
+    def defined(self) -> bool: ...
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def replays(self) -> int:
+        """How many times replay() was called."""
+
+    @property
+    def nodes(self) -> list[int]:
+        """The nodes with a part of the graph."""
+
+    def commands(self, node: int) -> int:
+        """The commands recorded for a node."""
+
+    def replay(self) -> None:
+        """Runs the graph again (returns at once)."""
+
+    def reset(self) -> None:
+        """Frees the graph on its workers; later replays raise."""
+
+    def __repr__(self) -> str: ...
+
+def capture(fn: Callable) -> Graph:
+    """
+    Records the commands fn() issues (on any node) into a graph instead of running them; sync points inside raise InvalidArgument.
+    """
+
+def is_capturing() -> bool:
+    """Whether this thread is inside capture()."""
 
 class LocalWorkers:
     """

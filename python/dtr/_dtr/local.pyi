@@ -1,5 +1,7 @@
 """Tensors in this process (dtr::local)."""
 
+from collections.abc import Sequence
+
 import dtr._dtr
 
 
@@ -26,3 +28,142 @@ def from_dlpack(array: object) -> dtr._dtr.LocalTensor:
 
 def memory_stats() -> dict:
     """Host memory held by this process's local tensors."""
+
+def cat(tensors: Sequence[dtr._dtr.LocalTensor], dim: int = 0) -> dtr._dtr.LocalTensor:
+    """
+    cat(tensors, dim=0): join tensors along an existing dim (dtypes promote)
+    """
+
+def stack(tensors: Sequence[dtr._dtr.LocalTensor], dim: int = 0) -> dtr._dtr.LocalTensor:
+    """
+    stack(tensors, dim=0): join same-shaped tensors along a new dim (dtypes promote)
+    """
+
+def where(condition: dtr._dtr.LocalTensor, a: dtr._dtr.LocalTensor, b: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """
+    where(condition, a, b): a where condition (bool) is true, else b; broadcasting
+    """
+
+def masked_fill(x: dtr._dtr.LocalTensor, mask: dtr._dtr.LocalTensor, value: float | int) -> dtr._dtr.LocalTensor:
+    """
+    masked_fill(x, mask, value): x with value where mask (bool, broadcast to x) is true
+    """
+
+def index_select(x: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """
+    index_select(x, dim, index): the entries of dim at the positions of a 1-D integer index
+    """
+
+def gather(x: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """
+    gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x
+    """
+
+def scatter_add(x: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """
+    scatter_add(x, dim, index, src): x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)
+    """
+
+def cumsum(x: dtr._dtr.LocalTensor, dim: int) -> dtr._dtr.LocalTensor:
+    """cumsum(x, dim): running sum along dim"""
+
+def one_hot(x: dtr._dtr.LocalTensor, num_classes: int) -> dtr._dtr.LocalTensor:
+    """
+    one_hot(x, num_classes): int64 one-hot rows (a new last dim of num_classes) of an integer tensor
+    """
+
+def topk(x: dtr._dtr.LocalTensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> dtr._dtr.LocalTensor:
+    """
+    topk(x, k, dim=-1, largest=true, sorted=true): the k largest (smallest) values along dim, in order; ties: lower index first
+    """
+
+def topk_indices(x: dtr._dtr.LocalTensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> dtr._dtr.LocalTensor:
+    """
+    topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+    """
+
+def linear(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor | None = None) -> dtr._dtr.LocalTensor:
+    """
+    linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
+    """
+
+def conv2d(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor | None = None, stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> dtr._dtr.LocalTensor:
+    """
+    conv2d(x, weight, bias?, stride=1, padding=0, dilation=1, groups=1): 2-D convolution (cross-correlation); weight (out, in/groups, kh, kw)
+    """
+
+def conv2d_input_grad(grad: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, input_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> dtr._dtr.LocalTensor:
+    """
+    conv2d_input_grad(grad, weight, input_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its input of spatial size input_size
+    """
+
+def conv2d_weight_grad(grad: dtr._dtr.LocalTensor, x: dtr._dtr.LocalTensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> dtr._dtr.LocalTensor:
+    """
+    conv2d_weight_grad(grad, x, kernel_size, stride=1, padding=0, dilation=1, groups=1): conv2d's gradient for its weight (its bias's: grad.sum over dims 0, 2, 3)
+    """
+
+def max_pool2d(x: dtr._dtr.LocalTensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> dtr._dtr.LocalTensor:
+    """
+    max_pool2d(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): 2-D max pooling (NaN wins; stride: kernel_size when left out)
+    """
+
+def max_pool2d_indices(x: dtr._dtr.LocalTensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, ceil_mode: bool = False) -> dtr._dtr.LocalTensor:
+    """
+    max_pool2d_indices(x, kernel_size, stride?, padding=0, dilation=1, ceil_mode=false): positions h * W + w in x's plane of max_pool2d's values
+    """
+
+def max_pool2d_backward(grad: dtr._dtr.LocalTensor, indices: dtr._dtr.LocalTensor, input_size: int | tuple[int, int]) -> dtr._dtr.LocalTensor:
+    """
+    max_pool2d_backward(grad, indices, input_size): max_pool2d's input gradient: grad summed at max_pool2d_indices
+    """
+
+def avg_pool2d(x: dtr._dtr.LocalTensor, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> dtr._dtr.LocalTensor:
+    """
+    avg_pool2d(x, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): 2-D average pooling
+    """
+
+def avg_pool2d_backward(grad: dtr._dtr.LocalTensor, input_size: int | tuple[int, int], kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: float | int | None = None) -> dtr._dtr.LocalTensor:
+    """
+    avg_pool2d_backward(grad, input_size, kernel_size, stride?, padding=0, ceil_mode=false, count_include_pad=true, divisor_override?): avg_pool2d's input gradient
+    """
+
+def softmax(x: dtr._dtr.LocalTensor, dim: int) -> dtr._dtr.LocalTensor:
+    """softmax(x, dim): exp(x) / sum(exp(x)) along dim"""
+
+def log_softmax(x: dtr._dtr.LocalTensor, dim: int) -> dtr._dtr.LocalTensor:
+    """log_softmax(x, dim): log(softmax(x)) along dim"""
+
+def softmax_backward(grad: dtr._dtr.LocalTensor, output: dtr._dtr.LocalTensor, dim: int) -> dtr._dtr.LocalTensor:
+    """
+    softmax_backward(grad, output, dim): softmax's input gradient from its output: output * (grad - sum(grad * output))
+    """
+
+def log_softmax_backward(grad: dtr._dtr.LocalTensor, output: dtr._dtr.LocalTensor, dim: int) -> dtr._dtr.LocalTensor:
+    """
+    log_softmax_backward(grad, output, dim): log_softmax's input gradient from its output: grad - exp(output) * sum(grad)
+    """
+
+def nll_loss(x: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> dtr._dtr.LocalTensor:
+    """
+    nll_loss(x, target, weight?, reduction=mean, ignore_index=-100): negative log likelihood of log-probabilities x (N, C) or (C) at int64 targets
+    """
+
+def nll_loss_backward(grad: dtr._dtr.LocalTensor, x: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, reduction: str = 'mean', ignore_index: int = -100) -> dtr._dtr.LocalTensor:
+    """
+    nll_loss_backward(grad, x, target, weight?, reduction=mean, ignore_index=-100): nll_loss's gradient for x
+    """
+
+def dropout(x: dtr._dtr.LocalTensor, p: float | int = 0.5, training: bool = True, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
+    """
+    dropout(x, p=0.5, training=true, generator): zero each element with probability p, scale the rest by 1/(1-p)
+    """
+
+def dropout2d(x: dtr._dtr.LocalTensor, p: float | int = 0.5, training: bool = True, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
+    """
+    dropout2d(x, p=0.5, training=true, generator): zero each channel (all but the last two dims) with probability p, scale by 1/(1-p)
+    """
+
+def threshold_backward(grad: dtr._dtr.LocalTensor, x: dtr._dtr.LocalTensor, threshold: float | int = 0) -> dtr._dtr.LocalTensor:
+    """
+    threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
+    """

@@ -1,0 +1,174 @@
+// The longer derivative formulas of the join, indexing and neural-network ops
+// (derivatives.cpp), generic over the tensor type. The NN ops' gradients are ops of the op
+// table themselves (conv2d_input_grad, max_pool2d_backward, ...), run through the
+// handles' multi-input hook.
+//
+// Thread safety: plain functions.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "autograd/grad_formulas.hpp"
+
+namespace dtr::autograd {
+
+// op(inputs...) through the multi-input hook of the tensor type.
+template <typename T, typename... Ts>
+T call(OpId op, const OpAttrs& attrs, const Ts&... inputs) {
+  const std::array<T, sizeof...(Ts)> in{inputs...};
+  return T::apply_inputs(op, attrs, in);
+}
+
+inline OpAttrs with_ints(const Dims& ints) {
+  OpAttrs a;
+  a.ints = ints;
+  return a;
+}
+
+template <typename T>
+T zeros_of_input(const GradContext<T>& c, size_t i, const T& like) {
+  return zeros_like(TensorMeta::contiguous(c.meta(i).dtype, c.meta(i).shape), like);
+}
+
+// relu: the gradient where the output is positive (threshold_backward at 0).
+template <typename T>
+T relu_grad(const GradContext<T>& c, const T& g) {
+  OpAttrs a;
+  a.scalars[0] = 0;
+  return call<T>(OpId::threshold_backward, a, g, c.output);
+}
+
+// cat: each input's slice of the gradient along dim.
+template <typename T>
+std::vector<T> cat_grad(const GradContext<T>& c, const T& g) {
+  const int64_t dim = wrap_dim("cat", c.attrs.ints.empty() ? 0 : c.attrs.ints[0], g.dim());
+  std::vector<T> r(c.metas.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < c.metas.size(); ++i) {
+    const TensorMeta& m = c.meta(i);
+    if (m.dim() != g.dim()) continue;  // a 1-D empty tensor, which cat skips
+    const int64_t n = m.shape[static_cast<size_t>(dim)];
+    if (c.needs(i)) r[i] = g.narrow(dim, offset, n);
+    offset += n;
+  }
+  return r;
+}
+
+template <typename T>
+std::vector<T> stack_grad(const GradContext<T>& c, const T& g) {
+  const int64_t dim = wrap_dim("stack", c.attrs.ints.empty() ? 0 : c.attrs.ints[0], g.dim());
+  std::vector<T> r(c.metas.size());
+  for (size_t i = 0; i < c.metas.size(); ++i)
+    if (c.needs(i)) r[i] = g.select(dim, static_cast<int64_t>(i));
+  return r;
+}
+
+// index_select (1-D index along dim) and gather: the gradient added back at the indices.
+template <typename T>
+std::vector<T> index_select_grad(const GradContext<T>& c, const T& g) {
+  const int64_t dim = wrap_dim("index_select", c.attrs.ints[0], std::max<int64_t>(g.dim(), 1));
+  Shape view(static_cast<size_t>(g.dim()), 1);
+  if (g.dim() > 0) view[static_cast<size_t>(dim)] = c.in(1).numel();
+  T index = g.dim() > 0 ? c.in(1).reshape(view).expand(g.shape()) : c.in(1);
+  return {call<T>(OpId::scatter_add, c.attrs, zeros_of_input(c, 0, g), index, g), T()};
+}
+template <typename T>
+std::vector<T> gather_grad(const GradContext<T>& c, const T& g) {
+  return {call<T>(OpId::scatter_add, c.attrs, zeros_of_input(c, 0, g), c.in(1), g), T()};
+}
+// scatter_add(x, dim, index, src): x's gradient passes, src's is gathered at index.
+template <typename T>
+std::vector<T> scatter_add_grad(const GradContext<T>& c, const T& g) {
+  return {g, T(), c.needs(2) ? call<T>(OpId::gather, c.attrs, g, c.in(1)) : T()};
+}
+// cumsum: the reversed cumulative sum, sum - cumsum + g.
+template <typename T>
+std::vector<T> cumsum_grad(const GradContext<T>& c, const T& g) {
+  const int64_t dim = c.attrs.ints[0];
+  OpAttrs k;
+  k.ints = {dim};
+  k.keepdim = true;
+  return {g.apply(OpId::sum, k, nullptr) - g.apply(OpId::cumsum, c.attrs, nullptr) + g};
+}
+// topk: the gradient scattered to the positions topk took (recomputed from the saved input).
+template <typename T>
+std::vector<T> topk_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  T idx = x.apply(OpId::topk_indices, c.attrs, nullptr);
+  OpAttrs d;
+  d.ints = {wrap_dim("topk", c.attrs.ints.size() > 1 ? c.attrs.ints[1] : -1,
+                     std::max<int64_t>(x.dim(), 1))};
+  return {call<T>(OpId::scatter_add, d, zeros_of_input(c, 0, g), idx, g)};
+}
+
+// linear(x, w, b): x (..., in), w (out, in).
+template <typename T>
+std::vector<T> linear_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  const T& w = c.in(1);
+  std::vector<T> r(c.metas.size());
+  if (c.needs(0)) r[0] = g.matmul(w);
+  if (c.needs(1)) {
+    const int64_t out = w.shape()[0], in = w.shape()[1];
+    r[1] = g.reshape({-1, out}).t().matmul(x.reshape({-1, in}));
+  }
+  if (c.metas.size() > 2 && c.needs(2)) r[2] = sum_to(g, c.meta(2).shape);
+  return r;
+}
+
+// conv2d(x, w, b; stride, padding, dilation, groups as attrs.ints).
+template <typename T>
+std::vector<T> conv2d_grad(const GradContext<T>& c, const T& g) {
+  const TensorMeta& xm = c.meta(0);
+  const TensorMeta& wm = c.meta(1);
+  const size_t h = static_cast<size_t>(xm.dim() - 2);
+  std::vector<T> r(c.metas.size());
+  if (c.needs(0)) {
+    Dims ints{xm.shape[h], xm.shape[h + 1]};
+    for (int64_t v : c.attrs.ints) ints.push_back(v);
+    r[0] = call<T>(OpId::conv2d_input_grad, with_ints(ints), g, c.in(1));
+  }
+  if (c.needs(1)) {
+    Dims ints{wm.shape[2], wm.shape[3]};
+    for (int64_t v : c.attrs.ints) ints.push_back(v);
+    r[1] = call<T>(OpId::conv2d_weight_grad, with_ints(ints), g, c.in(0));
+  }
+  if (c.metas.size() > 2 && c.needs(2)) {
+    OpAttrs s;
+    s.ints = xm.dim() == 4 ? Dims{0, 2, 3} : Dims{1, 2};
+    r[2] = g.apply(OpId::sum, s, nullptr);
+  }
+  return r;
+}
+
+template <typename T>
+std::vector<T> max_pool2d_grad(const GradContext<T>& c, const T& g) {
+  const TensorMeta& xm = c.meta(0);
+  const size_t h = static_cast<size_t>(xm.dim() - 2);
+  T idx = c.in(0).apply(OpId::max_pool2d_indices, c.attrs, nullptr);
+  return {call<T>(OpId::max_pool2d_backward, with_ints({xm.shape[h], xm.shape[h + 1]}), g, idx)};
+}
+
+template <typename T>
+std::vector<T> avg_pool2d_grad(const GradContext<T>& c, const T& g) {
+  const TensorMeta& xm = c.meta(0);
+  const size_t h = static_cast<size_t>(xm.dim() - 2);
+  OpAttrs a = c.attrs;
+  a.ints = {xm.shape[h], xm.shape[h + 1]};
+  for (int64_t v : c.attrs.ints) a.ints.push_back(v);
+  return {g.apply(OpId::avg_pool2d_backward, a, nullptr)};
+}
+
+// nll_loss(x, target, weight?): x's gradient only.
+template <typename T>
+std::vector<T> nll_loss_grad(const GradContext<T>& c, const T& g) {
+  std::vector<T> r(c.metas.size());
+  if (c.metas.size() > 2)
+    r[0] = call<T>(OpId::nll_loss_backward, c.attrs, g, c.in(0), c.in(1), c.in(2));
+  else
+    r[0] = call<T>(OpId::nll_loss_backward, c.attrs, g, c.in(0), c.in(1));
+  return r;
+}
+
+}  // namespace dtr::autograd

@@ -1,0 +1,184 @@
+// Neural-network modules and functions (library dtr::nn; docs/training.md), as torch.nn
+// and torch.nn.functional, for local::Tensor and DistributedTensor alike: a module
+// template is written once and instantiated for either (nn::Linear<DistributedTensor> keeps
+// its parameters on a node and runs there).
+//
+//   struct Net : dtr::nn::Module<T> {
+//     dtr::nn::Linear<T> fc1{784, 50}, fc2{50, 10};
+//     Net() { this->register_module("fc1", fc1); this->register_module("fc2", fc2); }
+//     T forward(const T& x) { return fc2(F::relu(fc1(x))); }
+//   };
+//
+// Parameters are made on the current node and device (DistributedTensor) and drawn from
+// the default generator (dtr::manual_seed), with torch's default initialization
+// (uniform within 1/sqrt(fan_in)). A module holds its parameters and submodules by
+// address: modules are neither copied nor moved. State files (save/load) hold named
+// float tensors in a versioned, checksummed format (nn/state_file.cpp); a file that is
+// not one, is cut short, fails its checksum or does not match the module throws
+// InvalidArgument saying which and where.
+//
+// Thread safety: a module is used by one thread at a time (its parameters are leaves of
+// the graphs its forward records; dtr/autograd.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtr/autograd.hpp"
+#include "dtr/distributed.hpp"
+#include "dtr/generator.hpp"
+#include "dtr/tensor.hpp"
+
+namespace dtr::nn {
+
+// ---- state files ----
+using NamedTensors = std::vector<std::pair<std::string, local::Tensor>>;
+// Writes the tensors (float32 or float64) to `path`: magic "DTRSTATE", format version,
+// entries (name, dtype, shape, bytes), an FNV-1a 64 checksum. Throws InvalidArgument when
+// the file cannot be written.
+void save_state(const std::string& path, const NamedTensors& tensors);
+// Reads a file written by save_state; throws InvalidArgument naming the file and what is
+// wrong (magic, version, an entry cut short, a checksum mismatch, trailing bytes).
+NamedTensors load_state(const std::string& path);
+
+// ---- modules ----
+template <typename T>
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter of this module and its submodules, in registration order.
+  std::vector<T> parameters() const;
+  // The same with dotted names ("fc1.weight").
+  std::vector<std::pair<std::string, T>> named_parameters() const;
+  // Training mode (dropout active) or evaluation mode, for this module and its submodules.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Clears every parameter's gradient (set_to_none) or zeroes it in place.
+  void zero_grad(bool set_to_none = true);
+  // Moves every parameter to CUDA device `device` of its node (-1: the CPU), keeping
+  // requires_grad; gradients are dropped. Make optimizers after moving.
+  void to_device(int device);
+  // DistributedTensor: moves every parameter to `node` (worker to worker).
+  void to(int node) requires std::is_same_v<T, DistributedTensor>;
+  // The parameters as local tensors (a sync point for DistributedTensor).
+  NamedTensors state_dict() const;
+  // Copies the values of `state` into the parameters (in place, under no_grad). Every
+  // parameter must be there with its shape; no other entry may be.
+  void load_state_dict(const NamedTensors& state);
+  void save(const std::string& path) const { save_state(path, state_dict()); }
+  void load(const std::string& path) { load_state_dict(load_state(path)); }
+
+ protected:
+  // Registers a parameter member (marked requires_grad) or a submodule member under `name`.
+  void register_parameter(std::string name, T& parameter);
+  void register_module(std::string name, Module& child);
+
+ private:
+  std::vector<std::pair<std::string, T*>> parameters_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+};
+
+// y = x W^T + b; x (..., in), W (out, in), b (out).
+template <typename T>
+class Linear : public Module<T> {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  T forward(const T& x) const;
+  T operator()(const T& x) const { return forward(x); }
+  T weight, bias;  // bias undefined without one
+};
+
+// 2-D convolution over (N, C_in, H, W) with a (C_out, C_in, kH, kW) weight (torch.nn.Conv2d;
+// groups 1).
+template <typename T>
+class Conv2d : public Module<T> {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, int64_t dilation = 1, bool bias = true);
+  T forward(const T& x) const;
+  T operator()(const T& x) const { return forward(x); }
+  T weight, bias;
+
+ private:
+  int64_t stride_, padding_, dilation_;
+};
+
+// Zeroes each element with probability p while training (scaling the others by 1/(1-p));
+// the identity in eval mode. Draws from `generator` (the default one when null).
+template <typename T>
+class Dropout : public Module<T> {
+ public:
+  explicit Dropout(double p = 0.5, Generator* generator = nullptr) : p_(p), generator_(generator) {}
+  T forward(const T& x) const;
+  T operator()(const T& x) const { return forward(x); }
+
+ private:
+  double p_;
+  Generator* generator_;
+};
+
+// As Dropout, whole channels at once (dim 1 of (N, C, ...)).
+template <typename T>
+class Dropout2d : public Module<T> {
+ public:
+  explicit Dropout2d(double p = 0.5, Generator* generator = nullptr)
+      : p_(p), generator_(generator) {}
+  T forward(const T& x) const;
+  T operator()(const T& x) const { return forward(x); }
+
+ private:
+  double p_;
+  Generator* generator_;
+};
+
+// ---- functions (torch.nn.functional) ----
+namespace functional {
+
+template <typename T>
+T relu(const T& x);
+// x W^T + b (b may be undefined).
+template <typename T>
+T linear(const T& x, const T& weight, const T& bias);
+// Cross-correlation of x (N, C, H, W) with weight (O, C, kH, kW), plus bias (O) when
+// defined, as torch.nn.functional.conv2d with groups 1.
+template <typename T>
+T conv2d(const T& x, const T& weight, const T& bias, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1);
+// The largest / the mean value of each kernel x kernel window (stride: the kernel when 0),
+// over the last two dims of x (N, C, H, W); windows that do not fit are dropped (floor).
+template <typename T>
+T max_pool2d(const T& x, int64_t kernel, int64_t stride = 0);
+template <typename T>
+T avg_pool2d(const T& x, int64_t kernel, int64_t stride = 0);
+// x with zeros added around its last two dims (`padding` on each side).
+template <typename T>
+T pad2d(const T& x, int64_t padding);
+// See Dropout; `generator` null: the default generator.
+template <typename T>
+T dropout(const T& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
+template <typename T>
+T dropout2d(const T& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
+// log(softmax(x)) along `dim`, computed stably.
+template <typename T>
+T log_softmax(const T& x, int64_t dim);
+template <typename T>
+T softmax(const T& x, int64_t dim);
+// The mean over the batch of -input[i, target[i]]; input (N, C) log-probabilities, target
+// (N) int64 class indices in [0, C).
+template <typename T>
+T nll_loss(const T& input, const T& target);
+// nll_loss(log_softmax(input, 1), target).
+template <typename T>
+T cross_entropy(const T& input, const T& target);
+
+}  // namespace functional
+
+}  // namespace dtr::nn

@@ -1,0 +1,420 @@
+#include "library_group.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "reduce.hpp"
+#include "signature.hpp"
+
+namespace dtr::pg {
+namespace {
+
+constexpr uint32_t kHeaderMagic = 0x50727464;  // "dtrP"
+constexpr uint8_t kHeaderVersion = 1;
+// A payload larger than this is refused before anything is allocated for it.
+constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 40;
+
+// The point-to-point header (LibraryGroup::kHeaderBytes on the wire, host byte order: the
+// library backends run between ranks of one architecture, as the libraries themselves do).
+struct Header {
+  uint32_t magic = kHeaderMagic;
+  uint8_t version = kHeaderVersion;
+  uint8_t dtype = 0;
+  uint8_t inline_payload = 0;  // 1: the payload follows in this message
+  uint8_t reserved = 0;
+  int32_t src = -1;  // sender's group rank
+  int64_t numel = 0;
+  uint64_t payload_id = 0;
+  uint64_t bytes = 0;
+};
+static_assert(sizeof(Header) <= LibraryGroup::kHeaderBytes);
+
+uint32_t collective_tag(uint64_t seq, bool signature) {
+  return static_cast<uint32_t>((seq << 1) | (signature ? 1 : 0));
+}
+
+std::string describe_source(int src) {
+  return src == kAnySource ? std::string("any rank") : fmt::format("rank {}", src);
+}
+
+// The Avg step after the library summed (every rank holding a result divides it).
+void finish_average(CollectiveArgs& a, int rank, int size) {
+  if (a.reduce != ReduceOp::Avg || a.outputs.empty()) return;
+  if (a.op == CommOp::Reduce && rank != a.root) return;
+  if (a.op != CommOp::AllReduce && a.op != CommOp::Reduce && a.op != CommOp::ReduceScatter) return;
+  const local::Tensor& t = a.outputs[0];
+  divide_by(t.raw_data(), t.meta().numel(), t.meta().dtype, size);
+}
+
+// Checks a received header against the receive tensor; throws DTypeError / ShapeError naming
+// both, ProtocolError for a header that cannot be one.
+void check_header(const Header& h, int from, const local::Tensor& t, const std::string& what) {
+  if (h.magic != kHeaderMagic || h.version != kHeaderVersion) {
+    throw ProtocolError(
+        fmt::format("{}: rank {} sent a message that is not a dtr header", what, from));
+  }
+  if (h.src != from || h.dtype > static_cast<uint8_t>(DType::BFloat16) || h.numel < 0 ||
+      h.bytes != static_cast<uint64_t>(h.numel) * element_size(static_cast<DType>(h.dtype)) ||
+      h.bytes > kMaxPayloadBytes ||
+      (h.inline_payload != 0 && h.bytes > LibraryGroup::kInlineBytes)) {
+    throw ProtocolError(fmt::format(
+        "{}: rank {} sent a malformed header (sender {}, dtype {}, {} elements, {} bytes)", what,
+        from, h.src, h.dtype, h.numel, h.bytes));
+  }
+  const auto got = static_cast<DType>(h.dtype);
+  const DType dt = t.meta().dtype;
+  const int64_t n = t.meta().numel();
+  if (got != dt) {
+    throw DTypeError(fmt::format(
+        "{}: rank {} sent {} with {} elements, the receive tensor is {} with {} elements", what,
+        from, dtype_name(got), h.numel, dtype_name(dt), n));
+  }
+  if (h.numel != n) {
+    throw ShapeError(fmt::format("{}: rank {} sent {} elements, the receive tensor has {} ({})",
+                                 what, from, h.numel, n, describe(t.meta())));
+  }
+}
+
+// A group of one: each collective is a local copy, or nothing.
+void run_single(CollectiveArgs& a) {
+  auto copy = [](const local::Tensor& dst, const local::Tensor& src) {
+    if (dst.raw_data() != src.raw_data()) {
+      std::memcpy(dst.raw_data(), src.raw_data(), src.meta().numel() * element_size(src.dtype()));
+    }
+  };
+  switch (a.op) {
+    case CommOp::AllGather:
+    case CommOp::Gather:
+      copy(a.outputs[0], a.inputs[0]);
+      break;
+    case CommOp::Scatter:
+    case CommOp::ReduceScatter:
+      copy(a.outputs[0], a.inputs[0]);
+      break;
+    default:
+      break;  // broadcast, all_reduce, reduce, barrier: the tensor is the result
+  }
+}
+
+}  // namespace
+
+FlatBlocks::FlatBlocks(const std::vector<local::Tensor>& blocks, bool copy_in) {
+  if (blocks.empty()) return;
+  const size_t bytes = blocks[0].meta().numel() * element_size(blocks[0].dtype());
+  bool adjacent = true;
+  for (size_t i = 1; i < blocks.size() && adjacent; ++i) {
+    adjacent = blocks[i].storage() == blocks[0].storage() &&
+               static_cast<char*>(blocks[i].raw_data()) ==
+                   static_cast<char*>(blocks[0].raw_data()) + i * bytes;
+  }
+  if (adjacent) {
+    data_ = static_cast<char*>(blocks[0].raw_data());
+    return;
+  }
+  auto st = Storage::allocate(std::max<size_t>(1, bytes * blocks.size()));
+  data_ = static_cast<char*>(st->data());
+  staging_ = st;
+  if (!copy_in || bytes == 0) return;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::memcpy(data_ + i * bytes, blocks[i].raw_data(), bytes);
+  }
+}
+
+void FlatBlocks::copy_out(const std::vector<local::Tensor>& blocks) const {
+  if (!staging_ || blocks.empty()) return;
+  const size_t bytes = blocks[0].meta().numel() * element_size(blocks[0].dtype());
+  if (bytes == 0) return;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::memcpy(blocks[i].raw_data(), data_ + i * bytes, bytes);
+  }
+}
+
+struct LibraryGroup::SendOp {
+  std::string what;
+  Clock::time_point deadline;
+  std::vector<char> message;          // header (and inline payload)
+  std::shared_ptr<void> keepalive;    // the tensor's storage while its payload is sent
+  std::shared_ptr<Transfer> header;   // the header message
+  std::shared_ptr<Transfer> payload;  // the payload message, when not inline
+};
+
+struct LibraryGroup::RecvOp {
+  std::string what;
+  Clock::time_point deadline;
+  local::Tensor tensor;
+  std::vector<char> message = std::vector<char>(kHeaderBytes + kInlineBytes);
+  std::shared_ptr<Transfer> header;
+};
+
+LibraryGroup::LibraryGroup(std::string name, int rank, std::vector<int> world_ranks,
+                           const ProcessGroupOptions& options)
+    : name_(std::move(name)),
+      rank_(rank),
+      members_(std::move(world_ranks)),
+      options_(options),
+      payload_ids_(members_.size()) {}
+
+LibraryGroup::~LibraryGroup() {
+  stop_threads();
+}
+
+void LibraryGroup::stop_threads() {
+  exec_.stop();
+  pool_.stop();
+}
+
+void LibraryGroup::mark_broken(const std::string& why) {
+  std::lock_guard lock(m_);
+  if (broken_.empty()) broken_ = why;
+}
+
+void LibraryGroup::check_usable(const std::string& what) const {
+  if (closing_.load()) throw TransportError(what + ": the process group was shut down");
+  std::lock_guard lock(m_);
+  if (!broken_.empty()) {
+    throw TransportError(fmt::format(
+        "{}: this {} group cannot be used after an earlier failure (neither gloo nor MPI can "
+        "resume after one): {}",
+        what, name_, broken_));
+  }
+}
+
+std::shared_ptr<Transfer> LibraryGroup::track(std::unique_ptr<Transfer> t) {
+  std::shared_ptr<Transfer> shared(std::move(t));
+  std::lock_guard lock(m_);
+  transfers_.push_back(shared);
+  if (closing_.load()) shared->abort();
+  return shared;
+}
+
+void LibraryGroup::untrack(const std::shared_ptr<Transfer>& t) {
+  std::lock_guard lock(m_);
+  transfers_.remove(t);
+}
+
+int LibraryGroup::await(const std::shared_ptr<Transfer>& t, Clock::time_point deadline,
+                        const std::string& what) {
+  try {
+    const int peer = t->wait(deadline);
+    untrack(t);
+    return peer;
+  } catch (const TimeoutError& e) {
+    untrack(t);
+    throw TimeoutError(what + ": " + e.what());
+  } catch (const TransportError& e) {
+    untrack(t);
+    throw TransportError(what + ": " + e.what());
+  } catch (...) {
+    untrack(t);
+    throw;
+  }
+}
+
+void LibraryGroup::complete_with(bool blocking, const std::shared_ptr<Work::State>& work,
+                                 std::function<int()> body) {
+  auto run = [work, body = std::move(body)] {
+    try {
+      const int source = body();
+      work->complete(nullptr, source);
+    } catch (...) {
+      work->complete(std::current_exception());
+    }
+  };
+  if (blocking) {
+    run();
+  } else {
+    pool_.post(std::move(run));
+  }
+}
+
+// ---------------------------------------------------------------- point to point
+
+Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking) {
+  auto op = std::make_shared<SendOp>();
+  op->what = fmt::format("send from rank {} to rank {} (tag {}, {})", rank_, dst, tag, name_);
+  op->deadline = Clock::now() + options_.timeout;
+  auto work = std::make_shared<Work::State>(op->what);
+  try {
+    check_usable(op->what);
+    check_tag(tag, op->what);
+    Header h;
+    h.dtype = static_cast<uint8_t>(t.meta().dtype);
+    h.src = rank_;
+    h.numel = t.meta().numel();
+    h.bytes = static_cast<uint64_t>(h.numel) * element_size(t.meta().dtype);
+    h.payload_id = payload_ids_[dst]++;
+    h.inline_payload = h.bytes <= kInlineBytes ? 1 : 0;
+    op->message.assign(kHeaderBytes + (h.inline_payload ? h.bytes : 0), 0);
+    std::memcpy(op->message.data(), &h, sizeof h);
+    if (h.inline_payload && h.bytes > 0) {
+      std::memcpy(op->message.data() + kHeaderBytes, t.raw_data(), h.bytes);
+    }
+    const Channel header{Channel::Kind::Header, static_cast<uint64_t>(static_cast<int64_t>(tag))};
+    op->header = track(post_send(dst, header, op->message.data(), op->message.size(), op));
+    if (!h.inline_payload) {
+      op->keepalive = t.storage();
+      const Channel payload{Channel::Kind::Payload, h.payload_id};
+      op->payload = track(post_send(dst, payload, t.raw_data(), h.bytes, op));
+    }
+  } catch (...) {
+    if (op->header) {  // its transfer holds `op`: drop it so that neither outlives the other
+      untrack(op->header);
+      op->header.reset();
+    }
+    work->complete(std::current_exception());
+    return Work(work);
+  }
+  complete_with(blocking, work, [this, op] {
+    finish_send(*op);
+    return -1;
+  });
+  return Work(work);
+}
+
+void LibraryGroup::finish_send(SendOp& op) {
+  await(op.header, op.deadline, op.what);
+  if (op.payload) await(op.payload, op.deadline, op.what);
+}
+
+Work LibraryGroup::irecv(const local::Tensor& t, int src, int tag, bool blocking) {
+  auto op = std::make_shared<RecvOp>();
+  op->what =
+      fmt::format("recv on rank {} from {} (tag {}, {})", rank_, describe_source(src), tag, name_);
+  op->deadline = Clock::now() + options_.timeout;
+  op->tensor = t;
+  auto work = std::make_shared<Work::State>(op->what);
+  try {
+    check_usable(op->what);
+    check_tag(tag, op->what);
+    const Channel header{Channel::Kind::Header, static_cast<uint64_t>(static_cast<int64_t>(tag))};
+    op->header = track(post_recv(src, header, op->message.data(), op->message.size(), op));
+  } catch (...) {
+    work->complete(std::current_exception());
+    return Work(work);
+  }
+  complete_with(blocking, work, [this, op] { return finish_recv(*op); });
+  return Work(work);
+}
+
+int LibraryGroup::finish_recv(RecvOp& op) {
+  const int from = await(op.header, op.deadline, op.what);
+  Header h;
+  std::memcpy(&h, op.message.data(), sizeof h);
+  const local::Tensor& t = op.tensor;
+  const DType dt = t.meta().dtype;
+  const int64_t n = t.meta().numel();
+  if (h.inline_payload) {
+    check_header(h, from, t, op.what);
+    copy_elements(t.raw_data(), op.message.data() + kHeaderBytes, n, dt);
+    return from;
+  }
+  try {
+    check_header(h, from, t, op.what);
+  } catch (const InvalidArgument&) {
+    // Take the payload anyway (into scratch memory), so that the sender's send completes
+    // and the channel stays clean.
+    auto scratch = std::make_shared<std::vector<char>>(h.bytes);
+    const Channel payload{Channel::Kind::Payload, h.payload_id};
+    await(track(post_recv(from, payload, scratch->data(), scratch->size(), scratch)), op.deadline,
+          op.what);
+    throw;
+  }
+  const Channel payload{Channel::Kind::Payload, h.payload_id};
+  await(track(post_recv(from, payload, t.raw_data(), h.bytes, t.storage())), op.deadline, op.what);
+  if (dt == DType::Bool) copy_elements(t.raw_data(), t.raw_data(), n, dt);  // bytes to 0 or 1
+  return from;
+}
+
+// ---------------------------------------------------------------- collectives
+
+Work LibraryGroup::collective(CollectiveArgs args) {
+  std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
+  const uint64_t seq = ++seq_;
+  auto work = std::make_shared<Work::State>(
+      fmt::format("{} (collective #{}) on rank {} ({})", comm_op_name(args.op), seq, rank_, name_));
+  if (args.blocking && exec_.try_begin_inline()) {
+    lock.unlock();
+    execute(args, seq, *work);
+    exec_.end_inline();
+    return Work(work);
+  }
+  exec_.post([this, seq, work, a = std::move(args)]() mutable { execute(a, seq, *work); });
+  return Work(work);
+}
+
+void LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
+  const std::string what = fmt::format("{} (collective #{}) on rank {} of a group of {} ({})",
+                                       comm_op_name(a.op), seq, rank_, size(), name_);
+  const auto deadline = Clock::now() + options_.timeout;
+  try {
+    check_usable(what);
+    if (size() == 1) {
+      run_single(a);
+    } else {
+      if (options_.verify_collectives) verify(a, seq, what, deadline);
+      run(a, collective_tag(seq, false), what, deadline);
+    }
+    finish_average(a, rank_, size());
+    work.complete();
+  } catch (const TimeoutError& e) {
+    mark_broken(e.what());
+    work.complete(std::current_exception());
+  } catch (const TransportError& e) {
+    mark_broken(e.what());
+    work.complete(std::current_exception());
+  } catch (...) {
+    work.complete(std::current_exception());
+  }
+}
+
+void LibraryGroup::verify(const CollectiveArgs& a, uint64_t seq, const std::string& what,
+                          Clock::time_point deadline) {
+  const int n = size();
+  local::Tensor mine = local::from_vector<int64_t>(collective_signature(a, -1, -1));
+  local::Tensor all = local::empty(Shape{kSignatureWords * n}, DType::Int64);
+  CollectiveArgs g;
+  g.op = CommOp::AllGather;
+  g.inputs = {mine};
+  for (int r = 0; r < n; ++r) {
+    TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{kSignatureWords});
+    m.offset = kSignatureWords * r;
+    g.outputs.emplace_back(all.storage(), m);
+  }
+  run(g, collective_tag(seq, true), what + " (signature check)", deadline);
+  check_signatures(what, a.op, all.data<int64_t>(), n);
+}
+
+void LibraryGroup::run_in_order(const std::string& what, const std::function<void()>& body) {
+  auto work = std::make_shared<Work::State>(what);
+  auto task = [work, body] {
+    try {
+      body();
+      work->complete();
+    } catch (...) {
+      work->complete(std::current_exception());
+    }
+  };
+  {
+    std::unique_lock lock(m_);
+    if (exec_.try_begin_inline()) {
+      lock.unlock();
+      task();
+      exec_.end_inline();
+    } else {
+      exec_.post(task);
+    }
+  }
+  Work(work).wait(options_.timeout * 2 + std::chrono::seconds(10));
+}
+
+void LibraryGroup::shutdown() {
+  if (closing_.exchange(true)) return;
+  {
+    std::lock_guard lock(m_);
+    for (auto& t : transfers_) t->abort();
+  }
+  close_library();
+}
+
+}  // namespace dtr::pg

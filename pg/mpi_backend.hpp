@@ -1,0 +1,43 @@
+// Internal: the mpi backend (pg/mpi_backend.cpp, built with DTR_WITH_MPI from Debian's
+// libopenmpi-dev; pg/no_mpi.cpp otherwise). Rank and size are MPI's (MPI_COMM_WORLD of a job
+// started by mpirun or srun; a process started alone is a world of one). MPI is initialized
+// at the first mpi group with MPI_THREAD_MULTIPLE (refused when the library cannot give it)
+// and finalized at exit once no mpi group is left (call destroy_process_group() first).
+//
+// Each group owns two communicators: one for collectives and point-to-point headers, one for
+// payloads (LibraryGroup's protocol); both have MPI_ERRORS_RETURN, so an MPI error becomes a
+// TransportError naming the op instead of aborting the job. Every operation is MPI's
+// non-blocking form, tested until done (a short spin, then yields, then sleeps), so every
+// wait is bounded by Options::timeout. Reductions: MPI's built-in ops where they agree with
+// dtr's (sums and products of float32/float64/int32/int64, min/max of integers), dtr's
+// kernels (pg/reduce.hpp) as user ops otherwise (bool, float16, bfloat16, NaN-propagating
+// float min/max). Element counts and message sizes are MPI ints: a call over 2^31 - 1
+// elements (or a message over 2^31 - 1 bytes) is refused with InvalidArgument, and tags
+// must lie in [0, MPI_TAG_UB].
+//
+// Failure: a collective cannot be cancelled in MPI; at its deadline it fails with
+// TimeoutError, its buffers stay alive until MPI completes it or the process ends, and the
+// group is unusable from then on (later calls fail at once). A receive that times out is
+// cancelled and the group goes on. A peer that stops answering is detected by these
+// timeouts. A peer that dies: Open MPI's launcher (mpirun, its daemons) ends the whole job,
+// by design; dtr cannot prevent that (see docs/process_groups.md).
+//
+// Thread safety: as pg::Backend.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "backend.hpp"
+
+namespace dtr::pg {
+
+// MPI's rank and size of this process (initializing MPI when needed). Throws
+// InvalidArgument when not built with MPI, TransportError when MPI cannot be initialized
+// with MPI_THREAD_MULTIPLE.
+std::pair<int, int> mpi_world_rank_size();
+// The world group: MPI_COMM_WORLD duplicated. Waits (bounded by options.timeout) until
+// every rank has made its group too.
+std::shared_ptr<Backend> make_mpi_world(const ProcessGroupOptions& options);
+
+}  // namespace dtr::pg
