@@ -1339,6 +1339,28 @@ def memory_stats(node: int, device: int = ...) -> dict:
 
 def node_info(node: int) -> dict: ...
 
+def start_trace() -> None:
+    """
+    Starts recording the session's timeline (the master's calls and sync points, every node's streams); see docs/observability.md.
+    """
+
+def stop_trace(path: str) -> dict:
+    """
+    Sync point: stops recording and writes the trace (Chrome's trace event format: Perfetto, chrome://tracing) to path; a dict of what was written.
+    """
+
+def is_tracing() -> bool: ...
+
+def flight_recorder(node: int, finished: int = ...) -> str:
+    """
+    A node's last commands in words: those not finished (and what they wait on), then the last `finished` done or failed ones.
+    """
+
+def node_metrics(node: int) -> dict:
+    """
+    A node's live figures (what dtr-worker --metrics-port serves), as a dict.
+    """
+
 class Event:
     """A point in a stream; waits across nodes go worker to worker."""
 
