@@ -71,3 +71,18 @@ def test_master_driven_sgd_matches_the_spmd_one_bit_for_bit():
     master_digests = {x.rsplit(" ", 1)[1] for x in master if "parameters" in x}
     assert len(master_digests) == 1 and master_digests == spmd_digests, (spmd, master)
     assert "node 1, epoch 2: " in "\n".join(master)
+
+
+def test_seed_sgd_with_autograd_learns_and_keeps_ranks_identical(tmp_path):
+    # The seed tutorial 003 in Python: dtr's autograd, nn, optim and data; short (synthetic
+    # MNIST, 2048 samples, 4 epochs of 16 batches per rank).
+    out = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120",
+                               example("seed_sgd.py"), "--epochs", "4", "--samples", "2048",
+                               "--data-dir", str(tmp_path)], timeout=180))
+    hashes = {x.rsplit(" ", 1)[1] for x in out if "parameters fnv1a64" in x}
+    assert len(hashes) == 1 and len([x for x in out if "parameters" in x]) == 2, out
+    for rank in range(2):
+        losses = [float(x.rsplit(":", 1)[1]) for x in out
+                  if x.startswith(f"[{rank}] Rank  {rank} , epoch")]
+        assert len(losses) == 4, out
+        assert losses[-1] < losses[0] - 0.1 and losses[-1] < losses[-2], losses
