@@ -437,3 +437,47 @@ def test_a_small_net_matches_torch():
     for key, p in (("c.w", conv.weight), ("c.b", conv.bias), ("l.w", lin.weight),
                    ("l.b", lin.bias)):
         np.testing.assert_allclose(arr(p.grad), ref[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_sequential_losses_and_local_to_remote(session):
+    dtr.manual_seed(4)
+    seq = nn.Sequential(nn.Flatten(), nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3),
+                        nn.LogSoftmax(1)).to_local()
+    assert len(seq) == 5 and isinstance(seq[1], nn.Linear)
+    assert [n for n, _ in seq.named_parameters()] == ["1.weight", "1.bias", "3.weight",
+                                                      "3.bias"]
+    x = local.randn(5, 2, 4, generator=dtr.Generator(1))
+    y = local.tensor([0, 1, 2, 0, 1], dtype=dtr.int64)
+    out = seq(x)
+    a = nn.NLLLoss()(out, y).item()
+    b = nn.CrossEntropyLoss()(seq[3](seq[2](seq[1](seq[0](x)))), y).item()
+    assert abs(a - b) < 1e-6
+    assert abs(nn.MSELoss()(out, out * 0).item() - (out * out).mean().item()) < 1e-6
+    seq.to(node=1)  # local parameters sent to node 1
+    assert {(type(p).__name__, p.get_node()) for p in seq.parameters()} == {("Tensor", 1)}
+    r = seq(dtr.dist_send(x, node=1))
+    np.testing.assert_allclose(arr(r), arr(out), rtol=1e-6)
+
+
+SPMD_SCRIPT = r"""
+import dtr, dtr.distributed as dist, dtr.nn.functional as F
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+x = dtr.local.full((2,), float(rank + 1), requires_grad=True)
+y = F.all_reduce(x * 2)                     # differentiable: sum over ranks of 2 x
+(y * (rank + 1)).sum().backward()           # backward all-reduces the gradient
+print("rank", rank, y.tolist(), x.grad.tolist(), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_spmd_differentiable_all_reduce(tmp_path):
+    from conftest import run_python
+    script = tmp_path / "spmd_ar.py"
+    script.write_text(SPMD_SCRIPT)
+    r = run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "60", str(script)], timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = sorted(x for x in r.stdout.splitlines() if "rank" in x)
+    # y = 2 (x0 + x1) = [6, 6] on both; d/dx_k of sum_r (r + 1) sum(y_r) = 2 * (1 + 2) = 6
+    assert lines == ["[0] rank 0 [6.0, 6.0] [6.0, 6.0]", "[1] rank 1 [6.0, 6.0] [6.0, 6.0]"], \
+        r.stdout
