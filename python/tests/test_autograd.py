@@ -234,6 +234,8 @@ def test_module_registration_modes_and_state(tmp_path):
     net.train()
     assert net.drop.training
     net.extra = nn.Parameter(local.zeros(2))
+    assert isinstance(net.extra, nn.Parameter) and isinstance(net.fc1.weight, nn.Parameter)
+    assert not isinstance(local.zeros(2), nn.Parameter)
     assert "extra" in dict(net.named_parameters())
     del net.extra
     state = net.state_dict()

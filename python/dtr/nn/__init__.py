@@ -52,10 +52,19 @@ save_state = _dtr.nn.save_state
 load_state = _dtr.nn.load_state
 
 
-def Parameter(data, requires_grad: bool = True):
-    """torch.nn.Parameter: `data` (its storage, outside any graph) as a leaf that requires
-    grad; a Module registers it when assigned as an attribute."""
-    return data.detach().requires_grad_(requires_grad)
+class _ParameterMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _TENSORS) and obj.requires_grad and obj.is_leaf
+
+
+class Parameter(metaclass=_ParameterMeta):
+    """torch.nn.Parameter: ``Parameter(t)`` is `t`'s storage, outside any graph, as a leaf
+    that requires grad (a dtr tensor, not an instance of this class); a Module registers it
+    when it is assigned as an attribute. ``isinstance(x, Parameter)`` is true for every leaf
+    tensor that requires grad."""
+
+    def __new__(cls, data, requires_grad: bool = True):
+        return data.detach().requires_grad_(requires_grad)
 
 
 def _new_parameter(shape, fan_in, node, device):
