@@ -17,7 +17,9 @@ waits only at sync points (``to_local``, ``item``, printing, ``dist_send``,
 ``synchronize``, event and stream queries). A failure on a worker is raised as
 ``dtr.RemoteError`` at the next sync point that touches it. ``dtr.distributed`` is the
 process-group API for SPMD programs (torch.distributed's names); ``dtr.local`` makes
-tensors in this process. See docs/python.md.
+tensors in this process. Training: ``dtr.autograd`` (``x.backward()``, ``x.grad``,
+``dtr.no_grad()``), ``dtr.nn`` (modules, ``dtr.nn.functional``), ``dtr.optim``,
+``dtr.data``. See docs/python.md.
 """
 
 from __future__ import annotations
@@ -122,6 +124,9 @@ from ._dtr import (  # noqa: E402,F401  (re-exported)
     where,
 )
 from . import local  # noqa: E402
+# Training: autograd (torch.autograd's names), modules, optimizers, data (docs/training.md).
+from . import autograd, data, nn, optim  # noqa: E402,F401
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
 from ._contexts import device, node, stream  # noqa: E402,F401
 from ._paths import find_program  # noqa: E402,F401
 
@@ -227,11 +232,13 @@ def local_worker_endpoints() -> list:
 
 
 def tensor(data, dtype=None, *, node: _Optional[_builtins.int] = None,
-           device: _Optional[_builtins.int] = None) -> Tensor:
+           device: _Optional[_builtins.int] = None,
+           requires_grad: _builtins.bool = False) -> Tensor:
     """Sync point: a tensor on a node (default: the current one) holding a copy of `data`
     (a LocalTensor, a numpy array or anything numpy.asarray takes; Python floats give
-    float32, as in torch)."""
-    return dist_send(local.tensor(data, dtype), node=node, device=device)
+    float32, as in torch). requires_grad=True makes it a leaf of autograd."""
+    t = dist_send(local.tensor(data, dtype), node=node, device=device)
+    return t.requires_grad_() if requires_grad else t
 
 
 def _tolist(self) -> list:

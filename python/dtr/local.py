@@ -56,10 +56,10 @@ def from_numpy(array):
     return from_dlpack(array)
 
 
-def tensor(data, dtype=None):
+def tensor(data, dtype=None, requires_grad=False):
     """A LocalTensor holding a copy of `data` (a LocalTensor, anything with __dlpack__ or
     the buffer protocol, or what numpy.asarray takes). Python floats give float32 and
-    Python ints int64, as in torch."""
+    Python ints int64, as in torch. requires_grad=True makes it a leaf of autograd."""
     if isinstance(data, LocalTensor):
         t = data.clone()
     elif hasattr(data, "__dlpack__") or _has_buffer(data):
@@ -75,7 +75,7 @@ def tensor(data, dtype=None):
         t = from_dlpack(np.ascontiguousarray(array)).clone()
     if dtype is not None and t.dtype != _dtr_dtype(dtype):
         t = t.to(dtype)
-    return t
+    return t.requires_grad_() if requires_grad else t
 
 
 def _dtr_dtype(d):

@@ -27,6 +27,7 @@ void bind_local_tensor(nb::module_& m);   // local_tensor.cpp
 void bind_remote_tensor(nb::module_& m);  // remote_tensor.cpp
 void bind_session(nb::module_& m);        // session.cpp
 void bind_process_group(nb::module_& m);  // process_group.cpp
+void bind_training(nb::module_& m);       // training.cpp: autograd, optim, nn, data
 
 // ---- conversions (convert.cpp) ----
 

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "autograd_methods.hpp"
 #include "bindings.hpp"
 #include "table_ops.hpp"
 #include "tensor_methods.hpp"
@@ -174,29 +175,34 @@ void bind_local_creation(nb::module_& local) {
   using nb::arg;
   local.def(
       "empty",
-      [](nb::args shape, nb::handle dtype) {
-        return local::empty(shape_from_args(shape, "empty"), dtype_arg(dtype));
+      [](nb::args shape, nb::handle dtype, bool requires_grad) {
+        return with_requires_grad(local::empty(shape_from_args(shape, "empty"), dtype_arg(dtype)),
+                                  requires_grad);
       },
-      arg("shape"), arg("dtype") = DType::Float32);
+      arg("shape"), arg("dtype") = DType::Float32, arg("requires_grad") = false);
   local.def(
       "zeros",
-      [](nb::args shape, nb::handle dtype) {
-        return local::zeros(shape_from_args(shape, "zeros"), dtype_arg(dtype));
+      [](nb::args shape, nb::handle dtype, bool requires_grad) {
+        return with_requires_grad(local::zeros(shape_from_args(shape, "zeros"), dtype_arg(dtype)),
+                                  requires_grad);
       },
-      arg("shape"), arg("dtype") = DType::Float32);
+      arg("shape"), arg("dtype") = DType::Float32, arg("requires_grad") = false);
   local.def(
       "ones",
-      [](nb::args shape, nb::handle dtype) {
-        return local::ones(shape_from_args(shape, "ones"), dtype_arg(dtype));
+      [](nb::args shape, nb::handle dtype, bool requires_grad) {
+        return with_requires_grad(local::ones(shape_from_args(shape, "ones"), dtype_arg(dtype)),
+                                  requires_grad);
       },
-      arg("shape"), arg("dtype") = DType::Float32);
+      arg("shape"), arg("dtype") = DType::Float32, arg("requires_grad") = false);
   local.def(
       "full",
-      [](nb::handle shape, nb::handle value, nb::handle dtype) {
-        return local::full(shape_from_args(nb::borrow<nb::args>(nb::make_tuple(shape)), "full"),
-                           scalar_arg(value, "full"), dtype_arg(dtype));
+      [](nb::handle shape, nb::handle value, nb::handle dtype, bool requires_grad) {
+        return with_requires_grad(
+            local::full(shape_from_args(nb::borrow<nb::args>(nb::make_tuple(shape)), "full"),
+                        scalar_arg(value, "full"), dtype_arg(dtype)),
+            requires_grad);
       },
-      arg("size"), arg("fill_value"), arg("dtype") = DType::Float32);
+      arg("size"), arg("fill_value"), arg("dtype") = DType::Float32, arg("requires_grad") = false);
   local.def(
       "arange",
       [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype) {
@@ -209,24 +215,37 @@ void bind_local_creation(nb::module_& local) {
       arg("start"), arg("end") = nb::none(), arg("step") = 1, arg("dtype") = nb::none());
   local.def(
       "linspace",
-      [](double start, double end, int64_t steps, nb::handle dtype) {
-        return local::linspace(start, end, steps, dtype_arg(dtype));
+      [](double start, double end, int64_t steps, nb::handle dtype, bool requires_grad) {
+        return with_requires_grad(local::linspace(start, end, steps, dtype_arg(dtype)),
+                                  requires_grad);
       },
-      arg("start"), arg("end"), arg("steps"), arg("dtype") = DType::Float32);
+      arg("start"), arg("end"), arg("steps"), arg("dtype") = DType::Float32,
+      arg("requires_grad") = false);
+}
+
+// The random creation functions and the ones over data here.
+void bind_local_random(nb::module_& local) {
+  using nb::arg;
   local.def(
       "rand",
-      [](nb::args shape, Generator* gen, nb::handle dtype) {
+      [](nb::args shape, Generator* gen, nb::handle dtype, bool requires_grad) {
         Shape s = shape_from_args(shape, "rand");
-        return gen ? local::rand(s, *gen, dtype_arg(dtype)) : local::rand(s, dtype_arg(dtype));
+        return with_requires_grad(
+            gen ? local::rand(s, *gen, dtype_arg(dtype)) : local::rand(s, dtype_arg(dtype)),
+            requires_grad);
       },
-      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32);
+      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
+      arg("requires_grad") = false);
   local.def(
       "randn",
-      [](nb::args shape, Generator* gen, nb::handle dtype) {
+      [](nb::args shape, Generator* gen, nb::handle dtype, bool requires_grad) {
         Shape s = shape_from_args(shape, "randn");
-        return gen ? local::randn(s, *gen, dtype_arg(dtype)) : local::randn(s, dtype_arg(dtype));
+        return with_requires_grad(
+            gen ? local::randn(s, *gen, dtype_arg(dtype)) : local::randn(s, dtype_arg(dtype)),
+            requires_grad);
       },
-      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32);
+      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
+      arg("requires_grad") = false);
   local.def("from_dlpack", &local_from_object, arg("array"),
             "A LocalTensor sharing the memory of any object with __dlpack__ or the buffer "
             "protocol (numpy, torch CPU tensors); no copy.");
@@ -300,6 +319,7 @@ void bind_local_tensor(nb::module_& m) {
   c.def(nb::init<>());
   bind_tensor_methods(c, "LocalTensor");
   bind_table_methods(c, "LocalTensor");
+  bind_autograd_methods(c, "LocalTensor");
   c.def_prop_ro("device", [](const LocalTensor& t) { return t.device(); });
   c.def("item", [](const LocalTensor& t) { return from_scalar(t.item()); });
   c.def(
@@ -344,6 +364,7 @@ void bind_local_tensor(nb::module_& m) {
 
   nb::module_ local = m.def_submodule("local", "Tensors in this process (dtr::local).");
   bind_local_creation(local);
+  bind_local_random(local);
   bind_table_functions<LocalTensor>(local, "dtr._dtr.LocalTensor", "dtr._dtr.Generator");
 }
 

@@ -11,5 +11,6 @@ NB_MODULE(_dtr, m) {
   py::bind_remote_tensor(m);
   py::bind_session(m);
   py::bind_process_group(m);
+  py::bind_training(m);
   m.attr("built_with_cuda") = static_cast<bool>(DTR_WITH_CUDA);
 }

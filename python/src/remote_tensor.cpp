@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "autograd_methods.hpp"
 #include "bindings.hpp"
 #include "table_ops.hpp"
 #include "tensor_methods.hpp"
@@ -57,13 +58,15 @@ template <typename F>
 void def_creation(nb::module_& m, const char* name, F&& make, const char* doc) {
   m.def(
       name,
-      [make](nb::args shape, nb::handle dtype, std::optional<int> node, std::optional<int> device) {
+      [make](nb::args shape, nb::handle dtype, std::optional<int> node, std::optional<int> device,
+             bool requires_grad) {
         Shape s = shape_from_args(shape, "tensor");
         DType t = dtype_arg(dtype);
-        return on_place(node, device, [&] { return make(s, t); });
+        return with_requires_grad(on_place(node, device, [&] { return make(s, t); }),
+                                  requires_grad);
       },
       arg("shape"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
-      arg("device") = nb::none(), doc);
+      arg("device") = nb::none(), arg("requires_grad") = false, doc);
 }
 
 void bind_creation(nb::module_& m) {
@@ -79,14 +82,15 @@ void bind_creation(nb::module_& m) {
   m.def(
       "full",
       [](nb::handle size, nb::handle value, nb::handle dtype, std::optional<int> node,
-         std::optional<int> device) {
+         std::optional<int> device, bool requires_grad) {
         Shape s = shape_from_args(nb::borrow<nb::args>(nb::make_tuple(size)), "full");
         Scalar v = scalar_arg(value, "full");
         DType t = dtype_arg(dtype);
-        return on_place(node, device, [&] { return full(s, v, t); });
+        return with_requires_grad(on_place(node, device, [&] { return full(s, v, t); }),
+                                  requires_grad);
       },
       arg("size"), arg("fill_value"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
-      arg("device") = nb::none());
+      arg("device") = nb::none(), arg("requires_grad") = false);
   m.def(
       "arange",
       [](nb::handle a, nb::handle b, nb::handle step, nb::handle dtype, std::optional<int> node,
@@ -104,26 +108,35 @@ void bind_creation(nb::module_& m) {
   m.def(
       "linspace",
       [](double start, double end, int64_t steps, nb::handle dtype, std::optional<int> node,
-         std::optional<int> device) {
+         std::optional<int> device, bool requires_grad) {
         DType t = dtype_arg(dtype);
-        return on_place(node, device, [&] { return linspace(start, end, steps, t); });
+        return with_requires_grad(
+            on_place(node, device, [&] { return linspace(start, end, steps, t); }), requires_grad);
       },
       arg("start"), arg("end"), arg("steps"), arg("dtype") = DType::Float32,
-      arg("node") = nb::none(), arg("device") = nb::none());
+      arg("node") = nb::none(), arg("device") = nb::none(), arg("requires_grad") = false);
+}
+
+// rand, randn and dist_send.
+void bind_random_and_send(nb::module_& m) {
   for (bool normal : {false, true}) {
     m.def(
         normal ? "randn" : "rand",
         [normal](nb::args shape, Generator* gen, nb::handle dtype, std::optional<int> node,
-                 std::optional<int> device) {
+                 std::optional<int> device, bool requires_grad) {
           Shape s = shape_from_args(shape, normal ? "randn" : "rand");
           DType t = dtype_arg(dtype);
-          return on_place(node, device, [&] {
-            if (gen) return normal ? randn(s, *gen, t) : rand(s, *gen, t);
-            return normal ? randn(s, t) : rand(s, t);
-          });
+          return with_requires_grad(on_place(node, device,
+                                             [&] {
+                                               if (gen)
+                                                 return normal ? randn(s, *gen, t)
+                                                               : rand(s, *gen, t);
+                                               return normal ? randn(s, t) : rand(s, t);
+                                             }),
+                                    requires_grad);
         },
         arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
-        arg("node") = nb::none(), arg("device") = nb::none(),
+        arg("node") = nb::none(), arg("device") = nb::none(), arg("requires_grad") = false,
         normal ? "Standard normal draws (the same seed gives the same values on any node)."
                : "Uniform draws on [0, 1) (the same seed gives the same values on any node).");
   }
@@ -201,7 +214,9 @@ void bind_remote_tensor(nb::module_& m) {
   bind_table_methods(c, "Tensor");
   bind_table_functions<Tensor>(m, "Tensor", "Generator");
   bind_remote_methods(c);
+  bind_autograd_methods(c, "Tensor");
   bind_creation(m);
+  bind_random_and_send(m);
 }
 
 }  // namespace dtr::python

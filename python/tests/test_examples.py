@@ -71,3 +71,50 @@ def test_master_driven_sgd_matches_the_spmd_one_bit_for_bit():
     master_digests = {x.rsplit(" ", 1)[1] for x in master if "parameters" in x}
     assert len(master_digests) == 1 and master_digests == spmd_digests, (spmd, master)
     assert "node 1, epoch 2: " in "\n".join(master)
+
+
+def test_seed_sgd_with_autograd_learns_and_keeps_ranks_identical(tmp_path):
+    # The seed tutorial 003 in Python: dtr's autograd, nn, optim and data; short (synthetic
+    # MNIST, 2048 samples, 4 epochs of 16 batches per rank).
+    out = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120",
+                               example("seed_sgd.py"), "--epochs", "4", "--samples", "2048",
+                               "--data-dir", str(tmp_path)], timeout=180))
+    hashes = {x.rsplit(" ", 1)[1] for x in out if "parameters fnv1a64" in x}
+    assert len(hashes) == 1 and len([x for x in out if "parameters" in x]) == 2, out
+    for rank in range(2):
+        losses = [float(x.rsplit(":", 1)[1]) for x in out
+                  if x.startswith(f"[{rank}] Rank  {rank} , epoch")]
+        assert len(losses) == 4, out
+        assert losses[-1] < losses[0] - 0.1 and losses[-1] < losses[-2], losses
+
+
+def _cxx_seed_sgd():
+    """The C++ seed_sgd of this build tree (examples/), or None (an installed package)."""
+    try:
+        from dtr import _build_paths
+    except ImportError:
+        return None
+    for d in _build_paths.BIN_DIRS:
+        exe = os.path.join(os.path.dirname(d), "examples", "seed_sgd")
+        if os.path.exists(exe):
+            return exe
+    return None
+
+
+def test_seed_sgd_master_driven_and_cxx_end_with_the_same_parameters(tmp_path):
+    args = ["--epochs", "2", "--samples", "1024", "--data-dir", str(tmp_path)]
+    spmd = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120",
+                                example("seed_sgd.py")] + args, timeout=180))
+    master = lines_of(run_python(["-m", "dtr.exec", "--workers", "2", "--timeout", "120",
+                                  example("seed_sgd.py")] + args, timeout=180))
+    spmd_hashes = {x.rsplit(" ", 1)[1] for x in spmd if "parameters fnv1a64" in x}
+    master_hashes = {x.rsplit(" ", 1)[1] for x in master if "parameters fnv1a64" in x}
+    assert len(spmd_hashes) == 1 and master_hashes == spmd_hashes, (spmd, master)
+    assert any(x.startswith("Node  1 , epoch  1 :") for x in master), master
+    exe = _cxx_seed_sgd()
+    if exe is None:
+        return
+    cxx = lines_of(run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "120", exe] + args,
+                              timeout=180))
+    last = {x.rsplit(" ", 1)[1] for x in cxx if ", epoch 1:" in x}
+    assert last == spmd_hashes, (cxx, spmd)

@@ -23,7 +23,8 @@ def test_stubs_match_the_module():
     subprocess.run([sys.executable, "-m", "nanobind.stubgen", "-m", "dtr._dtr", "-r", "-P",
                     "--exclude-values", "-O", out, "-q"], check=True, timeout=120)
     committed = os.path.join(SOURCE_DIR, "python", "dtr", "_dtr")
-    for name in ("__init__.pyi", "local.pyi", "pg.pyi"):
+    for name in ("__init__.pyi", "local.pyi", "pg.pyi", "autograd.pyi", "optim.pyi", "nn.pyi",
+                 "data.pyi"):
         with open(os.path.join(out, "_dtr", name)) as f:
             fresh = f.read()
         with open(os.path.join(committed, name)) as f:
@@ -34,6 +35,6 @@ def test_stubs_name_every_public_binding():
     with open(os.path.join(SOURCE_DIR, "python", "dtr", "_dtr", "__init__.pyi")) as f:
         text = f.read()
     for name in ("Tensor", "LocalTensor", "add_", "dist_send", "Stream", "Event", "RemoteError",
-                 "node_info", "memory_stats", "all_reduce"):
+                 "node_info", "memory_stats", "all_reduce", "requires_grad_", "backward", "grad_fn"):
         assert name in text, name
     assert os.path.exists(os.path.join(os.path.dirname(dtr.__file__), "py.typed"))

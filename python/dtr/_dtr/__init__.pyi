@@ -19,7 +19,14 @@ from dtr import (
     WorkerLost as WorkerLost,
     _tolist as tolist
 )
-from dtr._dtr import local as local, pg as pg
+from dtr._dtr import (
+    autograd as autograd,
+    data as data,
+    local as local,
+    nn as nn,
+    optim as optim,
+    pg as pg
+)
 
 
 class dtype(enum.Enum):
@@ -566,6 +573,60 @@ class LocalTensor:
         """
         threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
         """
+
+    @property
+    def requires_grad(self) -> bool:
+        """
+        Whether gradients flow to this tensor (a leaf marked so, or made by a recorded op from one). Assigning marks or unmarks a leaf.
+        """
+
+    @requires_grad.setter
+    def requires_grad(self, arg: bool, /) -> None: ...
+
+    def requires_grad_(self, requires_grad: bool = True) -> LocalTensor:
+        """
+        Marks this leaf as needing its gradient (floating tensors only), or not; returns it.
+        """
+
+    @property
+    def is_leaf(self) -> bool:
+        """
+        True for tensors no recorded op made (every tensor that does not require grad).
+        """
+
+    @property
+    def grad(self) -> LocalTensor | None:
+        """
+        The gradient backward() accumulated into this leaf (None when there is none); assign None to clear it, or a tensor of the same shape and dtype.
+        """
+
+    @grad.setter
+    def grad(self, value: LocalTensor | None) -> None: ...
+
+    @property
+    def grad_fn(self) -> str | None:
+        """
+        The name of the recorded op that made this tensor (e.g. 'MulBackward'); None for leaves.
+        """
+
+    def backward(self, gradient: LocalTensor | None = ..., retain_graph: bool = ...) -> None:
+        """
+        Accumulates d(this)/d(leaf) into every leaf's grad (gradient: d(something)/d(this), needed unless this has one element). The graph is freed unless retain_graph.
+        """
+
+    def detach(self) -> LocalTensor:
+        """
+        The same tensor (shared storage) outside the graph: no grad, not recorded.
+        """
+
+    @property
+    def data(self) -> LocalTensor:
+        """
+        torch's .data: detach(), the same storage outside the graph (param.grad.data /= n); assigning makes this object another tensor's storage, keeping its autograd state.
+        """
+
+    @data.setter
+    def data(self, arg: LocalTensor, /) -> None: ...
 
     @property
     def device(self) -> int: ...
@@ -1130,6 +1191,60 @@ class Tensor:
 
     def __int__(self) -> int: ...
 
+    @property
+    def requires_grad(self) -> bool:
+        """
+        Whether gradients flow to this tensor (a leaf marked so, or made by a recorded op from one). Assigning marks or unmarks a leaf.
+        """
+
+    @requires_grad.setter
+    def requires_grad(self, arg: bool, /) -> None: ...
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """
+        Marks this leaf as needing its gradient (floating tensors only), or not; returns it.
+        """
+
+    @property
+    def is_leaf(self) -> bool:
+        """
+        True for tensors no recorded op made (every tensor that does not require grad).
+        """
+
+    @property
+    def grad(self) -> Tensor | None:
+        """
+        The gradient backward() accumulated into this leaf (None when there is none); assign None to clear it, or a tensor of the same shape and dtype.
+        """
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None: ...
+
+    @property
+    def grad_fn(self) -> str | None:
+        """
+        The name of the recorded op that made this tensor (e.g. 'MulBackward'); None for leaves.
+        """
+
+    def backward(self, gradient: Tensor | None = ..., retain_graph: bool = ...) -> None:
+        """
+        Accumulates d(this)/d(leaf) into every leaf's grad (gradient: d(something)/d(this), needed unless this has one element). The graph is freed unless retain_graph.
+        """
+
+    def detach(self) -> Tensor:
+        """
+        The same tensor (shared storage) outside the graph: no grad, not recorded.
+        """
+
+    @property
+    def data(self) -> Tensor:
+        """
+        torch's .data: detach(), the same storage outside the graph (param.grad.data /= n); assigning makes this object another tensor's storage, keeping its autograd state.
+        """
+
+    @data.setter
+    def data(self, arg: Tensor, /) -> None: ...
+
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """
     cat(tensors, dim=0): join tensors along an existing dim (dtypes promote)
@@ -1269,29 +1384,29 @@ def threshold_backward(grad: Tensor, x: Tensor, threshold: float | int = 0) -> T
     threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
     """
 
-def empty(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
+def empty(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """
     An uninitialized tensor on the current node and device (or node=, device=).
     """
 
-def zeros(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
+def zeros(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """A tensor of zeros on the current node and device (or node=, device=)."""
 
-def ones(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
+def ones(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """A tensor of ones on the current node and device (or node=, device=)."""
 
-def full(size: object, fill_value: object, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor: ...
+def full(size: object, fill_value: object, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor: ...
 
 def arange(start: object, end: object | None = ..., step: object = ..., dtype: object | None = ..., node: int | None = ..., device: int | None = ...) -> Tensor: ...
 
-def linspace(start: float, end: float, steps: int, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor: ...
+def linspace(start: float, end: float, steps: int, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor: ...
 
-def rand(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
+def rand(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """
     Uniform draws on [0, 1) (the same seed gives the same values on any node).
     """
 
-def randn(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ...) -> Tensor:
+def randn(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """
     Standard normal draws (the same seed gives the same values on any node).
     """
