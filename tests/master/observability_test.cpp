@@ -295,7 +295,8 @@ TEST_CASE("trace of a captured graph: each replay is a slice on its stream, with
   for (int i = 0; i < 3; ++i) g.replay();
   CHECK(x.sum().item<float>() == 24.0f);
   stop_trace(path);
-  TraceCheck t(parse_json(read_file(path)));
+  const Json doc = parse_json(read_file(path));  // the slices point into it
+  TraceCheck t(doc);
   std::vector<double> replays;
   for (const Slice& s : t.track(1, 0))
     if (s.name == "replay_graph") {
