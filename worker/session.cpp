@@ -872,7 +872,7 @@ bool Session::Impl::run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run
                                  bool now) {
   const auto& c = std::get<cmd::RunOp>(*st.cmd);
   Graph& g = *run.graph;
-  Slot* in[protocol::Inputs::kMax] = {};
+  Slot* in[protocol::Inputs::kMax];  // the first n are set (no zeroing: up to 64 per op)
   const size_t n = st.in.size();
   bool failed = false;
   for (size_t i = 0; i < n; ++i) {
