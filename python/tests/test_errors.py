@@ -10,6 +10,7 @@ import time
 import pytest
 
 import dtr
+import dtr.distributed as dist
 
 
 def start_worker(*extra):
@@ -115,7 +116,7 @@ def test_the_workers_backend_is_chosen_and_checked():
     with pytest.raises(dtr.InvalidArgument, match="unknown backend 'glo'"):
         dtr.init_master_worker(local_workers=2, backend="glo")
     assert not dtr.is_master_worker_initialized()
-    if not dtr.distributed.is_backend_available("gloo"):
+    if not dist.is_backend_available("gloo"):
         pytest.skip("this dtr is built without gloo")
     dtr.init_master_worker(local_workers=2, backend="gloo")
     try:
