@@ -354,7 +354,7 @@ void init_master_worker(const MasterOptions& options) {
   (void)registered;
 }
 
-void init_master_worker() {
+MasterOptions master_options_from_environment() {
   MasterOptions o;
   auto env = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
@@ -398,7 +398,12 @@ void init_master_worker() {
   }
   if (std::string t = env("DTR_SPIN_US"); !t.empty())
     o.spin = std::chrono::microseconds(parse_int("DTR_SPIN_US", t));
-  init_master_worker(o);
+  o.backend = env("DTR_BACKEND");
+  return o;
+}
+
+void init_master_worker() {
+  init_master_worker(master_options_from_environment());
 }
 
 void shutdown_master_worker() {

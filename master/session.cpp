@@ -102,6 +102,27 @@ MasterSession::MasterSession(const MasterOptions& options) : options_(options), 
                                              });
 }
 
+namespace {
+
+// What Setup carries for MasterOptions::backend (its value, else $DTR_BACKEND): "" for the
+// workers' default, "gloo"; InvalidArgument for any other name.
+std::string setup_backend(std::string name) {
+  if (name.empty())
+    if (const char* env = std::getenv("DTR_BACKEND")) name = env;
+  if (name.empty() || name == "zmq" || name == "tcp" || name == "nccl") return "";
+  if (name == "gloo") return name;
+  if (name == "mpi")
+    throw InvalidArgument(
+        "init_master_worker: backend 'mpi' is not available to master-worker sessions (the "
+        "master and its workers would have to be started as one MPI job, which dtr does not "
+        "do yet); use 'zmq' (or 'tcp') or 'gloo'");
+  throw InvalidArgument(fmt::format(
+      "init_master_worker: unknown backend '{}' (the workers' backend: 'zmq', 'tcp' or 'gloo')",
+      name));
+}
+
+}  // namespace
+
 std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options) {
   if (options.workers.empty() == options.listen.empty())
     throw InvalidArgument(
@@ -124,6 +145,7 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   if (options.spin.count() < 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: spin must be >= 0 us, got {}", options.spin.count()));
+  (void)setup_backend(options.backend);  // throws InvalidArgument for a bad name
   if (!options.listen.empty() && options.num_workers <= 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: listening on {} needs num_workers >= 1, got {}",
@@ -290,6 +312,7 @@ void MasterSession::send_setup() {
   if (std::any_of(setup.pg_endpoints.begin(), setup.pg_endpoints.end(),
                   [](const std::string& e) { return e.empty(); }))
     setup.pg_endpoints.clear();
+  setup.backend = setup_backend(options_.backend);
   setup.heartbeat_ms = static_cast<uint32_t>(options_.heartbeat.count());
   setup.master_timeout_ms = static_cast<uint32_t>(options_.heartbeat_timeout.count());
   for (auto& node : nodes_) {

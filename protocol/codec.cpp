@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <cctype>
 #include <cstring>
 #include <utility>
 
@@ -931,6 +932,7 @@ std::string encode(const Setup& m) {
     for (size_t i = 0; i < m.pg_endpoints.size() && i < kMaxNodes; ++i) w.str(m.pg_endpoints[i]);
     w.put(m.heartbeat_ms);
     w.put(m.master_timeout_ms);
+    w.str(m.backend);
   });
 }
 
@@ -1086,6 +1088,15 @@ Setup decode_setup(std::string_view frame) {
     for (size_t i = 0; i < g; ++i) m.pg_endpoints.push_back(r.str("process group endpoint"));
     m.heartbeat_ms = r.get<uint32_t>();
     m.master_timeout_ms = r.get<uint32_t>();
+    m.backend = r.str("backend");
+    if (!m.backend.empty() && m.backend != "gloo") {
+      const bool printable = m.backend.size() <= 16 &&
+                             std::all_of(m.backend.begin(), m.backend.end(), [](unsigned char ch) {
+                               return std::isalnum(ch) || ch == '-';
+                             });
+      r.fail("backend {} is not one the workers of a session use (\"\" or \"gloo\")",
+             printable ? "'" + m.backend + "'" : fmt::format("of {} bytes", m.backend.size()));
+    }
     r.finish();
     return m;
   });

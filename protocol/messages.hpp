@@ -23,7 +23,7 @@ namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
-inline constexpr uint16_t kVersion = 5;
+inline constexpr uint16_t kVersion = 6;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -77,6 +77,10 @@ struct Setup {
   // the session when nothing came from the master for master_timeout_ms (0: keep its own).
   uint32_t heartbeat_ms = 0;
   uint32_t master_timeout_ms = 0;
+  // The backend of that process group for host tensors (MasterOptions::backend): "" (the
+  // worker's own: zmq, with nccl for CUDA tensors where built) or "gloo". The decoder
+  // refuses any other name.
+  std::string backend{};
 };
 
 // Why a tensor is failed on a worker. For a tensor that failed because an input had

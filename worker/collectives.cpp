@@ -2,6 +2,7 @@
 #include "worker/collectives.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <thread>
 
@@ -48,7 +49,7 @@ void GroupThread::loop(State& s) {
 
 void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t nodes,
                    uint64_t session_id, std::chrono::milliseconds timeout,
-                   const SecurityConfig& security) {
+                   const SecurityConfig& security, const std::string& backend) {
   if (endpoints.size() != nodes || groups_.count(0)) return;
   auto promise = std::make_shared<std::promise<ProcessGroup>>();
   auto world = std::make_shared<Group>();
@@ -59,12 +60,24 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
   o.timeout = timeout;
   o.security = security;
   o.group_name = fmt::format("dtr-session-{:x}", session_id);
-  // With CUDA, collectives whose members all hold CUDA tensors run on NCCL (or the group's
-  // host staging where NCCL cannot: workers sharing one GPU); host tensors use the mesh.
-  if (backend_available("nccl")) o.backend = "nccl";
+  // By default, with CUDA, collectives whose members all hold CUDA tensors run on NCCL (or
+  // the group's host staging where NCCL cannot: workers sharing one GPU) and host tensors
+  // use the mesh. The master may ask for gloo instead (MasterOptions::backend): a worker
+  // built without it fails the group, and so every collective, saying so.
+  if (!backend.empty())
+    o.backend = backend;
+  else if (backend_available("nccl"))
+    o.backend = "nccl";
   thread_->post([promise, endpoints = std::move(endpoints), node, o] {
     try {
-      promise->set_value(ProcessGroup::create(endpoints, static_cast<int>(node), o));
+      ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
+      spdlog::info("{}: the session's process group of {} workers is up on backend {}",
+                   o.group_name, endpoints.size(), g.backend_name());
+      promise->set_value(std::move(g));
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: the session's process group ({} backend) could not be formed: {}",
+                   o.group_name, o.backend, e.what());
+      promise->set_exception(std::current_exception());
     } catch (...) {
       promise->set_exception(std::current_exception());
     }

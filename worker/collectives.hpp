@@ -74,8 +74,10 @@ class Groups {
  public:
   // Forms group 0 from `endpoints` (one per node; this node binds endpoints[node]) in the
   // background, unless there is no endpoint per node or group 0 exists.
+  // `backend`: "" for the default (zmq; nccl for CUDA tensors where built) or "gloo".
   void setup(std::vector<std::string> endpoints, uint32_t node, uint32_t nodes, uint64_t session_id,
-             std::chrono::milliseconds timeout, const SecurityConfig& security);
+             std::chrono::milliseconds timeout, const SecurityConfig& security,
+             const std::string& backend = {});
   // Makes subgroup `c.group` of group 0 (ranks < nodes); why not, nullopt when queued.
   std::optional<std::string> new_group(const protocol::cmd::NewGroup& c, uint32_t nodes);
   GroupPtr find(uint64_t id) const;  // null when absent

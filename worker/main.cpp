@@ -145,7 +145,8 @@ void add_mode_options(CLI::App& app, Args& a) {
   listen_opt->excludes(master_opt);
   master_opt->excludes(listen_opt);
   app.add_option("--name", a.name, "Name of this worker in logs (default: host:pid)");
-  app.add_option("--log-level", a.log_level, "Log level")
+  app.add_option("--log-level", a.log_level, "Log level (given twice: the last one)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   app.add_option("--endpoint-file", a.endpoint_file,

@@ -663,7 +663,7 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
   peer_dealers.clear();
   peer_dealers.resize(peers.size());
   session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session,
-                 std::move(setup.pg_endpoints));
+                 std::move(setup.pg_endpoints), std::move(setup.backend));
   spdlog::info("session with master {}: this worker is node {} of {}", peer_client, setup.node,
                peers.size());
 }

@@ -153,6 +153,13 @@ struct MasterOptions {
   // Record a timeline from the start and write it here at shutdown_master_worker()
   // (dtr/observability.hpp); empty: $DTR_TRACE, if set.
   std::string trace_path;
+  // The backend the workers use among themselves for master-issued collectives on host
+  // tensors (torch.distributed's name, as in the proposal's init_master_worker(backend=)):
+  // "zmq" (dtr's own; "tcp" is its torch name; the default, with nccl for CUDA tensors
+  // where built) or "gloo" (where the workers were built with it; docs/process_groups.md).
+  // Copies between workers keep their own connections. "mpi" is refused: the master and
+  // its workers would have to be one MPI job. Empty: $DTR_BACKEND, else "zmq".
+  std::string backend;
 };
 
 // Starts the session with the options' workers. Throws TransportError / TimeoutError
@@ -161,9 +168,12 @@ void init_master_worker(const MasterOptions& options);
 // Starts the session from the environment: DTR_WORKERS="tcp://a:7000,tcp://b:7000", or
 // DTR_LISTEN=tcp://0.0.0.0:PORT with DTR_NUM_WORKERS=N, or MASTER_ADDR, MASTER_PORT and
 // WORLD_SIZE (N = WORLD_SIZE - 1 workers dial the master, as with torch's env://).
-// DTR_CONNECT_TIMEOUT_MS, DTR_SYNC_TIMEOUT_MS, DTR_HEARTBEAT_TIMEOUT_MS and DTR_SPIN_US
-// override the defaults.
+// DTR_CONNECT_TIMEOUT_MS, DTR_SYNC_TIMEOUT_MS, DTR_HEARTBEAT_TIMEOUT_MS, DTR_SPIN_US and
+// DTR_BACKEND override the defaults.
 void init_master_worker();
+// The options init_master_worker() takes from the environment, as above (InvalidArgument
+// when it names no workers or holds a malformed number), for a caller to adjust.
+MasterOptions master_options_from_environment();
 // Flushes, says goodbye to every worker (they free the session's tensors) and closes the
 // connections. Handles that outlive it are inert. Called at exit if not before.
 void shutdown_master_worker();

@@ -180,7 +180,7 @@ def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
                        sync_timeout: _Optional[_builtins.float] = None,
                        heartbeat_timeout: _Optional[_builtins.float] = None,
                        key_file: str = "", insecure: _builtins.bool = False,
-                       log_level: str = "warn") -> None:
+                       backend: str = "", log_level: str = "warn") -> None:
     """Starts the master-worker session.
 
     workers: endpoints of running ``dtr-worker --listen`` daemons (a list, or one string
@@ -189,6 +189,8 @@ def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
     shutdown_master_worker() or at exit). With none of them the environment decides
     (DTR_WORKERS, DTR_LISTEN + DTR_NUM_WORKERS, or MASTER_ADDR/MASTER_PORT/WORLD_SIZE), and
     where it names nothing two local workers are started. Timeouts are in seconds.
+    backend: what the workers use among themselves for collectives on host tensors, "zmq"
+    (or "tcp"; the default) or "gloo" (DTR_BACKEND when not given).
     """
     global _local_workers
     if isinstance(workers, str):
@@ -204,7 +206,8 @@ def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
         started = _dtr.LocalWorkers(local_workers, find_program("dtr-worker"), log_level)
         try:
             _dtr._init_master_worker(list(started.endpoints), None, 0, connect_timeout,
-                                     sync_timeout, heartbeat_timeout, key_file, insecure)
+                                     sync_timeout, heartbeat_timeout, key_file, insecure,
+                                     backend)
         except BaseException:
             started.stop()
             raise
@@ -212,7 +215,7 @@ def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
         return
     _dtr._init_master_worker(None if workers is None else list(workers), listen, num_workers,
                              connect_timeout, sync_timeout,
-                             heartbeat_timeout, key_file, insecure)
+                             heartbeat_timeout, key_file, insecure, backend)
 
 
 def shutdown_master_worker() -> None:

@@ -44,6 +44,23 @@ def is_available():
     return True
 
 
+def is_backend_available(backend):
+    """Whether `backend` ("zmq", "tcp", "gloo", "mpi", "nccl") is built into this dtr."""
+    return _pg.backend_available(str(backend))
+
+
+def is_gloo_available():
+    return is_backend_available("gloo")
+
+
+def is_mpi_available():
+    return is_backend_available("mpi")
+
+
+def is_nccl_available():
+    return is_backend_available("nccl")
+
+
 def is_initialized():
     return _pg.is_initialized()
 

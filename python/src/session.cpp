@@ -21,14 +21,16 @@ using std::chrono::milliseconds;
 void init(std::optional<std::vector<std::string>> workers, std::optional<std::string> listen,
           int num_workers, std::optional<double> connect_timeout,
           std::optional<double> sync_timeout, std::optional<double> heartbeat_timeout,
-          std::string key_file, bool insecure) {
+          std::string key_file, bool insecure, std::string backend) {
   auto ms = [](double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000)); };
   nb::gil_scoped_release nogil;
   if (!workers && !listen) {  // the environment: DTR_WORKERS, DTR_LISTEN, MASTER_ADDR, ...
     if (connect_timeout || sync_timeout || heartbeat_timeout || !key_file.empty() || insecure)
       throw InvalidArgument(
           "init_master_worker: options need workers= or listen= (or set DTR_WORKERS)");
-    init_master_worker();
+    MasterOptions o = master_options_from_environment();
+    if (!backend.empty()) o.backend = backend;
+    init_master_worker(o);
     return;
   }
   MasterOptions o;
@@ -44,6 +46,7 @@ void init(std::optional<std::vector<std::string>> workers, std::optional<std::st
   }
   o.key_file = key_file;
   o.insecure = insecure;
+  o.backend = backend;
   init_master_worker(o);
 }
 
@@ -61,7 +64,7 @@ void bind_nodes(nb::module_& m) {
   m.def("_init_master_worker", &init, arg("workers") = nb::none(), arg("listen") = nb::none(),
         arg("num_workers") = 0, arg("connect_timeout") = nb::none(),
         arg("sync_timeout") = nb::none(), arg("heartbeat_timeout") = nb::none(),
-        arg("key_file") = "", arg("insecure") = false);
+        arg("key_file") = "", arg("insecure") = false, arg("backend") = "");
   m.def(
       "shutdown_master_worker",
       [] {

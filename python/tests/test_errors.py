@@ -10,6 +10,7 @@ import time
 import pytest
 
 import dtr
+import dtr.distributed as dist
 
 
 def start_worker(*extra):
@@ -107,3 +108,20 @@ def test_undefined_and_misused_handles():
         dtr.local.zeros(2.5)
     with pytest.raises(dtr.InvalidArgument, match="at most 12 dims"):
         dtr.local.zeros(*([1] * 13))
+
+
+def test_the_workers_backend_is_chosen_and_checked():
+    with pytest.raises(dtr.InvalidArgument, match="one MPI job"):
+        dtr.init_master_worker(["tcp://127.0.0.1:1"], backend="mpi")
+    with pytest.raises(dtr.InvalidArgument, match="unknown backend 'glo'"):
+        dtr.init_master_worker(local_workers=2, backend="glo")
+    assert not dtr.is_master_worker_initialized()
+    if not dist.is_backend_available("gloo"):
+        pytest.skip("this dtr is built without gloo")
+    dtr.init_master_worker(local_workers=2, backend="gloo")
+    try:
+        ts = [dtr.ones(4, node=k) * (k + 1) for k in range(2)]
+        dtr.all_reduce(ts, dtr.ReduceOp.SUM)
+        assert [t.tolist() for t in ts] == [[3.0] * 4, [3.0] * 4]
+    finally:
+        dtr.shutdown_master_worker()

@@ -2,10 +2,16 @@
 // library, subgroups, in-place on views, failures, and mistakes caught on the master.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "dtr/collectives.hpp"
+#include "dtr/process_group.hpp"
 #include "dtr/stream.hpp"
 #include "master/cluster.hpp"
 
@@ -174,6 +180,73 @@ TEST_CASE("a failed input fails every member's output, naming the node; later co
   Tensor want = fresh[0].to_local() + fresh[1].to_local() + fresh[2].to_local();
   all_reduce(fresh);
   for (auto& t : fresh) check_same(t, want);
+}
+
+// The workers' process group on gloo (MasterOptions::backend): the same collectives, the
+// same values, and each worker's log says which backend its group is up on.
+TEST_CASE("the workers' backend: gloo carries master-issued collectives") {
+  if (!backend_available("gloo")) {
+    MESSAGE("this dtr is built without gloo: skipped");
+    return;
+  }
+  std::vector<std::string> logs;
+  std::vector<WorkerProcess> workers;
+  for (int k = 0; k < 3; ++k) {
+    logs.push_back(std::filesystem::temp_directory_path() /
+                   ("dtr-gloo-worker-" + std::to_string(getpid()) + "-" + std::to_string(k)));
+    workers.emplace_back(std::vector<std::string>{"--log-level", "info", "--devices", "none"},
+                         logs.back());
+  }
+  MasterOptions o = test_options();
+  for (auto& w : workers) o.workers.push_back(w.endpoint());
+  o.backend = "gloo";
+  init_master_worker(o);
+  SessionGuard guard;
+  std::vector<DistributedTensor> ts = per_node({0, 1, 2}, {5, 3}, DType::Int64, 11);
+  Tensor sum = ts[0].to_local() + ts[1].to_local() + ts[2].to_local();
+  all_reduce(ts, ReduceOp::Sum);
+  for (auto& t : ts) check_same(t, sum);
+  std::vector<DistributedTensor> fs = per_node({0, 1, 2}, {64}, DType::Float32, 12);
+  Tensor avg = (fs[0].to_local() + fs[1].to_local() + fs[2].to_local()) / 3;
+  all_reduce(fs, ReduceOp::Avg);
+  Tensor first = fs[0].to_local();
+  for (auto& t : fs) CHECK(bit_identical(t.to_local(), first));
+  auto got = first.to_vector<double>(), want = avg.to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+  std::vector<DistributedTensor> pair = per_node({2, 0}, {4}, DType::Float32, 7);
+  Tensor from_node0 = pair[1].to_local();
+  broadcast(pair, 1);  // a subgroup: rank 1 is node 0
+  check_same(pair[0], from_node0);
+  std::vector<DistributedTensor> gathered = all_gather(ts);
+  for (int k = 0; k < 3; ++k)
+    for (int j = 0; j < 3; ++j) check_same(gathered[k].select(0, j), sum);
+  std::vector<DistributedTensor> big = per_node({1, 2}, {4, 2}, DType::Int32, 3);
+  Tensor both = big[0].to_local() + big[1].to_local();
+  std::vector<DistributedTensor> parts = reduce_scatter(big, ReduceOp::Sum);
+  check_same(parts[1], both.narrow(0, 2, 2).contiguous());
+  synchronize();
+  for (const std::string& path : logs) {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK_MESSAGE(
+        text.find("process group of 3 workers is up on backend gloo") != std::string::npos, text);
+    std::remove(path.c_str());
+  }
+}
+
+TEST_CASE("the workers' backend: mpi and unknown names are refused before connecting") {
+  MasterOptions o = test_options();
+  o.workers = {"tcp://127.0.0.1:1"};  // never reached: the options are checked first
+  o.backend = "mpi";
+  CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("one MPI job"), InvalidArgument);
+  o.backend = "glo";
+  CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("unknown backend 'glo'"),
+                       InvalidArgument);
+  o.backend.clear();
+  ScopedEnv env("DTR_BACKEND", "carrier-pigeon");
+  CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("unknown backend 'carrier-pigeon'"),
+                       InvalidArgument);
+  CHECK_FALSE(is_master_worker_initialized());
 }
 
 TEST_CASE("collective mistakes are caught on the master, naming what is wrong") {

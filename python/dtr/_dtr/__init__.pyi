@@ -1416,7 +1416,7 @@ def dist_send(data: object, node: int | None = ..., device: int | None = ...) ->
     Sync point: copies a LocalTensor, numpy array or any DLPack/buffer object to a node (default: the current one) and returns its handle.
     """
 
-def _init_master_worker(workers: Sequence[str] | None = ..., listen: str | None = ..., num_workers: int = ..., connect_timeout: float | None = ..., sync_timeout: float | None = ..., heartbeat_timeout: float | None = ..., key_file: str = ..., insecure: bool = ...) -> None: ...
+def _init_master_worker(workers: Sequence[str] | None = ..., listen: str | None = ..., num_workers: int = ..., connect_timeout: float | None = ..., sync_timeout: float | None = ..., heartbeat_timeout: float | None = ..., key_file: str = ..., insecure: bool = ..., backend: str = ...) -> None: ...
 
 def shutdown_master_worker() -> None:
     """
