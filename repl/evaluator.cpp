@@ -1034,8 +1034,8 @@ void print_figures(std::ostream& os, const NodeMetrics& m) {
   os << fmt::format(
       "  worker   {} session{}, {} refused, master heard {:.0f} ms ago, flight recorder {} "
       "commands, tracing {}\n",
-      m.sessions, m.sessions == 1 ? "" : "s", m.refused_connections,
-      m.master_heartbeat_age_s * 1e3, m.flight_records, m.tracing ? "on" : "off");
+      m.sessions, m.sessions == 1 ? "" : "s", m.refused_connections, m.master_heartbeat_age_s * 1e3,
+      m.flight_records, m.tracing ? "on" : "off");
 }
 
 }  // namespace
