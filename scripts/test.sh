@@ -7,8 +7,8 @@
 #   --tsan       build-tsan/  ThreadSanitizer build, then ctest
 #   CTEST_ARG... passed to ctest, e.g. -L unit or -R tensor/
 #
-# Sanitizer builds are RelWithDebInfo without the benchmarks, and without CUDA (nvcc's device
-# code is not instrumented, and CI has no GPU): they are also the check that dtr builds
+# Sanitizer builds are RelWithDebInfo at -O1 -g1 without the benchmarks, and without CUDA
+# (nvcc's device code is not instrumented, and CI has no GPU): they are also the check that dtr builds
 # and passes where there is no CUDA toolkit. Under --tsan every process
 # (workers and ranks too) writes its reports to build-tsan/tsan-logs/, printed at the end;
 # any report there fails the run. Exits non-zero when the build or any test fails.
@@ -42,7 +42,10 @@ if [[ "${DTR_SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null &&
     echo "test.sh: python3-torch could not be installed; the torch comparison will be skipped"
 fi
 
-sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTR_WITH_CUDA=OFF)
+# -O1 -g1 (line tables): the sanitizers' reports keep file and line, and the build takes half
+# the time of -O2 -g (measured on the two largest sources under ASan+UBSan: 47 s against 98 s).
+sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DDTR_WITH_CUDA=OFF)
 case "${mode}" in
   normal)
     build_dir="${repo_root}/build"
