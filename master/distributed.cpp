@@ -9,6 +9,7 @@
 
 #include "master/capture.hpp"
 #include "master/session.hpp"
+#include "protocol/same_host.hpp"
 
 namespace dtr {
 
@@ -18,6 +19,15 @@ using protocol::Command;
 namespace cmd = protocol::cmd;
 
 namespace {
+
+// Same-host payloads (protocol/same_host.hpp) from this size on: below it the socket's
+// copy into the message costs less than the worker's task and system call.
+constexpr size_t kSameHostMinBytes = size_t{64} << 10;
+
+size_t meta_bytes(const TensorMeta& m) {
+  return static_cast<size_t>(m.numel()) * element_size(m.dtype);
+}
+
 // An op on at most this many elements is small work (MasterSession::Wake::kLazy): it goes
 // with the next message rather than waking the I/O thread. (The worker runs ops of this
 // size at once on its dispatch thread too.)
@@ -268,14 +278,37 @@ void DistributedTensor::apply_inplace(OpId op, const OpAttrs& attrs,
 
 local::Tensor DistributedTensor::to_local() const {
   const RemoteTensor& self = remote("to_local");
-  detail::ReplyMessage m = self.session->request(
+  detail::MasterSession& s = *self.session;
+  const bool pull = s.same_host(self.node) && meta_bytes(self.meta) >= kSameHostMinBytes;
+  detail::ReplyMessage m = s.request(
       self.node,
-      cmd::Get{.stream = detail::current_stream_id(*self.session, self.node), .input = self.id});
-  if (!m.reply.failures.empty()) throw self.session->explain(self.node, m.reply.failures[0]);
+      cmd::Get{.stream = detail::current_stream_id(s, self.node), .input = self.id, .pull = pull});
+  if (!m.reply.failures.empty()) throw s.explain(self.node, m.reply.failures[0]);
   if (!(m.reply.meta.shape == self.meta.shape) || m.reply.meta.dtype != self.meta.dtype)
     throw ProtocolError(fmt::format("to_local: node {} sent {} for tensor %{} of {}", self.node,
                                     describe(m.reply.meta), self.id, describe(self.meta)));
-  return m.payload;
+  if (m.reply.address == 0) return m.payload;
+  if (!pull)
+    throw ProtocolError(fmt::format(
+        "to_local: node {} answered with an address for tensor %{}, which was not asked for",
+        self.node, self.id));
+  // Same host: the bytes stay on the worker until Release; one copy into ours.
+  local::Tensor out = local::empty(self.meta.shape, self.meta.dtype);
+  auto release = [&] {
+    s.enqueue(self.node, cmd::Release{.request = m.reply.request}, nullptr,
+              detail::MasterSession::Wake::kLazy);
+  };
+  try {
+    protocol::read_process_memory(s.worker_pid(self.node), m.reply.address, out.raw_data(),
+                                  meta_bytes(self.meta),
+                                  fmt::format("to_local of tensor %{} from node {} ({})", self.id,
+                                              self.node, s.endpoint(self.node)));
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  return out;
 }
 
 DistributedTensor DistributedTensor::to(int node) const {
@@ -479,6 +512,8 @@ NodeInfo node_info(int node) {
   info.threads = h.threads;
   info.cpu_total_memory = static_cast<int64_t>(h.devices[0].total_memory);
   for (size_t i = 1; i < h.devices.size(); ++i) info.cuda_devices.push_back(h.devices[i].name);
+  info.same_host = s->same_host(node);
+  info.same_host_note = s->same_host_note(node);
   return info;
 }
 
@@ -524,21 +559,33 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
   check_node("dist_send", *s, target);
   check_device("dist_send", *s, target, t_device);
   local::Tensor packed = t.cpu().contiguous();
-  cmd::Put c{.out = s->new_id(),
-             .meta = TensorMeta::contiguous(packed.dtype(), packed.shape()),
-             .device = t_device};
-  s->enqueue(target, c, &packed);
+  const TensorMeta meta = TensorMeta::contiguous(packed.dtype(), packed.shape());
+  const protocol::TensorId id = s->new_id();
+  // Same host: the worker reads the bytes from `packed` itself (one copy).
+  const bool by_address = s->same_host(target) && meta_bytes(meta) >= kSameHostMinBytes;
+  if (by_address) {
+    s->enqueue(target, cmd::PutFrom{.out = id,
+                                    .meta = meta,
+                                    .address = reinterpret_cast<uint64_t>(packed.raw_data()),
+                                    .device = t_device});
+  } else {
+    s->enqueue(target, cmd::Put{.out = id, .meta = meta, .device = t_device}, &packed);
+  }
   // Sync point: once the worker answers a later request it holds the bytes, and the caller
-  // may change `t`. (Stats, not Sync: failures stay for synchronize() to report.)
+  // may change `t`. (Stats, not Sync: failures stay for synchronize() to report. Stats
+  // waits for every stream, so the worker has read every earlier PutFrom's bytes too.)
   try {
     s->request(target, cmd::Stats{});
   } catch (...) {
     // No handle will own the tensor (the wait timed out, or the wait interrupt check
-    // ended it): free it on the worker, after the Put.
-    s->enqueue(target, cmd::Free{.input = c.out});
+    // ended it): free it on the worker, after the Put; the worker may still read
+    // `packed`, which stays alive until a later dist_send to the node returns.
+    s->enqueue(target, cmd::Free{.input = id});
+    if (by_address) s->orphan(target, std::move(packed));
     throw;
   }
-  return DistributedTensor(make_remote(s, target, t_device, c.out, c.meta));
+  s->release_orphans(target);
+  return DistributedTensor(make_remote(s, target, t_device, id, meta));
 }
 
 NodeMemoryStats memory_stats(int node, int device) {

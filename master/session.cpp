@@ -13,6 +13,7 @@
 #include <random>
 
 #include "master/wait_interrupt.hpp"
+#include "protocol/same_host.hpp"
 #include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
@@ -174,6 +175,7 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
   s->measure_clocks();
+  s->attach_same_host();
   if (s->options_.trace_path.empty())
     if (const char* path = std::getenv("DTR_TRACE"); path && *path) s->options_.trace_path = path;
   if (!s->options_.trace_path.empty()) s->start_trace();
@@ -324,6 +326,62 @@ void MasterSession::send_setup() {
     if (!protocol::send_message(socket, identity, std::move(header), {}))
       throw TransportError(fmt::format("worker {} went away during the handshake", node->endpoint));
   }
+}
+
+namespace {
+// How long a worker may take to answer Attach (it reads 8 bytes) before the session
+// starts without the same-host path to it.
+constexpr std::chrono::milliseconds kAttachTimeout{10000};
+}  // namespace
+
+void MasterSession::attach_same_host() {
+  const bool enabled = options_.same_host && protocol::same_host_enabled();
+  for (auto& node : nodes_) {
+    if (!enabled) {
+      node->same_host_note =
+          options_.same_host ? "DTR_SAME_HOST=0 on the master" : "MasterOptions::same_host is off";
+      continue;
+    }
+    try {
+      node->same_host_note = attach(*node);
+    } catch (const Error& e) {
+      node->same_host_note = fmt::format("attach failed: {}", e.what());
+    }
+    node->same_host = node->same_host_note.empty();
+  }
+}
+
+std::string MasterSession::attach(Node& node) {
+  const protocol::HelloReply& h = node.hello;
+  if (h.pid == 0 || h.challenge == 0) return "the worker offered no challenge";
+  node.held_challenge = h.challenge;
+  const uint64_t mine = protocol::random_challenge();
+  ReplyMessage m =
+      request(node.index,
+              protocol::cmd::Attach{.pid = static_cast<uint32_t>(getpid()),
+                                    .address = reinterpret_cast<uint64_t>(&node.held_challenge),
+                                    .challenge = mine},
+              kAttachTimeout);
+  if (m.reply.type != protocol::ReplyType::Attach)
+    throw ProtocolError(fmt::format("worker {} answered attach with reply type {}", node.endpoint,
+                                    static_cast<int>(m.reply.type)));
+  if (!m.reply.done) return "the worker: " + m.reply.message;
+  // The worker read ours; now we read the worker's copy of our challenge.
+  std::string problem = protocol::challenge_problem(h.pid, m.reply.address, mine);
+  return problem.empty() ? "" : "the master: " + problem;
+}
+
+void MasterSession::orphan(int node, local::Tensor t) {
+  Node& n = *nodes_[node];
+  std::lock_guard lock(n.orphan_mu);
+  n.orphans.push_back(std::move(t));
+}
+
+void MasterSession::release_orphans(int node) {
+  Node& n = *nodes_[node];
+  std::vector<local::Tensor> dropped;  // freed outside the lock
+  std::lock_guard lock(n.orphan_mu);
+  dropped.swap(n.orphans);
 }
 
 MasterSession::~MasterSession() {

@@ -115,6 +115,14 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // The same for an op (the hot path: no variant to build); true when a capture on this
   // thread took it (master/capture.hpp) instead.
   bool enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
+  // Same-host payloads with `node` (see Node): whether, why not, and the worker's process.
+  bool same_host(int node) const { return nodes_[node]->same_host; }
+  const std::string& same_host_note(int node) const { return nodes_[node]->same_host_note; }
+  uint32_t worker_pid(int node) const { return nodes_[node]->hello.pid; }
+  // dist_send's PutFrom of `t` to `node` ended without its reply (kept) or with it (the
+  // kept ones are released: the worker has run every earlier command).
+  void orphan(int node, local::Tensor t);
+  void release_orphans(int node);
   // Throws WorkerLost when `node` is lost (see MasterOptions::heartbeat_timeout), naming
   // the last commands each node reported.
   void check_alive(int node);
@@ -171,6 +179,15 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     // Its clock offset (clock_mu_).
     int64_t clock_offset_ns = 0;
     int64_t clock_error_ns = -1;  // -1: not measured
+    // Same-host payloads (protocol/same_host.hpp), set while the session starts: whether
+    // tensor bytes move by direct copy between this process and the worker's, and if not,
+    // why not. `orphans`: tensors a PutFrom named whose dist_send ended without its reply
+    // (the worker may still read them), kept until a later dist_send's reply.
+    bool same_host = false;
+    std::string same_host_note;
+    uint64_t held_challenge = 0;  // the worker's, where Attach says it is
+    std::mutex orphan_mu;
+    std::vector<local::Tensor> orphans;
   };
 
   explicit MasterSession(const MasterOptions& options);
@@ -183,6 +200,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void accept_workers();
   // Tells each worker its node index and where the other workers listen for peers.
   void send_setup();
+  // Finds out, per node, whether tensor bytes can move by direct copy (Node::same_host):
+  // Attach, then the challenge read back (protocol/same_host.hpp).
+  void attach_same_host();
+  // That for one node: "" when attached, else why not.
+  std::string attach(Node& node);
   void io_loop();
   // One round of the I/O work, under io_mu_: flush the batches (`flush`), heartbeats and
   // the silence check, then read every socket until it has nothing.

@@ -265,6 +265,7 @@ std::string_view category(CmdType kind) {
     case CmdType::Trace:
       return "sync";
     case CmdType::Put:
+    case CmdType::PutFrom:
     case CmdType::Free:
     case CmdType::ToDevice:
       return "memory";

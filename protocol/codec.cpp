@@ -919,6 +919,8 @@ std::string encode(const HelloReply& m) {
     }
     w.str(m.peer_endpoint);
     w.str(m.pg_endpoint);
+    w.put(m.pid);
+    w.put(m.challenge);
   });
 }
 
@@ -958,11 +960,14 @@ std::string encode(const Reply& m) {
     w.put(m.request);
     switch (m.type) {
       case ReplyType::Get:
-        w.put(static_cast<uint8_t>(m.failures.empty()));
-        if (m.failures.empty())
-          w.meta(m.meta);
-        else
+        // 0: failure; 1: meta, the bytes in frame 1; 2: meta and their address here.
+        w.put(static_cast<uint8_t>(!m.failures.empty() ? 0 : m.address == 0 ? 1 : 2));
+        if (!m.failures.empty()) {
           w.failure(m.failures[0]);
+        } else {
+          w.meta(m.meta);
+          if (m.address != 0) w.put(m.address);
+        }
         break;
       case ReplyType::Sync:
         w.put(static_cast<uint32_t>(std::min(m.failures.size(), kMaxErrorsPerReply)));
@@ -1001,6 +1006,13 @@ std::string encode(const Reply& m) {
         break;
       case ReplyType::Metrics:
         write_metrics(w, m.metrics);
+        break;
+      case ReplyType::Attach:
+        w.put(static_cast<uint8_t>(m.done));
+        if (m.done)
+          w.put(m.address);
+        else
+          w.str(m.message);
         break;
     }
   });
@@ -1054,6 +1066,8 @@ HelloReply decode_hello_reply(std::string_view frame) {
     }
     m.peer_endpoint = r.str("peer endpoint");
     m.pg_endpoint = r.str("process group endpoint");
+    m.pid = r.get<uint32_t>();
+    m.challenge = r.get<uint64_t>();
     r.finish();
     return m;
   });
@@ -1148,20 +1162,27 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
     Reply m;
     auto type = r.get<uint8_t>();
     if (type < static_cast<uint8_t>(ReplyType::Get) ||
-        type > static_cast<uint8_t>(ReplyType::Metrics))
+        type > static_cast<uint8_t>(ReplyType::Attach))
       r.fail("unknown reply type {}", type);
     m.type = static_cast<ReplyType>(type);
     m.request = r.get<uint64_t>();
     size_t want_frames = 0;
     switch (m.type) {
-      case ReplyType::Get:
-        if (r.get<uint8_t>()) {
-          m.meta = r.meta([] { return "get reply meta"; });
-          want_frames = 1;
-        } else {
+      case ReplyType::Get: {
+        auto form = r.get<uint8_t>();
+        if (form > 2) r.fail("get reply has form {}, expected 0, 1 or 2", form);
+        if (form == 0) {
           m.failures.push_back(r.failure());
+          break;
+        }
+        m.meta = r.meta([] { return "get reply meta"; });
+        if (form == 1) {
+          want_frames = 1;
+        } else if ((m.address = r.get<uint64_t>()) == 0) {
+          r.fail("get reply names address 0 for the tensor's bytes");
         }
         break;
+      }
       case ReplyType::Sync: {
         size_t n = r.count("failures", kMaxErrorsPerReply, 32, r.get<uint32_t>());
         for (size_t i = 0; i < n; ++i) m.failures.push_back(r.failure());
@@ -1204,6 +1225,13 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
         break;
       case ReplyType::Metrics:
         m.metrics = read_metrics(r);
+        break;
+      case ReplyType::Attach:
+        m.done = read_bool(r, Item{"attach reply"}, "done flag");
+        if (!m.done)
+          m.message = r.str("message");
+        else if ((m.address = r.get<uint64_t>()) == 0)
+          r.fail("attach reply names address 0 for the challenge");
         break;
     }
     r.finish();

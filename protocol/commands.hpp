@@ -52,6 +52,8 @@ inline constexpr size_t kMaxPendingWaits = size_t{1} << 20;
 // and the ones it leaves to the master (outputs).
 inline constexpr size_t kMaxGraphs = 4096;
 inline constexpr size_t kMaxGraphTensors = size_t{1} << 20;
+// Linux's PID_MAX_LIMIT on 64-bit systems: no process id is larger.
+inline constexpr int64_t kMaxPid = int64_t{1} << 22;
 
 // Ids name tensors within one session; the master assigns them, 0 is never a tensor.
 using TensorId = uint64_t;
@@ -84,7 +86,10 @@ enum class CmdType : uint8_t {
   Trace = 23,
   FlightDump = 24,
   Metrics = 25,
-  // 26-39: unused (codes are never reused or renumbered; a new command takes a free one).
+  Attach = 26,
+  PutFrom = 27,
+  Release = 28,
+  // 29-39: unused (codes are never reused or renumbered; a new command takes a free one).
   GraphUpload = 40,
   GraphReplay = 41,
   GraphFree = 42
@@ -217,17 +222,21 @@ struct Put {
   friend bool operator==(const Put&, const Put&) = default;
 };
 
-// Answers `request` with the bytes of `input` once `stream` gets there.
+// Answers `request` with the bytes of `input` once `stream` gets there. With `pull` (the
+// master and this worker share a host, see Attach) a host tensor's bytes stay here: the
+// reply names their address, and the worker keeps them unchanged until Release{request}.
 struct Get {
   static constexpr CmdType kType = CmdType::Get;
   static constexpr std::string_view kName = "get";
   uint32_t stream = 0;
   TensorId input = kNoTensor;
   uint64_t request = 0;
+  bool pull = false;
   template <class S, class V>
   static void fields(S& c, V& v) {
     v("input", c.input);
     v("request", c.request);
+    v("pull", c.pull);
   }
   friend bool operator==(const Get&, const Get&) = default;
 };
@@ -578,6 +587,63 @@ struct Metrics {
   friend bool operator==(const Metrics&, const Metrics&) = default;
 };
 
+// Same-host payloads (protocol/same_host.hpp). Attach (26): the master (process `pid`)
+// holds the worker's challenge (HelloReply::challenge) at `address`; the worker answers
+// `request`: done when it found it there, with the address where it now holds the
+// master's `challenge` (Reply::address), else why not (Reply::message). Only after a
+// done does the master send PutFrom or pulled Gets.
+struct Attach {
+  static constexpr CmdType kType = CmdType::Attach;
+  static constexpr std::string_view kName = "attach";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  uint32_t pid = 0;
+  uint64_t address = 0;
+  uint64_t challenge = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+    v("pid", c.pid, Range{1, kMaxPid});
+    v("address", c.address);
+    v("challenge", c.challenge);
+  }
+  friend bool operator==(const Attach&, const Attach&) = default;
+};
+
+// Put by address (27): `out` is the contiguous tensor whose bytes the worker reads from
+// the attached master's memory at `address` (the master keeps them unchanged until a
+// later request of it is answered).
+struct PutFrom {
+  static constexpr CmdType kType = CmdType::PutFrom;
+  static constexpr std::string_view kName = "put_from";
+  uint32_t stream = 0;
+  TensorId out = kNoTensor;
+  TensorMeta meta{};  // contiguous
+  uint64_t address = 0;
+  int32_t device = -1;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("output", c.out);
+    v("meta", c.meta);
+    v("address", c.address);
+    v("device", c.device, kDeviceRange);
+  }
+  friend bool operator==(const PutFrom&, const PutFrom&) = default;
+};
+
+// The master has read the bytes a pulled Get (`request`) left here (28).
+struct Release {
+  static constexpr CmdType kType = CmdType::Release;
+  static constexpr std::string_view kName = "release";
+  uint32_t stream = 0;
+  uint64_t request = 0;
+  template <class S, class V>
+  static void fields(S& c, V& v) {
+    v("request", c.request);
+  }
+  friend bool operator==(const Release&, const Release&) = default;
+};
+
 // Node's part `graph` of a captured graph (40): `program` is the part's commands in the
 // order the master issued them; `inputs` the tensors they read that exist already (each
 // with its metadata, which the worker checks); `outputs` the tensors the program makes that
@@ -666,13 +732,13 @@ TensorId command_output(const C& c) {
     return kNoTensor;
 }
 
-using Command =
-    std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
-                 cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
-                 cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
-                 cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup, cmd::Collective,
-                 cmd::ToDevice, cmd::NodeLost, cmd::ClockSync, cmd::Trace, cmd::FlightDump,
-                 cmd::Metrics, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree>;
+using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
+                             cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
+                             cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
+                             cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
+                             cmd::Collective, cmd::ToDevice, cmd::NodeLost, cmd::ClockSync,
+                             cmd::Trace, cmd::FlightDump, cmd::Metrics, cmd::Attach, cmd::PutFrom,
+                             cmd::Release, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree>;
 
 // The command's wire code, stream, and the name errors use (a RunOp's op name).
 CmdType command_type(const Command& c);

@@ -23,7 +23,7 @@ namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
-inline constexpr uint16_t kVersion = 6;
+inline constexpr uint16_t kVersion = 7;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -64,6 +64,10 @@ struct HelloReply {
   std::string peer_endpoint;
   // Where this worker's rank of the session's process group will bind.
   std::string pg_endpoint;
+  // Same-host payloads (protocol/same_host.hpp): the worker's process and the challenge the
+  // master must hold for it to read (0 and 0: not offered).
+  uint32_t pid = 0;
+  uint64_t challenge = 0;
 };
 
 // Sent once after every worker accepted: this worker's node index and where each node of
@@ -265,10 +269,12 @@ enum class ReplyType : uint8_t {
   Clock = 6,
   Trace = 7,
   Flight = 8,
-  Metrics = 9
+  Metrics = 9,
+  Attach = 10
 };
 
-//   Get            request, meta (of the payload in frame 1) or failures[0]
+//   Get            request, meta (of the payload in frame 1, or, for a pulled Get, of the
+//                  bytes at `address` in the worker's memory) or failures[0]
 //   Sync           request, failures not reported before (in order)
 //   Stats          request, stats
 //   ProtocolError  request (0 when the message had none), message
@@ -279,6 +285,8 @@ enum class ReplyType : uint8_t {
 //   Flight         request (0: sent unasked, when a peer was lost, a collective failed
 //                  waiting for its members, or on SIGUSR1), flight
 //   Metrics        request, metrics
+//   Attach         request, done (the worker found its challenge in the master's memory),
+//                  address (where it holds the master's challenge) or message (why not)
 struct Reply {
   ReplyType type = ReplyType::Sync;
   uint64_t request = 0;
@@ -291,6 +299,9 @@ struct Reply {
   TraceChunk trace;
   FlightDump flight;
   NodeMetrics metrics;
+  // Get: where a pulled tensor's bytes are (0: in frame 1); Attach: where the worker holds
+  // the master's challenge.
+  uint64_t address = 0;
 };
 
 }  // namespace dtr::protocol

@@ -33,6 +33,7 @@
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/flight_text.hpp"
+#include "protocol/same_host.hpp"
 #include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
@@ -579,6 +580,10 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   reply.threads = session->threads();
   reply.peer_endpoint = peer_endpoint;
   reply.pg_endpoint = reserve_pg_endpoint(pg_host);
+  if (proto::same_host_enabled()) {
+    reply.pid = static_cast<uint32_t>(getpid());
+    reply.challenge = session->same_host_challenge();
+  }
   proto::DeviceInfo cpu;
   cpu.index = -1;
   cpu.name = "cpu";

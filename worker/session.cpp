@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "protocol/codec.hpp"
+#include "protocol/same_host.hpp"
 #include "protocol/trace_clock.hpp"
 #include "worker/collectives.hpp"
 #include "worker/device_order.hpp"
@@ -117,6 +118,9 @@ struct Session::Impl final : TaskRunner {
   void on(const cmd::Trace& c);
   void on(const cmd::FlightDump& c);
   void on(const cmd::Metrics& c);
+  void on(const cmd::Attach& c);
+  void on(const cmd::PutFrom& c);
+  void on(const cmd::Release& c);
   void on(const cmd::GraphUpload& c);
   void on(const cmd::GraphReplay& c);
   void on(const cmd::GraphFree& c);
@@ -167,6 +171,10 @@ struct Session::Impl final : TaskRunner {
   bool run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st, bool now);
   bool run_get(Stream& s, const StreamPtr& self, Task& t);
   bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
+  bool run_put_from(Stream& s, const StreamPtr& self, Task& t);
+  // A pulled Get's bytes stay here until the master's Release (false: too many are held
+  // already, the reply carries them instead).
+  bool pin_pulled(uint64_t request, local::Tensor bytes);
   void finish_barrier(Barrier& b);
   // The live figures (Session::metrics()).
   protocol::NodeMetrics session_metrics();
@@ -201,6 +209,15 @@ struct Session::Impl final : TaskRunner {
   std::optional<TensorMeta> traced_meta;  // Free, tracing: the freed tensor's
   bool inline_failed = false;
   bool traced_here = false;
+  // Same-host payloads (protocol/same_host.hpp): the attached master's process (0: none;
+  // set by Attach on the dispatch thread before any PutFrom or pulled Get it orders), and
+  // the bytes of pulled Gets awaiting their Release (executor threads add, dispatch drops).
+  std::atomic<uint32_t> master_pid{0};
+  const uint64_t challenge = protocol::random_challenge();  // HelloReply's, for the master
+  uint64_t held_challenge = 0;                              // the master's (Attach)
+  std::mutex pulled_mu;
+  std::unordered_map<uint64_t, local::Tensor> pulled;
+  static constexpr size_t kMaxPulled = 4096;
 };
 
 // ---- the session's end ----
@@ -710,6 +727,52 @@ void Session::Impl::on(const cmd::FlightDump& c) {
   outbox.reply(r);
 }
 
+void Session::Impl::on(const cmd::Attach& c) {
+  protocol::Reply r;
+  r.type = protocol::ReplyType::Attach;
+  r.request = c.request;
+  if (!protocol::same_host_enabled()) {
+    r.message = "DTR_SAME_HOST=0 on the worker";
+  } else {
+    r.message = protocol::challenge_problem(c.pid, c.address, challenge);
+    r.done = r.message.empty();
+  }
+  if (r.done) {
+    held_challenge = c.challenge;  // for the master to read back
+    r.address = reinterpret_cast<uint64_t>(&held_challenge);
+  }
+  master_pid.store(r.done ? c.pid : 0, std::memory_order_relaxed);
+  outbox.reply(r);
+}
+
+void Session::Impl::on(const cmd::PutFrom& c) {
+  StreamPtr stream = stream_of(c);
+  if (!stream || !table.check_new_id(c.out, "put")) return;
+  std::string problem = size_problem(c.meta);
+  if (problem.empty() && master_pid.load(std::memory_order_relaxed) == 0)
+    problem =
+        "the master sent its tensor by address, but this worker has not attached to it "
+        "(no successful Attach)";
+  if (problem.empty() && c.address == 0 && c.meta.numel() > 0)
+    problem = "the master's tensor is at address 0";
+  if (!problem.empty()) {
+    table.set(c.out, Slot::failed_with(failures.root(c.out, "put", std::move(problem), c.device)));
+    return;
+  }
+  Task t = task(Task::Kind::PutFrom, c);
+  t.out = table.make_output(c.out);
+  streams.stage(stream, std::move(t));
+}
+
+void Session::Impl::on(const cmd::Release& c) {
+  local::Tensor dropped;  // freed outside the lock
+  std::lock_guard lock(pulled_mu);
+  auto it = pulled.find(c.request);
+  if (it == pulled.end()) return;  // a Get answered with a frame, or released before
+  dropped = std::move(it->second);
+  pulled.erase(it);
+}
+
 void Session::Impl::on(const cmd::Metrics& c) {
   protocol::Reply r;
   r.type = protocol::ReplyType::Metrics;
@@ -934,6 +997,8 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
       return true;
     case Task::Kind::ToDevice:
       return run_to_device(s, self, t);
+    case Task::Kind::PutFrom:
+      return run_put_from(s, self, t);
     case Task::Kind::SendPeer:
       return run_send_peer(s, self, t, failures, outbox);
     case Task::Kind::RecvPeer:
@@ -1051,6 +1116,36 @@ bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
   return true;
 }
 
+bool Session::Impl::run_put_from(Stream& s, const StreamPtr&, Task& t) {
+  const auto& c = t.command<cmd::PutFrom>();
+  try {
+    const TensorMeta& m = c.meta;
+    local::Tensor host = local::empty(m.shape, m.dtype);
+    const size_t bytes = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+    protocol::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
+                                  host.raw_data(), bytes, "reading the master's tensor");
+    rec.counters.add_bytes(CmdType::Put, static_cast<int64_t>(bytes));
+    if (c.device < 0) {
+      t.out->publish(std::move(host));
+      return true;
+    }
+    cuda::StreamScope scope(c.device, s.cuda.get(c.device));
+    local::Tensor out = host.to_device(c.device);
+    wrote(s.cuda, *t.out, out);
+    t.out->publish(std::move(out));
+  } catch (const std::exception& e) {
+    fail_output(s, t, failures.root(c.out, "put", e.what(), c.device));
+  }
+  return true;
+}
+
+bool Session::Impl::pin_pulled(uint64_t request, local::Tensor bytes) {
+  std::lock_guard lock(pulled_mu);
+  if (pulled.size() >= kMaxPulled) return false;
+  pulled[request] = std::move(bytes);
+  return true;
+}
+
 bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
   const auto& c = t.command<cmd::Get>();
   if (!t.in[0]->ready_or_park(self)) {
@@ -1074,7 +1169,12 @@ bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
       r.meta = packed.meta();
       rec.counters.add_bytes(CmdType::Get,
                              packed.numel() * static_cast<int64_t>(element_size(packed.dtype())));
-      payloads.push_back(std::move(packed));
+      // Pulled: the master reads the bytes here (same host), once this reply is out.
+      if (c.pull && master_pid.load(std::memory_order_relaxed) != 0 && packed.numel() > 0 &&
+          pin_pulled(c.request, packed))
+        r.address = reinterpret_cast<uint64_t>(packed.raw_data());
+      else
+        payloads.push_back(std::move(packed));
     } catch (const std::exception& e) {
       r.failures.push_back(make_failure(c.input, "get", e.what()));
     }
@@ -1170,6 +1270,10 @@ size_t Session::streams() const {
 
 unsigned Session::threads() const {
   return impl_->executor.threads();
+}
+
+uint64_t Session::same_host_challenge() const {
+  return impl_->challenge;
 }
 
 void Session::Impl::trace_device_op(Stream& s, const cmd::RunOp& c, const local::Tensor* inputs,

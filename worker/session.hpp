@@ -154,6 +154,9 @@ class Session {
   // Tasks queued on the streams and not yet run (any thread; approximate).
   size_t backlog() const;
   unsigned threads() const;
+  // The challenge a master must hold in its memory for this session to read it there
+  // (HelloReply::challenge; protocol/same_host.hpp). Fixed for the session.
+  uint64_t same_host_challenge() const;
   protocol::MemoryStatsWire stats() const;
   // The live figures (docs/observability.md): the recorder's, and the session's streams'
   // queues, tensors per device and threads. Dispatch thread.

@@ -79,6 +79,7 @@ struct Task {
     RecvPeer,
     Collective,
     ToDevice,
+    PutFrom,   // a Put whose bytes are read from the master's memory (same host)
     GraphPart  // a part of a captured graph's replay (worker/graph.hpp)
   };
   Kind kind = Kind::Op;

@@ -112,6 +112,9 @@ void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
     case Task::Kind::ToDevice:
       describe<cmd::ToDevice>(t, sl, refs, n);
       break;
+    case Task::Kind::PutFrom:
+      describe<cmd::PutFrom>(t, sl, refs, n);
+      break;
     case Task::Kind::GraphPart:  // a replay's part on this stream: one slice, its ops inside
       sl.kind = CmdType::GraphReplay;
       sl.detail = t.graph_run->replay;
@@ -174,6 +177,8 @@ bool traced_kind(CmdType kind) {
     case CmdType::Trace:
     case CmdType::FlightDump:
     case CmdType::Metrics:
+    case CmdType::Attach:
+    case CmdType::Release:
     case CmdType::NotifyPeer:  // traced when it notifies (trace_notify)
       return false;
     default:

@@ -160,6 +160,12 @@ struct MasterOptions {
   // Copies between workers keep their own connections. "mpi" is refused: the master and
   // its workers would have to be one MPI job. Empty: $DTR_BACKEND, else "zmq".
   std::string backend;
+  // Same-host payloads: with a worker on this host, dist_send and to_local move tensor
+  // bytes by one direct copy between the two processes' memory (Linux cross-memory
+  // attach) instead of through the socket, where the kernel allows it (same user); found
+  // out at start, per node (NodeInfo::same_host). false, or DTR_SAME_HOST=0 in the
+  // master's or the worker's environment, keeps every byte on the sockets.
+  bool same_host = true;
 };
 
 // Starts the session with the options' workers. Throws TransportError / TimeoutError
@@ -256,6 +262,11 @@ struct NodeInfo {
   uint32_t threads = 0;
   int64_t cpu_total_memory = 0;
   std::vector<std::string> cuda_devices;
+  // dist_send / to_local with this node copy memory directly (MasterOptions::same_host);
+  // when not, same_host_note says why ("process 812 is not visible here (another host or
+  // PID namespace)", "DTR_SAME_HOST=0 on the master", ...).
+  bool same_host = false;
+  std::string same_host_note;
 };
 NodeInfo node_info(int node);
 

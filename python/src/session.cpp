@@ -110,6 +110,8 @@ void bind_nodes(nb::module_& m) {
         d["threads"] = info.threads;
         d["cpu_total_memory"] = info.cpu_total_memory;
         d["cuda_devices"] = info.cuda_devices;
+        d["same_host"] = info.same_host;
+        d["same_host_note"] = info.same_host_note;
         return d;
       },
       arg("node"));

@@ -223,6 +223,21 @@ void observability_seeds(Seeds& s) {
   metrics.metrics.devices = {{-1, 3, 48}};
   metrics.metrics.master_heartbeat_age_ns = 1000;
   s.codec("reply-metrics", encode(metrics));
+  Reply attach;
+  attach.type = ReplyType::Attach;
+  attach.request = 12;
+  attach.done = true;
+  attach.address = 0x7ffd00000010ull;
+  s.codec("reply-attach", encode(attach));
+  attach.done = false;
+  attach.message = "DTR_SAME_HOST=0 on the worker";
+  s.codec("reply-attach-refused", encode(attach));
+  Reply pulled;
+  pulled.type = ReplyType::Get;
+  pulled.request = 13;
+  pulled.meta = TensorMeta::contiguous(DType::Float32, {1 << 16});
+  pulled.address = 0x7f0000000000ull;
+  s.codec("reply-get-pulled", encode(pulled));
 }
 
 // Regression inputs of the findings (fixed in 6c60154), kept in the corpus.
@@ -700,6 +715,17 @@ int main(int argc, char** argv) {
             {});
   }
 
+  // Same-host payloads (protocol/same_host.hpp): an Attach that fails (process 1 does not
+  // hold the challenge), a PutFrom and a pulled Get on an unattached session, a Release.
+  s.batch(
+      "same-host",
+      Batch{{cmd::Attach{.request = 1, .pid = 1, .address = 4096, .challenge = 7},
+             cmd::PutFrom{
+                 .out = 1, .meta = TensorMeta::contiguous(DType::Float32, {4}), .address = 4096},
+             put(2, DType::Float32, {4}, 1), cmd::Get{.input = 2, .request = 2, .pull = true},
+             cmd::Release{.request = 2}, request<cmd::Sync>(3)}},
+      {16});
+
   // ---- codec-only seeds: every other message type ----
   s.codec("hello", encode(Hello{kVersion, "head:1234"}));
   s.codec("hello-old", encode(Hello{1, "old"}));
@@ -712,6 +738,8 @@ int main(int argc, char** argv) {
                  DeviceInfo{0, "gpu", 80ull << 30, 70ull << 30, 9, 0}};
     r.peer_endpoint = "tcp://10.0.0.2:7001";
     r.pg_endpoint = "tcp://10.0.0.2:7002";
+    r.pid = 4242;
+    r.challenge = 0x1234abcd5678ef90ull;
     s.codec("hello-reply", encode(r));
     HelloReply busy;
     busy.reason = "busy";

@@ -24,12 +24,15 @@ using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
 
-MasterOptions fast_timeout(std::chrono::milliseconds timeout) {
+// Bytes on the sockets (`same_host` false), as between two hosts, unless told otherwise:
+// the same-host path (protocol/same_host.hpp) would copy them without the worker's socket.
+MasterOptions fast_timeout(std::chrono::milliseconds timeout, bool same_host = false) {
   timeout *= kSlowdown;
   MasterOptions o = test_options();
   o.heartbeat = timeout / 5;
   o.heartbeat_timeout = timeout;
   o.sync_timeout = std::chrono::minutes(5);
+  o.same_host = same_host;
   return o;
 }
 
@@ -53,13 +56,20 @@ bool matches_pattern(const local::Tensor& t) {
 
 TEST_CASE("4 GiB dist_send and to_local with a 500 ms heartbeat timeout") {
   constexpr int64_t kElements = int64_t{1} << 30;  // 4 GiB of float32
-  Cluster cluster(1, cpu_only(), fast_timeout(std::chrono::milliseconds(500)));
+  bool same_host = false;
+  SUBCASE("over the sockets") {}
+  SUBCASE("by direct copy (same host)") {
+    same_host = true;
+  }
+  Cluster cluster(1, cpu_only(), fast_timeout(std::chrono::milliseconds(500), same_host));
+  REQUIRE(node_info(0).same_host == same_host);
   local::Tensor x = pattern(kElements);
   auto t0 = Clock::now();
   DistributedTensor y = dist_send(x, 0);
   local::Tensor back = y.to_local();
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  MESSAGE("4 GiB there and back in " << seconds << " s (heartbeat timeout 0.5 s)");
+  MESSAGE("4 GiB there and back in " << seconds << " s (heartbeat timeout 0.5 s, "
+                                     << std::string(same_host ? "same host" : "sockets") << ")");
   CHECK(back.numel() == kElements);
   CHECK(matches_pattern(back));
   // The session is still whole: the node was never declared lost.

@@ -262,10 +262,11 @@ TEST_CASE("hostile raw clients get protocol errors and never disturb a live sess
 
   {  // hellos: another version is refused by name, a right one is told busy
     RawClient c(ctx, worker.endpoint());
-    protocol::HelloReply old = c.hello(7, "future:1");
+    const auto future = static_cast<uint16_t>(protocol::kVersion + 1);
+    protocol::HelloReply old = c.hello(future, "future:1");
     CHECK_FALSE(old.accepted);
-    CHECK(old.reason == "protocol version mismatch: master speaks 7, worker speaks " +
-                            std::to_string(protocol::kVersion));
+    CHECK(old.reason == "protocol version mismatch: master speaks " + std::to_string(future) +
+                            ", worker speaks " + std::to_string(protocol::kVersion));
     protocol::HelloReply r = c.hello();
     CHECK_FALSE(r.accepted);
     CHECK(r.reason.rfind(busy, 0) == 0);

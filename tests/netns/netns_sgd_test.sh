@@ -234,6 +234,11 @@ if [[ -n "${delay_how}" ]]; then
     fail "the round trip is ${rtt} ms: the ${delay_ms} ms delay each way is not there"
 fi
 
+# The namespaces share this host's processes: without this, master and workers would find
+# the same-host path (direct memory copies, protocol/same_host.hpp) and move tensors past
+# the impaired links. Every process keeps its bytes on the sockets, as between hosts.
+export DTR_SAME_HOST=0
+
 # ---- the key ----
 if [[ -n "${keygen}" ]]; then
   [[ -x "${keygen}" ]] || fail "dtr-keygen ${keygen} is not executable"

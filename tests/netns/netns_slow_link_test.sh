@@ -86,10 +86,13 @@ done
 [[ -s "${endpoint_file}" ]] || { cat "${work}/worker.log" >&2; fail "the worker did not start"; }
 endpoint="$(cat "${endpoint_file}")"
 
-# The master, default liveness (heartbeat timeout 2.5 s), in the other namespace.
+# The master, default liveness (heartbeat timeout 2.5 s), in the other namespace. The two
+# namespaces share this host's processes, so the same-host path (direct memory copies,
+# protocol/same_host.hpp) would carry the tensors past the shaped link: DTR_SAME_HOST=0
+# keeps them on it, as between two hosts.
 rc=0
 started="${EPOCHREALTIME}"
-ip netns exec "${m_ns}" env DTR_WORKERS="${endpoint}" DTR_INSECURE=1 \
+ip netns exec "${m_ns}" env DTR_WORKERS="${endpoint}" DTR_INSECURE=1 DTR_SAME_HOST=0 \
   timeout 240 "${transfer_bin}" "${mib_there}" "${mib_back}" >"${work}/master.log" 2>&1 || rc=$?
 took="$(awk -v a="${started}" -v b="${EPOCHREALTIME}" 'BEGIN { printf "%.1f", b - a }')"
 cat "${work}/master.log"

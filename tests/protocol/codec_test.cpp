@@ -100,6 +100,21 @@ void add_observability_commands(std::vector<Command>& cmds) {
   cmds.push_back(cmd::Metrics{.request = std::numeric_limits<uint64_t>::max()});
 }
 
+// The same-host commands (protocol/same_host.hpp).
+void add_same_host_commands(std::vector<Command>& cmds) {
+  cmds.push_back(cmd::Attach{.request = 1009,
+                             .pid = 4194303,
+                             .address = 0x7ffd12345678ull,
+                             .challenge = std::numeric_limits<uint64_t>::max()});
+  cmds.push_back(cmd::PutFrom{.stream = 2,
+                              .out = 33,
+                              .meta = TensorMeta::contiguous(DType::BFloat16, {7, 1 << 20}),
+                              .address = 0x7f0000001000ull,
+                              .device = 3});
+  cmds.push_back(cmd::Get{.stream = 1, .input = 33, .request = 1010, .pull = true});
+  cmds.push_back(cmd::Release{.request = 1010});
+}
+
 // A graph part: a program of every kind of command a graph may hold, a strided input and
 // outputs.
 cmd::GraphUpload graph_upload() {
@@ -220,6 +235,7 @@ Batch every_command() {
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
   cmds.push_back(cmd::NodeLost{.node = 4095});
   add_observability_commands(cmds);
+  add_same_host_commands(cmds);
   cmds.push_back(graph_upload());
   cmds.push_back(cmd::GraphReplay{.graph = 9, .replay = std::numeric_limits<uint64_t>::max()});
   cmds.push_back(cmd::GraphFree{.graph = 9});
@@ -414,6 +430,13 @@ TEST_SUITE("protocol/codec") {
     CHECK(got.peer_endpoint.empty());
     r.peer_endpoint = "tcp://10.0.0.7:41000";
     CHECK(decode_hello_reply(encode(r)).peer_endpoint == r.peer_endpoint);
+    CHECK(got.pid == 0);
+    CHECK(got.challenge == 0);
+    r.pid = 4194303;
+    r.challenge = 0x0123456789abcdefull;
+    HelloReply offered = decode_hello_reply(encode(r));
+    CHECK(offered.pid == r.pid);
+    CHECK(offered.challenge == r.challenge);
 
     HelloReply no;
     no.reason = "busy: serving master x since y";
@@ -495,6 +518,55 @@ TEST_SUITE("protocol/codec") {
       CHECK(got.meta == r.meta);
       CHECK(got.failures.empty());
       CHECK_REJECTS(decode_reply(encode(r), 0), "expected 1");
+    }
+    SUBCASE("get of a tensor left on the worker (same host)") {
+      Reply r;
+      r.type = ReplyType::Get;
+      r.request = 76;
+      r.meta = TensorMeta::contiguous(DType::Int32, {1 << 20});
+      r.address = 0x7f1234560000ull;
+      std::string frame = encode(r);
+      Reply got = decode_reply(frame, 0);
+      CHECK(got.meta == r.meta);
+      CHECK(got.address == r.address);
+      CHECK(got.failures.empty());
+      CHECK_REJECTS(decode_reply(frame, 1), "expected 0");
+      // The form byte (after prefix, endianness tag, type and request), and the address.
+      const size_t form = kPrefixBytes + 1 + 1 + 8;
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, form, 2, 3), 0), "form 3");
+      CHECK_REJECTS(decode_reply(patched<uint64_t>(frame, frame.size() - 8, r.address, 0), 0),
+                    "address 0");
+      for (size_t len = 0; len < frame.size(); ++len) {
+        CAPTURE(len);
+        CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
+      }
+    }
+    SUBCASE("attach") {
+      Reply r;
+      r.type = ReplyType::Attach;
+      r.request = 75;
+      r.done = true;
+      r.address = 0x7ffd00000008ull;
+      std::string frame = encode(r);
+      Reply got = decode_reply(frame, 0);
+      CHECK(got.type == ReplyType::Attach);
+      CHECK(got.done);
+      CHECK(got.address == r.address);
+      CHECK(got.message.empty());
+      const size_t done = kPrefixBytes + 1 + 1 + 8;
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, done, 1, 2), 0), "done flag");
+      CHECK_REJECTS(decode_reply(patched<uint64_t>(frame, done + 1, r.address, 0), 0), "address 0");
+      r.done = false;
+      r.message = "reading process 12's memory is not permitted";
+      frame = encode(r);
+      got = decode_reply(frame, 0);
+      CHECK_FALSE(got.done);
+      CHECK(got.address == 0);
+      CHECK(got.message == r.message);
+      for (size_t len = 0; len < frame.size(); ++len) {
+        CAPTURE(len);
+        CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
+      }
     }
     SUBCASE("get of a failed tensor") {
       Reply r;
@@ -678,8 +750,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 26), 0),
-                  "command 0 has unknown type 26");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 29), 0),
+                  "command 0 has unknown type 29");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),
@@ -838,8 +910,8 @@ TEST_SUITE("protocol/codec") {
                   "failures count 4294967295 exceeds the limit");
     CHECK_REJECTS(decode_reply(patched<uint32_t>(frame, kPrefixBytes + 1 + 9, 0, 100), 0),
                   "needs at least");
-    CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, kPrefixBytes + 1, 2, 10), 0),
-                  "unknown reply type 10");
+    CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, kPrefixBytes + 1, 2, 11), 0),
+                  "unknown reply type 11");
 
     HelloReply hr;
     std::string hr_frame = encode(hr);

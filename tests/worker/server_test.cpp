@@ -343,12 +343,13 @@ TEST_SUITE("worker/server") {
     ServerThread server(listen_options());
     zmq::context_t ctx;
     Client c(ctx, server.endpoint(), "m:1");
-    c.send(protocol::encode(protocol::Hello{7, "future-master:1"}));
+    const auto future = static_cast<uint16_t>(protocol::kVersion + 1);
+    c.send(protocol::encode(protocol::Hello{future, "future-master:1"}));
     protocol::Received msg = c.receive_message();
     protocol::HelloReply r = protocol::decode_hello_reply(view_of(msg.frames[0]));
     CHECK_FALSE(r.accepted);
-    CHECK(r.reason == "protocol version mismatch: master speaks 7, worker speaks " +
-                          std::to_string(protocol::kVersion));
+    CHECK(r.reason == "protocol version mismatch: master speaks " + std::to_string(future) +
+                          ", worker speaks " + std::to_string(protocol::kVersion));
     // No session was opened: a right hello from someone else is accepted.
     Client other(ctx, server.endpoint(), "m:2");
     CHECK(other.hello().accepted);

@@ -1,6 +1,7 @@
 // Session tests: batches driven straight into a worker::Session, replies decoded with the
 // codec, results compared with the local tensor library.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -784,5 +785,73 @@ TEST_SUITE("worker/session") {
     f = h.failure(12);
     CHECK(contains(f.message, "sent by node 1 is failed"));
     CHECK(f.cause_op == "pow");
+  }
+
+  TEST_CASE("same host: attach, puts by address, pulled gets held until their release") {
+    Harness h;
+    // Before Attach: a PutFrom fails naming why, a pulled Get is answered with a frame.
+    Tensor x = iota({64, 1024});
+    const TensorMeta m = TensorMeta::contiguous(x.dtype(), x.shape());
+    const auto here = reinterpret_cast<uint64_t>(x.raw_data());
+    h.run({cmd::PutFrom{.out = 1, .meta = m, .address = here}});
+    CHECK(contains(h.failure(1).message, "has not attached"));
+    h.put_tensor(2, x);
+    std::vector<Outgoing> out = h.run({cmd::Get{.input = 2, .request = 20, .pull = true}});
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].payloads.size() == 1);
+    CHECK(protocol::decode_reply(out[0].header, 1).address == 0);
+
+    // Attach naming memory that does not hold the session's challenge: refused, with the
+    // reason; naming memory of this process (the session runs in it) that does: attached,
+    // and the master's challenge held where the reply says.
+    const uint64_t theirs = h.session.same_host_challenge();
+    const uint64_t wrong = theirs ^ 1;
+    const auto pid = static_cast<uint32_t>(getpid());
+    out = h.run({cmd::Attach{
+        .request = 21, .pid = pid, .address = reinterpret_cast<uint64_t>(&wrong), .challenge = 5}});
+    REQUIRE(out.size() == 1);
+    Reply r = protocol::decode_reply(out[0].header, 0);
+    CHECK(r.type == ReplyType::Attach);
+    CHECK_FALSE(r.done);
+    CHECK(contains(r.message, "does not hold the challenge"));
+    h.run({cmd::PutFrom{.out = 5, .meta = m, .address = here}});
+    CHECK(contains(h.failure(5).message, "has not attached"));
+    out = h.run({cmd::Attach{.request = 22,
+                             .pid = pid,
+                             .address = reinterpret_cast<uint64_t>(&theirs),
+                             .challenge = 0x5eed}});
+    REQUIRE(out.size() == 1);
+    r = protocol::decode_reply(out[0].header, 0);
+    REQUIRE(r.done);
+    CHECK(r.message.empty());
+    CHECK(*reinterpret_cast<const uint64_t*>(r.address) == 0x5eed);
+
+    h.run({cmd::PutFrom{.out = 3, .meta = m, .address = here}});
+    check_equal<float>(h.value(3), x);
+    // A bad address fails the tensor, naming the read.
+    h.run({cmd::PutFrom{.out = 4, .meta = m, .address = 8}});
+    RemoteFailure bad = h.failure(4);
+    CHECK(bad.op == "put");
+    CHECK(contains(bad.message, "reading the master's tensor"));
+    CHECK(contains(bad.message, "Bad address"));
+
+    // A pulled Get names the address of bytes that stay until Release, even once the
+    // tensor itself is freed.
+    const int64_t live = h.stats().live_tensors;
+    out = h.run({cmd::Get{.input = 3, .request = 23, .pull = true}, free_cmd(3)});
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].payloads.empty());
+    r = protocol::decode_reply(out[0].header, 0);
+    CHECK(r.meta == m);
+    REQUIRE(r.address != 0);
+    CHECK(std::memcmp(reinterpret_cast<const void*>(r.address), x.raw_data(),
+                      static_cast<size_t>(x.numel()) * 4) == 0);
+    CHECK(h.stats().live_tensors == live - 1);  // the table let 3 go; the pin did not
+    CHECK(std::memcmp(reinterpret_cast<const void*>(r.address), x.raw_data(),
+                      static_cast<size_t>(x.numel()) * 4) == 0);
+    CHECK(h.run({cmd::Release{.request = 23}, cmd::Release{.request = 23},
+                 cmd::Release{.request = 99}})
+              .empty());
+    for (const RemoteFailure& f : h.sync()) CHECK(f.op == "put");  // releases never fail
   }
 }

@@ -1,0 +1,136 @@
+// Same-host payloads (protocol/same_host.hpp): with master and worker on one host,
+// dist_send and to_local move tensor bytes by direct copy between the two processes
+// (cmd::PutFrom, pulled cmd::Get); found out at start, with a reason when not, and off
+// with DTR_SAME_HOST=0 on either side or MasterOptions::same_host = false.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "dtr/observability.hpp"
+#include "master/cluster.hpp"
+#include "protocol/same_host.hpp"
+
+namespace {
+
+using namespace dtr;
+using namespace dtr::test;
+using dtr::local::Tensor;
+
+uint64_t command_count(int node, const std::string& kind) {
+  for (const auto& [k, n] : node_metrics(node).commands)
+    if (k == kind) return n;
+  return 0;
+}
+
+// Bytes that differ per element and per tensor, of several dtypes and sizes (around the
+// same-host threshold of 64 KiB too).
+void round_trips(int node) {
+  Generator gen(7);
+  for (int64_t n : {int64_t{1}, int64_t{16383}, int64_t{16384}, int64_t{300001}}) {
+    Tensor f = local::rand({n}, gen);
+    DistributedTensor r = dist_send(f, node);
+    Tensor back = r.to_local();
+    REQUIRE(back.numel() == n);
+    CHECK(std::memcmp(back.raw_data(), f.raw_data(), static_cast<size_t>(n) * 4) == 0);
+    // Computed on the worker, read back: the worker's own bytes, not a echo of ours.
+    check_same(r * 2.0, f * 2.0);
+  }
+  Tensor ints = local::arange(0.0, 100000.0, 1.0).to(DType::Int64).reshape({1000, 100});
+  check_same(dist_send(ints, node), ints);
+  // A non-contiguous tensor is packed before it goes; a view made on the worker is
+  // packed there before it comes back.
+  Tensor wide = local::rand({300, 400}, gen);
+  check_same(dist_send(wide.transpose(0, 1), node), wide.transpose(0, 1).contiguous());
+  check_same(dist_send(wide, node).transpose(0, 1), wide.transpose(0, 1).contiguous());
+}
+
+}  // namespace
+
+TEST_CASE("same host: a local worker is attached and moves bytes by direct copy") {
+  Cluster c(2);
+  for (int k = 0; k < 2; ++k) {
+    NodeInfo info = node_info(k);
+    CHECK_MESSAGE(info.same_host, info.same_host_note);
+    CHECK(info.same_host_note.empty());
+  }
+  const uint64_t puts_before = command_count(1, "put_from");
+  round_trips(1);
+  // The large tensors went by address, the small ones in the message.
+  CHECK(command_count(1, "put_from") >= puts_before + 3);
+  CHECK(command_count(1, "release") >= 3);
+  CHECK(command_count(1, "put") >= 1);
+  // Released pulls leave nothing behind: the worker's memory is back where it was.
+  synchronize();
+  NodeMemoryStats before = memory_stats(1);
+  {
+    DistributedTensor big = dist_send(local::ones({1 << 20}), 1);
+    for (int i = 0; i < 5; ++i) CHECK(big.to_local().sum().item<double>() == 1 << 20);
+  }
+  synchronize();
+  CHECK(memory_stats(1).bytes_in_use == before.bytes_in_use);
+}
+
+TEST_CASE(
+    "same host: DTR_SAME_HOST=0 or MasterOptions::same_host = false keep bytes on the "
+    "sockets, with the reason") {
+  SUBCASE("off on the master") {
+    ScopedEnv off("DTR_SAME_HOST", "0");
+    Cluster c(1);
+    CHECK_FALSE(node_info(0).same_host);
+    CHECK(node_info(0).same_host_note == "DTR_SAME_HOST=0 on the master");
+    round_trips(0);
+    CHECK(command_count(0, "put_from") == 0);
+    CHECK(command_count(0, "release") == 0);
+  }
+  SUBCASE("off in the options") {
+    MasterOptions o = test_options();
+    o.same_host = false;
+    Cluster c(1, o);
+    CHECK(node_info(0).same_host_note == "MasterOptions::same_host is off");
+    round_trips(0);
+    CHECK(command_count(0, "put_from") == 0);
+  }
+  SUBCASE("off on the worker") {
+    std::optional<WorkerProcess> w;
+    {
+      ScopedEnv off("DTR_SAME_HOST", "0");
+      w.emplace();
+    }
+    SessionGuard guard;
+    MasterOptions o = test_options();
+    o.workers = {w->endpoint()};
+    init_master_worker(o);
+    CHECK_FALSE(node_info(0).same_host);
+    CHECK(node_info(0).same_host_note == "the worker offered no challenge");
+    round_trips(0);
+    CHECK(command_count(0, "put_from") == 0);
+  }
+}
+
+TEST_CASE("same host: a challenge check names why another process cannot be read") {
+  const uint64_t challenge = protocol::random_challenge();
+  CHECK(challenge != 0);
+  CHECK(protocol::random_challenge() != challenge);
+  const auto pid = static_cast<uint32_t>(getpid());
+  const auto at = reinterpret_cast<uint64_t>(&challenge);
+  CHECK(protocol::challenge_problem(pid, at, challenge).empty());
+  CHECK(protocol::challenge_problem(0, at, challenge) == "no process or address given");
+  // What another process of this number would hold.
+  CHECK(
+      contains(protocol::challenge_problem(pid, at, challenge ^ 1), "does not hold the challenge"));
+  // A process that does not exist here (pid_max is at most 2^22).
+  const uint32_t gone = (1u << 22) + 17;
+  CHECK(contains(protocol::challenge_problem(gone, at, challenge), "is not visible here"));
+  CHECK(contains(protocol::challenge_problem(pid, 8, challenge), "Bad address"));
+  // Reads that fail name what was read, from where, and why.
+  char buf[16];
+  std::string why = message_of<TransportError>(
+      [&] { protocol::read_process_memory(gone, at, buf, sizeof buf, "a test"); });
+  CHECK(contains(why, "a test: reading 16 bytes from process"));
+  CHECK(contains(why, "the process is gone"));
+  why = message_of<TransportError>(
+      [&] { protocol::read_process_memory(pid, 8, buf, sizeof buf, "a test"); });
+  CHECK(contains(why, "Bad address"));
+}
