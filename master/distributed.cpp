@@ -318,10 +318,15 @@ DistributedTensor DistributedTensor::to(int node) const {
   self.session->check_alive(self.node);
   self.session->check_alive(node);
   uint64_t token = self.session->new_id();
+  // Both nodes on this host (each attached to the master): the receiver reads the bytes
+  // from the sender's memory (protocol/same_host.hpp).
+  const bool by_address = self.session->same_host(self.node) && self.session->same_host(node) &&
+                          meta_bytes(self.meta) >= kSameHostMinBytes;
   cmd::SendPeer send{.stream = detail::current_stream_id(*self.session, self.node),
                      .input = self.id,
                      .peer = static_cast<uint32_t>(node),
-                     .token = token};
+                     .token = token,
+                     .by_address = by_address};
   cmd::RecvPeer recv{.stream = detail::current_stream_id(*self.session, node),
                      .out = self.session->new_id(),
                      .meta = TensorMeta::contiguous(self.meta.dtype, self.meta.shape),

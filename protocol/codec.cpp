@@ -943,8 +943,14 @@ std::string encode(const PeerNotify& m) {
     w.put(m.session);
     w.put(m.from_node);
     w.put(m.token);
-    w.put(static_cast<uint8_t>(m.failed));
-    if (m.failed) w.failure(m.failure);
+    const uint8_t form = m.failed ? 1 : m.pid != 0 ? 2 : m.released ? 3 : 0;
+    w.put(form);
+    if (form == 1) w.failure(m.failure);
+    if (form == 2) {
+      w.put(m.pid);
+      w.put(m.address);
+      w.put(m.bytes);
+    }
   });
 }
 
@@ -1124,10 +1130,18 @@ PeerNotify decode_peer_notify(std::string_view frame) {
     m.session = r.get<uint64_t>();
     m.from_node = r.get<uint32_t>();
     m.token = r.get<uint64_t>();
-    auto failed = r.get<uint8_t>();
-    if (failed > 1) r.fail("failure flag {}, expected 0 or 1", failed);
-    m.failed = failed != 0;
+    auto form = r.get<uint8_t>();
+    if (form > 3) r.fail("form {}, expected 0 to 3", form);
+    m.failed = form == 1;
+    m.released = form == 3;
     if (m.failed) m.failure = r.failure();
+    if (form == 2) {
+      m.pid = r.get<uint32_t>();
+      m.address = r.get<uint64_t>();
+      m.bytes = r.get<uint64_t>();
+      if (m.pid == 0 || m.pid > kMaxPid) r.fail("pid {}, expected 1 to {}", m.pid, kMaxPid);
+      if (m.address == 0) r.fail("bytes at address 0");
+    }
     r.finish();
     return m;
   });

@@ -415,11 +415,15 @@ struct SendPeer {
   TensorId input = kNoTensor;
   uint32_t peer = 0;
   uint64_t token = 0;
+  // Both nodes share the master's host: the bytes may stay here for the peer to read
+  // (protocol/same_host.hpp; PeerNotify's bytes at an address).
+  bool by_address = false;
   template <class S, class V>
   static void fields(S& c, V& v) {
     v("input", c.input);
     v("peer", c.peer, Range{0, static_cast<int64_t>(kMaxNodes) - 1});
     v("token", c.token);
+    v("by address", c.by_address);
   }
   friend bool operator==(const SendPeer&, const SendPeer&) = default;
 };

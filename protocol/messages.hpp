@@ -109,12 +109,22 @@ struct Goodbye {
 // Worker to worker: `token` is done. For a cross-node wait (NotifyPeer / WaitRemote) the
 // event's record has run; for a copy (SendPeer / RecvPeer) the message carries the tensor's
 // bytes in frame 1, or `failed` and why the source tensor could not be sent.
+//
+// Same host (protocol/same_host.hpp; the master says so in SendPeer::by_address): the bytes
+// stay with the sender, `bytes` of them at `address` in its process `pid`, until the
+// receiver has read them and answers with `released` for the token. On the wire one form
+// byte says which of these a message is: plain (0), failed (1), bytes at an address (2),
+// released (3).
 struct PeerNotify {
   uint64_t session = 0;
   uint32_t from_node = 0;
   uint64_t token = 0;
   bool failed = false;
   RemoteFailure failure;  // when failed
+  uint32_t pid = 0;       // 0: the bytes (if any) are in frame 1
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  bool released = false;
 };
 
 struct MemoryStatsWire {

@@ -162,12 +162,14 @@ size_t Tokens::fail_from(uint32_t peer, const protocol::RemoteFailure& failure) 
 }
 
 bool Tokens::arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
-                    const std::optional<protocol::RemoteFailure>& failure) {
+                    const std::optional<protocol::RemoteFailure>& failure,
+                    const RemoteWait::At* at) {
   auto fill = [&](RemoteWait& w) {
     w.arrived = true;
     w.from = from;
     if (payload) w.payload = *payload;
     if (failure) w.failure = failure;
+    if (at) w.at = *at;
   };
   auto it = waits_.find(token);
   if (it == waits_.end()) {  // the wait has not been dispatched yet

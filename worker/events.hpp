@@ -117,6 +117,16 @@ struct RemoteWait {
   // A copy's bytes, or why the sender could not send them.
   std::optional<PayloadFrame> payload;
   std::optional<protocol::RemoteFailure> failure;
+  // Or where they are (same host): `bytes` bytes at `address` in the sender's process
+  // `pid`, held there until this node releases `token` (the one the sender used: a graph
+  // replay's differs from its command's).
+  struct At {
+    uint32_t pid = 0;
+    uint64_t address = 0;
+    uint64_t bytes = 0;
+    uint64_t token = 0;
+  };
+  std::optional<At> at;
 };
 using RemoteWaitPtr = std::shared_ptr<RemoteWait>;
 
@@ -130,7 +140,8 @@ class Tokens {
   // when the entry had arrived already (a second notification before its wait: the first
   // one stays, and the wait still completes with it).
   bool arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
-              const std::optional<protocol::RemoteFailure>& failure);
+              const std::optional<protocol::RemoteFailure>& failure,
+              const RemoteWait::At* at = nullptr);
   // `peer` is lost to the session: every wait for a token from it that has not arrived
   // completes with `failure` (its stream woken). Returns how many.
   size_t fail_from(uint32_t peer, const protocol::RemoteFailure& failure);

@@ -2,6 +2,7 @@
 #include "worker/outbox.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "protocol/codec.hpp"
 
@@ -26,6 +27,13 @@ void Outbox::mark_lost(uint32_t peer, std::string why) {
   if (peer >= nodes_) return;
   lost_.resize(nodes_);
   lost_[peer] = std::move(why);
+  // Copies held for it will never be released.
+  std::vector<local::Tensor> dropped;  // freed outside the lock
+  std::lock_guard lock(held_mu_);
+  for (auto it = held_.lower_bound({peer, 0}); it != held_.end() && it->first.first == peer;) {
+    dropped.push_back(std::move(it->second));
+    it = held_.erase(it);
+  }
 }
 
 void Outbox::reply(const protocol::Reply& r) {
@@ -63,6 +71,46 @@ void Outbox::send_notify(int32_t peer, uint64_t token, const protocol::RemoteFai
     n.failure = *failure;
   }
   emit_(Outgoing{protocol::encode(n), {}, peer});
+}
+
+bool Outbox::send_tensor_at(int32_t peer, uint64_t token, local::Tensor tensor) {
+  protocol::PeerNotify n;
+  n.session = session_id_;
+  n.from_node = node_;
+  n.token = token;
+  n.pid = static_cast<uint32_t>(getpid());
+  n.address = reinterpret_cast<uint64_t>(tensor.raw_data());
+  n.bytes = static_cast<uint64_t>(tensor.numel()) * element_size(tensor.dtype());
+  {
+    std::lock_guard lock(held_mu_);
+    if (held_.size() >= kMaxHeld) return false;
+    held_[{static_cast<uint32_t>(peer), token}] = std::move(tensor);
+  }
+  emit_(Outgoing{protocol::encode(n), {}, peer});
+  return true;
+}
+
+void Outbox::release(uint32_t peer, uint64_t token) {
+  local::Tensor dropped;  // freed outside the lock
+  std::lock_guard lock(held_mu_);
+  auto it = held_.find({peer, token});
+  if (it == held_.end()) return;
+  dropped = std::move(it->second);
+  held_.erase(it);
+}
+
+void Outbox::send_released(int32_t peer, uint64_t token) {
+  protocol::PeerNotify n;
+  n.session = session_id_;
+  n.from_node = node_;
+  n.token = token;
+  n.released = true;
+  emit_(Outgoing{protocol::encode(n), {}, peer});
+}
+
+size_t Outbox::held() const {
+  std::lock_guard lock(held_mu_);
+  return held_.size();
 }
 
 void Outbox::send_tensor(int32_t peer, uint64_t token, local::Tensor tensor) {

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,8 +38,8 @@ class Outbox {
   // Why `peer` cannot be talked to (no Setup, out of range, this node, lost); nullopt if
   // it can. Dispatch thread.
   std::optional<std::string> peer_problem(uint32_t peer) const;
-  // The master lost `peer` (cmd::NodeLost): peer_problem() says `why` from now on.
-  // Dispatch thread.
+  // The master lost `peer` (cmd::NodeLost): peer_problem() says `why` from now on, and
+  // the copies held for it go. Dispatch thread.
   void mark_lost(uint32_t peer, std::string why);
 
   // Any reply to the master.
@@ -51,6 +53,16 @@ class Outbox {
   void send_notify(int32_t peer, uint64_t token, const protocol::RemoteFailure* failure = nullptr);
   // Sends `peer` the bytes of `tensor` (contiguous, on the host) for `token`.
   void send_tensor(int32_t peer, uint64_t token, local::Tensor tensor);
+  // Same host: tells `peer` where `tensor`'s bytes are, and holds them until it releases
+  // `token`. False (nothing sent) when kMaxHeld copies are held already.
+  bool send_tensor_at(int32_t peer, uint64_t token, local::Tensor tensor);
+  // `peer` has read the bytes of `token` (its PeerNotify::released): they go. Any thread.
+  void release(uint32_t peer, uint64_t token);
+  // Tells `peer` that this node has read its bytes for `token`.
+  void send_released(int32_t peer, uint64_t token);
+  // Copies held for peers (tests).
+  size_t held() const;
+  static constexpr size_t kMaxHeld = 4096;
   // Sends a Get's reply with the bytes of `payload` (contiguous, on the host), if any.
   void send_get(const protocol::Reply& r, std::vector<local::Tensor> payloads);
   // Sends the master a flight recorder dump it did not ask for (Reply::request 0): a peer
@@ -65,6 +77,9 @@ class Outbox {
   uint32_t nodes_ = 1;
   uint64_t session_id_ = 0;
   std::vector<std::string> lost_;  // per node: why it is lost, "" while it is not
+  // Same-host copies held until their receiver releases them, by (peer, token).
+  mutable std::mutex held_mu_;
+  std::map<std::pair<uint32_t, uint64_t>, local::Tensor> held_;
 };
 
 }  // namespace dtr::worker::detail

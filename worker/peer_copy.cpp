@@ -4,11 +4,47 @@
 #include <fmt/format.h>
 
 #include "protocol/commands.hpp"
+#include "protocol/same_host.hpp"
 #include "worker/recorder.hpp"
 
 namespace dtr::worker::detail {
 
 namespace cmd = protocol::cmd;
+
+namespace {
+
+// Same-host copies from this size on (below it the message's copy costs less).
+constexpr int64_t kSameHostMinBytes = int64_t{64} << 10;
+
+// RecvPeer of bytes the sender holds at an address (same host): read, then released.
+bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size_t expected) {
+  const auto& c = t.command<cmd::RecvPeer>();
+  const RemoteWait::At at = *t.remote->at;
+  const auto sender = static_cast<int32_t>(t.remote->from);
+  try {
+    if (at.bytes != expected)
+      throw ProtocolError(fmt::format("node {} sent {} bytes, {} needs {}", c.peer, at.bytes,
+                                      describe(c.meta), expected));
+    local::Tensor received = local::empty(c.meta.shape, c.meta.dtype);
+    protocol::read_process_memory(at.pid, at.address, received.raw_data(), expected,
+                                  fmt::format("reading node {}'s tensor", c.peer));
+    outbox.send_released(sender, at.token);
+    s.owner.recorder.counters.add_bytes(protocol::CmdType::RecvPeer,
+                                        static_cast<int64_t>(expected));
+    if (c.device >= 0) {
+      cuda::StreamScope scope(c.device, s.cuda.get(c.device));
+      received = received.to_device(c.device);
+      wrote(s.cuda, *t.out, received);
+    }
+    t.out->publish(std::move(received));
+  } catch (const std::exception& e) {
+    outbox.send_released(sender, at.token);
+    fail_output(s, t, failures.root(c.out, "recv_from_node", e.what()));
+  }
+  return true;
+}
+
+}  // namespace
 
 bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
                    Outbox& outbox) {
@@ -29,9 +65,12 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
       packed = packed.cpu();
     }
     packed = packed.contiguous();
-    s.owner.recorder.counters.add_bytes(
-        protocol::CmdType::SendPeer,
-        packed.numel() * static_cast<int64_t>(element_size(packed.dtype())));
+    const int64_t bytes = packed.numel() * static_cast<int64_t>(element_size(packed.dtype()));
+    s.owner.recorder.counters.add_bytes(protocol::CmdType::SendPeer, bytes);
+    // Same host: the peer reads the bytes here (held until it releases them); small ones,
+    // or past the limit of held copies, go in the message.
+    if (c.by_address && bytes >= kSameHostMinBytes && outbox.send_tensor_at(peer, c.token, packed))
+      return true;
     outbox.send_tensor(peer, c.token, std::move(packed));
   } catch (const std::exception& e) {
     protocol::RemoteFailure f = make_failure(c.input, "send_to_node", e.what());
@@ -41,7 +80,8 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
   return true;
 }
 
-bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures) {
+bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
+                   Outbox& outbox) {
   const auto& c = t.command<cmd::RecvPeer>();
   RemoteWait& w = *t.remote;
   if (!w.arrived_or_park(self)) return false;
@@ -55,6 +95,7 @@ bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
     return true;
   }
   size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
+  if (w.at) return recv_peer_at(s, t, failures, outbox, expected);
   if (!w.payload || w.payload->size != expected) {
     fail_output(
         s, t,

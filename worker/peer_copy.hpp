@@ -3,10 +3,13 @@
 // SendPeer runs on the sending node's stream once its input is ready: it sends a Peer
 // message whose frame 1 is the tensor's bytes (a CUDA tensor is copied to the host on the
 // stream's CUDA stream first), or, when the input failed or cannot be read, the failure,
-// so that the receiver does not wait forever. RecvPeer runs on the receiving node's stream
-// once the token has arrived (worker/events.hpp, RemoteWait): it makes its output from the
-// bytes, checked against the size the master expects (to the device the command names),
-// or fails it naming the sender's failure.
+// so that the receiver does not wait forever. With `by_address` (both nodes share the
+// master's host; protocol/same_host.hpp) a copy of 64 KiB or more stays here instead, held
+// by the outbox, and the message says where; the receiver reads it with one direct copy
+// and answers `released`. RecvPeer runs on the receiving node's stream once the token has
+// arrived (worker/events.hpp, RemoteWait): it makes its output from the bytes, checked
+// against the size the master expects (to the device the command names), or fails it
+// naming the sender's failure (or the read's).
 //
 // Both count the bytes they move (worker/recorder.hpp), and say when they wait (the
 // flight recorder).
@@ -26,6 +29,6 @@ namespace dtr::worker::detail {
 // True when done; false when `self` was parked until the input is ready.
 bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures, Outbox& outbox);
 // True when done; false when `self` was parked until the token arrives.
-bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures);
+bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures, Outbox& outbox);
 
 }  // namespace dtr::worker::detail

@@ -1002,7 +1002,7 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
     case Task::Kind::SendPeer:
       return run_send_peer(s, self, t, failures, outbox);
     case Task::Kind::RecvPeer:
-      return run_recv_peer(s, self, t, failures);
+      return run_recv_peer(s, self, t, failures, outbox);
     case Task::Kind::Collective:
       return run_collective(
           s, self, t, {groups, failures, options.collective_timeout, outbox.node(), rec, outbox});
@@ -1247,9 +1247,16 @@ bool Session::notify(const protocol::PeerNotify& n, const PayloadFrame* payload)
   if (!s.outbox.has_setup() || n.session != s.outbox.session_id() ||
       n.from_node >= s.outbox.nodes())
     return false;
+  if (n.released) {  // the peer has read a copy's bytes held here
+    s.outbox.release(n.from_node, n.token);
+    return true;
+  }
   std::optional<RemoteFailure> failure;
   if (n.failed) failure = n.failure;
-  return s.tokens.arrive(n.token, n.from_node, payload, failure);
+  if (n.pid == 0) return s.tokens.arrive(n.token, n.from_node, payload, failure);
+  if (payload) return false;  // bytes both here and there
+  const RemoteWait::At at{n.pid, n.address, n.bytes, n.token};
+  return s.tokens.arrive(n.token, n.from_node, nullptr, failure, &at);
 }
 
 bool Session::wait_idle(std::chrono::milliseconds timeout) {

@@ -764,6 +764,14 @@ int main(int argc, char** argv) {
     n.failed = true;
     n.failure = RemoteFailure{5, -1, "neg", "input %4 is failed", 4, "view", "bad shape"};
     s.codec("peer-failed", encode(n));
+    n.failed = false;
+    n.pid = 4242;
+    n.address = 0x7f0000001000ull;
+    n.bytes = 1 << 20;
+    s.codec("peer-at-address", encode(n));
+    n.pid = 0;
+    n.released = true;
+    s.codec("peer-released", encode(n));
   }
   {
     RemoteFailure f{9, 0, "matmul", "shapes do not match", 3, "put", "payload too small"};

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "dtr/graph.hpp"
 #include "dtr/observability.hpp"
 #include "master/cluster.hpp"
 #include "protocol/same_host.hpp"
@@ -61,15 +62,53 @@ TEST_CASE("same host: a local worker is attached and moves bytes by direct copy"
   CHECK(command_count(1, "put_from") >= puts_before + 3);
   CHECK(command_count(1, "release") >= 3);
   CHECK(command_count(1, "put") >= 1);
-  // Released pulls leave nothing behind: the worker's memory is back where it was.
+  // Released pulls leave nothing behind: temporaries read back leave the worker's memory
+  // where it was.
+  DistributedTensor big = dist_send(local::ones({1 << 20}), 1);
   synchronize();
   NodeMemoryStats before = memory_stats(1);
-  {
-    DistributedTensor big = dist_send(local::ones({1 << 20}), 1);
-    for (int i = 0; i < 5; ++i) CHECK(big.to_local().sum().item<double>() == 1 << 20);
-  }
+  for (int i = 0; i < 5; ++i) CHECK((big * 2.0).to_local().sum().item<double>() == 2 << 20);
   synchronize();
   CHECK(memory_stats(1).bytes_in_use == before.bytes_in_use);
+}
+
+TEST_CASE(
+    "same host: copies between two local workers, eager and replayed, read the sender's "
+    "memory") {
+  bool same_host = true;
+  SUBCASE("by direct copy") {}
+  SUBCASE("over the sockets") {
+    same_host = false;
+  }
+  MasterOptions o = test_options();
+  o.same_host = same_host;
+  Cluster c(2, o);
+  Generator gen(11);
+  Tensor x = local::rand({256, 300}, gen);  // 300 KiB
+  DistributedTensor a = dist_send(x, 0);
+  DistributedTensor there = a.to(1);
+  check_same(there, x);
+  check_same(there.to(0) * 3.0, x * 3.0);
+  // A view on the sender is packed there first; a small copy goes in the message.
+  check_same(a.transpose(0, 1).to(1), x.transpose(0, 1).contiguous());
+  check_same(dist_send(local::ones({3}), 0).to(1), local::ones({3}));
+  // Replays use a token per replay: each release must name the one its bytes went under.
+  DistributedTensor out;
+  Graph g = capture([&] {
+    a.add_(1);
+    out = a.to(1) + 0.5;
+  });
+  for (int k = 1; k <= 3; ++k) {
+    g.replay();
+    check_same(out, x + static_cast<double>(k) + 0.5);
+  }
+  // What the sender held for the copies goes once they were read: temporaries sent on
+  // leave its memory as it was.
+  synchronize();
+  NodeMemoryStats before = memory_stats(0);
+  for (int i = 0; i < 4; ++i) (void)(a * 2.0).to(1);
+  synchronize();
+  CHECK(memory_stats(0).bytes_in_use == before.bytes_in_use);
 }
 
 TEST_CASE(

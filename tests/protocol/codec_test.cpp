@@ -704,11 +704,40 @@ TEST_SUITE("protocol/codec") {
     CHECK(gn.from_node == 1);
     CHECK(gn.token == 99);
     CHECK_FALSE(gn.failed);
-    CHECK_REJECTS(decode_peer_notify(patched<uint8_t>(pn, pn.size() - 1, 0, 7)), "failure flag 7");
+    CHECK_FALSE(gn.released);
+    CHECK(gn.pid == 0);
+    CHECK_REJECTS(decode_peer_notify(patched<uint8_t>(pn, pn.size() - 1, 0, 7)), "form 7");
     for (size_t len = 0; len < pn.size(); ++len)
       CHECK_THROWS_AS(decode_peer_notify(pn.substr(0, len)), ProtocolError);
     CHECK_REJECTS(decode_peer_notify(pn + "x"), "left over");
     CHECK_THROWS_AS(decode_setup(pn), ProtocolError);
+
+    // Same host: the bytes at an address in the sender, and their release.
+    PeerNotify at{s.session, 1, 100, false, {}};
+    at.pid = 4194304;
+    at.address = 0x7f0000001000ull;
+    at.bytes = uint64_t{1} << 40;
+    std::string pa = encode(at);
+    PeerNotify ga = decode_peer_notify(pa);
+    CHECK_FALSE(ga.failed);
+    CHECK_FALSE(ga.released);
+    CHECK(ga.pid == at.pid);
+    CHECK(ga.address == at.address);
+    CHECK(ga.bytes == at.bytes);
+    const size_t pid_at = pa.size() - 20;
+    CHECK_REJECTS(decode_peer_notify(patched<uint32_t>(pa, pid_at, at.pid, 0)), "pid 0");
+    CHECK_REJECTS(decode_peer_notify(patched<uint32_t>(pa, pid_at, at.pid, at.pid + 1)),
+                  "pid 4194305");
+    CHECK_REJECTS(decode_peer_notify(patched<uint64_t>(pa, pid_at + 4, at.address, 0)),
+                  "address 0");
+    for (size_t len = 0; len < pa.size(); ++len)
+      CHECK_THROWS_AS(decode_peer_notify(pa.substr(0, len)), ProtocolError);
+    PeerNotify released{s.session, 2, 100, false, {}};
+    released.released = true;
+    PeerNotify gr = decode_peer_notify(encode(released));
+    CHECK(gr.released);
+    CHECK(gr.token == 100);
+    CHECK(gr.pid == 0);
   }
 
   TEST_CASE("goodbye and heartbeat") {

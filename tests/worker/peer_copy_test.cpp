@@ -1,6 +1,7 @@
 // Peer copies (worker/peer_copy.hpp) without a session: what a SendPeer sends, and what a
 // RecvPeer makes of what came (bytes, a wrong size, the sender's failure, nothing yet).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include "protocol/codec.hpp"
 #include "tests/worker/parts_support.hpp"
@@ -66,12 +67,12 @@ TEST_CASE("peer copy: a receive makes its output from the bytes once they have c
   t.cmd = &c;
   t.remote = std::make_shared<RemoteWait>();
   t.out = std::make_shared<Slot>();
-  CHECK_FALSE(run_recv_peer(r.stream(), r.self(), t, r.failures));  // nothing yet
+  CHECK_FALSE(run_recv_peer(r.stream(), r.self(), t, r.failures, r.outbox));  // nothing yet
   CHECK(t.remote->waiter == r.self());
   auto bytes = std::make_shared<std::vector<float>>(std::vector<float>{1.5f, -2.0f});
   t.remote->arrived = true;
   t.remote->payload = PayloadFrame{bytes->data(), 8, bytes};
-  CHECK(run_recv_peer(r.stream(), r.self(), t, r.failures));
+  CHECK(run_recv_peer(r.stream(), r.self(), t, r.failures, r.outbox));
   CHECK(t.out->ready.load());
   CHECK_FALSE(t.out->get_failure());
   CHECK(t.out->tensor.to_vector<float>() == *bytes);
@@ -90,7 +91,7 @@ TEST_CASE("peer copy: a receive fails on a wrong size or the sender's failure") 
   auto bytes = std::make_shared<std::vector<char>>(4);
   t.remote->payload = PayloadFrame{bytes->data(), 4, bytes};
   t.out = std::make_shared<Slot>();
-  CHECK(run_recv_peer(r.stream(), r.self(), t, r.failures));
+  CHECK(run_recv_peer(r.stream(), r.self(), t, r.failures, r.outbox));
   Failure f = t.out->get_failure();
   REQUIRE(f);
   CHECK(f->op == "recv_from_node");
@@ -103,7 +104,7 @@ TEST_CASE("peer copy: a receive fails on a wrong size or the sender's failure") 
   t.remote->arrived = true;
   t.remote->failure = make_failure(3, "div", "by zero");
   t.out = std::make_shared<Slot>();
-  CHECK(run_recv_peer(r.stream(), r.self(), t, r.failures));
+  CHECK(run_recv_peer(r.stream(), r.self(), t, r.failures, r.outbox));
   f = t.out->get_failure();
   REQUIRE(f);
   CHECK(f->tensor == 8);
@@ -111,6 +112,77 @@ TEST_CASE("peer copy: a receive fails on a wrong size or the sender's failure") 
   CHECK(f->cause_tensor == 3);
   CHECK(f->cause_message == "by zero");
   CHECK(r.failures.unreported() == 1);  // the sender reports its own cause
+}
+
+TEST_CASE(
+    "peer copy: same host, the bytes stay with the sender until the receiver releases "
+    "them") {
+  CopyRig r;
+  local::Tensor x = local::arange(0.0, 65536.0, 1.0, DType::Float32);  // 256 KiB
+  cmd::SendPeer c{.input = 3, .peer = 1, .token = 23, .by_address = true};
+  Task t;
+  t.kind = Task::Kind::SendPeer;
+  t.cmd = &c;
+  t.in[0] = Slot::of(x);
+  CHECK(run_send_peer(r.stream(), r.self(), t, r.failures, r.outbox));
+  auto out = r.sent.take();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].payloads.empty());
+  protocol::PeerNotify n = protocol::decode_peer_notify(out[0].header);
+  CHECK(n.pid == static_cast<uint32_t>(getpid()));
+  CHECK(n.address == reinterpret_cast<uint64_t>(x.raw_data()));  // contiguous: not copied
+  CHECK(n.bytes == 65536 * 4);
+  CHECK(r.outbox.held() == 1);
+  // Small tensors still go in the message.
+  t.in[0] = Slot::of(local::ones({4}));
+  CHECK(run_send_peer(r.stream(), r.self(), t, r.failures, r.outbox));
+  out = r.sent.take();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].payloads.size() == 1);
+  CHECK(r.outbox.held() == 1);
+
+  // The receiver (here the same process) reads the bytes and releases the sender's token.
+  cmd::RecvPeer rc{.out = 9, .meta = x.meta(), .peer = 1, .token = 7};
+  Task rt;
+  rt.kind = Task::Kind::RecvPeer;
+  rt.cmd = &rc;
+  rt.remote = std::make_shared<RemoteWait>();
+  rt.remote->arrived = true;
+  rt.remote->from = 1;
+  rt.remote->at = RemoteWait::At{n.pid, n.address, n.bytes, 23};  // the token the sender used
+  rt.out = std::make_shared<Slot>();
+  CHECK(run_recv_peer(r.stream(), r.self(), rt, r.failures, r.outbox));
+  REQUIRE_FALSE(rt.out->get_failure());
+  CHECK(rt.out->tensor.to_vector<float>() == x.to_vector<float>());
+  out = r.sent.take();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].peer == 1);
+  protocol::PeerNotify released = protocol::decode_peer_notify(out[0].header);
+  CHECK(released.released);
+  CHECK(released.token == 23);
+  r.outbox.release(1, 23);
+  CHECK(r.outbox.held() == 0);
+
+  // A wrong size or an unreadable address fails the output and still releases.
+  rt.remote->at = RemoteWait::At{n.pid, n.address, 12, 24};
+  rt.out = std::make_shared<Slot>();
+  CHECK(run_recv_peer(r.stream(), r.self(), rt, r.failures, r.outbox));
+  REQUIRE(rt.out->get_failure());
+  CHECK(rt.out->get_failure()->message.find("node 1 sent 12 bytes") == 0);
+  CHECK(protocol::decode_peer_notify(r.sent.take().at(0).header).released);
+  rt.remote->at = RemoteWait::At{n.pid, 8, n.bytes, 25};
+  rt.out = std::make_shared<Slot>();
+  CHECK(run_recv_peer(r.stream(), r.self(), rt, r.failures, r.outbox));
+  REQUIRE(rt.out->get_failure());
+  CHECK(rt.out->get_failure()->message.find("reading node 1's tensor") == 0);
+  CHECK(protocol::decode_peer_notify(r.sent.take().at(0).header).released);
+
+  // A lost receiver's held copies go.
+  t.in[0] = Slot::of(x);
+  CHECK(run_send_peer(r.stream(), r.self(), t, r.failures, r.outbox));
+  CHECK(r.outbox.held() == 1);
+  r.outbox.mark_lost(1, "lost");
+  CHECK(r.outbox.held() == 0);
 }
 
 }  // namespace
