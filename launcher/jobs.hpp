@@ -1,4 +1,5 @@
-// The two jobs dtr-exec runs, each to completion, returning dtr-exec's exit status.
+// The jobs dtr-exec runs: the first two to completion, returning dtr-exec's exit status; the
+// third (--launched) by becoming one of the job's processes.
 //
 // run_ranks (dtr-exec -n N): N copies of a program as the ranks of an SPMD job, each with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (and the
@@ -52,8 +53,25 @@ struct WorkerJobOptions {
   std::chrono::milliseconds worker_start_timeout{30000};
 };
 
+// One process of a job another launcher started (mpirun -np N+1, srun -n N+1, or any that
+// sets RANK and WORLD_SIZE): run_launched reads the rank and size (Open MPI's
+// OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/SLURM_NTASKS, MPICH's PMI_RANK/PMI_SIZE, else
+// RANK/WORLD_SIZE) and replaces this process: rank 0 with the program, as the master
+// (MASTER_ADDR, MASTER_PORT and WORLD_SIZE set, DTR_WORKERS/DTR_LISTEN removed, so that
+// init_master_worker() listens for the others), every other rank with `dtr-worker --master`
+// dialing it. MASTER_ADDR defaults to 127.0.0.1 when the launcher says every rank is on one
+// host; MASTER_PORT to a port derived from the launcher's job id (the same on every rank).
+// Throws dtr::InvalidArgument when no rank is found or the address or port cannot be
+// agreed.
+struct LaunchedJobOptions {
+  std::vector<std::string> command;  // PROGRAM ARGS... (rank 0)
+  std::string worker_bin;            // empty: next to dtr-exec, $DTR_WORKER_BIN, PATH
+  std::string worker_log_level = "warn";
+};
+
 int run_ranks(const RankJobOptions& options);
 int run_with_workers(const WorkerJobOptions& options);
+[[noreturn]] void run_launched(const LaunchedJobOptions& options);
 
 // A TCP port that was free on `addr` (or on any address when `addr` cannot be bound) a
 // moment ago. Throws dtr::TransportError when none can be had.

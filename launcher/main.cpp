@@ -1,6 +1,6 @@
-// dtr-exec: the launcher. Parses the command line and runs one of the two jobs of
-// launcher/jobs.hpp: N SPMD ranks (-n N), or a master program against N local workers
-// (--workers N).
+// dtr-exec: the launcher. Parses the command line and runs one of the jobs of
+// launcher/jobs.hpp: N SPMD ranks (-n N), a master program against N local workers
+// (--workers N), or one process of a job mpirun or srun started (--launched).
 //
 // Thread safety: single-threaded by design (signals are read from a signalfd, which needs
 // them blocked in every thread).
@@ -32,6 +32,13 @@ constexpr const char* kDescription =
       with DTR_WORKERS set to their endpoints, then stops them. Exit status: the program's.
       dtr-worker is looked for next to dtr-exec, then at $DTR_WORKER_BIN, then on PATH.
 
+  dtr-exec --launched PROGRAM [ARGS...]
+      One process of a job that mpirun -np N+1 or srun -n N+1 started: rank 0 becomes
+      PROGRAM, the master (init_master_worker() listens on MASTER_ADDR:MASTER_PORT for the
+      WORLD_SIZE - 1 others), every other rank becomes a dtr-worker that dials it.
+      MASTER_ADDR: 127.0.0.1 when every rank is on one host, else set it; MASTER_PORT:
+      derived from the launcher's job id unless set. The exit status is the process's.
+
 Exit status 124: --timeout expired; 127: PROGRAM could not be started.
 )";
 
@@ -39,7 +46,9 @@ constexpr const char* kExamples = R"(
 Examples:
   dtr-exec -n 4 ./pg_sgd
   dtr-exec -n 2 --master-port 29500 --timeout 600 ./train --epochs 10
-  dtr-exec --workers 2 ./quickstart)";
+  dtr-exec --workers 2 ./quickstart
+  mpirun -np 4 dtr-exec --launched ./master_sgd   # a master and 3 workers as one MPI job
+  srun -n 4 dtr-exec --launched ./master_sgd)";
 
 }  // namespace
 
@@ -51,7 +60,7 @@ int main(int argc, char** argv) {
   int nproc = 0, workers = 0, master_port = 0;
   int64_t grace_ms = 5000, worker_start_timeout_ms = 30000;
   double timeout_s = 0;
-  bool no_prefix = false;
+  bool no_prefix = false, launched = false;
   std::string master_addr = "127.0.0.1", worker_bin, worker_log_level = "warn";
 
   auto* n_opt = app.add_option("-n,--nproc", nproc, "Number of SPMD ranks to start")
@@ -60,8 +69,13 @@ int main(int argc, char** argv) {
                                "Start this many local dtr-worker daemons and run PROGRAM "
                                "once as their master")
                     ->check(CLI::Range(1, 1024));
+  auto* l_opt = app.add_flag("--launched", launched,
+                             "Under mpirun/srun: rank 0 runs PROGRAM as the master, the other "
+                             "ranks become its workers");
   n_opt->excludes(w_opt);
   w_opt->excludes(n_opt);
+  l_opt->excludes(n_opt);
+  l_opt->excludes(w_opt);
   app.add_option("--master-addr", master_addr, "MASTER_ADDR given to the ranks")
       ->capture_default_str();
   app.add_option("--master-port", master_port,
@@ -90,8 +104,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     command = app.remaining();
-    if (nproc == 0 && workers == 0)
-      throw CLI::ValidationError("one of -n N and --workers N is required");
+    if (nproc == 0 && workers == 0 && !launched)
+      throw CLI::ValidationError("one of -n N, --workers N and --launched is required");
     if (command.empty()) throw CLI::ValidationError("PROGRAM is required");
     if (!command.empty() && command.front() == "--") command.erase(command.begin());
     if (command.empty()) throw CLI::ValidationError("PROGRAM is required after --");
@@ -107,6 +121,13 @@ int main(int argc, char** argv) {
   common.prefix = !no_prefix;
 
   try {
+    if (launched) {
+      dtr::launcher::LaunchedJobOptions o;
+      o.command = command;
+      o.worker_bin = worker_bin;
+      o.worker_log_level = worker_log_level;
+      dtr::launcher::run_launched(o);
+    }
     if (nproc > 0) {
       dtr::launcher::RankJobOptions o;
       o.common = common;

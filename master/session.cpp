@@ -115,8 +115,9 @@ std::string setup_backend(std::string name) {
   if (name == "mpi")
     throw InvalidArgument(
         "init_master_worker: backend 'mpi' is not available to master-worker sessions (the "
-        "master and its workers would have to be started as one MPI job, which dtr does not "
-        "do yet); use 'zmq' (or 'tcp') or 'gloo'");
+        "workers' communicator would need the master in the MPI job too: MPI_Init waits for "
+        "every process mpirun starts, also under `mpirun dtr-exec --launched`, and the master "
+        "does not join MPI); use 'zmq' (or 'tcp') or 'gloo'");
   throw InvalidArgument(fmt::format(
       "init_master_worker: unknown backend '{}' (the workers' backend: 'zmq', 'tcp' or 'gloo')",
       name));

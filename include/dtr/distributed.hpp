@@ -157,8 +157,8 @@ struct MasterOptions {
   // tensors (torch.distributed's name, as in the proposal's init_master_worker(backend=)):
   // "zmq" (dtr's own; "tcp" is its torch name; the default, with nccl for CUDA tensors
   // where built) or "gloo" (where the workers were built with it; docs/process_groups.md).
-  // Copies between workers keep their own connections. "mpi" is refused: the master and
-  // its workers would have to be one MPI job. Empty: $DTR_BACKEND, else "zmq".
+  // Copies between workers keep their own connections. "mpi" is refused: the workers'
+  // communicator would need the master to join MPI too. Empty: $DTR_BACKEND, else "zmq".
   std::string backend;
   // Same-host payloads: with a worker on this host, dist_send and to_local move tensor
   // bytes by one direct copy between the two processes' memory (Linux cross-memory

@@ -111,7 +111,7 @@ def test_undefined_and_misused_handles():
 
 
 def test_the_workers_backend_is_chosen_and_checked():
-    with pytest.raises(dtr.InvalidArgument, match="one MPI job"):
+    with pytest.raises(dtr.InvalidArgument, match="the master does not join MPI"):
         dtr.init_master_worker(["tcp://127.0.0.1:1"], backend="mpi")
     with pytest.raises(dtr.InvalidArgument, match="unknown backend 'glo'"):
         dtr.init_master_worker(local_workers=2, backend="glo")

@@ -238,7 +238,8 @@ TEST_CASE("the workers' backend: mpi and unknown names are refused before connec
   MasterOptions o = test_options();
   o.workers = {"tcp://127.0.0.1:1"};  // never reached: the options are checked first
   o.backend = "mpi";
-  CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("one MPI job"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("the master does not join MPI"),
+                       InvalidArgument);
   o.backend = "glo";
   CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("unknown backend 'glo'"),
                        InvalidArgument);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A master and its workers as one job: `mpirun -np 4 dtr-exec --launched master_sgd` (rank 0
+# the master, ranks 1 to 3 its workers) ends with the same parameters, bit for bit, as
+# `dtr-exec --workers 3 master_sgd`; and --launched outside a launcher, or without a port
+# it can agree on, fails naming what to set.
+# Usage: master_sgd_mpirun_test.sh MPIEXEC DTR_EXEC DTR_WORKER MASTER_SGD
+set -euo pipefail
+mpiexec="$1"
+exec_bin="$2"
+worker_bin="$3"
+master_sgd="$4"
+
+fail() {
+  echo "master_sgd_mpirun_test: $*" >&2
+  exit 1
+}
+hashes() { sed -n 's/^node [0-9] parameters fnv1a64 \([0-9a-f]\{16\}\)$/\1/p' <<<"$1"; }
+
+job="$(timeout 150 "${mpiexec}" --oversubscribe --allow-run-as-root --timeout 140 -np 4 \
+  "${exec_bin}" --launched --worker-bin "${worker_bin}" "${master_sgd}" --epochs 3 2>&1)" ||
+  { echo "${job}"; fail "mpirun -np 4 dtr-exec --launched master_sgd exited with $?"; }
+echo "${job}"
+[[ "$(hashes "${job}" | wc -l)" == 3 ]] || fail "expected 3 parameter hashes from the MPI job"
+[[ "$(hashes "${job}" | sort -u | wc -l)" == 1 ]] || fail "the MPI job's nodes disagree"
+
+local_run="$(timeout 150 "${exec_bin}" --timeout 140 --worker-bin "${worker_bin}" --workers 3 \
+  "${master_sgd}" --epochs 3)" || fail "dtr-exec --workers 3 master_sgd exited with $?"
+[[ "$(hashes "${job}" | head -1)" == "$(hashes "${local_run}" | head -1)" ]] ||
+  fail "the MPI job's parameters differ from dtr-exec --workers 3's"
+
+# Outside a launcher: refused, naming how to start it.
+rc=0
+err="$(env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK \
+  "${exec_bin}" --launched "${master_sgd}" 2>&1)" || rc=$?
+[[ ${rc} != 0 ]] || fail "--launched outside a launcher exited 0"
+grep -q "start it with mpirun -np N+1, srun -n N+1" <<<"${err}" || fail "unexpected: ${err}"
+# RANK and WORLD_SIZE alone give no job id: MASTER_PORT is asked for.
+rc=0
+err="$(env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK -u MASTER_PORT RANK=1 \
+  WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 "${exec_bin}" --launched "${master_sgd}" 2>&1)" || rc=$?
+[[ ${rc} != 0 ]] || fail "--launched without a port exited 0"
+grep -q "set MASTER_PORT" <<<"${err}" || fail "unexpected: ${err}"
+echo "master_sgd_mpirun_test: ok"
