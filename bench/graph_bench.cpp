@@ -46,6 +46,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "bench_stats.hpp"
 #include "dtr/dtr.hpp"
 #include "master_sgd_step.hpp"
 #include "worker_daemon.hpp"
@@ -54,30 +55,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using dtr::DistributedTensor;
+using dtr::bench::load_average;
+using dtr::bench::median;
+using dtr::bench::percentile;
+using dtr::bench::seconds_since;
 using dtr::bench::WorkerDaemon;
 
 constexpr int kRecvTimeoutMs = 60000;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  double pos = q * static_cast<double>(v.size() - 1);
-  auto lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-double median(const std::vector<double>& v) {
-  return percentile(v, 0.5);
-}
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 // ---- the raw baseline: a forked PULL child that acks the message whose first byte is 1 ----
 

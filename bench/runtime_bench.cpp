@@ -86,6 +86,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "bench_stats.hpp"
 #include "dtr/distributed.hpp"
 #include "dtr/observability.hpp"
 #include "dtr/stream.hpp"
@@ -96,28 +97,15 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using dtr::bench::load_average;
+using dtr::bench::median;
+using dtr::bench::percentile;
+using dtr::bench::seconds_since;
 using dtr::local::Tensor;
 
 constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
 constexpr int kRecvTimeoutMs = 60000;  // every raw receive in the parent
 constexpr int kChildIdleMs = 600000;   // a child exits after this long without traffic
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  double pos = q * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  double frac = pos - static_cast<double>(lo);
-  return v[lo] * (1.0 - frac) + v[hi] * frac;
-}
-double median(const std::vector<double>& v) {
-  return percentile(v, 0.5);
-}
 
 // ---------------------------------------------------------------------------------------
 // Baseline peers: children forked at start, before this process has any thread.
@@ -345,14 +333,6 @@ double self_cpu_seconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-// The 1, 5 and 15 minute load averages: other work on the machine skews every figure.
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 int64_t vm_rss_bytes(pid_t pid) {

@@ -2,30 +2,17 @@
 CPU, forward, nll_loss, backward, SGD lr 0.01 momentum 0.5), the median steps/s of the
 repeats. Prints "torch steps/s R"."""
 import argparse
+import os
+import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Net(nn.Module):
-    def __init__(self):
-        super(Net, self).__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, training=self.training)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
+# The seed's Net, written once (with the test that checks dtr's against it).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "training"))
+from seed_net_torch import Net  # noqa: E402
 
 
 def main():
@@ -59,4 +46,5 @@ def main():
     print("torch steps/s %.3f" % rates[len(rates) // 2])
 
 
-main()
+if __name__ == "__main__":
+    main()

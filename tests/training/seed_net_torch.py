@@ -1,5 +1,7 @@
 """The seed's Net in torch against dtr's on the same weights and batch.
 
+Also the one torch definition of the Net: bench/train_torch_step.py imports it.
+
 Reads the state file seed_net_dump wrote (format: nn/state_file.cpp) and checks, within
 float32 tolerance: the outputs in eval mode and in training mode (torch's dropouts replaced
 by dtr's masks), every parameter's gradient in both modes, and the parameters after one
@@ -125,4 +127,5 @@ def main():
     print("seed_net_torch: ok (torch %s)" % torch.__version__)
 
 
-main()
+if __name__ == "__main__":
+    main()
