@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,9 +58,14 @@ void WorkerProcess::spawn(const std::vector<std::string>& args, const std::strin
   argv.push_back(bin.data());
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // A test process that crashes takes its workers with it, so that ctest reports the
+    // crash at once instead of waiting for its timeout on the workers' open pipes. The
+    // signal comes when the forking thread ends: tests make workers on their main thread.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(125);
     if (!stderr_path.empty()) {
       int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(126);

@@ -2,7 +2,10 @@
 //
 // WorkerProcess starts `dtr-worker --listen tcp://127.0.0.1:* --endpoint-file F`, waits
 // (bounded) for the endpoint it bound, and on destruction sends SIGTERM, waits (bounded)
-// and falls back to SIGKILL. Every wait is bounded; nothing outlives the test.
+// and falls back to SIGKILL. Every wait is bounded; nothing outlives the test: a worker
+// is killed (PR_SET_PDEATHSIG) when the thread that started it ends, so a test process that
+// crashes takes its workers with it. Start workers on a thread that lives as long as they
+// should (a test's own thread).
 //
 // Thread safety: one object per thread; the class is not synchronized.
 #pragma once
