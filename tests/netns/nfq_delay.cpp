@@ -125,6 +125,16 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  // SIGTERM and SIGINT are blocked except inside ppoll, which opens them atomically: one
+  // that came between the loop's check of g_stop and the wait would otherwise leave it
+  // waiting forever once no packet is held (no timeout then).
+  sigset_t stop_signals, in_wait;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigprocmask(SIG_BLOCK, &stop_signals, &in_wait);
+  sigdelset(&in_wait, SIGTERM);
+  sigdelset(&in_wait, SIGINT);
 
   int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
   if (fd < 0) die("socket(AF_NETLINK, NETLINK_NETFILTER)");
@@ -208,7 +218,7 @@ int main(int argc, char** argv) {
       tp = &timeout;
     }
     pollfd p{fd, POLLIN, 0};
-    int r = ppoll(&p, 1, tp, nullptr);
+    int r = ppoll(&p, 1, tp, &in_wait);
     if (r < 0 && errno != EINTR) die("ppoll");
     if (r > 0) {
       for (;;) {
