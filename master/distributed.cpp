@@ -20,9 +20,7 @@ namespace cmd = protocol::cmd;
 
 namespace {
 
-// Same-host payloads (protocol/same_host.hpp) from this size on: below it the socket's
-// copy into the message costs less than the worker's task and system call.
-constexpr size_t kSameHostMinBytes = size_t{64} << 10;
+using protocol::kSameHostMinBytes;
 
 size_t meta_bytes(const TensorMeta& m) {
   return static_cast<size_t>(m.numel()) * element_size(m.dtype);

@@ -26,6 +26,10 @@
 
 namespace dtr::protocol {
 
+// Payloads take the path from this size on (master and workers alike): below it the
+// socket's copy into the message costs less than a task and a system call.
+inline constexpr size_t kSameHostMinBytes = size_t{64} << 10;
+
 // Whether DTR_SAME_HOST allows the path in this process (unset, or anything but "0").
 bool same_host_enabled();
 // A fresh random 64-bit value, never 0.

@@ -13,9 +13,6 @@ namespace cmd = protocol::cmd;
 
 namespace {
 
-// Same-host copies from this size on (below it the message's copy costs less).
-constexpr int64_t kSameHostMinBytes = int64_t{64} << 10;
-
 // RecvPeer of bytes the sender holds at an address (same host): read, then released.
 bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size_t expected) {
   const auto& c = t.command<cmd::RecvPeer>();
@@ -69,7 +66,8 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
     s.owner.recorder.counters.add_bytes(protocol::CmdType::SendPeer, bytes);
     // Same host: the peer reads the bytes here (held until it releases them); small ones,
     // or past the limit of held copies, go in the message.
-    if (c.by_address && bytes >= kSameHostMinBytes && outbox.send_tensor_at(peer, c.token, packed))
+    if (c.by_address && static_cast<size_t>(bytes) >= protocol::kSameHostMinBytes &&
+        outbox.send_tensor_at(peer, c.token, packed))
       return true;
     outbox.send_tensor(peer, c.token, std::move(packed));
   } catch (const std::exception& e) {
