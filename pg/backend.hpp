@@ -60,6 +60,9 @@ class Backend {
   }
   // How CUDA tensors travel (ProcessGroup::cuda_path()); "" for a backend without them.
   virtual std::string cuda_path() const { return ""; }
+  // How host tensors of collectives travel (ProcessGroup::host_path()); "" for a backend
+  // that does not say, or before the group's first collective.
+  virtual std::string host_path() const { return ""; }
 };
 
 class Mesh;

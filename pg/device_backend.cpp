@@ -116,6 +116,7 @@ class DeviceBackend final : public Backend {
   void declare_lost(int world_rank, const std::string& why) override {
     host_->declare_lost(world_rank, why);
   }
+  std::string host_path() const override { return host_->host_path(); }
 
   std::string cuda_path() const override {
     std::lock_guard lock(m_);

@@ -355,6 +355,9 @@ const ProcessGroup::Options& ProcessGroup::options() const {
 std::string ProcessGroup::cuda_path() const {
   return impl().backend->cuda_path();
 }
+std::string ProcessGroup::host_path() const {
+  return impl().backend->host_path();
+}
 
 ProcessGroup ProcessGroup::new_group(std::vector<int> ranks) const {
   auto& im = impl();

@@ -46,7 +46,9 @@
 #include "backend.hpp"
 #include "executor.hpp"
 #include "mesh.hpp"
+#include "protocol/same_host.hpp"
 #include "reduce.hpp"
+#include "shm_path.hpp"
 #include "util.hpp"
 
 namespace dtr::pg {
@@ -100,6 +102,7 @@ class Run {
   }
 
   const std::string& what() const { return what_; }
+  void set_what(std::string what) { what_ = std::move(what); }
   int rank() const { return r_; }
   int size() const { return p_; }
   int64_t es() const { return es_; }
@@ -532,10 +535,33 @@ void reduce_scatter(Run& run, const CollectiveArgs& a) {
 
 // ---------------------------------------------------------------- the group
 
+// This process's same-host arena for one mesh, or why there is none.
+struct HostArena {
+  std::shared_ptr<shm::Arena> arena;
+  int64_t refusal = 0;  // Desc::ok when there is no arena: 0 turned off, -1 not made
+  std::string why;
+};
+
+// Desc::ok values other than 1: why a rank keeps a group on the sockets.
+std::string refusal_text(int64_t ok) {
+  switch (ok) {
+    case 0:
+      return "keeps to sockets (DTR_SAME_HOST=0 or ProcessGroupOptions::same_host false)";
+    case -1:
+      return "could not make its shared-memory arena";
+    case -2:
+      return fmt::format("has no free slot (at most {} groups per process use shared memory)",
+                         shm::kSlots);
+    default:
+      return "sent an unknown answer";
+  }
+}
+
 class ZmqGroup : public Backend {
  public:
-  ZmqGroup(std::shared_ptr<Mesh> mesh, uint64_t id, std::vector<int> members)
-      : mesh_(std::move(mesh)), id_(id), members_(std::move(members)) {
+  ZmqGroup(std::shared_ptr<Mesh> mesh, uint64_t id, std::vector<int> members,
+           std::shared_ptr<const HostArena> host)
+      : mesh_(std::move(mesh)), id_(id), members_(std::move(members)), arena_(std::move(host)) {
     for (size_t i = 0; i < members_.size(); ++i) {
       if (members_[i] == mesh_->rank()) rank_ = static_cast<int>(i);
     }
@@ -560,7 +586,7 @@ class ZmqGroup : public Backend {
     }
     std::vector<int> world;
     for (int g : group_ranks) world.push_back(members_[g]);
-    return std::make_shared<ZmqGroup>(mesh_, mix(id_ ^ mix(child)), std::move(world));
+    return std::make_shared<ZmqGroup>(mesh_, mix(id_ ^ mix(child)), std::move(world), arena_);
   }
 
   Work isend(const local::Tensor& t, int dst, int tag, bool /*blocking*/) override {
@@ -650,8 +676,100 @@ class ZmqGroup : public Backend {
   void declare_lost(int world_rank, const std::string& why) override {
     mesh_->declare_dead(world_rank, why);
   }
+  std::string host_path() const override {
+    std::lock_guard lock(note_m_);
+    return host_note_;
+  }
 
  private:
+  // All-gathers n int64 words over the sockets, as collective `seq` of this group's setup
+  // channel (the same-host agreement below); errors name `what`.
+  std::vector<int64_t> gather_words(const int64_t* words, int n, uint64_t seq,
+                                    const std::string& what) {
+    const uint64_t setup = mix(id_ ^ 0x73686d2d73657475ull);
+    CollectiveArgs args;
+    args.op = CommOp::AllGather;
+    args.inputs.push_back(local::empty(Shape{n}, DType::Int64));
+    std::memcpy(args.inputs[0].raw_data(), words, static_cast<size_t>(n) * sizeof(int64_t));
+    for (int q = 0; q < size(); ++q) args.outputs.push_back(local::empty(Shape{n}, DType::Int64));
+    Run run(*mesh_, setup, seq, members_, rank_, args, DType::Int64, n);
+    run.set_what(what + " (agreeing on the same-host path)");
+    all_gather(run, args);
+    run.finish();
+    mesh_->finish_collective(setup, seq);
+    std::vector<int64_t> all;
+    for (const auto& t : args.outputs) {
+      const auto* w = static_cast<const int64_t*>(t.raw_data());
+      all.insert(all.end(), w, w + n);
+    }
+    return all;
+  }
+
+  // At the group's first collective: whether every member can take the same-host path
+  // (shm_path.hpp). Every rank reaches the same answer from the same gathered words. When
+  // the agreement itself fails (a rank that never comes, a dead rank), this rank stays on
+  // the sockets; each stage has its own deadline, so a rank that completes it while
+  // another failed it needs that one to stop answering between two messages.
+  void decide_host_path(const std::string& what) {
+    host_decided_ = true;
+    const int p = size();
+    std::string why;
+    std::exception_ptr failed;
+    if (p < 2 || p > shm::kMaxRanks) {
+      why = p < 2 ? "one rank: nothing to move" : fmt::format("more than {} ranks", shm::kMaxRanks);
+    } else {
+      int slot = -1;
+      try {
+        why = agree_host_path(what, slot);
+      } catch (const std::exception& e) {
+        why = fmt::format("the agreement failed: {}", e.what());
+        failed = std::current_exception();
+      }
+      if (!why.empty()) {
+        host_.reset();
+        if (slot >= 0) arena_->arena->release(slot);
+      }
+    }
+    {
+      std::lock_guard lock(note_m_);
+      host_note_ = why.empty() ? "shared memory" : "sockets (" + why + ")";
+    }
+    if (failed) std::rethrow_exception(failed);
+  }
+
+  // The two stages of the agreement; "" when every rank can take the path (host_ is then
+  // set and owns `slot`), else why not.
+  std::string agree_host_path(const std::string& what, int& slot) {
+    const int p = size();
+    shm::Desc mine;
+    mine.ok = arena_->refusal;
+    if (arena_->arena) {
+      slot = arena_->arena->acquire(id_);
+      if (slot >= 0) mine = arena_->arena->describe(slot);
+      if (slot < 0) mine.ok = -2;
+    }
+    std::vector<int64_t> words =
+        gather_words(reinterpret_cast<const int64_t*>(&mine), shm::kDescWords, 1, what);
+    std::vector<shm::Desc> all(p);
+    std::memcpy(static_cast<void*>(all.data()), words.data(), all.size() * sizeof(shm::Desc));
+    std::string why;
+    for (int q = 0; q < p && why.empty(); ++q) {
+      if (all[q].ok != 1) why = fmt::format("rank {} {}", q, refusal_text(all[q].ok));
+    }
+    std::unique_ptr<shm::GroupPath> path;
+    if (why.empty()) path = shm::GroupPath::open(arena_->arena, id_, all, rank_, &why);
+    const int64_t yes = path ? 1 : 0;
+    const std::vector<int64_t> votes = gather_words(&yes, 1, 2, what);
+    for (int q = 0; q < p && why.empty(); ++q) {
+      if (votes[q] != 1) why = fmt::format("rank {} could not map every peer's arena", q);
+    }
+    if (why.empty()) {
+      host_ = std::move(path);
+      slot = -1;  // host_ releases it
+    }
+    return why;
+  }
+
   void execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
     Mesh::FastReader fast(*mesh_);  // this thread reads its own messages (mesh.hpp)
     DType dtype = DType::Float32;
@@ -679,6 +797,22 @@ class ZmqGroup : public Backend {
     Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count);
     try {
       if (mesh_->is_shut_down()) throw Error(run.what() + ": the process group was shut down");
+      if (!host_decided_) decide_host_path(run.what());
+    } catch (...) {
+      work.complete(std::current_exception());
+      return;
+    }
+    if (host_) {
+      try {
+        host_->run(a, seq, dtype, count, mesh_->options().timeout, run.what(),
+                   [&] { mesh_->check_alive(members_, run.what()); });
+        work.complete();
+      } catch (...) {
+        work.complete(std::current_exception());
+      }
+      return;
+    }
+    try {
       switch (a.op) {
         case CommOp::Broadcast:
           if (size() > 1) broadcast(run, a);
@@ -735,6 +869,11 @@ class ZmqGroup : public Backend {
   std::mutex m_;
   uint64_t seq_ = 0;
   uint64_t children_ = 0;
+  std::shared_ptr<const HostArena> arena_;
+  bool host_decided_ = false;  // the collectives' thread only
+  std::unique_ptr<shm::GroupPath> host_;
+  mutable std::mutex note_m_;
+  std::string host_note_;
   Executor exec_;
 };
 
@@ -743,7 +882,12 @@ class ZmqGroup : public Backend {
 std::shared_ptr<Backend> make_zmq_world(std::shared_ptr<Mesh> mesh) {
   std::vector<int> all(mesh->size());
   for (int i = 0; i < mesh->size(); ++i) all[i] = i;
-  return std::make_shared<ZmqGroup>(std::move(mesh), 1, std::move(all));
+  auto host = std::make_shared<HostArena>();
+  if (mesh->options().same_host && protocol::same_host_enabled()) {
+    host->arena = shm::Arena::create(&host->why);
+    host->refusal = -1;
+  }
+  return std::make_shared<ZmqGroup>(std::move(mesh), 1, std::move(all), std::move(host));
 }
 
 }  // namespace dtr::pg

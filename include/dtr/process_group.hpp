@@ -194,6 +194,11 @@ struct ProcessGroupOptions {
   // (AuthenticationError) unless insecure. Unset: resolve_security() from $DTR_KEY_FILE,
   // $DTR_KEY and $DTR_INSECURE.
   std::optional<SecurityConfig> security;
+  // zmq: collectives of a group whose members all run on this host move their bytes through
+  // shared memory and direct reads of each other's tensors instead of the sockets (point-
+  // to-point calls stay on the sockets). false (or $DTR_SAME_HOST=0 in any member) keeps
+  // every byte on the sockets. host_path() says which a group took, and why.
+  bool same_host = true;
 };
 
 class ProcessGroup {
@@ -229,6 +234,11 @@ class ProcessGroup {
   // first collective on CUDA tensors", then "nccl 2.28.3 on cuda:0 (rank 0 of 2)" or
   // "host staging: ranks 0 and 1 share one GPU, ...".
   std::string cuda_path() const;
+  // How this group's collectives move host tensors. zmq (and nccl's host tensors): "" until
+  // the group's first collective, then "shared memory" when every member runs on this host
+  // and may map the others' memory (docs/process_groups.md, "Same-host collectives"), else
+  // "sockets (why: the first rank that could not, and its reason)". "" for gloo and mpi.
+  std::string host_path() const;
 
   // A subgroup of this group's members (ranks given in this group's numbering, distinct).
   // Like torch: every member of *this* group must call it, in the same order, even those

@@ -359,24 +359,29 @@ PG_BACKEND_TEST("collectives: subgroups on subsets concurrently with the world g
 // The small-message path (pg/mesh.hpp): a thread running collectives, or waiting in a
 // blocking recv, reads its own messages from the socket; the I/O thread hands over next to
 // none of them.
-TEST_CASE("collectives: blocking calls read their own messages [zmq]") {
+TEST_CASE("collectives: blocking calls read their own messages [zmq sockets]") {
   const pg::MeshReadCounts before = pg::mesh_read_counts();
-  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
-    auto t = local::ones(Shape{4}, DType::Int64);
-    for (int k = 0; k < 300; ++k) {
-      g.all_reduce(t, ReduceOp::Max);
-      if (t.to_vector<int64_t>()[0] != 1) throw Error("all_reduce result");
-    }
-    for (int k = 0; k < 300; ++k) {
-      if (g.rank() == 0) {
-        g.send(t, 1);
-        g.recv(t, 1);
-      } else {
-        g.recv(t, 0);
-        g.send(t, 0);
-      }
-    }
-  }));
+  ProcessGroupOptions sockets = fast_options();
+  sockets.same_host = false;
+  check_no_errors(run_ranks(
+      2,
+      [&](ProcessGroup& g) {
+        auto t = local::ones(Shape{4}, DType::Int64);
+        for (int k = 0; k < 300; ++k) {
+          g.all_reduce(t, ReduceOp::Max);
+          if (t.to_vector<int64_t>()[0] != 1) throw Error("all_reduce result");
+        }
+        for (int k = 0; k < 300; ++k) {
+          if (g.rank() == 0) {
+            g.send(t, 1);
+            g.recv(t, 1);
+          } else {
+            g.recv(t, 0);
+            g.send(t, 0);
+          }
+        }
+      },
+      sockets));
   const pg::MeshReadCounts after = pg::mesh_read_counts();
   const uint64_t callers = after.by_callers - before.by_callers;
   const uint64_t io = after.by_io_threads - before.by_io_threads;

@@ -200,7 +200,18 @@ class FakeRank1 {
       REQUIRE((*m)[1].size() == sizeof(pg::WireHeader));
       pg::WireHeader h;
       std::memcpy(&h, (*m)[1].data(), sizeof h);
-      if (h.kind == static_cast<uint8_t>(pg::MsgKind::Data)) return h;
+      if (h.kind != static_cast<uint8_t>(pg::MsgKind::Data)) continue;
+      // The same-host agreement before the world group's first collective (its own channel,
+      // pg/shm_path.hpp): answered with zeros, "rank 1 keeps to sockets".
+      if (h.group != 1) {
+        pg::WireHeader a = h;
+        a.src = 1;
+        a.payload = h.count * sizeof(int64_t);
+        dealer().send({std::string(reinterpret_cast<const char*>(&a), sizeof a),
+                       std::string(a.payload, '\0')});
+        continue;
+      }
+      return h;
     }
   }
 

@@ -3,7 +3,8 @@
 // test data and a plain reference for every reduction.
 //
 // The suite parameterised by backend: PG_BACKEND_TEST("name") defines one body that runs as
-// three test cases, "name [zmq]", "name [gloo]" and "name [mpi]"; the body sees `backend`
+// four test cases, "name [zmq]" (collectives on the same-host path), "name [zmq sockets]"
+// (on the sockets), "name [gloo]" and "name [mpi]"; the body sees `backend`
 // and calls run_ranks(backend, n, ...). zmq and gloo ranks are threads of this process; mpi
 // ranks are the processes of an mpirun job (ctest starts the "[mpi]" cases with mpirun -np
 // 4, tests/CMakeLists.txt), each running the same test cases in the same order: a group of
@@ -73,9 +74,13 @@ inline std::vector<std::string> run_ranks(int n, const std::function<void(Proces
 struct BackendCase {
   const char* name;  // "zmq", "gloo", "mpi"
   bool threads;      // ranks are threads of this process (share memory) rather than processes
+  // zmq: collectives take the same-host path (ranks here always share a host); false keeps
+  // them on the sockets (ProcessGroupOptions::same_host).
+  bool same_host = true;
   bool is(const char* n) const { return std::string(name) == n; }
 };
 inline const BackendCase kZmqCase{"zmq", true};
+inline const BackendCase kZmqSocketsCase{"zmq", true, false};
 inline const BackendCase kGlooCase{"gloo", true};
 inline const BackendCase kMpiCase{"mpi", false};
 
@@ -83,6 +88,9 @@ inline const BackendCase kMpiCase{"mpi", false};
   static void body(const ::dtr::pgtest::BackendCase& backend); \
   TEST_CASE(name " [zmq]") {                                   \
     body(::dtr::pgtest::kZmqCase);                             \
+  }                                                            \
+  TEST_CASE(name " [zmq sockets]") {                           \
+    body(::dtr::pgtest::kZmqSocketsCase);                      \
   }                                                            \
   TEST_CASE(name " [gloo]") {                                  \
     body(::dtr::pgtest::kGlooCase);                            \
@@ -167,6 +175,7 @@ inline std::vector<std::string> run_ranks(const BackendCase& backend, int n,
                                           ProcessGroupOptions options = fast_options()) {
   if (skip_backend(backend)) return {};
   options.backend = backend.name;
+  options.same_host = backend.same_host;
   if (!backend.threads) return run_mpi_ranks(n, body, options);
   return run_ranks(n, body, options);
 }

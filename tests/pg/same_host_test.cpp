@@ -1,0 +1,222 @@
+// The zmq backend's same-host path (pg/shm_path.hpp): which groups take it and why not,
+// bit-identical reductions, ranks in separate processes, slot exhaustion, and a failure on
+// one rank reaching the others. Every collective's values on this path are also checked by
+// the "[zmq]" cases of the suite parameterised by backend; "[zmq sockets]" keeps the same
+// cases on the sockets.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "pg/shm_path.hpp"
+#include "pg_test_util.hpp"
+
+using namespace dtr;
+using namespace dtr::pgtest;
+
+namespace {
+
+// Per-rank pseudo-random floats: sums of them differ in their last bits with the order of
+// the additions, so equal results on every rank show the same order everywhere.
+local::Tensor noise(int rank, int64_t n) {
+  std::mt19937 gen(static_cast<uint32_t>(1000 + rank));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto t = local::empty(Shape{n});
+  auto* p = t.data<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = dist(gen) * 1e3f;
+  return t;
+}
+
+std::vector<char> bytes_of(const local::Tensor& t) {
+  const auto* p = static_cast<const char*>(t.raw_data());
+  return {p, p + t.meta().numel() * static_cast<int64_t>(element_size(t.meta().dtype))};
+}
+
+}  // namespace
+
+TEST_CASE("same host: collectives take shared memory and every rank ends with the same bits") {
+  constexpr int kRanks = 3;
+  // Around the inline limit (16 KiB = 4096 floats), and several 256 KiB segments per chunk.
+  const std::vector<int64_t> sizes{1, 7, 4096, 4097, 300001};
+  std::mutex m;
+  std::vector<std::vector<std::vector<char>>> results(sizes.size());
+  std::vector<std::string> notes_before, notes_after;
+  const uint64_t runs_before = pg::shm::collectives_run();
+  check_no_errors(run_ranks(kRanks, [&](ProcessGroup& g) {
+    const std::string before = g.host_path();
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      auto t = noise(g.rank(), sizes[k]);
+      g.all_reduce(t);
+      // Close to the sum computed here (the order of additions differs).
+      auto v = t.to_vector<float>();
+      std::vector<float> want(v.size(), 0.0f);
+      for (int r = 0; r < kRanks; ++r) {
+        auto in = noise(r, sizes[k]).to_vector<float>();
+        for (size_t i = 0; i < in.size(); ++i) want[i] += in[i];
+      }
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (std::abs(v[i] - want[i]) > 1e-2f)
+          throw Error("all_reduce of " + std::to_string(sizes[k]) + ": element " +
+                      std::to_string(i) + " is " + std::to_string(v[i]) + ", expected " +
+                      std::to_string(want[i]));
+      }
+      std::lock_guard lock(m);
+      results[k].push_back(bytes_of(t));
+    }
+    std::lock_guard lock(m);
+    notes_before.push_back(before);
+    notes_after.push_back(g.host_path());
+  }));
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    CAPTURE(sizes[k]);
+    REQUIRE(results[k].size() == kRanks);
+    CHECK(results[k][1] == results[k][0]);
+    CHECK(results[k][2] == results[k][0]);
+  }
+  for (const auto& n : notes_before) CHECK(n.empty());
+  for (const auto& n : notes_after) CHECK(n == "shared memory");
+  CHECK(pg::shm::collectives_run() - runs_before == sizes.size() * kRanks);
+}
+
+TEST_CASE("same host: one rank that keeps to the sockets keeps the whole group there") {
+  auto store = make_hash_store();
+  std::mutex m;
+  std::vector<std::string> errors, notes;
+  std::vector<std::thread> threads;
+  const uint64_t runs_before = pg::shm::collectives_run();
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroupOptions o = fast_options();
+        o.same_host = r != 1;
+        ProcessGroup g = ProcessGroup::create(store, r, 3, o);
+        auto t = local::full(Shape{5000}, r + 1);
+        g.all_reduce(t);
+        expect_values(
+            t, [](int64_t) { return 6.0; }, "all_reduce on the sockets");
+        std::lock_guard lock(m);
+        notes.push_back(g.host_path());
+        g.shutdown();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  check_no_errors(errors);
+  REQUIRE(notes.size() == 3);
+  for (const auto& n : notes) {
+    CAPTURE(n);
+    CHECK(n.find("sockets (rank 1 keeps to sockets") == 0);
+  }
+  CHECK(pg::shm::collectives_run() == runs_before);
+}
+
+TEST_CASE("same host: ranks in separate processes read each other's tensors in place") {
+  const std::string file = "/tmp/dtr-pg-shm-" + std::to_string(getpid());
+  ::unlink(file.c_str());
+  auto codes = fork_ranks(
+      2,
+      [&](int i) {
+        ProcessGroupOptions o;
+        o.timeout = std::chrono::seconds(30);
+        o.bind_address = "127.0.0.1";
+        ProcessGroup g = ProcessGroup::create(make_file_store(file), i, 2, o);
+        for (int64_t n : {int64_t{3}, int64_t{1} << 20}) {
+          auto t = local::full(Shape{n}, i + 1);
+          g.all_reduce(t);
+          expect_values(
+              t, [](int64_t) { return 3.0; }, "all_reduce");
+          auto b = local::full(Shape{n}, i == 1 ? 7 : 0, DType::Int64);
+          g.broadcast(b, 1);
+          expect_values(
+              b, [](int64_t) { return 7.0; }, "broadcast");
+          std::vector<local::Tensor> outs{local::zeros(Shape{n}), local::zeros(Shape{n})};
+          g.all_gather(outs, local::full(Shape{n}, 10 * (i + 1)));
+          expect_values(
+              outs[0], [](int64_t) { return 10.0; }, "all_gather block 0");
+          expect_values(
+              outs[1], [](int64_t) { return 20.0; }, "all_gather block 1");
+          std::vector<local::Tensor> ins{local::full(Shape{n}, i), local::full(Shape{n}, 5)};
+          auto out = local::zeros(Shape{n});
+          g.reduce_scatter(out, ins);
+          expect_values(
+              out, [&](int64_t) { return i == 0 ? 1.0 : 10.0; }, "reduce_scatter");
+        }
+        if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
+        g.shutdown();
+        return 0;
+      },
+      std::chrono::seconds(60));
+  ::unlink(file.c_str());
+  CHECK(codes[0] == 0);
+  CHECK(codes[1] == 0);
+}
+
+TEST_CASE("same host: past 32 groups a process keeps further groups on the sockets") {
+  check_no_errors(run_ranks(2, [&](ProcessGroup& g) {
+    g.barrier();  // the world group takes one slot of pg::shm::kSlots
+    std::vector<ProcessGroup> subs;
+    for (int k = 0; k < pg::shm::kSlots + 2; ++k) {
+      subs.push_back(g.new_group({0, 1}));
+      auto t = local::full(Shape{100}, g.rank() + k);
+      subs.back().all_reduce(t);
+      expect_values(
+          t, [&](int64_t) { return 2.0 * k + 1; }, "subgroup all_reduce");
+      const std::string note = subs.back().host_path();
+      const bool shared = k < pg::shm::kSlots - 1;
+      if (shared != (note == "shared memory") ||
+          (!shared && note.find("has no free slot (at most 32 groups") == std::string::npos)) {
+        throw Error("subgroup " + std::to_string(k) + ": " + note);
+      }
+    }
+    subs.clear();  // frees their slots
+    ProcessGroup again = g.new_group({0, 1});
+    again.barrier();
+    if (again.host_path() != "shared memory") throw Error("after freeing: " + again.host_path());
+  }));
+}
+
+TEST_CASE("same host: a rank whose collective fails makes the others fail with its error") {
+  auto store = make_hash_store();
+  std::mutex m;
+  std::vector<std::string> errors;
+  std::string seen_by_1;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        // Rank 0 gives up after 300 ms; rank 1 would wait 60 s on its own.
+        ProcessGroupOptions o = fast_options(r == 0 ? 300ms : 60s);
+        ProcessGroup g = ProcessGroup::create(store, r, 3, o);
+        g.barrier();
+        auto t = local::ones(Shape{10});
+        if (r == 2) {  // never joins the all_reduce
+          for (int k = 0; k < 6000 && !done; ++k) std::this_thread::sleep_for(10ms);
+        } else {
+          try {
+            g.all_reduce(t);
+            throw Error("all_reduce without rank 2 completed");
+          } catch (const TimeoutError& e) {
+            if (r == 1) {
+              std::lock_guard lock(m);
+              seen_by_1 = e.what();
+            }
+          }
+          if (r == 1) done = true;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  check_no_errors(errors);
+  CAPTURE(seen_by_1);
+  // Rank 0's error, not rank 1's own timeout.
+  CHECK(seen_by_1.find("on rank 0 of a group of 3: timed out after 300 ms waiting for rank 2") !=
+        std::string::npos);
+}
