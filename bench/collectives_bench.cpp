@@ -7,6 +7,8 @@
 //   mpirun -np 2 --mca btl vader,self build/bench/dtr_collectives_bench --backend mpi
 //                 --transport mpi-shm ...
 //
+// zmq reports the collectives of ranks on one host as transport "shm" (the same-host path,
+// pg/shm_path.hpp; DTR_SAME_HOST=0 keeps them on --transport's sockets).
 // --backend gloo reports transport "gloo"; with --backend mpi, --transport is only the label
 // of the rows (mpirun's --mca btl chooses the transport). gloo and mpi run without the
 // per-collective signature check (ProcessGroupOptions::verify_collectives) unless --verify
@@ -177,6 +179,12 @@ int main(int argc, char** argv) {
   try {
     dtr::ProcessGroup pg = open_group(backend, transport, verify);
     if (backend == "gloo") transport = "gloo";
+    // zmq: collectives of ranks on one host take the same-host path unless DTR_SAME_HOST=0
+    // (the first collective decides); their rows say "shm", point to point stays on the
+    // sockets of --transport.
+    pg.barrier();
+    const std::string collective_transport =
+        backend == "zmq" && pg.host_path() == "shared memory" ? "shm" : transport;
     const int rank = pg.rank(), n = pg.size();
     const std::string checked = backend == "zmq" ? "" : verify ? ", checked" : ", unchecked";
 
@@ -191,8 +199,9 @@ int main(int argc, char** argv) {
           "RESULT {\"suite\":\"dtr-pg\",\"bench\":\"%s\",\"transport\":\"%s\",\"world\":%d,"
           "\"bytes\":%lld,\"iters\":%zu,\"median_us\":%.3f,\"p99_us\":%.3f,\"rate\":%.6g,"
           "\"unit\":\"GB/s\",\"note\":\"%s (backend %s%s)\"}\n",
-          bench.c_str(), transport.c_str(), n, static_cast<long long>(bytes), r.iters, r.median_us,
-          r.p99_us, r.busbw_gbs, note, backend.c_str(), checked.c_str());
+          bench.c_str(), (bench == "sendrecv_pingpong" ? transport : collective_transport).c_str(),
+          n, static_cast<long long>(bytes), r.iters, r.median_us, r.p99_us, r.busbw_gbs, note,
+          backend.c_str(), checked.c_str());
       std::fflush(stdout);
     };
     const double fn = n;
@@ -258,9 +267,9 @@ int main(int argc, char** argv) {
 
     if (rank == 0) {
       std::printf(
-          "\nworld %d, backend %s%s, transport %s (rate: busbw GB/s; ping-pong: "
-          "2*bytes/rtt)\n",
-          n, backend.c_str(), checked.c_str(), transport.c_str());
+          "\nworld %d, backend %s%s, transport %s, collectives on %s (rate: busbw GB/s; "
+          "ping-pong: 2*bytes/rtt)\n",
+          n, backend.c_str(), checked.c_str(), transport.c_str(), collective_transport.c_str());
       std::printf("%-18s %10s %7s %12s %12s %9s %10s\n", "op", "bytes", "iters", "median_us",
                   "p99_us", "p99/med", "GB/s");
       for (const Row& r : rows)

@@ -2,7 +2,8 @@
 # Runs dtr's collectives benchmark and the peer baselines (OpenMPI over TCP and shared
 # memory, gloo from C++ and through torch.distributed) alternately, ROUNDS times, at world
 # sizes 2 and 4 on loopback, and prints the comparison tables (bench/collectives_table.py).
-# dtr runs on its own transport (zmq over tcp and ipc) and on its gloo and mpi backends (when
+# dtr runs on its own transport (collectives through shared memory, the rows "dtr zmq shm";
+# then on the sockets, zmq over tcp and ipc) and on its gloo and mpi backends (when
 # built: the rows "dtr gloo", "dtr mpi tcp", "dtr mpi shm", beside the same libraries called
 # directly), the latter without the per-collective signature check (the wrapper's own
 # cost; the check adds one small all_gather per collective). DTR_LIBRARY_BACKENDS=0 leaves
@@ -50,10 +51,15 @@ for round in $(seq 1 "${rounds}"); do
     scale=1
     [[ "${w}" == 4 ]] && scale=0.5
     [[ "${QUICK:-0}" == 1 ]] && scale=0.02
+    # Collectives through shared memory (the default for ranks on one host), then on the
+    # sockets (DTR_SAME_HOST=0), over tcp and ipc.
+    step "dtr_w${w}_shm" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \
+      "${build}/bench/dtr_collectives_bench" --transport ipc --ops all_reduce,broadcast,all_gather \
+      --scale "${scale}" "${dtr_sizes[@]}"
     for tr in tcp ipc; do
-      step "dtr_w${w}_${tr}" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \
-        "${build}/bench/dtr_collectives_bench" --transport "${tr}" --scale "${scale}" \
-        "${dtr_sizes[@]}"
+      step "dtr_w${w}_${tr}" 300 env DTR_SAME_HOST=0 "${build}/launcher/dtr-exec" -n "${w}" \
+        --timeout 280 "${build}/bench/dtr_collectives_bench" --transport "${tr}" \
+        --scale "${scale}" "${dtr_sizes[@]}"
     done
     if [[ "${DTR_LIBRARY_BACKENDS:-1}" != 0 ]]; then
       step "dtr_gloo_w${w}" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \

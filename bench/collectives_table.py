@@ -4,7 +4,8 @@
 Reads `RESULT {json}` lines (the format of bench/collectives_bench.cpp and of
 ../shared/bench-peers) from every file given, takes the median over repeated runs of each
 (suite, bench, transport, world, bytes), and prints, per op and world size, one row per
-tool with bandwidth (median / p99 time) at each size, then the goal checks of issue 5.
+tool with bandwidth (median / p99 time) at each size, then the goal checks of issues 5 and
+17.
 
 usage: collectives_table.py RESULT_FILE... > table.md
 """
@@ -14,8 +15,10 @@ import sys
 from collections import defaultdict
 
 SIZES = [4, 4096, 256 * 1024, 4 << 20, 64 << 20]
-NAMES = {4: "4 B", 4096: "4 KiB", 256 * 1024: "256 KiB", 4 << 20: "4 MiB", 64 << 20: "64 MiB"}
+NAMES = {4: "4 B", 4096: "4 KiB", 256 * 1024: "256 KiB", 4 << 20: "4 MiB", 16 << 20: "16 MiB",
+         64 << 20: "64 MiB"}
 TOOLS = [  # (suite, transport, label)
+    ("dtr-pg", "shm", "dtr zmq shm"),
     ("dtr-pg", "tcp", "dtr zmq tcp"),
     ("dtr-pg", "ipc", "dtr zmq ipc"),
     ("dtr-pg", "gloo", "dtr gloo"),
@@ -157,4 +160,56 @@ if rows:
           "called directly, rate (≥ 0.95×)\n")
     print("| op | w | library | size | dtr | library | ratio | met |")
     print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+# Issue 17: the same-host path against gloo and OpenMPI's shared memory; the sockets.
+rows = []
+for w in sorted({k[3] for k in groups if k[0] == "dtr-pg" and k[2] == "shm"}):
+    d = get("dtr-pg", "all_reduce", "shm", w, 4)
+    g = best_gloo(w, 4)
+    m = get("mpi", "all_reduce", "shm(vader)", w, 4)
+    if d is not None:
+        met = g is not None and m is not None and d["med"] <= 0.1 * g["med"] and \
+            d["med"] <= 10 * m["med"]
+        rows.append(f"| {w} | 4 B all_reduce time ≤ 0.1× gloo's, ≤ 10× OpenMPI-shm's | "
+                    f"{fus(d['med'])} | {fus(g['med']) if g else '—'} | "
+                    f"{fus(m['med']) if m else '—'} | {ratio(d['med'], g['med'] if g else None)}"
+                    f" / {ratio(d['med'], m['med'] if m else None)} (time) | "
+                    f"{'yes' if met else 'no'} |")
+    d = get("dtr-pg", "all_reduce", "shm", w, 4 << 20)
+    m = get("mpi", "all_reduce", "shm(vader)", w, 4 << 20)
+    g = best_gloo(w, 4 << 20)
+    if d is not None:
+        met = m is not None and d["rate"] >= m["rate"]
+        rows.append(f"| {w} | 4 MiB all_reduce busbw ≥ 1.0× OpenMPI-shm | {frate(d['rate'])} GB/s"
+                    f" | {frate(g['rate']) + ' GB/s' if g else '—'} | "
+                    f"{frate(m['rate']) + ' GB/s' if m else '—'} | "
+                    f"{ratio(d['rate'], m['rate'] if m else None)} (vs MPI) | "
+                    f"{'yes' if met else 'no'} |")
+    worst = max(((get("dtr-pg", b, "shm", w, s) or {}).get("p99", 0) /
+                 (get("dtr-pg", b, "shm", w, s) or {}).get("med", 1), b, s)
+                for b in ("all_reduce", "broadcast", "all_gather") for s in SIZES)
+    rows.append(f"| {w} | p99 ≤ 3× median, every op and size (shm) | worst {worst[0]:.2f}× "
+                f"({worst[1]} {NAMES[worst[2]]}) | — | — | — | {'yes' if worst[0] <= 3 else 'no'} |")
+    d = get("dtr-pg", "all_reduce", "tcp", w, 4 << 20)
+    m = get("mpi", "all_reduce", "tcp", w, 4 << 20)
+    if d is not None:
+        met = m is not None and d["rate"] >= m["rate"]
+        rows.append(f"| {w} | sockets: 4 MiB busbw (dtr tcp) ≥ 1.0× OpenMPI-tcp | "
+                    f"{frate(d['rate'])} GB/s | — | {frate(m['rate']) + ' GB/s' if m else '—'} | "
+                    f"{ratio(d['rate'], m['rate'] if m else None)} | {'yes' if met else 'no'} |")
+    for s in (4 << 20, 16 << 20, 64 << 20):
+        d = get("dtr-pg", "all_reduce", "tcp", w, s)
+        g = best_gloo(w, s)
+        if d is not None and g is not None:
+            met = d["rate"] >= 1.2 * g["rate"]
+            rows.append(f"| {w} | sockets: {NAMES.get(s, str(s))} busbw (dtr tcp) ≥ 1.2× gloo | "
+                        f"{frate(d['rate'])} GB/s | {frate(g['rate'])} GB/s | — | "
+                        f"{ratio(d['rate'], g['rate'])} | {'yes' if met else 'no'} |")
+if rows:
+    print("\n**Goals (issue 17), same-host path and sockets, all_reduce** — gloo: the faster of "
+          "gloo (C++) and torch gloo\n")
+    print("| w | goal | dtr | gloo | OpenMPI | ratio | met |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))

@@ -454,7 +454,8 @@ void GroupPath::Call::check_signature(int q) {
     throw InvalidArgument(fmt::format("{}: root mismatch: rank {} uses root {}, rank {} uses {}",
                                       what_, q, t.root, r_, a_.root));
   }
-  if (t.block_bytes != bytes() || t.nblocks > static_cast<uint32_t>(kMaxRanks)) {
+  if (t.block_bytes != bytes() || t.nblocks > static_cast<uint32_t>(p_) ||
+      (t.is_inline && t.nblocks * round_up(t.block_bytes, 64) > kInlineBytes)) {
     throw ProtocolError(fmt::format("{}: rank {} posted {} blocks of {} bytes, expected {} bytes",
                                     what_, q, t.nblocks, t.block_bytes, bytes()));
   }
