@@ -28,10 +28,12 @@ namespace {
 constexpr uint64_t kMagic = 0x31686d732d727464ull;  // "dtr-shm1"
 // Reductions and in-place reads go segment by segment, so that the operands stay in cache.
 constexpr size_t kSegmentBytes = size_t{256} << 10;
-// A wait polls this many times before it yields, yields for kYieldFor, then sleeps on the
-// peer's futex word in slices of at most kSleepSlice.
-constexpr int kSpins = 4000;
-constexpr auto kYieldFor = std::chrono::microseconds(200);
+// A wait polls for kSpinFor, then sleeps on the peer's futex word in slices of at most
+// kSleepSlice. When the group's ranks outnumber this process's CPUs, a polling rank would
+// only hold back the one it waits for (sched_yield does not reliably hand the CPU over): it
+// polls kCrowdedSpins times and then sleeps.
+constexpr auto kSpinFor = std::chrono::microseconds(100);
+constexpr int kCrowdedSpins = 64;
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
 constexpr size_t kAbortTextBytes = 512;
 // How long a failed read of a peer's tensor waits for the mesh's verdict on that peer.
@@ -103,6 +105,7 @@ struct ArenaLayout {
   uint64_t nonce = 0;
   Slot slots[kSlots];
 };
+static_assert(sizeof(ArenaLayout) < (size_t{42} << 20) / 10, "shm_path.hpp says about 4.1 MiB");
 
 namespace {
 
@@ -256,6 +259,10 @@ std::unique_ptr<GroupPath> GroupPath::open(std::shared_ptr<Arena> mine, uint64_t
     }
     peer->slot = &layout->slots[d.slot];
   }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  g->crowded_ = static_cast<int>(all.size()) > ncpu;
   g->tmp_a_.resize(kSegmentBytes);
   g->tmp_b_.resize(kSegmentBytes);
   g->slot_ = static_cast<int>(me.slot);  // released with the path from here on
@@ -342,9 +349,18 @@ class GroupPath::Call {
 
 template <class Ready>
 void GroupPath::Call::wait(int q, Ready ready, const char* for_what) {
-  for (int i = 0; i < kSpins; ++i) {
-    if (ready()) return;
-    cpu_relax();
+  if (g_.crowded_) {
+    for (int i = 0; i < kCrowdedSpins; ++i) {
+      if (ready()) return;
+      cpu_relax();
+    }
+  } else {
+    const auto spin_until = Clock::now() + kSpinFor;
+    for (int i = 1;; ++i) {
+      if (ready()) return;
+      cpu_relax();
+      if (i % 256 == 0 && Clock::now() >= spin_until) break;
+    }
   }
   Slot& peer = slot(q);
   const auto start = Clock::now();
@@ -359,10 +375,6 @@ void GroupPath::Call::wait(int q, Ready ready, const char* for_what) {
     if (now - last_check >= kSleepSlice) {
       check_();
       last_check = now;
-    }
-    if (now - start < kYieldFor) {
-      ::sched_yield();
-      continue;
     }
     peer.sleepers.fetch_add(1);
     const uint32_t ev = peer.events.load();

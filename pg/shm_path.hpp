@@ -19,23 +19,24 @@
 // rank r folds chunk r from every rank, publishes `stage`, then copies the other chunks
 // from their owners.
 //
-// Waits spin briefly, then yield, then sleep on the peer's futex word in slices of at
-// most 1 ms, checking between slices the deadline, the mesh's verdict on every member
-// (a dead or lost rank fails the call with the mesh's reason), the peers' abort words (a
-// rank whose call failed publishes the error and every peer fails with it) and whether
-// the peer still holds the group's slot.
+// Waits spin for up to 100 us (barely, when the group's ranks outnumber this process's
+// CPUs), then sleep on the peer's futex word in slices of at most 1 ms, checking between slices the
+// deadline, the mesh's verdict on every member (a dead or lost rank fails the call with the mesh's
+// reason), the peers' abort words (a rank whose call failed publishes the error and every peer
+// fails with it) and whether the peer still holds the group's slot.
 //
 // Whether a group uses the path is agreed at its first collective, over the sockets: the
 // members all-gather a Desc (pid, memfd, the arena's random nonce and where it lies in the
 // owner's memory, slot, boot id, PID namespace), each maps every peer's arena and checks
 // the nonce there and by process_vm_readv at the announced address (which proves the
 // file is that process's arena and that its memory may be read), then they all-gather a
-// yes/no; the path is used only when every rank said yes. Memory is bounded (one arena of
-// about 1.1 MiB per process and mesh, mapped once per peer per group) and, being memfds,
-// freed by the kernel when the last process mapping it exits.
+// yes/no; the path is used only when every rank said yes. Memory is bounded: one arena of
+// about 4.1 MiB of address space per process and mesh (its pages touched as slots are
+// used), mapped once per peer per group; being a memfd, it is freed by the kernel when the
+// last process mapping it exits or unmaps it.
 //
 // Thread safety: Arena may be used from any thread. A GroupPath runs one collective at a
-// time (the group's executor or an inline caller); host_note() may be read from any thread.
+// time (the group's executor or an inline caller).
 #pragma once
 
 #include <atomic>
@@ -55,7 +56,7 @@ using Clock = std::chrono::steady_clock;
 
 inline constexpr int kMaxRanks = 64;
 inline constexpr int kSlots = 32;
-inline constexpr size_t kInlineBytes = size_t{16} << 10;
+inline constexpr size_t kInlineBytes = size_t{64} << 10;
 
 struct Slot;
 struct ArenaLayout;
@@ -126,6 +127,7 @@ class GroupPath {
   int rank_ = -1;
   int slot_ = -1;
   std::vector<Peer*> peers_;  // by group rank; this rank's entry maps its own slot
+  bool crowded_ = false;      // the group's ranks outnumber this process's CPUs: poll less
   std::vector<char> tmp_a_, tmp_b_;
 };
 

@@ -36,8 +36,8 @@ std::vector<char> bytes_of(const local::Tensor& t) {
 
 TEST_CASE("same host: collectives take shared memory and every rank ends with the same bits") {
   constexpr int kRanks = 3;
-  // Around the inline limit (16 KiB = 4096 floats), and several 256 KiB segments per chunk.
-  const std::vector<int64_t> sizes{1, 7, 4096, 4097, 300001};
+  // Around the inline limit (64 KiB = 16384 floats), and several 256 KiB segments per chunk.
+  const std::vector<int64_t> sizes{1, 7, 16384, 16385, 300001};
   std::mutex m;
   std::vector<std::vector<std::vector<char>>> results(sizes.size());
   std::vector<std::string> notes_before, notes_after;
