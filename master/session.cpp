@@ -13,6 +13,7 @@
 #include <random>
 
 #include "master/wait_interrupt.hpp"
+#include "pg/mpi_backend.hpp"
 #include "protocol/same_host.hpp"
 #include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
@@ -111,16 +112,34 @@ std::string setup_backend(std::string name) {
   if (name.empty())
     if (const char* env = std::getenv("DTR_BACKEND")) name = env;
   if (name.empty() || name == "zmq" || name == "tcp" || name == "nccl") return "";
-  if (name == "gloo") return name;
-  if (name == "mpi")
-    throw InvalidArgument(
-        "init_master_worker: backend 'mpi' is not available to master-worker sessions (the "
-        "workers' communicator would need the master in the MPI job too: MPI_Init waits for "
-        "every process mpirun starts, also under `mpirun dtr-exec --launched`, and the master "
-        "does not join MPI); use 'zmq' (or 'tcp') or 'gloo'");
+  if (name == "gloo" || name == "mpi") return name;
   throw InvalidArgument(fmt::format(
-      "init_master_worker: unknown backend '{}' (the workers' backend: 'zmq', 'tcp' or 'gloo')",
+      "init_master_worker: unknown backend '{}' (the workers' backend: 'zmq', 'tcp', 'gloo' "
+      "or 'mpi')",
       name));
+}
+
+// Backend mpi: the workers' communicator is MPI's world without the master, so the master
+// and its workers must be one MPI job, the master its rank 0 (`mpirun -np N+1 dtr-exec
+// --launched`). Checked from the launcher's variables before anything is sent: MPI_Init
+// itself would wait for every process of the job.
+void check_mpi_job(size_t workers) {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (rank == nullptr || size == nullptr) {
+    rank = std::getenv("PMI_RANK");
+    size = std::getenv("PMI_SIZE");
+  }
+  if (rank == nullptr || size == nullptr)
+    throw InvalidArgument(
+        "init_master_worker: backend 'mpi' needs the master and its workers started as one MPI "
+        "job, the master as rank 0: mpirun -np N+1 dtr-exec --launched PROGRAM (no MPI launcher "
+        "is visible in this process's environment)");
+  if (std::string(rank) != "0" || std::string(size) != std::to_string(workers + 1))
+    throw InvalidArgument(fmt::format(
+        "init_master_worker: backend 'mpi' needs the master as rank 0 of an MPI job of its {} "
+        "workers and itself ({} processes); this process is rank {} of {}",
+        workers, workers + 1, rank, size));
 }
 
 }  // namespace
@@ -147,7 +166,11 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   if (options.spin.count() < 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: spin must be >= 0 us, got {}", options.spin.count()));
-  (void)setup_backend(options.backend);  // throws InvalidArgument for a bad name
+  // Throws InvalidArgument for a bad name, or mpi outside a fitting MPI job.
+  const bool mpi = setup_backend(options.backend) == "mpi";
+  if (mpi)
+    check_mpi_job(options.listen.empty() ? options.workers.size()
+                                         : static_cast<size_t>(std::max(options.num_workers, 0)));
   if (!options.listen.empty() && options.num_workers <= 0)
     throw InvalidArgument(
         fmt::format("init_master_worker: listening on {} needs num_workers >= 1, got {}",
@@ -160,6 +183,9 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     s->accept_workers();
   }
   s->send_setup();
+  // The workers split MPI's world among themselves on Setup; the master takes part and
+  // stays out (pg/mpi_backend.hpp).
+  if (mpi) pg::mpi_stand_aside(options.connect_timeout, "init_master_worker (backend mpi)");
   s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd_ < 0)
     throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
@@ -316,6 +342,10 @@ void MasterSession::send_setup() {
                   [](const std::string& e) { return e.empty(); }))
     setup.pg_endpoints.clear();
   setup.backend = setup_backend(options_.backend);
+  if (setup.backend == "mpi" && setup.pg_endpoints.empty())
+    throw InvalidArgument(
+        "init_master_worker: backend 'mpi': not every worker offered a process-group endpoint "
+        "(it could not reserve a port), so the workers would form no group");
   setup.heartbeat_ms = static_cast<uint32_t>(options_.heartbeat.count());
   setup.master_timeout_ms = static_cast<uint32_t>(options_.heartbeat_timeout.count());
   for (auto& node : nodes_) {

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -545,6 +546,80 @@ std::shared_ptr<Backend> MpiGroup::new_group(const std::vector<int>& group_ranks
 std::pair<int, int> mpi_world_rank_size() {
   MpiRuntime& rt = MpiRuntime::get();
   return {rt.rank(), rt.size()};
+}
+
+namespace {
+
+// Every process of MPI's world splits MPI_COMM_WORLD, after a barrier that bounds the wait
+// for the others: `member` ones get a communicator ordered by `key`, the others none.
+MPI_Comm split_world(bool member, int key, std::chrono::milliseconds timeout,
+                     const std::string& what) {
+  MpiRuntime::get();
+  const auto deadline = Clock::now() + timeout;
+  const std::atomic<bool> never{false};
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &req), what);
+  try {
+    wait_request(req, MPI_STATUS_IGNORE, deadline, never, what);
+  } catch (...) {
+    MpiRuntime::get().abandon(req, nullptr);
+    throw;
+  }
+  MPI_Comm split = MPI_COMM_NULL;
+  check(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, key, &split), what);
+  if (split != MPI_COMM_NULL) MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
+  return split;
+}
+
+}  // namespace
+
+std::shared_ptr<Backend> make_mpi_world_part(const ProcessGroupOptions& options, int rank,
+                                             int size) {
+  MpiRuntime& rt = MpiRuntime::get();
+  const std::string what = fmt::format("process group (mpi, rank {} of {}, MPI rank {} of {})",
+                                       rank, size, rt.rank(), rt.size());
+  MPI_Comm comm = split_world(true, rank, options.timeout, what);
+  int got_rank = -1, got_size = 0;
+  MPI_Comm_rank(comm, &got_rank);
+  MPI_Comm_size(comm, &got_size);
+  if (got_rank != rank || got_size != size) {
+    MPI_Comm_free(&comm);
+    throw InvalidArgument(fmt::format(
+        "{}: the MPI processes that formed the group are {}, this one is their rank {} (every "
+        "member must give a distinct rank below the size, and every process of the job but "
+        "those standing aside must take part)",
+        what, got_size, got_rank));
+  }
+  const std::atomic<bool> never{false};
+  MPI_Comm data = duplicate(comm, Clock::now() + options.timeout, never, what);
+  std::vector<int> all(size);
+  for (int i = 0; i < size; ++i) all[i] = i;
+  return std::make_shared<MpiGroup>(options, rank, std::move(all), comm, data);
+}
+
+void mpi_stand_aside(std::chrono::milliseconds timeout, const std::string& what) {
+  // MPI_Init waits, without a bound, for every process of the job to call it: it runs on a
+  // thread of its own, which this one waits for (bounded). A worker that never joins (it
+  // refused the session, or was built without MPI) leaves that thread blocked until the
+  // process exits.
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> joined = done->get_future();
+  std::thread([done, timeout, what] {
+    try {
+      (void)split_world(false, 0, timeout, what);
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (joined.wait_for(timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+    throw TimeoutError(fmt::format(
+        "{}: the other processes of the MPI job did not all initialize MPI and split its world "
+        "within {} ms (a worker that refused the session or was built without MPI: see the "
+        "workers' logs)",
+        what, timeout.count()));
+  }
+  joined.get();
 }
 
 std::shared_ptr<Backend> make_mpi_world(const ProcessGroupOptions& options) {

@@ -25,7 +25,9 @@
 // Thread safety: as pg::Backend.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "backend.hpp"
@@ -39,5 +41,14 @@ std::pair<int, int> mpi_world_rank_size();
 // The world group: MPI_COMM_WORLD duplicated. Waits (bounded by options.timeout) until
 // every rank has made its group too.
 std::shared_ptr<Backend> make_mpi_world(const ProcessGroupOptions& options);
+// A group of some of MPI's world: every process of the job calls either this (a member, as
+// group rank `rank` of `size`) or mpi_stand_aside() (not a member), at the same point; both
+// wait (bounded by the timeout) until all have. A master-worker session under `mpirun -np
+// N+1 dtr-exec --launched`: the workers are the members, the master (MPI rank 0) stands
+// aside. Throws InvalidArgument when the members do not make up a group of `size` in which
+// this process is `rank`.
+std::shared_ptr<Backend> make_mpi_world_part(const ProcessGroupOptions& options, int rank,
+                                             int size);
+void mpi_stand_aside(std::chrono::milliseconds timeout, const std::string& what);
 
 }  // namespace dtr::pg

@@ -20,4 +20,12 @@ std::shared_ptr<Backend> make_mpi_world(const ProcessGroupOptions&) {
   not_built();
 }
 
+std::shared_ptr<Backend> make_mpi_world_part(const ProcessGroupOptions&, int, int) {
+  not_built();
+}
+
+void mpi_stand_aside(std::chrono::milliseconds, const std::string&) {
+  not_built();
+}
+
 }  // namespace dtr::pg

@@ -296,6 +296,12 @@ ProcessGroup ProcessGroup::create(const std::vector<std::string>& endpoints, int
   }
   const std::string backend(canonical_backend(options.backend));
   if (backend == "mpi") {
+    // Fewer endpoints than MPI's world: a part of the job (a master-worker session's
+    // workers under mpirun, whose master stands aside), ordered by `rank`.
+    if (world < pg::mpi_world_rank_size().second) {
+      return ProcessGroup(
+          make_impl(pg::make_mpi_world_part(options, rank, world), options, nullptr));
+    }
     return ProcessGroup(make_impl(mpi_world(rank, world, options), options, nullptr));
   }
   if (backend == "gloo") {

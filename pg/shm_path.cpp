@@ -34,6 +34,7 @@ constexpr size_t kSegmentBytes = size_t{256} << 10;
 // polls kCrowdedSpins times and then sleeps.
 constexpr auto kSpinFor = std::chrono::microseconds(100);
 constexpr int kCrowdedSpins = 64;
+constexpr auto kCrowdedYieldFor = std::chrono::milliseconds(2);
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
 constexpr size_t kAbortTextBytes = 512;
 // How long a failed read of a peer's tensor waits for the mesh's verdict on that peer.
@@ -375,6 +376,10 @@ void GroupPath::Call::wait(int q, Ready ready, const char* for_what) {
     if (now - last_check >= kSleepSlice) {
       check_();
       last_check = now;
+    }
+    if (g_.crowded_ && now - start < kCrowdedYieldFor) {
+      ::sched_yield();
+      continue;
     }
     peer.sleepers.fetch_add(1);
     const uint32_t ev = peer.events.load();

@@ -1109,12 +1109,12 @@ Setup decode_setup(std::string_view frame) {
     m.heartbeat_ms = r.get<uint32_t>();
     m.master_timeout_ms = r.get<uint32_t>();
     m.backend = r.str("backend");
-    if (!m.backend.empty() && m.backend != "gloo") {
+    if (!m.backend.empty() && m.backend != "gloo" && m.backend != "mpi") {
       const bool printable = m.backend.size() <= 16 &&
                              std::all_of(m.backend.begin(), m.backend.end(), [](unsigned char ch) {
                                return std::isalnum(ch) || ch == '-';
                              });
-      r.fail("backend {} is not one the workers of a session use (\"\" or \"gloo\")",
+      r.fail("backend {} is not one the workers of a session use (\"\", \"gloo\" or \"mpi\")",
              printable ? "'" + m.backend + "'" : fmt::format("of {} bytes", m.backend.size()));
     }
     r.finish();

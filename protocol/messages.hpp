@@ -82,8 +82,9 @@ struct Setup {
   uint32_t heartbeat_ms = 0;
   uint32_t master_timeout_ms = 0;
   // The backend of that process group for host tensors (MasterOptions::backend): "" (the
-  // worker's own: zmq, with nccl for CUDA tensors where built) or "gloo". The decoder
-  // refuses any other name.
+  // worker's own: zmq, with nccl for CUDA tensors where built), "gloo" or "mpi" (the
+  // master and workers are one MPI job; the workers split its world without the master).
+  // The decoder refuses any other name.
   std::string backend{};
 };
 

@@ -156,9 +156,11 @@ struct MasterOptions {
   // The backend the workers use among themselves for master-issued collectives on host
   // tensors (torch.distributed's name, as in the proposal's init_master_worker(backend=)):
   // "zmq" (dtr's own; "tcp" is its torch name; the default, with nccl for CUDA tensors
-  // where built) or "gloo" (where the workers were built with it; docs/process_groups.md).
-  // Copies between workers keep their own connections. "mpi" is refused: the workers'
-  // communicator would need the master to join MPI too. Empty: $DTR_BACKEND, else "zmq".
+  // where built), "gloo" (where the workers were built with it; docs/process_groups.md) or
+  // "mpi" (the master and its workers started as one MPI job, the master its rank 0:
+  // `mpirun -np N+1 dtr-exec --launched PROGRAM`; the workers' communicator is MPI's world
+  // without the master, which initializes MPI and stands aside). Copies between workers
+  // keep their own connections. Empty: $DTR_BACKEND, else "zmq".
   std::string backend;
   // Same-host payloads: with a worker on this host, dist_send and to_local move tensor
   // bytes by one direct copy between the two processes' memory (Linux cross-memory

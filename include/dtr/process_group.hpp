@@ -217,7 +217,11 @@ class ProcessGroup {
   // Without a store: `endpoints[i]` is where rank i binds ("tcp://10.0.0.2:7100",
   // "ipc:///tmp/x"); this rank binds endpoints[rank] and connects to the others. gloo: rank
   // 0 serves a TCP store at endpoints[0] (a file beside an ipc:// path), through which the
-  // ranks meet; mpi: as above, endpoints.size() must be MPI's world size.
+  // ranks meet; mpi: endpoints.size() is MPI's world size, or less: then the group is part
+  // of the job (group rank `rank`, the endpoints unused), made with every process of the
+  // job; the others stand aside at the same point (so far only a master-worker session
+  // uses this: its workers under `mpirun dtr-exec --launched`, the master standing aside
+  // in init_master_worker).
   static ProcessGroup create(const std::vector<std::string>& endpoints, int rank,
                              const Options& options = {});
 

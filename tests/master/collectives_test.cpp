@@ -234,12 +234,26 @@ TEST_CASE("the workers' backend: gloo carries master-issued collectives") {
   }
 }
 
-TEST_CASE("the workers' backend: mpi and unknown names are refused before connecting") {
+TEST_CASE(
+    "the workers' backend: mpi outside an MPI job and unknown names are refused before "
+    "connecting") {
   MasterOptions o = test_options();
   o.workers = {"tcp://127.0.0.1:1"};  // never reached: the options are checked first
   o.backend = "mpi";
-  CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("the master does not join MPI"),
-                       InvalidArgument);
+  {
+    ScopedEnv rank("OMPI_COMM_WORLD_RANK", std::nullopt), pmi("PMI_RANK", std::nullopt);
+    CHECK_THROWS_WITH_AS(init_master_worker(o),
+                         doctest::Contains("mpirun -np N+1 dtr-exec --launched PROGRAM"),
+                         InvalidArgument);
+  }
+  {
+    // An MPI job of the wrong size for the session: rank 0 of 3 with one worker.
+    ScopedEnv rank("OMPI_COMM_WORLD_RANK", "0"), size("OMPI_COMM_WORLD_SIZE", "3");
+    CHECK_THROWS_WITH_AS(init_master_worker(o),
+                         doctest::Contains("an MPI job of its 1 workers and itself (2 processes); "
+                                           "this process is rank 0 of 3"),
+                         InvalidArgument);
+  }
   o.backend = "glo";
   CHECK_THROWS_WITH_AS(init_master_worker(o), doctest::Contains("unknown backend 'glo'"),
                        InvalidArgument);

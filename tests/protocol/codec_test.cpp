@@ -669,12 +669,15 @@ TEST_SUITE("protocol/codec") {
     Setup uneven = s;
     uneven.pg_endpoints.pop_back();
     CHECK_REJECTS(decode_setup(encode(uneven)), "2 process group endpoints for 3 nodes");
-    // The workers' backend: "" or "gloo"; any other name is refused, printed when it can be.
+    // The workers' backend: "", "gloo" or "mpi"; any other name is refused, printed when it
+    // can be.
     Setup gloo = s;
     gloo.backend = "gloo";
     CHECK(decode_setup(encode(gloo)).backend == "gloo");
     gloo.backend = "mpi";
-    CHECK_REJECTS(decode_setup(encode(gloo)), "backend 'mpi' is not one the workers");
+    CHECK(decode_setup(encode(gloo)).backend == "mpi");
+    gloo.backend = "nccl";
+    CHECK_REJECTS(decode_setup(encode(gloo)), "backend 'nccl' is not one the workers");
     gloo.backend = std::string("\x01\xff", 2);
     CHECK_REJECTS(decode_setup(encode(gloo)), "backend of 2 bytes is not one the workers");
     s.pg_endpoints.clear();
