@@ -41,6 +41,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "backend.hpp"
@@ -771,7 +772,11 @@ class ZmqGroup : public Backend {
   }
 
   void execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
-    Mesh::FastReader fast(*mesh_);  // this thread reads its own messages (mesh.hpp)
+    // On the sockets this thread reads its own messages (mesh.hpp). Not on the same-host
+    // path: a FastReader scope keeps the I/O thread polling every millisecond, which on a
+    // host with as many ranks as cores takes a core from a rank now and then.
+    std::optional<Mesh::FastReader> fast;
+    if (!host_) fast.emplace(*mesh_);
     DType dtype = DType::Float32;
     int64_t count = 0;
     const local::Tensor* ref = nullptr;
@@ -803,6 +808,7 @@ class ZmqGroup : public Backend {
       return;
     }
     if (host_) {
+      fast.reset();
       try {
         host_->run(a, seq, dtype, count, mesh_->options().timeout, run.what(),
                    [&] { mesh_->check_alive(members_, run.what()); });
