@@ -58,19 +58,18 @@ void loop(void* dst, const void* lo, const void* hi, int64_t n, F f) {
 template <typename T>
 void typed(void* dst, const void* lo, const void* hi, int64_t n, ReduceOp op) {
   switch (op) {
-    // Lambdas, not function pointers: each loop then inlines its operation and vectorizes.
     case ReduceOp::Sum:
     case ReduceOp::Avg:
-      loop<T>(dst, lo, hi, n, [](T a, T b) { return wrap_add<T>(a, b); });
+      loop<T>(dst, lo, hi, n, wrap_add<T>);
       return;
     case ReduceOp::Product:
-      loop<T>(dst, lo, hi, n, [](T a, T b) { return wrap_mul<T>(a, b); });
+      loop<T>(dst, lo, hi, n, wrap_mul<T>);
       return;
     case ReduceOp::Min:
-      loop<T>(dst, lo, hi, n, [](T a, T b) { return min_of<T>(a, b); });
+      loop<T>(dst, lo, hi, n, min_of<T>);
       return;
     case ReduceOp::Max:
-      loop<T>(dst, lo, hi, n, [](T a, T b) { return max_of<T>(a, b); });
+      loop<T>(dst, lo, hi, n, max_of<T>);
       return;
   }
 }
