@@ -82,6 +82,16 @@ def table(bench, title):
                 print(f"| {label} | {w} | " + " | ".join(cells) + " |")
 
 
+def print_rows(title, columns, rows):
+    """A titled markdown table of `rows` (already formatted), when there are any."""
+    if not rows:
+        return
+    print(f"\n{title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    print("\n".join(rows))
+
+
 def ratio(a, b):
     return "—" if a is None or b is None else f"{a / b:.2f}x"
 
@@ -155,12 +165,9 @@ for bench in ("all_reduce", "broadcast", "sendrecv_pingpong"):
                 r = d["rate"] / lib["rate"]
                 rows.append(f"| {bench} | {w} | {label} | {NAMES[s]} | {frate(d['rate'])} | "
                             f"{frate(lib['rate'])} | {r:.2f}x | {'yes' if r >= 0.95 else 'no'} |")
-if rows:
-    print("\n**Goals (issue 17), the wrapper costs nothing** — dtr's backend / the library "
-          "called directly, rate (≥ 0.95×)\n")
-    print("| op | w | library | size | dtr | library | ratio | met |")
-    print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+print_rows("**Goals (issue 17), the wrapper costs nothing** — dtr's backend / the library "
+           "called directly, rate (≥ 0.95×)",
+           ["op", "w", "library", "size", "dtr", "library", "ratio", "met"], rows)
 
 
 # Issue 17: the same-host path against gloo and OpenMPI's shared memory; the sockets.
@@ -207,9 +214,6 @@ for w in sorted({k[3] for k in groups if k[0] == "dtr-pg" and k[2] == "shm"}):
             rows.append(f"| {w} | sockets: {NAMES.get(s, str(s))} busbw (dtr tcp) ≥ 1.2× gloo | "
                         f"{frate(d['rate'])} GB/s | {frate(g['rate'])} GB/s | — | "
                         f"{ratio(d['rate'], g['rate'])} | {'yes' if met else 'no'} |")
-if rows:
-    print("\n**Goals (issue 17), same-host path and sockets, all_reduce** — gloo: the faster of "
-          "gloo (C++) and torch gloo\n")
-    print("| w | goal | dtr | gloo | OpenMPI | ratio | met |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+print_rows("**Goals (issue 17), same-host path and sockets, all_reduce** — gloo: the faster of "
+           "gloo (C++) and torch gloo", ["w", "goal", "dtr", "gloo", "OpenMPI", "ratio", "met"],
+           rows)

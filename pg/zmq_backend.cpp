@@ -777,28 +777,9 @@ class ZmqGroup : public Backend {
     // host with as many ranks as cores takes a core from a rank now and then.
     std::optional<Mesh::FastReader> fast;
     if (!host_) fast.emplace(*mesh_);
-    DType dtype = DType::Float32;
-    int64_t count = 0;
-    const local::Tensor* ref = nullptr;
-    switch (a.op) {
-      case CommOp::Broadcast:
-      case CommOp::AllReduce:
-      case CommOp::Reduce:
-      case CommOp::Scatter:
-      case CommOp::ReduceScatter:
-        ref = &a.outputs[0];
-        break;
-      case CommOp::AllGather:
-      case CommOp::Gather:
-        ref = &a.inputs[0];
-        break;
-      default:
-        break;
-    }
-    if (ref != nullptr) {
-      dtype = ref->meta().dtype;
-      count = ref->meta().numel();
-    }
+    const local::Tensor* ref = reference_tensor(a);
+    const DType dtype = ref != nullptr ? ref->meta().dtype : DType::Float32;
+    const int64_t count = ref != nullptr ? ref->meta().numel() : 0;
     Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count);
     try {
       if (mesh_->is_shut_down()) throw Error(run.what() + ": the process group was shut down");
@@ -819,38 +800,7 @@ class ZmqGroup : public Backend {
       return;
     }
     try {
-      switch (a.op) {
-        case CommOp::Broadcast:
-          if (size() > 1) broadcast(run, a);
-          break;
-        case CommOp::AllReduce:
-          all_reduce(run, a);
-          break;
-        case CommOp::Reduce:
-          if (size() > 1) {
-            reduce(run, a);
-          } else if (a.reduce == ReduceOp::Avg) {
-            divide_by(a.outputs[0].raw_data(), count, dtype, 1);
-          }
-          break;
-        case CommOp::AllGather:
-          all_gather(run, a);
-          break;
-        case CommOp::Gather:
-          gather(run, a);
-          break;
-        case CommOp::Scatter:
-          scatter(run, a);
-          break;
-        case CommOp::ReduceScatter:
-          reduce_scatter(run, a);
-          break;
-        case CommOp::Barrier:
-          if (size() > 1) recursive_doubling(run, nullptr, 0);
-          break;
-        default:
-          throw InvalidArgument(fmt::format("{} is not a collective", comm_op_name(a.op)));
-      }
+      run_on_sockets(run, a, dtype, count);
       run.finish();
       mesh_->finish_collective(id_, seq);
       work.complete();
@@ -865,6 +815,54 @@ class ZmqGroup : public Backend {
       mesh_->send_abort(id_, seq, a.op, members_, code_of(e), text);
       mesh_->finish_collective(id_, seq);
       work.complete(e);
+    }
+  }
+
+  // The tensor whose dtype and element count every rank's call must match (nullptr for a
+  // barrier).
+  static const local::Tensor* reference_tensor(const CollectiveArgs& a) {
+    switch (a.op) {
+      case CommOp::Broadcast:
+      case CommOp::AllReduce:
+      case CommOp::Reduce:
+      case CommOp::Scatter:
+      case CommOp::ReduceScatter:
+        return &a.outputs[0];
+      case CommOp::AllGather:
+      case CommOp::Gather:
+        return &a.inputs[0];
+      default:
+        return nullptr;
+    }
+  }
+
+  void run_on_sockets(Run& run, CollectiveArgs& a, DType dtype, int64_t count) {
+    switch (a.op) {
+      case CommOp::Broadcast:
+        if (size() > 1) broadcast(run, a);
+        return;
+      case CommOp::AllReduce:
+        return all_reduce(run, a);
+      case CommOp::Reduce:
+        if (size() > 1) {
+          reduce(run, a);
+        } else if (a.reduce == ReduceOp::Avg) {
+          divide_by(a.outputs[0].raw_data(), count, dtype, 1);
+        }
+        return;
+      case CommOp::AllGather:
+        return all_gather(run, a);
+      case CommOp::Gather:
+        return gather(run, a);
+      case CommOp::Scatter:
+        return scatter(run, a);
+      case CommOp::ReduceScatter:
+        return reduce_scatter(run, a);
+      case CommOp::Barrier:
+        if (size() > 1) recursive_doubling(run, nullptr, 0);
+        return;
+      default:
+        throw InvalidArgument(fmt::format("{} is not a collective", comm_op_name(a.op)));
     }
   }
 
