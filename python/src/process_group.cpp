@@ -89,7 +89,10 @@ void bind_group_class(nb::module_& m) {
       .def_prop_ro("ranks", &ProcessGroup::ranks, "World ranks of the members.")
       .def_prop_ro("backend", &ProcessGroup::backend_name)
       .def("is_member", &ProcessGroup::is_member)
-      .def("cuda_path", &ProcessGroup::cuda_path);
+      .def("cuda_path", &ProcessGroup::cuda_path)
+      .def("host_path", &ProcessGroup::host_path,
+           "How collectives move host tensors: '' until the first collective, then 'shared "
+           "memory' (zmq ranks on one host) or 'sockets (why)'; '' for gloo and mpi.");
 }
 
 void bind_point_to_point(nb::module_& m) {

@@ -77,8 +77,11 @@ sub = dist.new_group([1, 3])
 t = local.full((1,), float(rank))
 if rank in (1, 3):
     check(dist.get_world_size(sub) == 2 and dist.get_rank(sub) == (rank - 1) // 2, "subgroup")
+    check(sub.host_path() == "", f"path before the first collective: {sub.host_path()!r}")
     dist.all_reduce(t, group=sub)
     check(t.item() == 4, "subgroup all_reduce")
+    # every rank here is on this host: the same-host path (DTR_SAME_HOST=0 would say why not)
+    check(sub.host_path() == "shared memory", f"subgroup path: {sub.host_path()!r}")
 
 # a mismatch fails on every rank with a message naming it
 try:

@@ -36,6 +36,11 @@ class ProcessGroup:
 
     def cuda_path(self) -> str: ...
 
+    def host_path(self) -> str:
+        """
+        How collectives move host tensors: '' until the first collective, then 'shared memory' (zmq ranks on one host) or 'sockets (why)'; '' for gloo and mpi.
+        """
+
 def init_process_group(backend: str = ..., init_method: str = ..., world_size: int = ..., rank: int = ..., group_name: str = ..., timeout: float = ...) -> None: ...
 
 def is_initialized() -> bool: ...
