@@ -98,8 +98,13 @@ class Run {
         recv_steps_(members.size(), 0),
         all_sends_(std::make_shared<SendTracker>()) {
     deadline_ = Clock::now() + mesh.options().timeout;
-    what_ = fmt::format("{} (collective #{}) on rank {} of a group of {}", comm_op_name(a.op), seq,
-                        rank, p_);
+    what_ = describe(a.op, seq, rank, p_);
+  }
+
+  // "all_reduce (collective #7) on rank 1 of a group of 4", for messages.
+  static std::string describe(CommOp op, uint64_t seq, int rank, int size) {
+    return fmt::format("{} (collective #{}) on rank {} of a group of {}", comm_op_name(op), seq,
+                       rank, size);
   }
 
   const std::string& what() const { return what_; }
@@ -726,10 +731,8 @@ class ZmqGroup : public Backend {
         why = fmt::format("the agreement failed: {}", e.what());
         failed = std::current_exception();
       }
-      if (!why.empty()) {
-        host_.reset();
-        if (slot >= 0) arena_->arena->release(slot);
-      }
+      // host_ is set only on success; a slot still held here is this rank's to give back.
+      if (!why.empty() && slot >= 0) arena_->arena->release(slot);
     }
     {
       std::lock_guard lock(note_m_);
@@ -756,6 +759,8 @@ class ZmqGroup : public Backend {
     std::string why;
     for (int q = 0; q < p && why.empty(); ++q) {
       if (all[q].ok != 1) why = fmt::format("rank {} {}", q, refusal_text(all[q].ok));
+      // This rank's own arena failure: the system's reason, which only it knows.
+      if (q == rank_ && all[q].ok == -1) why += ": " + arena_->why;
     }
     std::unique_ptr<shm::GroupPath> path;
     if (why.empty()) path = shm::GroupPath::open(arena_->arena, id_, all, rank_, &why);
@@ -780,10 +785,10 @@ class ZmqGroup : public Backend {
     const local::Tensor* ref = reference_tensor(a);
     const DType dtype = ref != nullptr ? ref->meta().dtype : DType::Float32;
     const int64_t count = ref != nullptr ? ref->meta().numel() : 0;
-    Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count);
+    const std::string what = Run::describe(a.op, seq, rank_, size());
     try {
-      if (mesh_->is_shut_down()) throw Error(run.what() + ": the process group was shut down");
-      if (!host_decided_) decide_host_path(run.what());
+      if (mesh_->is_shut_down()) throw Error(what + ": the process group was shut down");
+      if (!host_decided_) decide_host_path(what);
     } catch (...) {
       work.complete(std::current_exception());
       return;
@@ -791,14 +796,16 @@ class ZmqGroup : public Backend {
     if (host_) {
       fast.reset();
       try {
-        host_->run(a, seq, dtype, count, mesh_->options().timeout, run.what(),
-                   [&] { mesh_->check_alive(members_, run.what()); });
+        host_->run(a, seq, dtype, count, mesh_->options().timeout, what,
+                   [&] { mesh_->check_alive(members_, what); });
         work.complete();
       } catch (...) {
         work.complete(std::current_exception());
       }
       return;
     }
+    // The sockets' state of this call (step counters, send trackers): built only here.
+    Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count);
     try {
       run_on_sockets(run, a, dtype, count);
       run.finish();
