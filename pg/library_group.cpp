@@ -6,6 +6,7 @@
 
 #include "reduce.hpp"
 #include "signature.hpp"
+#include "util.hpp"
 
 namespace dtr::pg {
 namespace {
@@ -153,6 +154,7 @@ LibraryGroup::LibraryGroup(std::string name, int rank, std::vector<int> world_ra
       rank_(rank),
       members_(std::move(world_ranks)),
       options_(options),
+      call_suffix_(fmt::format(" on rank {} of a group of {} ({})", rank_, members_.size(), name_)),
       payload_ids_(members_.size()) {}
 
 LibraryGroup::~LibraryGroup() {
@@ -331,8 +333,7 @@ int LibraryGroup::finish_recv(RecvOp& op) {
 Work LibraryGroup::collective(CollectiveArgs args) {
   std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
   const uint64_t seq = ++seq_;
-  auto work = std::make_shared<Work::State>(
-      fmt::format("{} (collective #{}) on rank {} ({})", comm_op_name(args.op), seq, rank_, name_));
+  auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
   if (args.blocking && exec_.try_begin_inline()) {
     lock.unlock();
     execute(args, seq, *work);
@@ -344,8 +345,7 @@ Work LibraryGroup::collective(CollectiveArgs args) {
 }
 
 void LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
-  const std::string what = fmt::format("{} (collective #{}) on rank {} of a group of {} ({})",
-                                       comm_op_name(a.op), seq, rank_, size(), name_);
+  const std::string& what = work.what;  // the call's name, made once (collective())
   const auto deadline = Clock::now() + options_.timeout;
   try {
     check_usable(what);

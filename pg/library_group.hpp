@@ -163,6 +163,7 @@ class LibraryGroup : public Backend {
   const int rank_;
   const std::vector<int> members_;
   const ProcessGroupOptions options_;
+  const std::string call_suffix_;  // " on rank 1 of a group of 4 (mpi)", for collective_name()
 
   mutable std::mutex m_;  // seq_, broken_, transfers_
   uint64_t seq_ = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "library_group.hpp"
+#include "mpi_direct.hpp"
 #include "reduce.hpp"
 #include "spin_wait.hpp"
 #include "util.hpp"
@@ -24,15 +25,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string mpi_error_text(int rc) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return fmt::format("MPI error {}", rc);
-  return std::string(text, static_cast<size_t>(len));
-}
-
 void check(int rc, const std::string& what) {
-  if (rc != MPI_SUCCESS) throw TransportError(fmt::format("{}: MPI: {}", what, mpi_error_text(rc)));
+  mpi_check(rc, what);
 }
 
 // MPI itself, once per process: initialization, the datatypes and user ops of dtr's dtypes,
@@ -330,13 +324,82 @@ class MpiTransfer final : public Transfer {
   std::atomic<bool> aborted_{false};
 };
 
+// A group's communicators (owned; MPI_COMM_NULL for a non-member): `comm` for MPI's
+// collectives and point-to-point headers, `data` for payloads, `direct` for the messages of
+// dtr's own collectives (pg/mpi_direct.hpp). Each has MPI_ERRORS_RETURN.
+struct Comms {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm data = MPI_COMM_NULL;
+  MPI_Comm direct = MPI_COMM_NULL;
+  // Every member shares memory with every other, and Open MPI's shared-memory transport
+  // is not excluded: dtr's own collectives then beat Open MPI's non-blocking ones at every
+  // size (else only large all_reduce goes direct; see docs/process_groups.md).
+  bool shared_memory = false;
+};
+
+// Whether Open MPI's btl selection leaves it a shared-memory transport ("--mca btl
+// tcp,self" does not). True when the variable is not there (another MPI).
+bool shm_transport_allowed() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return true;
+  bool allowed = true;
+  int index = -1;
+  if (MPI_T_cvar_get_index("btl", &index) == MPI_SUCCESS) {
+    MPI_T_cvar_handle handle;
+    int count = 0;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      std::vector<char> value(static_cast<size_t>(std::max(count, 0)) + 1, '\0');
+      if (count > 0 && MPI_T_cvar_read(handle, value.data()) == MPI_SUCCESS) {
+        const std::string v(value.data());
+        const bool listed =
+            v.find("vader") != std::string::npos || v.find("sm") != std::string::npos;
+        // "^tcp" excludes what it lists; "tcp,self" includes only what it lists.
+        allowed = v.empty() || (v[0] == '^' ? !listed : listed);
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return allowed;
+}
+
+// Whether every member of `comm` shares memory with every other (a blocking collective of
+// `comm`: call it right after a bounded one that every member completed).
+bool all_share_memory(MPI_Comm comm) {
+  static const bool allowed = shm_transport_allowed();
+  MPI_Comm local = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) {
+    return false;
+  }
+  int n = 0, all = 0;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_size(comm, &all);
+  MPI_Comm_free(&local);
+  return allowed && n == all;
+}
+
+// `comm` (owned from here) with its two duplicates.
+Comms with_duplicates(MPI_Comm comm, Clock::time_point deadline, const std::atomic<bool>& stop,
+                      const std::string& what) {
+  Comms c;
+  c.comm = comm;
+  try {
+    c.data = duplicate(comm, deadline, stop, what);
+    c.direct = duplicate(comm, deadline, stop, what);
+    c.shared_memory = all_share_memory(comm);
+  } catch (...) {
+    for (MPI_Comm* x : {&c.comm, &c.data}) {
+      if (*x != MPI_COMM_NULL) MPI_Comm_free(x);
+    }
+    throw;
+  }
+  return c;
+}
+
 class MpiGroup final : public LibraryGroup {
  public:
-  // comm: collectives and headers; data: payloads (both owned; MPI_COMM_NULL for a
-  // non-member).
-  MpiGroup(const ProcessGroupOptions& options, int rank, std::vector<int> members, MPI_Comm comm,
-           MPI_Comm data)
-      : LibraryGroup("mpi", rank, std::move(members), options), comm_(comm), data_(data) {
+  MpiGroup(const ProcessGroupOptions& options, int rank, std::vector<int> members, Comms comms)
+      : LibraryGroup("mpi", rank, std::move(members), options), c_(comms) {
     MpiRuntime::get().group_born();
   }
   ~MpiGroup() override {
@@ -347,13 +410,24 @@ class MpiGroup final : public LibraryGroup {
     // they are pending: a group that gave up a request keeps its communicators (MPI_Finalize
     // releases them).
     if (!finalized && !abandoned_.load()) {
-      if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-      if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
+      for (MPI_Comm* c : {&c_.comm, &c_.data, &c_.direct}) {
+        if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+      }
     }
     MpiRuntime::get().group_gone();
   }
 
   std::shared_ptr<Backend> new_group(const std::vector<int>& group_ranks) override;
+
+  std::string host_path() const override {
+    if (c_.comm == MPI_COMM_NULL) return "";
+    if (c_.shared_memory) {
+      return "shared memory (Open MPI's shared-memory transport; dtr's own all_reduce, "
+             "broadcast and all_gather)";
+    }
+    return "MPI's transports (not every member shares memory with every other, or Open MPI's "
+           "btl selection leaves out shared memory; dtr's own all_reduce from 1 MiB)";
+  }
 
  protected:
   void run(CollectiveArgs& a, uint32_t tag, const std::string& what,
@@ -402,7 +476,7 @@ class MpiGroup final : public LibraryGroup {
     abandoned_ = true;
     MpiRuntime::get().abandon(req, std::move(memory));
   }
-  MPI_Comm comm_of(Channel c) const { return c.kind == Channel::Kind::Header ? comm_ : data_; }
+  MPI_Comm comm_of(Channel c) const { return c.kind == Channel::Kind::Header ? c_.comm : c_.data; }
   int tag_of(Channel c) const {
     if (c.kind == Channel::Kind::Header) return static_cast<int>(c.id);
     return static_cast<int>(c.id % (static_cast<uint64_t>(MpiRuntime::get().tag_ub()) + 1));
@@ -411,14 +485,28 @@ class MpiGroup final : public LibraryGroup {
   MPI_Request start(CollectiveArgs& a, std::vector<std::shared_ptr<void>>& memory,
                     std::optional<FlatBlocks>& flat, const std::string& what);
 
-  MPI_Comm comm_;
-  MPI_Comm data_;
+  Comms c_;
+  std::shared_ptr<std::vector<char>> scratch_ = std::make_shared<std::vector<char>>();
   std::atomic<uint64_t> children_{0};
   std::atomic<bool> abandoned_{false};  // a request of these communicators was given up
 };
 
-void MpiGroup::run(CollectiveArgs& a, uint32_t /*tag*/, const std::string& what,
+void MpiGroup::run(CollectiveArgs& a, uint32_t tag, const std::string& what,
                    Clock::time_point deadline) {
+  if (mpi_direct_takes(a, c_.shared_memory)) {
+    MpiDirectContext ctx;
+    ctx.comm = c_.direct;
+    ctx.rank = rank();
+    ctx.size = size();
+    ctx.tag = static_cast<int>(tag % (static_cast<uint32_t>(MpiRuntime::get().tag_ub()) + 1));
+    ctx.deadline = deadline;
+    ctx.stop = &closing_flag();
+    ctx.what = &what;
+    ctx.scratch = &scratch_;
+    ctx.give_up = giver();
+    run_mpi_direct(a, ctx);
+    return;
+  }
   std::vector<std::shared_ptr<void>> memory;  // what MPI reads and writes, if it is given up
   std::optional<FlatBlocks> flat;
   MPI_Request req = start(a, memory, flat, what);
@@ -437,7 +525,7 @@ MPI_Request MpiGroup::start(CollectiveArgs& a, std::vector<std::shared_ptr<void>
   for (const auto& t : a.outputs) memory.push_back(t.storage());
   MPI_Request req = MPI_REQUEST_NULL;
   if (a.op == CommOp::Barrier) {
-    check(MPI_Ibarrier(comm_, &req), what);
+    check(MPI_Ibarrier(c_.comm, &req), what);
     return req;
   }
   const bool gathers = a.op == CommOp::AllGather || a.op == CommOp::Gather;
@@ -451,20 +539,20 @@ MPI_Request MpiGroup::start(CollectiveArgs& a, std::vector<std::shared_ptr<void>
   int rc = MPI_SUCCESS;
   switch (a.op) {
     case CommOp::AllReduce:
-      rc = MPI_Iallreduce(MPI_IN_PLACE, out0, n, type, op, comm_, &req);
+      rc = MPI_Iallreduce(MPI_IN_PLACE, out0, n, type, op, c_.comm, &req);
       break;
     case CommOp::Broadcast:
-      rc = MPI_Ibcast(out0, n, type, a.root, comm_, &req);
+      rc = MPI_Ibcast(out0, n, type, a.root, c_.comm, &req);
       break;
     case CommOp::Reduce:  // the others' tensors are only read
-      rc = root ? MPI_Ireduce(MPI_IN_PLACE, out0, n, type, op, a.root, comm_, &req)
-                : MPI_Ireduce(out0, nullptr, n, type, op, a.root, comm_, &req);
+      rc = root ? MPI_Ireduce(MPI_IN_PLACE, out0, n, type, op, a.root, c_.comm, &req)
+                : MPI_Ireduce(out0, nullptr, n, type, op, a.root, c_.comm, &req);
       break;
     case CommOp::AllGather: {
       flat.emplace(a.outputs, false);
       char* own = flat->data() + block * rank();
       const void* in = a.inputs[0].raw_data() == own ? MPI_IN_PLACE : a.inputs[0].raw_data();
-      rc = MPI_Iallgather(in, n, type, flat->data(), n, type, comm_, &req);
+      rc = MPI_Iallgather(in, n, type, flat->data(), n, type, c_.comm, &req);
       break;
     }
     case CommOp::Gather: {
@@ -475,7 +563,7 @@ MPI_Request MpiGroup::start(CollectiveArgs& a, std::vector<std::shared_ptr<void>
         out = flat->data();
         if (in == out + block * rank()) in = MPI_IN_PLACE;
       }
-      rc = MPI_Igather(in, n, type, out, n, type, a.root, comm_, &req);
+      rc = MPI_Igather(in, n, type, out, n, type, a.root, c_.comm, &req);
       break;
     }
     case CommOp::Scatter: {
@@ -487,13 +575,13 @@ MPI_Request MpiGroup::start(CollectiveArgs& a, std::vector<std::shared_ptr<void>
         in = inputs->data();
         if (out == in + block * rank()) out = MPI_IN_PLACE;
       }
-      rc = MPI_Iscatter(in, n, type, out, n, type, a.root, comm_, &req);
+      rc = MPI_Iscatter(in, n, type, out, n, type, a.root, c_.comm, &req);
       break;
     }
     case CommOp::ReduceScatter: {
       auto inputs = std::make_shared<FlatBlocks>(a.inputs, true);
       memory.push_back(inputs);
-      rc = MPI_Ireduce_scatter_block(inputs->data(), out0, n, type, op, comm_, &req);
+      rc = MPI_Ireduce_scatter_block(inputs->data(), out0, n, type, op, c_.comm, &req);
       break;
     }
     default:
@@ -513,10 +601,6 @@ std::shared_ptr<Backend> MpiGroup::new_group(const std::vector<int>& group_ranks
   const std::string what = fmt::format("new_group {} (mpi, subgroup #{} of a group of {})",
                                        format_ranks(group_ranks), ++children_, size());
   // The task owns what it writes: when the wait below gives up, it may still run.
-  struct Comms {
-    MPI_Comm comm = MPI_COMM_NULL;
-    MPI_Comm data = MPI_COMM_NULL;
-  };
   auto made = std::make_shared<Comms>();
   // MPI_Comm_split is a blocking collective of this group: it runs in the group's
   // collective order, after a barrier that bounds the wait for the others.
@@ -524,7 +608,7 @@ std::shared_ptr<Backend> MpiGroup::new_group(const std::vector<int>& group_ranks
     check_usable(what);
     const auto deadline = Clock::now() + options().timeout;
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Ibarrier(comm_, &req), what);
+    check(MPI_Ibarrier(c_.comm, &req), what);
     try {
       wait_request(req, MPI_STATUS_IGNORE, deadline, closing_flag(), what);
     } catch (...) {
@@ -532,13 +616,12 @@ std::shared_ptr<Backend> MpiGroup::new_group(const std::vector<int>& group_ranks
       throw;
     }
     MPI_Comm split = MPI_COMM_NULL;
-    check(MPI_Comm_split(comm_, mine >= 0 ? 0 : MPI_UNDEFINED, mine, &split), what);
+    check(MPI_Comm_split(c_.comm, mine >= 0 ? 0 : MPI_UNDEFINED, mine, &split), what);
     if (split == MPI_COMM_NULL) return;
     MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
-    made->comm = split;
-    made->data = duplicate(split, deadline, closing_flag(), what);
+    *made = with_duplicates(split, deadline, closing_flag(), what);
   });
-  return std::make_shared<MpiGroup>(options(), mine, std::move(world), made->comm, made->data);
+  return std::make_shared<MpiGroup>(options(), mine, std::move(world), *made);
 }
 
 }  // namespace
@@ -591,10 +674,10 @@ std::shared_ptr<Backend> make_mpi_world_part(const ProcessGroupOptions& options,
         what, got_size, got_rank));
   }
   const std::atomic<bool> never{false};
-  MPI_Comm data = duplicate(comm, Clock::now() + options.timeout, never, what);
+  Comms comms = with_duplicates(comm, Clock::now() + options.timeout, never, what);
   std::vector<int> all(size);
   for (int i = 0; i < size; ++i) all[i] = i;
-  return std::make_shared<MpiGroup>(options, rank, std::move(all), comm, data);
+  return std::make_shared<MpiGroup>(options, rank, std::move(all), comms);
 }
 
 void mpi_stand_aside(std::chrono::milliseconds timeout, const std::string& what) {
@@ -628,11 +711,11 @@ std::shared_ptr<Backend> make_mpi_world(const ProcessGroupOptions& options) {
   const std::atomic<bool> never{false};
   const std::string what =
       fmt::format("init_process_group (mpi, rank {} of {})", rt.rank(), rt.size());
-  MPI_Comm comm = duplicate(MPI_COMM_WORLD, deadline, never, what);
-  MPI_Comm data = duplicate(MPI_COMM_WORLD, deadline, never, what);
+  Comms comms =
+      with_duplicates(duplicate(MPI_COMM_WORLD, deadline, never, what), deadline, never, what);
   std::vector<int> all(rt.size());
   for (int i = 0; i < rt.size(); ++i) all[i] = i;
-  return std::make_shared<MpiGroup>(options, rt.rank(), std::move(all), comm, data);
+  return std::make_shared<MpiGroup>(options, rt.rank(), std::move(all), comms);
 }
 
 }  // namespace dtr::pg

@@ -4,14 +4,18 @@
 // at the first mpi group with MPI_THREAD_MULTIPLE (refused when the library cannot give it)
 // and finalized at exit once no mpi group is left (call destroy_process_group() first).
 //
-// Each group owns two communicators: one for collectives and point-to-point headers, one for
-// payloads (LibraryGroup's protocol); both have MPI_ERRORS_RETURN, so an MPI error becomes a
-// TransportError naming the op instead of aborting the job. Every operation is MPI's
-// non-blocking form, tested until done (a short spin, then yields, then sleeps), so every
-// wait is bounded by Options::timeout. Reductions: MPI's built-in ops where they agree with
-// dtr's (sums and products of float32/float64/int32/int64, min/max of integers), dtr's
-// kernels (pg/reduce.hpp) as user ops otherwise (bool, float16, bfloat16, NaN-propagating
-// float min/max). Element counts and message sizes are MPI ints: a call over 2^31 - 1
+// Each group owns three communicators: one for MPI's collectives and point-to-point headers,
+// one for payloads (LibraryGroup's protocol), one for dtr's own collectives over
+// point-to-point messages (pg/mpi_direct.hpp: all_reduce, broadcast and all_gather when
+// every member shares memory with every other, large all_reduce otherwise; Open MPI's
+// non-blocking collectives cost several times its blocking ones). All have MPI_ERRORS_RETURN,
+// so an MPI error becomes a TransportError naming the op instead of aborting the job. Every
+// operation is non-blocking, tested until done (a short spin, then yields, then sleeps), so
+// every wait is bounded by Options::timeout. Reductions: in dtr's own collectives dtr's
+// kernels (pg/reduce.hpp), folded in rank order; in MPI's, MPI's built-in ops where they
+// agree with dtr's (sums and products of float32/float64/int32/int64, min/max of integers),
+// dtr's kernels as user ops otherwise (bool, float16, bfloat16, NaN-propagating float
+// min/max). Element counts and message sizes are MPI ints: a call of MPI's own over 2^31 - 1
 // elements (or a message over 2^31 - 1 bytes) is refused with InvalidArgument, and tags
 // must lie in [0, MPI_TAG_UB].
 //

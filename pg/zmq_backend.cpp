@@ -82,8 +82,9 @@ Block block_of(const local::Tensor& t) {
 // The state of one running collective on one rank.
 class Run {
  public:
+  // `what`: the call's name in messages (collective_name()).
   Run(Mesh& mesh, uint64_t group, uint64_t seq, const std::vector<int>& members, int rank,
-      const CollectiveArgs& a, DType dtype, int64_t count)
+      const CollectiveArgs& a, DType dtype, int64_t count, std::string what)
       : mesh_(mesh),
         group_(group),
         seq_(seq),
@@ -96,19 +97,12 @@ class Run {
         count_(count),
         sent_steps_(members.size(), 0),
         recv_steps_(members.size(), 0),
-        all_sends_(std::make_shared<SendTracker>()) {
+        all_sends_(std::make_shared<SendTracker>()),
+        what_(std::move(what)) {
     deadline_ = Clock::now() + mesh.options().timeout;
-    what_ = describe(a.op, seq, rank, p_);
-  }
-
-  // "all_reduce (collective #7) on rank 1 of a group of 4", for messages.
-  static std::string describe(CommOp op, uint64_t seq, int rank, int size) {
-    return fmt::format("{} (collective #{}) on rank {} of a group of {}", comm_op_name(op), seq,
-                       rank, size);
   }
 
   const std::string& what() const { return what_; }
-  void set_what(std::string what) { what_ = std::move(what); }
   int rank() const { return r_; }
   int size() const { return p_; }
   int64_t es() const { return es_; }
@@ -571,6 +565,7 @@ class ZmqGroup : public Backend {
     for (size_t i = 0; i < members_.size(); ++i) {
       if (members_[i] == mesh_->rank()) rank_ = static_cast<int>(i);
     }
+    call_suffix_ = fmt::format(" on rank {} of a group of {}", rank_, members_.size());
   }
   ~ZmqGroup() override {
     // The last handle on the mesh: shut it down first so that queued collectives fail at
@@ -666,8 +661,7 @@ class ZmqGroup : public Backend {
   Work collective(CollectiveArgs args) override {
     std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
     const uint64_t seq = ++seq_;
-    auto work = std::make_shared<Work::State>(
-        fmt::format("{} (collective #{}) on rank {}", comm_op_name(args.op), seq, rank_));
+    auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
     if (args.blocking && exec_.try_begin_inline()) {
       lock.unlock();
       execute(args, seq, *work);
@@ -698,8 +692,8 @@ class ZmqGroup : public Backend {
     args.inputs.push_back(local::empty(Shape{n}, DType::Int64));
     std::memcpy(args.inputs[0].raw_data(), words, static_cast<size_t>(n) * sizeof(int64_t));
     for (int q = 0; q < size(); ++q) args.outputs.push_back(local::empty(Shape{n}, DType::Int64));
-    Run run(*mesh_, setup, seq, members_, rank_, args, DType::Int64, n);
-    run.set_what(what + " (agreeing on the same-host path)");
+    Run run(*mesh_, setup, seq, members_, rank_, args, DType::Int64, n,
+            what + " (agreeing on the same-host path)");
     all_gather(run, args);
     run.finish();
     mesh_->finish_collective(setup, seq);
@@ -785,7 +779,7 @@ class ZmqGroup : public Backend {
     const local::Tensor* ref = reference_tensor(a);
     const DType dtype = ref != nullptr ? ref->meta().dtype : DType::Float32;
     const int64_t count = ref != nullptr ? ref->meta().numel() : 0;
-    const std::string what = Run::describe(a.op, seq, rank_, size());
+    const std::string& what = work.what;  // the call's name, made once (collective())
     try {
       if (mesh_->is_shut_down()) throw Error(what + ": the process group was shut down");
       if (!host_decided_) decide_host_path(what);
@@ -805,7 +799,7 @@ class ZmqGroup : public Backend {
       return;
     }
     // The sockets' state of this call (step counters, send trackers): built only here.
-    Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count);
+    Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count, what);
     try {
       run_on_sockets(run, a, dtype, count);
       run.finish();
@@ -877,6 +871,7 @@ class ZmqGroup : public Backend {
   uint64_t id_;
   std::vector<int> members_;
   int rank_ = -1;
+  std::string call_suffix_;  // " on rank 1 of a group of 4", for collective_name()
   std::mutex m_;
   uint64_t seq_ = 0;
   uint64_t children_ = 0;

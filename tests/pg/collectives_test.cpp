@@ -274,6 +274,42 @@ PG_BACKEND_TEST("collectives: all_reduce gives every rank bit-identical floats")
   }
 }
 
+// zmq's same-host path and mpi on one host fold every element as ((x0 + x1) + x2) + ...
+// in rank order (docs/process_groups.md): the result equals that loop, bit for bit, across
+// the small path, the pieces of a few KiB, and the chunked path over several segments.
+PG_BACKEND_TEST("collectives: all_reduce on one host folds in rank order") {
+  if (backend.is("gloo") || (backend.is("zmq") && !backend.same_host)) {
+    std::printf("SKIPPED: gloo and zmq's sockets reduce along a ring\n");
+    return;
+  }
+  auto data = [](int rank, int64_t n) {
+    std::mt19937 gen(977 + rank);
+    std::normal_distribution<float> dist(0.f, 1e3f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = dist(gen) * std::exp(dist(gen) * 1e-3f);
+    return v;
+  };
+  for (int p : {3, 4}) {
+    for (int64_t n : {int64_t{1}, int64_t{900}, int64_t{3000}, int64_t{600001}}) {
+      CAPTURE(p);
+      CAPTURE(n);
+      check_no_errors(run_ranks(backend, p, [&](ProcessGroup& g) {
+        auto t = local::from_vector(data(g.rank(), n));
+        g.all_reduce(t, ReduceOp::Sum);
+        if (backend.is("mpi") && g.host_path().rfind("shared memory", 0) != 0) return;
+        std::vector<float> want = data(0, n);
+        for (int q = 1; q < p; ++q) {
+          const std::vector<float> x = data(q, n);
+          for (size_t i = 0; i < want.size(); ++i) want[i] = want[i] + x[i];
+        }
+        if (std::memcmp(want.data(), t.data<float>(), want.size() * sizeof(float)) != 0) {
+          throw Error("the result differs from the rank-order fold (path: " + g.host_path() + ")");
+        }
+      }));
+    }
+  }
+}
+
 PG_BACKEND_TEST("collectives: async forms with several in flight") {
   check_no_errors(run_ranks(backend, 3, [&](ProcessGroup& g) {
     std::vector<local::Tensor> ts;
