@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "protocol/same_host.hpp"
 #include "reduce.hpp"
 #include "util.hpp"
 
@@ -17,6 +18,8 @@ namespace {
 
 // How long a closed connection may wait for the peer's goodbye before it counts as death.
 constexpr auto kDisconnectGrace = std::chrono::milliseconds(250);
+// The largest payload by address a receiver copies before a receive takes it.
+constexpr uint64_t kMaxStagedBytes = uint64_t{1} << 40;
 // I/O loop tick: deadlines and disconnect verdicts are checked at least this often.
 constexpr auto kTick = std::chrono::milliseconds(20);
 // The small-message path: how long the I/O thread keeps away from the ROUTER after the last
@@ -30,6 +33,7 @@ constexpr auto kFastSlice = std::chrono::milliseconds(2);
 // The mesh whose FastReader scope the calling thread is in.
 thread_local Mesh* t_fast_mesh = nullptr;
 std::atomic<uint64_t> g_fast_reads{0}, g_io_reads{0};
+std::atomic<uint64_t> g_by_address{0};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -203,6 +207,7 @@ void Mesh::connect(int rank, const std::vector<std::string>& endpoints, uint64_t
   endpoints_ = endpoints;
   token_ = token;
   peers_.assign(world_, Peer{});
+  peer_pids_.assign(world_, 0);
   const int hb = static_cast<int>(std::max<int64_t>(options_.heartbeat_timeout.count(), 100));
   for (int j = 0; j < world_; ++j) {
     auto d = std::make_unique<Dealer>();
@@ -398,7 +403,7 @@ void Mesh::serve_until(Work::State& work, Clock::time_point deadline) {
 }
 
 MeshReadCounts mesh_read_counts() {
-  return {g_fast_reads.load(), g_io_reads.load()};
+  return {g_fast_reads.load(), g_io_reads.load(), g_by_address.load()};
 }
 
 Mesh::FastReader::FastReader(Mesh& mesh) : mesh_(mesh), previous_(t_fast_mesh) {
@@ -523,6 +528,7 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
     if (req.members[i] == h.src) src_group = static_cast<int>(i);
   }
   try {
+    if (!msg.error.empty()) throw_coded(msg.error_code, req.what + ": " + msg.error);
     const auto got_dtype = static_cast<DType>(h.dtype);
     if (got_dtype != dt) {
       throw DTypeError(
@@ -536,6 +542,11 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
                                    describe(req.tensor.meta())));
     }
     const uint64_t bytes = static_cast<uint64_t>(numel) * element_size(dt);
+    if (static_cast<MsgKind>(h.kind) == MsgKind::DataAt) {
+      read_by_address(msg, req.tensor.raw_data(), bytes, req.what, src_group);
+      req.work->complete(nullptr, src_group);
+      return;
+    }
     if (msg.bytes() != bytes) {
       throw ProtocolError(
           fmt::format("{}: rank {} sent {} payload bytes for {} elements ({} expected)", req.what,
@@ -544,8 +555,138 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
     msg.copy_to(req.tensor.raw_data(), numel, dt);
     req.work->complete(nullptr, src_group);
   } catch (...) {
+    if (static_cast<MsgKind>(h.kind) == MsgKind::DataAt) {
+      // A mismatched receive does not take the payload: the sender may let it go.
+      WireHeader released;
+      released.kind = static_cast<uint8_t>(MsgKind::Released);
+      std::memcpy(&released.seq,
+                  static_cast<const char*>(msg.payload.data()) + offsetof(AddressPayload, offer),
+                  sizeof released.seq);
+      try {
+        send(h.src, released, Payload{});
+      } catch (const Error&) {
+      }
+    }
     req.work->complete(std::current_exception(), src_group);
   }
+}
+
+void Mesh::read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const std::string& what,
+                           int src_group) {
+  AddressPayload at;
+  std::memcpy(&at, msg.payload.data(), sizeof at);
+  const int src = msg.h.src;
+  int64_t pid = 0;
+  {
+    std::lock_guard lock(m_);
+    pid = peer_pids_[src];
+  }
+  WireHeader released;
+  released.kind = static_cast<uint8_t>(MsgKind::Released);
+  released.seq = at.offer;
+  try {
+    if (pid <= 0) {
+      throw ProtocolError(fmt::format(
+          "{}: rank {} sent its payload by address, but no group of both agreed that they share "
+          "this host",
+          what, src_group));
+    }
+    protocol::read_process_memory(static_cast<uint32_t>(pid), at.address, dst,
+                                  static_cast<size_t>(bytes), what);
+    g_by_address.fetch_add(1, std::memory_order_relaxed);
+    if (static_cast<DType>(msg.h.dtype) == DType::Bool) {
+      copy_elements(dst, dst, static_cast<int64_t>(bytes), DType::Bool);  // bytes to 0 or 1
+    }
+  } catch (...) {
+    try {
+      send(src, released, Payload{});
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  send(src, released, Payload{});
+}
+
+bool Mesh::match_pending(std::unique_lock<std::mutex>& lock, Incoming& in) {
+  const WireHeader& h = in.h;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    const bool match = it->group == h.group && it->tag == h.seq &&
+                       (it->src == kAnySource ? std::find(it->members.begin(), it->members.end(),
+                                                          h.src) != it->members.end()
+                                              : it->src == h.src);
+    if (match) {
+      RecvRequest req = std::move(*it);
+      pending_.erase(it);
+      count_pending();
+      lock.unlock();
+      complete_recv(req, in);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Mesh::stage_by_address(Incoming& in) {
+  const uint64_t es = element_size(static_cast<DType>(in.h.dtype));
+  const std::string what =
+      fmt::format("a send from rank {} (tag {})", in.h.src, static_cast<int64_t>(in.h.seq));
+  try {
+    if (in.h.count < 0 || static_cast<uint64_t>(in.h.count) > kMaxStagedBytes / es) {
+      throw ProtocolError(fmt::format("{}: {} elements offered by address", what, in.h.count));
+    }
+    const uint64_t bytes = static_cast<uint64_t>(in.h.count) * es;
+    zmq::message_t staged(static_cast<size_t>(bytes));
+    read_by_address(in, staged.data(), bytes, what, in.h.src);
+    in.h.kind = static_cast<uint8_t>(MsgKind::Data);
+    in.h.payload = bytes;
+    in.payload = std::move(staged);
+  } catch (const std::exception& e) {
+    in.error = e.what();  // the receive that takes it fails with this
+    in.error_code = code_of(std::current_exception());
+  }
+}
+
+void Mesh::set_peer_pid(int r, int64_t pid) {
+  std::lock_guard lock(m_);
+  if (r >= 0 && r < world_ && r != rank_) peer_pids_[r] = pid;
+}
+
+void Mesh::send_by_address(int dst, WireHeader h, const local::Tensor& t,
+                           std::shared_ptr<Work::State> work, Clock::time_point deadline,
+                           std::string what) {
+  auto at = std::make_shared<AddressPayload>();
+  at->address = reinterpret_cast<uintptr_t>(t.raw_data());
+  {
+    std::lock_guard lock(m_);
+    at->offer = next_offer_++;
+    offers_[at->offer] = Offer{t.storage(), work, dst, deadline, std::move(what)};
+  }
+  h.kind = static_cast<uint8_t>(MsgKind::DataAt);
+  Payload p;
+  p.data = at.get();
+  p.bytes = sizeof *at;
+  p.keepalive = at;
+  try {
+    send(dst, h, std::move(p));
+  } catch (...) {
+    std::lock_guard lock(m_);
+    offers_.erase(at->offer);
+    throw;
+  }
+}
+
+void Mesh::on_released(const WireHeader& h) {
+  std::shared_ptr<Work::State> work;
+  std::shared_ptr<void> keepalive;  // let go outside the lock (it may free the tensor)
+  {
+    std::lock_guard lock(m_);
+    auto it = offers_.find(h.seq);
+    if (it == offers_.end() || it->second.dst != h.src) return;  // not an offer to that rank
+    work = std::move(it->second.work);
+    keepalive = std::move(it->second.keepalive);
+    offers_.erase(it);
+  }
+  work->complete();  // no effect when it failed already
 }
 
 void Mesh::post_recv(RecvRequest req) {
@@ -614,6 +755,19 @@ void Mesh::mark_peer(int r, PeerState s, std::string reason) {
       ++it;
     }
   }
+  // Payloads r offered by address and nobody took yet: r's memory may be gone.
+  unexpected_.remove_if([r](const Incoming& in) {
+    return in.h.src == r && static_cast<MsgKind>(in.h.kind) == MsgKind::DataAt;
+  });
+  for (auto it = offers_.begin(); it != offers_.end();) {
+    if (it->second.dst == r) {
+      it->second.work->complete(
+          make_coded(ErrCode::Transport, it->second.what + ": " + peers_[r].reason));
+      it = offers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   cv_.notify_all();
 }
 
@@ -649,7 +803,7 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
     return;
   }
   const auto kind = static_cast<MsgKind>(h.kind);
-  Incoming in{h, f.size() >= 3 ? std::move(f[2]) : zmq::message_t(), {}};
+  Incoming in{h, f.size() >= 3 ? std::move(f[2]) : zmq::message_t(), {}, {}, ErrCode::Error};
   for (size_t i = 3; i < f.size(); ++i) in.more.push_back(std::move(f[i]));
   std::unique_lock lock(m_);
   switch (kind) {
@@ -675,23 +829,24 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
       cv_.notify_all();
       return;
     }
+    case MsgKind::Released:
+      lock.unlock();
+      on_released(h);
+      return;
     case MsgKind::Data:
+    case MsgKind::DataAt:
       break;
   }
   if (static_cast<CommOp>(h.op) == CommOp::Send) {
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      const bool match = it->group == h.group && it->tag == h.seq &&
-                         (it->src == kAnySource ? std::find(it->members.begin(), it->members.end(),
-                                                            h.src) != it->members.end()
-                                                : it->src == h.src);
-      if (match) {
-        RecvRequest req = std::move(*it);
-        pending_.erase(it);
-        count_pending();
-        lock.unlock();
-        complete_recv(req, in);
-        return;
-      }
+    if (match_pending(lock, in)) return;
+    if (kind == MsgKind::DataAt) {
+      // Nobody receives it yet: its bytes are copied here now, so that the sender's send
+      // completes as on the sockets (a send does not wait for its receive). Messages are
+      // filed one at a time (router_m_), so none overtakes it meanwhile.
+      lock.unlock();
+      stage_by_address(in);
+      lock.lock();
+      if (match_pending(lock, in)) return;
     }
     unexpected_.push_back(std::move(in));
     return;
@@ -757,6 +912,14 @@ void Mesh::sweep(Clock::time_point now) {
       it = watches_.erase(it);
     } else {
       ++it;
+    }
+  }
+  for (auto& [id, offer] : offers_) {
+    if (!offer.failed && now >= offer.deadline) {
+      offer.failed = true;  // held on: the receiver may still read it
+      offer.work->complete(make_coded(
+          ErrCode::Timeout, fmt::format("{}: the receiver did not take the payload within {} ms",
+                                        offer.what, options_.timeout.count())));
     }
   }
 }
@@ -880,6 +1043,11 @@ void Mesh::shutdown() {
       }
     }
     watches_.clear();
+    // Offers stay held (a receiver may be reading them) until the mesh is destroyed.
+    for (auto& [id, offer] : offers_) {
+      offer.work->complete(
+          make_coded(ErrCode::Error, offer.what + ": the process group was shut down"));
+    }
     cv_.notify_all();
   }
   if (running) {

@@ -97,6 +97,10 @@ struct Incoming {
   WireHeader h;
   zmq::message_t payload;            // the payload's first (or only) frame
   std::vector<zmq::message_t> more;  // its further frames (payloads over kMaxFrameBytes)
+  // Set when a payload by address could not be read on arrival (Mesh::stage_by_address):
+  // the receive that takes this message fails with it (error_code: its class).
+  std::string error;
+  ErrCode error_code = ErrCode::Error;
   // Payload bytes in all frames (h.payload, checked on arrival).
   uint64_t bytes() const { return h.payload; }
   // Copies the payload (numel elements of dtype) to dst, frame by frame.
@@ -115,11 +119,12 @@ struct Payload {
   zmq::message_t* forward = nullptr;  // when set, sent instead of data (moved from)
 };
 
-// Messages read so far by FastReader threads and by I/O threads, over every mesh of the
-// process (for tests of the small-message path).
+// Messages read so far by FastReader threads and by I/O threads, and point-to-point
+// payloads read by address, over every mesh of the process (for tests).
 struct MeshReadCounts {
   uint64_t by_callers = 0;
   uint64_t by_io_threads = 0;
+  uint64_t by_address = 0;
 };
 MeshReadCounts mesh_read_counts();
 
@@ -196,6 +201,19 @@ class Mesh {
   void watch_send(std::shared_ptr<SendTracker> t, std::shared_ptr<Work::State> work, int dst,
                   Clock::time_point deadline, std::string what);
 
+  // -- point-to-point payloads by address (ranks on one host; wire.hpp, DataAt) --
+  // World rank r runs as process `pid` on this host, which a group's same-host agreement
+  // proved this process may read: payloads r sends by address are read from it.
+  void set_peer_pid(int r, int64_t pid);
+  // Sends `t` (a send's header `h`) to world rank dst by address: dst reads the bytes from
+  // this process and answers Released, which completes `work`. The Work fails when dst
+  // dies or leaves, when the mesh shuts down, or at `deadline` (nobody took the payload);
+  // the tensor's storage is held until the release or dst's end either way, since dst may
+  // still read it.
+  void send_by_address(int dst, WireHeader h, const local::Tensor& t,
+                       std::shared_ptr<Work::State> work, Clock::time_point deadline,
+                       std::string what);
+
   // Marks the calling thread's scope as one that runs collectives on this mesh: take()
   // then reads the ROUTER itself when it can (see above). Scopes may nest on one thread.
   class FastReader {
@@ -241,6 +259,15 @@ class Mesh {
     Clock::time_point deadline;
     std::string what;
   };
+  // A payload sent by address, held until its receiver releases it.
+  struct Offer {
+    std::shared_ptr<void> keepalive;
+    std::shared_ptr<Work::State> work;
+    int dst;
+    Clock::time_point deadline;
+    std::string what;
+    bool failed = false;  // the Work failed (deadline); the storage is still held
+  };
   struct Dealer {
     std::mutex m;
     zmq::socket_t sock;
@@ -268,6 +295,18 @@ class Mesh {
   void fail_p2p_for(int r,
                     std::vector<std::pair<std::shared_ptr<Work::State>, std::exception_ptr>>& out);
   void complete_recv(RecvRequest& req, Incoming& msg);
+  // Copies a DataAt message's payload from its sender's process into `dst` (`bytes` bytes);
+  // throws naming `what`. Then, or on failure, answers Released.
+  void read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const std::string& what,
+                       int src_group);
+  // Drops the offer Released names (h.src its receiver) and completes its Work.
+  void on_released(const WireHeader& h);
+  // Completes the first pending receive `in` matches (unlocking `lock`, held on entry);
+  // false when none matches (still locked).
+  bool match_pending(std::unique_lock<std::mutex>& lock, Incoming& in);
+  // A DataAt nobody receives yet: reads its bytes into the message, which becomes a Data
+  // message (or carries the error).
+  void stage_by_address(Incoming& in);
   std::string peer_failure(int r) const;  // lock held
   void count_pending();                   // lock held: updates pending_count_
 
@@ -305,6 +344,9 @@ class Mesh {
   std::list<Incoming> unexpected_;  // p2p messages no receive was posted for, arrival order
   std::list<RecvRequest> pending_;  // posted p2p receives, posting order
   std::list<SendWatch> watches_;
+  std::map<uint64_t, Offer> offers_;  // by id
+  uint64_t next_offer_ = 1;
+  std::vector<int64_t> peer_pids_;  // by world rank; 0: not known to share this host
   std::string bad_peer_text_;
 };
 

@@ -3,6 +3,12 @@
 // a fixed little-endian POD; check_header() and check_frames() check every field and every
 // frame's size before anything uses them.
 //
+// Version 2 added the point-to-point payload by address between ranks on one host: DataAt
+// is a Data message of a send whose payload is an AddressPayload (where the tensor's bytes
+// lie in the sender, and the offer's id) instead of the bytes; the receiver reads them
+// from the sender's process (whose pid the group's same-host agreement proved) and answers
+// Released (seq: the offer's id), after which the sender lets the tensor go.
+//
 // Thread safety: value types and pure functions.
 #pragma once
 
@@ -16,9 +22,16 @@
 namespace dtr::pg {
 
 inline constexpr uint32_t kWireMagic = 0x47505444;  // "DTPG"
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;
 
-enum class MsgKind : uint8_t { Hello = 1, Data = 2, Abort = 3, Goodbye = 4 };
+enum class MsgKind : uint8_t {
+  Hello = 1,
+  Data = 2,
+  Abort = 3,
+  Goodbye = 4,
+  DataAt = 5,
+  Released = 6
+};
 
 // Error classes carried by an Abort so that every rank throws the same type.
 enum class ErrCode : uint8_t {
@@ -49,6 +62,13 @@ struct WireHeader {
   uint32_t step = 0;
 };
 static_assert(sizeof(WireHeader) == 64);
+
+// The payload of a DataAt message.
+struct AddressPayload {
+  uint64_t address = 0;  // the tensor's first byte in the sender's process
+  uint64_t offer = 0;    // the sender's id of this offer, echoed by Released
+};
+static_assert(sizeof(AddressPayload) == 16);
 
 // Largest Abort text accepted.
 inline constexpr uint64_t kMaxAbortText = 4096;
@@ -105,11 +125,18 @@ inline std::string check_header(const WireHeader& h, uint64_t token, int world_s
   if (h.magic != kWireMagic) return "bad magic";
   if (h.version != kWireVersion) return "protocol version " + std::to_string(h.version);
   if (h.token != token) return "message from another job (token mismatch)";
-  if (h.kind < 1 || h.kind > 4) return "unknown message kind " + std::to_string(h.kind);
+  if (h.kind < 1 || h.kind > 6) return "unknown message kind " + std::to_string(h.kind);
   if (h.src < 0 || h.src >= world_size) return "sender rank " + std::to_string(h.src);
   if (h.op >= kNumCommOps) return "unknown op " + std::to_string(h.op);
   const auto kind = static_cast<MsgKind>(h.kind);
-  if (kind == MsgKind::Data) {
+  if (kind == MsgKind::DataAt) {
+    if (h.op != static_cast<uint8_t>(CommOp::Send)) return "a payload by address outside a send";
+    if (h.payload != sizeof(AddressPayload)) {
+      return "payload by address of " + std::to_string(h.payload) + " bytes (expected " +
+             std::to_string(sizeof(AddressPayload)) + ")";
+    }
+  }
+  if (kind == MsgKind::Data || kind == MsgKind::DataAt) {
     if (!is_valid_dtype(h.dtype)) return "unknown dtype " + std::to_string(h.dtype);
     if (h.count < 0) return "negative element count";
     if (h.reduce > static_cast<uint8_t>(ReduceOp::Avg)) return "unknown reduce op";
@@ -118,7 +145,8 @@ inline std::string check_header(const WireHeader& h, uint64_t token, int world_s
     return "abort text of " + std::to_string(h.payload) + " bytes (at most " +
            std::to_string(kMaxAbortText) + ")";
   }
-  if (kind != MsgKind::Data && kind != MsgKind::Abort && h.payload != 0) {
+  if (kind != MsgKind::Data && kind != MsgKind::DataAt && kind != MsgKind::Abort &&
+      h.payload != 0) {
     return "unexpected payload of " + std::to_string(h.payload) + " bytes in a message of kind " +
            std::to_string(h.kind) + " (expected none)";
   }

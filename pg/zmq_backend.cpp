@@ -590,7 +590,7 @@ class ZmqGroup : public Backend {
     return std::make_shared<ZmqGroup>(mesh_, mix(id_ ^ mix(child)), std::move(world), arena_);
   }
 
-  Work isend(const local::Tensor& t, int dst, int tag, bool /*blocking*/) override {
+  Work isend(const local::Tensor& t, int dst, int tag, bool blocking) override {
     const std::string what = fmt::format("send from rank {} to rank {} (tag {})", rank_, dst, tag);
     auto work = std::make_shared<Work::State>(what);
     WireHeader h;
@@ -601,6 +601,19 @@ class ZmqGroup : public Backend {
     h.count = t.meta().numel();
     h.dtype = static_cast<uint8_t>(t.meta().dtype);
     const size_t bytes = static_cast<size_t>(t.meta().numel()) * element_size(t.meta().dtype);
+    if (bytes >= protocol::kSameHostMinBytes && by_address_.load()) {
+      // The receiver reads the bytes from this process (wire.hpp, DataAt); a blocking send
+      // reads the release itself, as a blocking receive reads its message.
+      const auto deadline = Clock::now() + mesh_->options().timeout;
+      try {
+        mesh_->send_by_address(members_[dst], h, t, work, deadline, what);
+      } catch (...) {
+        work->complete(std::current_exception());
+        return Work(work);
+      }
+      if (blocking) mesh_->serve_until(*work, deadline);
+      return Work(work);
+    }
     if (bytes <= kSmallSendBytes) {
       // Copied into the message: the tensor is free at once, and the Work completes here
       // instead of when ZeroMQ's I/O thread lets go of the frame (a thread hand-off).
@@ -758,6 +771,11 @@ class ZmqGroup : public Backend {
     }
     std::unique_ptr<shm::GroupPath> path;
     if (why.empty()) path = shm::GroupPath::open(arena_->arena, id_, all, rank_, &why);
+    // This rank may read every peer (open() checked): payloads they send by address are
+    // read from these processes.
+    if (path) {
+      for (int q = 0; q < p; ++q) mesh_->set_peer_pid(members_[q], all[q].pid);
+    }
     const int64_t yes = path ? 1 : 0;
     const std::vector<int64_t> votes = gather_words(&yes, 1, 2, what);
     for (int q = 0; q < p && why.empty(); ++q) {
@@ -766,6 +784,7 @@ class ZmqGroup : public Backend {
     if (why.empty()) {
       host_ = std::move(path);
       slot = -1;  // host_ releases it
+      by_address_ = true;
     }
     return why;
   }
@@ -878,6 +897,8 @@ class ZmqGroup : public Backend {
   std::shared_ptr<const HostArena> arena_;
   bool host_decided_ = false;  // the collectives' thread only
   std::unique_ptr<shm::GroupPath> host_;
+  // Sends of 64 KiB or more go by address (set once the same-host path is agreed).
+  std::atomic<bool> by_address_{false};
   mutable std::mutex note_m_;
   std::string host_note_;
   Executor exec_;

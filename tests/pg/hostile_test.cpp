@@ -580,6 +580,32 @@ TEST_CASE("pg hostile: a member's frames that disagree with the header fail nami
     CHECK_MESSAGE(contains(e, "rank 1 (tcp://"), e);
     CHECK_MESSAGE(contains(e, "payload frame 2 of 5 has 100 bytes, expected 262144"), e);
   }
+  SUBCASE("point to point by address: refused from a rank never agreed to share this host") {
+    FakeRank1 fake;
+    pg::WireHeader h = header(pg::MsgKind::DataAt, fake.token(), 1);
+    h.op = static_cast<uint8_t>(CommOp::Send);
+    h.group = 1;
+    h.seq = 1;
+    h.count = 1 << 20;
+    h.dtype = static_cast<uint8_t>(DType::Float32);
+    h.payload = sizeof(pg::AddressPayload);
+    pg::AddressPayload at;
+    at.address = 4096;
+    at.offer = 1;
+    const std::string where(reinterpret_cast<const char*>(&at), sizeof at);
+    fake.dealer().send({bytes_of(h), where});
+    auto t = local::zeros(Shape{1 << 20});
+    std::string e = message_of<ProtocolError>([&] { fake.group().recv(t, 1, 1); });
+    CHECK_MESSAGE(contains(e, "sent its payload by address, but no group of both agreed"), e);
+    // Well formed but not a send, and an address payload of the wrong size: rank 1 is failed.
+    auto result = in_background([&] { fake.group().recv(t, 1, 2); });
+    h.seq = 2;
+    h.payload = 8;
+    fake.dealer().send({bytes_of(h), where.substr(0, 8)});
+    e = wait_result(result);
+    CHECK_MESSAGE(contains(e, "rank 1 (tcp://"), e);
+    CHECK_MESSAGE(contains(e, "payload by address of 8 bytes (expected 16)"), e);
+  }
 }
 
 TEST_CASE("pg hostile: the tcp store drops malformed and oversized requests and keeps serving") {
