@@ -1,6 +1,6 @@
 // Internal: the mpi backend's own collectives over MPI point-to-point messages
 // (pg/mpi_direct.cpp), for all_reduce, broadcast up to kDirectBroadcastMax bytes and
-// all_gather.
+// all_gather; which calls take them is mpi_direct_takes().
 //
 // Why: the backend must bound every wait by the group's timeout, so it cannot call MPI's
 // blocking collectives; Open MPI implements the non-blocking ones (MPI_Iallreduce, ...)
@@ -8,8 +8,9 @@
 // collectives over shared memory and reaches under half their bandwidth there. These
 // algorithms post MPI_Isend/MPI_Irecv on a communicator of their own and test them until
 // done, as every other wait of the backend:
-//  - all_reduce up to kDirectSmallBytes: every rank sends its tensor to every other and
-//    folds all of them in rank order;
+//  - all_reduce up to kDirectSmallBytes: every rank sends its tensor to every other (in
+//    pieces of kPieceBytes, which fit one eager message of Open MPI's shared-memory
+//    transport, all posted at once) and folds all of them in rank order;
 //  - larger all_reduce: the tensor is cut into p chunks; rank q folds chunk q from every
 //    rank in rank order, kSegmentBytes at a time, and sends the result to the others
 //    (2(p-1)/p of the tensor in and out per rank, as a ring, with one round per segment

@@ -283,7 +283,9 @@ TEST_CASE("same host: point-to-point payloads of 64 KiB or more are read in plac
         if (i == 0) g.send(noise(0, 1000), 1);
         auto few = local::zeros(Shape{1000});
         if (i == 1) g.recv(few, 0);
-        if (i == 1 && big_reads - before != 2) {  // the exchange and the bool payload
+        // The exchange and the bool payload; the mismatched one too when it arrived before its
+        // receive (copied on arrival).
+        if (i == 1 && (big_reads - before < 2 || big_reads - before > 3)) {
           throw Error("payloads read by address: " + std::to_string(big_reads - before));
         }
         if (reads() != big_reads) throw Error("a small payload was read by address");
