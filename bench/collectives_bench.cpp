@@ -8,7 +8,8 @@
 //                 --transport mpi-shm ...
 //
 // zmq reports the collectives of ranks on one host as transport "shm" (the same-host path,
-// pg/shm_path.hpp; DTR_SAME_HOST=0 keeps them on --transport's sockets).
+// pg/shm_path.hpp; DTR_SAME_HOST=0 keeps them on --transport's sockets), and their ping-pong
+// too (sends of 64 KiB or more go by address; smaller ones use --transport's sockets).
 // --backend gloo reports transport "gloo"; with --backend mpi, --transport is only the label
 // of the rows (mpirun's --mca btl chooses the transport). gloo and mpi run without the
 // per-collective signature check (ProcessGroupOptions::verify_collectives) unless --verify
@@ -180,8 +181,8 @@ int main(int argc, char** argv) {
     dtr::ProcessGroup pg = open_group(backend, transport, verify);
     if (backend == "gloo") transport = "gloo";
     // zmq: collectives of ranks on one host take the same-host path unless DTR_SAME_HOST=0
-    // (the first collective decides); their rows say "shm", point to point stays on the
-    // sockets of --transport.
+    // (the first collective decides), and so do sends of 64 KiB or more after it; their rows
+    // say "shm" (smaller sends stay on the sockets of --transport).
     pg.barrier();
     const std::string collective_transport =
         backend == "zmq" && pg.host_path() == "shared memory" ? "shm" : transport;
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
           "RESULT {\"suite\":\"dtr-pg\",\"bench\":\"%s\",\"transport\":\"%s\",\"world\":%d,"
           "\"bytes\":%lld,\"iters\":%zu,\"median_us\":%.3f,\"p99_us\":%.3f,\"rate\":%.6g,"
           "\"unit\":\"GB/s\",\"note\":\"%s (backend %s%s)\"}\n",
-          bench.c_str(), (bench == "sendrecv_pingpong" ? transport : collective_transport).c_str(),
+          bench.c_str(), collective_transport.c_str(),
           n, static_cast<long long>(bytes), r.iters, r.median_us, r.p99_us, r.busbw_gbs, note,
           backend.c_str(), checked.c_str());
       std::fflush(stdout);

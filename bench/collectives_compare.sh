@@ -51,10 +51,10 @@ for round in $(seq 1 "${rounds}"); do
     scale=1
     [[ "${w}" == 4 ]] && scale=0.5
     [[ "${QUICK:-0}" == 1 ]] && scale=0.02
-    # Collectives through shared memory (the default for ranks on one host), then on the
-    # sockets (DTR_SAME_HOST=0), over tcp and ipc.
+    # Collectives and sends of 64 KiB or more through shared memory (the default for ranks
+    # on one host), then everything on the sockets (DTR_SAME_HOST=0), over tcp and ipc.
     step "dtr_w${w}_shm" 300 "${build}/launcher/dtr-exec" -n "${w}" --timeout 280 \
-      "${build}/bench/dtr_collectives_bench" --transport ipc --ops all_reduce,broadcast,all_gather \
+      "${build}/bench/dtr_collectives_bench" --transport ipc \
       --scale "${scale}" "${dtr_sizes[@]}"
     for tr in tcp ipc; do
       step "dtr_w${w}_${tr}" 300 env DTR_SAME_HOST=0 "${build}/launcher/dtr-exec" -n "${w}" \
