@@ -35,10 +35,6 @@ uint32_t collective_tag(uint64_t seq, bool signature) {
   return static_cast<uint32_t>((seq << 1) | (signature ? 1 : 0));
 }
 
-std::string describe_source(int src) {
-  return src == kAnySource ? std::string("any rank") : fmt::format("rank {}", src);
-}
-
 // The Avg step after the library summed (every rank holding a result divides it).
 void finish_average(CollectiveArgs& a, int rank, int size) {
   if (a.reduce != ReduceOp::Avg || a.outputs.empty()) return;
@@ -234,7 +230,7 @@ void LibraryGroup::complete_with(bool blocking, const std::shared_ptr<Work::Stat
 
 Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking) {
   auto op = std::make_shared<SendOp>();
-  op->what = fmt::format("send from rank {} to rank {} (tag {}, {})", rank_, dst, tag, name_);
+  op->what = concat("send from rank ", rank_, " to rank ", dst, " (tag ", tag, ", ", name_, ")");
   op->deadline = Clock::now() + options_.timeout;
   auto work = std::make_shared<Work::State>(op->what);
   try {
@@ -282,7 +278,9 @@ void LibraryGroup::finish_send(SendOp& op) {
 Work LibraryGroup::irecv(const local::Tensor& t, int src, int tag, bool blocking) {
   auto op = std::make_shared<RecvOp>();
   op->what =
-      fmt::format("recv on rank {} from {} (tag {}, {})", rank_, describe_source(src), tag, name_);
+      src == kAnySource
+          ? concat("recv on rank ", rank_, " from any rank (tag ", tag, ", ", name_, ")")
+          : concat("recv on rank ", rank_, " from rank ", src, " (tag ", tag, ", ", name_, ")");
   op->deadline = Clock::now() + options_.timeout;
   op->tensor = t;
   auto work = std::make_shared<Work::State>(op->what);

@@ -435,7 +435,7 @@ class MpiGroup final : public LibraryGroup {
 
   std::unique_ptr<Transfer> post_send(int dst, Channel c, const void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
-    const std::string what = fmt::format("MPI send to rank {}", dst);
+    const std::string what = concat("MPI send to rank ", dst);
     MPI_Request req = MPI_REQUEST_NULL;
     check(MPI_Isend(data, to_int(static_cast<int64_t>(bytes), what), MPI_BYTE, dst, tag_of(c),
                     comm_of(c), &req),

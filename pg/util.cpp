@@ -69,15 +69,7 @@ std::string local_address_towards(const std::string& ip) {
 }
 
 std::string collective_name(CommOp op, uint64_t seq, std::string_view suffix) {
-  const std::string_view name = comm_op_name(op);
-  char digits[24];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), seq);
-  (void)ec;  // 24 characters hold any uint64
-  constexpr std::string_view kMid = " (collective #";
-  std::string s;
-  s.reserve(name.size() + kMid.size() + static_cast<size_t>(end - digits) + 1 + suffix.size());
-  s.append(name).append(kMid).append(digits, end).append(")").append(suffix);
-  return s;
+  return concat(comm_op_name(op), " (collective #", seq, ")", suffix);
 }
 
 std::string format_ranks(const std::vector<int>& ranks) {

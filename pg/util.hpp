@@ -3,9 +3,11 @@
 // Thread safety: pure functions (getaddrinfo is thread-safe).
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "dtr/process_group.hpp"
@@ -20,9 +22,32 @@ std::string resolve_ipv4(const std::string& host);
 std::string local_address_towards(const std::string& ip);
 // "[0, 1, 3]".
 std::string format_ranks(const std::vector<int>& ranks);
+namespace detail {
+inline void append_part(std::string& s, std::string_view v) {
+  s.append(v);
+}
+template <typename T>
+requires std::is_integral_v<T>
+void append_part(std::string& s, T v) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  (void)ec;  // 24 characters hold any 64-bit integer
+  s.append(digits, end);
+}
+}  // namespace detail
+
+// Strings and integers put together in one allocation: the names in messages that every
+// call builds ("send from rank 0 to rank 1 (tag 5, mpi)"), cheaper than fmt::format.
+template <typename... Parts>
+std::string concat(const Parts&... parts) {
+  std::string s;
+  s.reserve(96);
+  (detail::append_part(s, parts), ...);
+  return s;
+}
+
 // A collective's name in messages: "all_reduce (collective #7)" followed by `suffix` (" on
-// rank 1 of a group of 4 (mpi)", made once per group). Every call builds one, so it is put
-// together without fmt (one allocation).
+// rank 1 of a group of 4 (mpi)", made once per group).
 std::string collective_name(CommOp op, uint64_t seq, std::string_view suffix);
 
 }  // namespace dtr::pg

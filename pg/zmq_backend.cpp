@@ -591,7 +591,7 @@ class ZmqGroup : public Backend {
   }
 
   Work isend(const local::Tensor& t, int dst, int tag, bool blocking) override {
-    const std::string what = fmt::format("send from rank {} to rank {} (tag {})", rank_, dst, tag);
+    const std::string what = concat("send from rank ", rank_, " to rank ", dst, " (tag ", tag, ")");
     auto work = std::make_shared<Work::State>(what);
     WireHeader h;
     h.kind = static_cast<uint8_t>(MsgKind::Data);
@@ -651,8 +651,8 @@ class ZmqGroup : public Backend {
 
   Work irecv(const local::Tensor& t, int src, int tag, bool blocking) override {
     const std::string what =
-        src == kAnySource ? fmt::format("recv on rank {} from any rank (tag {})", rank_, tag)
-                          : fmt::format("recv on rank {} from rank {} (tag {})", rank_, src, tag);
+        src == kAnySource ? concat("recv on rank ", rank_, " from any rank (tag ", tag, ")")
+                          : concat("recv on rank ", rank_, " from rank ", src, " (tag ", tag, ")");
     auto work = std::make_shared<Work::State>(what);
     Mesh::RecvRequest req;
     req.group = id_;

@@ -91,8 +91,9 @@ void bind_group_class(nb::module_& m) {
       .def("is_member", &ProcessGroup::is_member)
       .def("cuda_path", &ProcessGroup::cuda_path)
       .def("host_path", &ProcessGroup::host_path,
-           "How collectives move host tensors: '' until the first collective, then 'shared "
-           "memory' (zmq ranks on one host) or 'sockets (why)'; '' for gloo and mpi.");
+           "How collectives move host tensors: zmq: '' until the first collective, then "
+           "'shared memory' (ranks on one host) or 'sockets (why)'; mpi: 'shared memory (...)' "
+           "or \"MPI's transports (...)\"; '' for gloo.");
 }
 
 void bind_point_to_point(nb::module_& m) {

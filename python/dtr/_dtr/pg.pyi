@@ -38,7 +38,7 @@ class ProcessGroup:
 
     def host_path(self) -> str:
         """
-        How collectives move host tensors: '' until the first collective, then 'shared memory' (zmq ranks on one host) or 'sockets (why)'; '' for gloo and mpi.
+        How collectives move host tensors: zmq: '' until the first collective, then 'shared memory' (ranks on one host) or 'sockets (why)'; mpi: 'shared memory (...)' or "MPI's transports (...)"; '' for gloo.
         """
 
 def init_process_group(backend: str = ..., init_method: str = ..., world_size: int = ..., rank: int = ..., group_name: str = ..., timeout: float = ...) -> None: ...
