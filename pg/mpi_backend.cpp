@@ -333,7 +333,7 @@ struct Comms {
   MPI_Comm direct = MPI_COMM_NULL;
   // Every member shares memory with every other, and Open MPI's shared-memory transport
   // is not excluded: dtr's own collectives then beat Open MPI's non-blocking ones at every
-  // size (else only large all_reduce goes direct; see docs/process_groups.md).
+  // size (else only some all_reduce calls go direct: mpi_direct_takes()).
   bool shared_memory = false;
 };
 
@@ -426,7 +426,8 @@ class MpiGroup final : public LibraryGroup {
              "broadcast and all_gather)";
     }
     return "MPI's transports (not every member shares memory with every other, or Open MPI's "
-           "btl selection leaves out shared memory; dtr's own all_reduce from 1 MiB)";
+           "btl selection leaves out shared memory; dtr's own all_reduce between two ranks or "
+           "from 1 MiB)";
   }
 
  protected:
@@ -493,7 +494,7 @@ class MpiGroup final : public LibraryGroup {
 
 void MpiGroup::run(CollectiveArgs& a, uint32_t tag, const std::string& what,
                    Clock::time_point deadline) {
-  if (mpi_direct_takes(a, c_.shared_memory)) {
+  if (mpi_direct_takes(a, c_.shared_memory, size())) {
     MpiDirectContext ctx;
     ctx.comm = c_.direct;
     ctx.rank = rank();

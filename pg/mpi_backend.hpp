@@ -7,10 +7,10 @@
 // Each group owns three communicators: one for MPI's collectives and point-to-point headers,
 // one for payloads (LibraryGroup's protocol), one for dtr's own collectives over
 // point-to-point messages (pg/mpi_direct.hpp: all_reduce, broadcast and all_gather when
-// every member shares memory with every other, large all_reduce otherwise; Open MPI's
-// non-blocking collectives cost several times its blocking ones). All have MPI_ERRORS_RETURN,
-// so an MPI error becomes a TransportError naming the op instead of aborting the job. Every
-// operation is non-blocking, tested until done (a short spin, then yields, then sleeps), so
+// every member shares memory with every other, else all_reduce between two ranks or of 1 MiB
+// or more; Open MPI's non-blocking collectives cost several times its blocking ones). All
+// have MPI_ERRORS_RETURN, so an MPI error becomes a TransportError naming the op instead of
+// aborting the job. Every operation is non-blocking, tested until done (a short spin, then yields, then sleeps), so
 // every wait is bounded by Options::timeout. Reductions: in dtr's own collectives dtr's
 // kernels (pg/reduce.hpp), folded in rank order; in MPI's, MPI's built-in ops where they
 // agree with dtr's (sums and products of float32/float64/int32/int64, min/max of integers),

@@ -238,10 +238,12 @@ void mpi_check(int rc, const std::string& what) {
   if (rc != MPI_SUCCESS) throw TransportError(fmt::format("{}: MPI: {}", what, mpi_error_text(rc)));
 }
 
-bool mpi_direct_takes(const CollectiveArgs& a, bool shared_memory) {
+bool mpi_direct_takes(const CollectiveArgs& a, bool shared_memory, int size) {
   switch (a.op) {
-    case CommOp::AllReduce:
-      return shared_memory || bytes_of(a.outputs[0]) >= kDirectAcrossHostsBytes;
+    case CommOp::AllReduce: {
+      const size_t bytes = bytes_of(a.outputs[0]);
+      return shared_memory || size == 2 || bytes >= kDirectAcrossHostsBytes;
+    }
     case CommOp::Broadcast:
       return shared_memory && bytes_of(a.outputs[0]) <= kDirectBroadcastMax;
     case CommOp::AllGather:
