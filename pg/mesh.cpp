@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "protocol/same_host.hpp"
+#include "protocol/transport.hpp"
 #include "reduce.hpp"
 #include "util.hpp"
 
@@ -160,6 +161,7 @@ Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string
       guard_(std::make_unique<security::Guard>(
           ctx_, options.security ? *options.security : resolve_security())),
       router_(ctx_, zmq::socket_type::router) {
+  protocol::tune_allocator_for_frames();
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::rcvhwm, 0);
   router_.set(zmq::sockopt::sndhwm, 0);

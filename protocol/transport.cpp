@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -184,13 +186,29 @@ void configure_socket(zmq::socket_t& socket, int64_t max_message_bytes) {
   socket.set(zmq::sockopt::tcp_keepalive, 1);
 }
 
+namespace {
+std::atomic<bool> g_allocator_tuned{false};
+}  // namespace
+
 void tune_allocator_for_large_messages() {
   // One arena, no mmap for big blocks, no trimming: a freed 64 MiB receive buffer stays
   // mapped and faulted in, and the next message of that size reuses it (the glibc
   // settings behind the "malloc tuned" ZeroMQ figures in shared/bench-peers).
+  g_allocator_tuned = true;
   mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void tune_allocator_for_frames() {
+  if (g_allocator_tuned.exchange(true)) return;
+  const char* env = std::getenv("DTR_TUNE_MALLOC");
+  if (env != nullptr && std::string_view(env) == "0") return;
+  // ZeroMQ allocates every received frame (up to 256 KiB); with glibc's defaults a block
+  // that size is mapped and unmapped, or the heap's top trimmed, around each one, and
+  // every frame is page-faulted in again.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 }  // namespace dtr::protocol
