@@ -21,6 +21,8 @@ namespace {
 constexpr auto kDisconnectGrace = std::chrono::milliseconds(250);
 // The largest payload by address a receiver copies before a receive takes it.
 constexpr uint64_t kMaxStagedBytes = uint64_t{1} << 40;
+// How long a payload by address waits for its receive before the I/O thread copies it.
+constexpr auto kStageGrace = std::chrono::milliseconds(1);
 // I/O loop tick: deadlines and disconnect verdicts are checked at least this often.
 constexpr auto kTick = std::chrono::milliseconds(20);
 // The small-message path: how long the I/O thread keeps away from the ROUTER after the last
@@ -559,15 +561,11 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
   } catch (...) {
     if (static_cast<MsgKind>(h.kind) == MsgKind::DataAt) {
       // A mismatched receive does not take the payload: the sender may let it go.
-      WireHeader released;
-      released.kind = static_cast<uint8_t>(MsgKind::Released);
-      std::memcpy(&released.seq,
+      uint64_t offer = 0;
+      std::memcpy(&offer,
                   static_cast<const char*>(msg.payload.data()) + offsetof(AddressPayload, offer),
-                  sizeof released.seq);
-      try {
-        send(h.src, released, Payload{});
-      } catch (const Error&) {
-      }
+                  sizeof offer);
+      release(h.src, offer);
     }
     req.work->complete(std::current_exception(), src_group);
   }
@@ -583,9 +581,6 @@ void Mesh::read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const
     std::lock_guard lock(m_);
     pid = peer_pids_[src];
   }
-  WireHeader released;
-  released.kind = static_cast<uint8_t>(MsgKind::Released);
-  released.seq = at.offer;
   try {
     if (pid <= 0) {
       throw ProtocolError(fmt::format(
@@ -600,13 +595,21 @@ void Mesh::read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const
       copy_elements(dst, dst, static_cast<int64_t>(bytes), DType::Bool);  // bytes to 0 or 1
     }
   } catch (...) {
-    try {
-      send(src, released, Payload{});
-    } catch (const Error&) {
-    }
+    release(src, at.offer);
     throw;
   }
-  send(src, released, Payload{});
+  release(src, at.offer);
+}
+
+void Mesh::release(int src, uint64_t offer) {
+  WireHeader released;
+  released.kind = static_cast<uint8_t>(MsgKind::Released);
+  released.seq = offer;
+  try {
+    send(src, released, Payload{});
+  } catch (const Error&) {
+    // The sender is gone or leaving: it holds nothing for this offer any more.
+  }
 }
 
 bool Mesh::match_pending(std::unique_lock<std::mutex>& lock, Incoming& in) {
@@ -626,6 +629,27 @@ bool Mesh::match_pending(std::unique_lock<std::mutex>& lock, Incoming& in) {
     }
   }
   return false;
+}
+
+bool Mesh::unstaged(const Incoming& in) {
+  return static_cast<MsgKind>(in.h.kind) == MsgKind::DataAt && !in.staging && in.error.empty();
+}
+
+void Mesh::stage_waiting(Clock::time_point now) {
+  while (unstaged_.load() > 0) {
+    std::unique_lock lock(m_);
+    auto it = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Incoming& in) {
+      return unstaged(in) && now - in.arrived >= kStageGrace;
+    });
+    if (it == unexpected_.end()) return;
+    it->staging = true;  // nobody erases or takes it meanwhile (post_recv waits)
+    --unstaged_;
+    lock.unlock();
+    stage_by_address(*it);
+    lock.lock();
+    it->staging = false;
+    cv_.notify_all();
+  }
 }
 
 void Mesh::stage_by_address(Incoming& in) {
@@ -698,14 +722,19 @@ void Mesh::post_recv(RecvRequest req) {
     if (req.src != kAnySource) return in.h.src == req.src;
     return std::find(req.members.begin(), req.members.end(), in.h.src) != req.members.end();
   };
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (matches(*it)) {
-      Incoming msg = std::move(*it);
-      unexpected_.erase(it);
-      lock.unlock();
-      complete_recv(req, msg);
-      return;
+  while (true) {
+    auto it = std::find_if(unexpected_.begin(), unexpected_.end(), matches);
+    if (it == unexpected_.end()) break;
+    if (it->staging) {  // the I/O thread is copying it: it stays first in order
+      cv_.wait_for(lock, std::chrono::milliseconds(1));
+      continue;
     }
+    if (unstaged(*it)) --unstaged_;
+    Incoming msg = std::move(*it);
+    unexpected_.erase(it);
+    lock.unlock();
+    complete_recv(req, msg);
+    return;
   }
   if (shut_) {
     req.work->complete(make_coded(ErrCode::Error, req.what + ": the process group was shut down"));
@@ -758,8 +787,10 @@ void Mesh::mark_peer(int r, PeerState s, std::string reason) {
     }
   }
   // Payloads r offered by address and nobody took yet: r's memory may be gone.
-  unexpected_.remove_if([r](const Incoming& in) {
-    return in.h.src == r && static_cast<MsgKind>(in.h.kind) == MsgKind::DataAt;
+  unexpected_.remove_if([this, r](const Incoming& in) {
+    const bool drop = in.h.src == r && unstaged(in);
+    if (drop) --unstaged_;
+    return drop;
   });
   for (auto it = offers_.begin(); it != offers_.end();) {
     if (it->second.dst == r) {
@@ -841,16 +872,15 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
   }
   if (static_cast<CommOp>(h.op) == CommOp::Send) {
     if (match_pending(lock, in)) return;
-    if (kind == MsgKind::DataAt) {
-      // Nobody receives it yet: its bytes are copied here now, so that the sender's send
-      // completes as on the sockets (a send does not wait for its receive). Messages are
-      // filed one at a time (router_m_), so none overtakes it meanwhile.
-      lock.unlock();
-      stage_by_address(in);
-      lock.lock();
-      if (match_pending(lock, in)) return;
-    }
     unexpected_.push_back(std::move(in));
+    if (kind == MsgKind::DataAt) {
+      // Nobody receives it yet. Unless a receive takes it within kStageGrace, the I/O
+      // thread copies its bytes (stage_waiting), so that the sender's send completes as on
+      // the sockets: a send does not wait for its receive.
+      unexpected_.back().arrived = Clock::now();
+      ++unstaged_;
+      wake_io();
+    }
     return;
   }
   auto w = done_upto_.find(h.group);
@@ -984,8 +1014,9 @@ void Mesh::io_loop() {
     // ROUTER's item is left out.
     const size_t first = rl.owns_lock() ? 0 : 1;
     items[0].revents = 0;
+    const auto slice = unstaged_.load() > 0 ? kStageGrace : rl.owns_lock() ? kTick : kDoze;
     try {
-      zmq::poll(items.data() + first, items.size() - first, rl.owns_lock() ? kTick : kDoze);
+      zmq::poll(items.data() + first, items.size() - first, slice);
     } catch (const zmq::error_t&) {
       io_reading_ = false;
       continue;  // EINTR
@@ -1003,6 +1034,7 @@ void Mesh::io_loop() {
       if (items[i].revents & ZMQ_POLLIN) on_monitor(item_peer[i], monitors_[item_peer[i]]);
     }
     const auto now = Clock::now();
+    if (unstaged_.load() > 0) stage_waiting(now);
     if (now >= next_sweep) {
       sweep(now);
       next_sweep = now + kTick;

@@ -101,6 +101,10 @@ struct Incoming {
   // the receive that takes this message fails with it (error_code: its class).
   std::string error;
   ErrCode error_code = ErrCode::Error;
+  // A DataAt waiting for its receive: when it arrived, and whether the I/O thread is
+  // copying its bytes now (Mesh::stage_waiting; a receive that matches it waits).
+  Clock::time_point arrived{};
+  bool staging = false;
   // Payload bytes in all frames (h.payload, checked on arrival).
   uint64_t bytes() const { return h.payload; }
   // Copies the payload (numel elements of dtype) to dst, frame by frame.
@@ -299,6 +303,8 @@ class Mesh {
   // throws naming `what`. Then, or on failure, answers Released.
   void read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const std::string& what,
                        int src_group);
+  // Answers Released for `offer` to world rank src (nothing when src is gone).
+  void release(int src, uint64_t offer);
   // Drops the offer Released names (h.src its receiver) and completes its Work.
   void on_released(const WireHeader& h);
   // Completes the first pending receive `in` matches (unlocking `lock`, held on entry);
@@ -307,6 +313,10 @@ class Mesh {
   // A DataAt nobody receives yet: reads its bytes into the message, which becomes a Data
   // message (or carries the error).
   void stage_by_address(Incoming& in);
+  // I/O thread: stages the DataAt messages that waited kStageGrace for a receive.
+  void stage_waiting(Clock::time_point now);
+  // A DataAt in unexpected_ that nobody copies yet (lock held).
+  static bool unstaged(const Incoming& in);
   std::string peer_failure(int r) const;  // lock held
   void count_pending();                   // lock held: updates pending_count_
 
@@ -345,6 +355,7 @@ class Mesh {
   std::list<RecvRequest> pending_;  // posted p2p receives, posting order
   std::list<SendWatch> watches_;
   std::map<uint64_t, Offer> offers_;  // by id
+  std::atomic<int> unstaged_{0};      // unexpected_ entries for which unstaged() holds
   uint64_t next_offer_ = 1;
   std::vector<int64_t> peer_pids_;  // by world rank; 0: not known to share this host
   std::string bad_peer_text_;
