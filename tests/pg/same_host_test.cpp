@@ -33,6 +33,28 @@ std::vector<char> bytes_of(const local::Tensor& t) {
   return {p, p + t.meta().numel() * static_cast<int64_t>(element_size(t.meta().dtype))};
 }
 
+// Runs body(group, rank) in two forked processes that form a group over a file store (real
+// cross-process reads); each must return without an exception within a minute.
+void in_two_processes(const char* name, const std::function<void(ProcessGroup&, int)>& body) {
+  const std::string file = std::string("/tmp/dtr-pg-") + name + "-" + std::to_string(getpid());
+  ::unlink(file.c_str());
+  auto codes = fork_ranks(
+      2,
+      [&](int i) {
+        ProcessGroupOptions o;
+        o.timeout = std::chrono::seconds(30);
+        o.bind_address = "127.0.0.1";
+        ProcessGroup g = ProcessGroup::create(make_file_store(file), i, 2, o);
+        body(g, i);
+        g.shutdown();
+        return 0;
+      },
+      std::chrono::seconds(60));
+  ::unlink(file.c_str());
+  CHECK(codes[0] == 0);
+  CHECK(codes[1] == 0);
+}
+
 }  // namespace
 
 TEST_CASE("same host: collectives take shared memory and every rank ends with the same bits") {
@@ -115,44 +137,30 @@ TEST_CASE("same host: one rank that keeps to the sockets keeps the whole group t
 }
 
 TEST_CASE("same host: ranks in separate processes read each other's tensors in place") {
-  const std::string file = "/tmp/dtr-pg-shm-" + std::to_string(getpid());
-  ::unlink(file.c_str());
-  auto codes = fork_ranks(
-      2,
-      [&](int i) {
-        ProcessGroupOptions o;
-        o.timeout = std::chrono::seconds(30);
-        o.bind_address = "127.0.0.1";
-        ProcessGroup g = ProcessGroup::create(make_file_store(file), i, 2, o);
-        for (int64_t n : {int64_t{3}, int64_t{1} << 20}) {
-          auto t = local::full(Shape{n}, i + 1);
-          g.all_reduce(t);
-          expect_values(
-              t, [](int64_t) { return 3.0; }, "all_reduce");
-          auto b = local::full(Shape{n}, i == 1 ? 7 : 0, DType::Int64);
-          g.broadcast(b, 1);
-          expect_values(
-              b, [](int64_t) { return 7.0; }, "broadcast");
-          std::vector<local::Tensor> outs{local::zeros(Shape{n}), local::zeros(Shape{n})};
-          g.all_gather(outs, local::full(Shape{n}, 10 * (i + 1)));
-          expect_values(
-              outs[0], [](int64_t) { return 10.0; }, "all_gather block 0");
-          expect_values(
-              outs[1], [](int64_t) { return 20.0; }, "all_gather block 1");
-          std::vector<local::Tensor> ins{local::full(Shape{n}, i), local::full(Shape{n}, 5)};
-          auto out = local::zeros(Shape{n});
-          g.reduce_scatter(out, ins);
-          expect_values(
-              out, [&](int64_t) { return i == 0 ? 1.0 : 10.0; }, "reduce_scatter");
-        }
-        if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
-        g.shutdown();
-        return 0;
-      },
-      std::chrono::seconds(60));
-  ::unlink(file.c_str());
-  CHECK(codes[0] == 0);
-  CHECK(codes[1] == 0);
+  in_two_processes("shm", [](ProcessGroup& g, int i) {
+    for (int64_t n : {int64_t{3}, int64_t{1} << 20}) {
+      auto t = local::full(Shape{n}, i + 1);
+      g.all_reduce(t);
+      expect_values(
+          t, [](int64_t) { return 3.0; }, "all_reduce");
+      auto b = local::full(Shape{n}, i == 1 ? 7 : 0, DType::Int64);
+      g.broadcast(b, 1);
+      expect_values(
+          b, [](int64_t) { return 7.0; }, "broadcast");
+      std::vector<local::Tensor> outs{local::zeros(Shape{n}), local::zeros(Shape{n})};
+      g.all_gather(outs, local::full(Shape{n}, 10 * (i + 1)));
+      expect_values(
+          outs[0], [](int64_t) { return 10.0; }, "all_gather block 0");
+      expect_values(
+          outs[1], [](int64_t) { return 20.0; }, "all_gather block 1");
+      std::vector<local::Tensor> ins{local::full(Shape{n}, i), local::full(Shape{n}, 5)};
+      auto out = local::zeros(Shape{n});
+      g.reduce_scatter(out, ins);
+      expect_values(
+          out, [&](int64_t) { return i == 0 ? 1.0 : 10.0; }, "reduce_scatter");
+    }
+    if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
+  });
 }
 
 TEST_CASE("same host: past 32 groups a process keeps further groups on the sockets") {
@@ -223,78 +231,63 @@ TEST_CASE("same host: a rank whose collective fails makes the others fail with i
 }
 
 TEST_CASE("same host: point-to-point payloads of 64 KiB or more are read in place by address") {
-  const std::string file = "/tmp/dtr-pg-p2p-" + std::to_string(getpid());
-  ::unlink(file.c_str());
-  auto codes = fork_ranks(
-      2,
-      [&](int i) {
-        ProcessGroupOptions o;
-        o.timeout = std::chrono::seconds(30);
-        o.bind_address = "127.0.0.1";
-        ProcessGroup g = ProcessGroup::create(make_file_store(file), i, 2, o);
-        const int other = 1 - i;
-        const int64_t n = 300001;  // 1.2 MB of float32
-        auto reads = [] { return pg::mesh_read_counts().by_address; };
-        // Before the group's first collective: on the sockets.
-        const uint64_t before = reads();
-        if (i == 0) g.send(noise(0, n), 1);
-        auto first = local::zeros(Shape{n});
-        if (i == 1) g.recv(first, 0);
-        if (i == 1 && bytes_of(first) != bytes_of(noise(0, n))) throw Error("sockets: payload");
-        if (reads() != before) throw Error("read by address before the same-host agreement");
-        g.barrier();  // agrees on the same-host path
-        if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
-        // Both send first, then receive: a send must not wait for its receive (the receiver
-        // copies a payload nobody receives yet on arrival).
-        g.send(noise(10 + i, n), other);
-        auto got = local::zeros(Shape{n});
-        if (g.recv(got, other) != other) throw Error("source");
-        if (bytes_of(got) != bytes_of(noise(10 + other, n))) throw Error("exchange: payload");
-        // A receive posted before the send: read straight into its tensor. Bool and int64.
-        auto flags = local::zeros(Shape{1 << 17}, DType::Bool);
-        Work w;
-        if (i == 1) w = g.irecv(flags, 0, 7);
-        g.barrier();
-        if (i == 0) {
-          std::vector<double> pattern(1 << 17);
-          for (size_t k = 0; k < pattern.size(); ++k) pattern[k] = k % 3 == 0 ? 1 : 0;
-          g.send(local::from_vector<double>(pattern, Shape{1 << 17}).to(DType::Bool), 1, 7);
-        }
-        if (i == 1) {
-          w.wait();
-          auto v = flags.to(DType::Int64).to_vector<int64_t>();
-          for (int64_t k = 0; k < (1 << 17); ++k)
-            if (v[k] != (k % 3 == 0 ? 1 : 0)) throw Error("bool payload at " + std::to_string(k));
-        }
-        // A receive that does not fit fails with both sizes; the send completes anyway.
-        if (i == 0) g.send(noise(0, n), 1, 9);
-        if (i == 1) {
-          auto small = local::zeros(Shape{n - 1});
-          try {
-            g.recv(small, 0, 9);
-            throw Error("a mismatched receive succeeded");
-          } catch (const ShapeError& e) {
-            if (std::string(e.what()).find("rank 0 sent 300001 elements") == std::string::npos)
-              throw;
-          }
-        }
-        // Under 64 KiB: in the message.
-        const uint64_t big_reads = reads();
-        if (i == 0) g.send(noise(0, 1000), 1);
-        auto few = local::zeros(Shape{1000});
-        if (i == 1) g.recv(few, 0);
-        // The exchange and the bool payload; the mismatched one too when it arrived before its
-        // receive (copied on arrival).
-        if (i == 1 && (big_reads - before < 2 || big_reads - before > 3)) {
-          throw Error("payloads read by address: " + std::to_string(big_reads - before));
-        }
-        if (reads() != big_reads) throw Error("a small payload was read by address");
-        g.barrier();
-        g.shutdown();
-        return 0;
-      },
-      std::chrono::seconds(60));
-  ::unlink(file.c_str());
-  CHECK(codes[0] == 0);
-  CHECK(codes[1] == 0);
+  in_two_processes("p2p", [](ProcessGroup& g, int i) {
+    const int other = 1 - i;
+    const int64_t n = 300001;  // 1.2 MB of float32
+    auto reads = [] { return pg::mesh_read_counts().by_address; };
+    // Before the group's first collective: on the sockets.
+    const uint64_t before = reads();
+    if (i == 0) g.send(noise(0, n), 1);
+    auto first = local::zeros(Shape{n});
+    if (i == 1) g.recv(first, 0);
+    if (i == 1 && bytes_of(first) != bytes_of(noise(0, n))) throw Error("sockets: payload");
+    if (reads() != before) throw Error("read by address before the same-host agreement");
+    g.barrier();  // agrees on the same-host path
+    if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
+    // Both send first, then receive: a send must not wait for its receive (the receiver
+    // copies a payload nobody receives yet on arrival).
+    g.send(noise(10 + i, n), other);
+    auto got = local::zeros(Shape{n});
+    if (g.recv(got, other) != other) throw Error("source");
+    if (bytes_of(got) != bytes_of(noise(10 + other, n))) throw Error("exchange: payload");
+    // A receive posted before the send: read straight into its tensor. Bool and int64.
+    auto flags = local::zeros(Shape{1 << 17}, DType::Bool);
+    Work w;
+    if (i == 1) w = g.irecv(flags, 0, 7);
+    g.barrier();
+    if (i == 0) {
+      std::vector<double> pattern(1 << 17);
+      for (size_t k = 0; k < pattern.size(); ++k) pattern[k] = k % 3 == 0 ? 1 : 0;
+      g.send(local::from_vector<double>(pattern, Shape{1 << 17}).to(DType::Bool), 1, 7);
+    }
+    if (i == 1) {
+      w.wait();
+      auto v = flags.to(DType::Int64).to_vector<int64_t>();
+      for (int64_t k = 0; k < (1 << 17); ++k)
+        if (v[k] != (k % 3 == 0 ? 1 : 0)) throw Error("bool payload at " + std::to_string(k));
+    }
+    // A receive that does not fit fails with both sizes; the send completes anyway.
+    if (i == 0) g.send(noise(0, n), 1, 9);
+    if (i == 1) {
+      auto small = local::zeros(Shape{n - 1});
+      try {
+        g.recv(small, 0, 9);
+        throw Error("a mismatched receive succeeded");
+      } catch (const ShapeError& e) {
+        if (std::string(e.what()).find("rank 0 sent 300001 elements") == std::string::npos) throw;
+      }
+    }
+    // Under 64 KiB: in the message.
+    const uint64_t big_reads = reads();
+    if (i == 0) g.send(noise(0, 1000), 1);
+    auto few = local::zeros(Shape{1000});
+    if (i == 1) g.recv(few, 0);
+    // The exchange and the bool payload; the mismatched one too when it arrived before its
+    // receive (copied on arrival).
+    if (i == 1 && (big_reads - before < 2 || big_reads - before > 3)) {
+      throw Error("payloads read by address: " + std::to_string(big_reads - before));
+    }
+    if (reads() != big_reads) throw Error("a small payload was read by address");
+    g.barrier();
+  });
 }
