@@ -200,9 +200,8 @@ int main(int argc, char** argv) {
           "RESULT {\"suite\":\"dtr-pg\",\"bench\":\"%s\",\"transport\":\"%s\",\"world\":%d,"
           "\"bytes\":%lld,\"iters\":%zu,\"median_us\":%.3f,\"p99_us\":%.3f,\"rate\":%.6g,"
           "\"unit\":\"GB/s\",\"note\":\"%s (backend %s%s)\"}\n",
-          bench.c_str(), collective_transport.c_str(),
-          n, static_cast<long long>(bytes), r.iters, r.median_us, r.p99_us, r.busbw_gbs, note,
-          backend.c_str(), checked.c_str());
+          bench.c_str(), collective_transport.c_str(), n, static_cast<long long>(bytes), r.iters,
+          r.median_us, r.p99_us, r.busbw_gbs, note, backend.c_str(), checked.c_str());
       std::fflush(stdout);
     };
     const double fn = n;

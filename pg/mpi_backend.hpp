@@ -10,9 +10,9 @@
 // every member shares memory with every other, else all_reduce between two ranks or of 1 MiB
 // or more; Open MPI's non-blocking collectives cost several times its blocking ones). All
 // have MPI_ERRORS_RETURN, so an MPI error becomes a TransportError naming the op instead of
-// aborting the job. Every operation is non-blocking, tested until done (a short spin, then yields, then sleeps), so
-// every wait is bounded by Options::timeout. Reductions: in dtr's own collectives dtr's
-// kernels (pg/reduce.hpp), folded in rank order; in MPI's, MPI's built-in ops where they
+// aborting the job. Every operation is non-blocking, tested until done (a short spin, then yields,
+// then sleeps), so every wait is bounded by Options::timeout. Reductions: in dtr's own collectives
+// dtr's kernels (pg/reduce.hpp), folded in rank order; in MPI's, MPI's built-in ops where they
 // agree with dtr's (sums and products of float32/float64/int32/int64, min/max of integers),
 // dtr's kernels as user ops otherwise (bool, float16, bfloat16, NaN-propagating float
 // min/max). Element counts and message sizes are MPI ints: a call of MPI's own over 2^31 - 1
