@@ -28,8 +28,8 @@ size_t bytes_of(const local::Tensor& t) {
 // The requests of one round of a direct collective, waited for together.
 class Round {
  public:
-  Round(MpiDirectContext& ctx, std::vector<std::shared_ptr<void>> memory)
-      : ctx_(ctx), memory_(std::move(memory)) {
+  // `a`: the call, whose tensors' storages go with requests that are given up.
+  Round(MpiDirectContext& ctx, const CollectiveArgs& a) : ctx_(ctx), a_(a) {
     reqs_.reserve(2 * static_cast<size_t>(ctx.size));
     recv_.reserve(2 * static_cast<size_t>(ctx.size));
   }
@@ -87,6 +87,8 @@ class Round {
   void give_up() {
     if (reqs_.empty()) return;
     auto memory = std::make_shared<std::vector<std::shared_ptr<void>>>(std::move(memory_));
+    for (const auto& t : a_.inputs) memory->push_back(t.storage());
+    for (const auto& t : a_.outputs) memory->push_back(t.storage());
     memory->push_back(*ctx_.scratch);
     *ctx_.scratch = std::make_shared<std::vector<char>>();
     for (size_t i = 0; i < reqs_.size(); ++i) {
@@ -98,7 +100,8 @@ class Round {
   }
 
   MpiDirectContext& ctx_;
-  std::vector<std::shared_ptr<void>> memory_;
+  const CollectiveArgs& a_;
+  std::vector<std::shared_ptr<void>> memory_;  // what keep() added
   std::vector<MPI_Request> reqs_;
   std::vector<uint8_t> recv_;
 };
@@ -254,10 +257,7 @@ bool mpi_direct_takes(const CollectiveArgs& a, bool shared_memory, int size) {
 }
 
 void run_mpi_direct(CollectiveArgs& a, MpiDirectContext& ctx) {
-  std::vector<std::shared_ptr<void>> memory;
-  for (const auto& t : a.inputs) memory.push_back(t.storage());
-  for (const auto& t : a.outputs) memory.push_back(t.storage());
-  Round round(ctx, std::move(memory));
+  Round round(ctx, a);
   switch (a.op) {
     case CommOp::AllReduce:
       if (bytes_of(a.outputs[0]) == 0) return;  // every rank has nothing (or mismatched calls)
