@@ -37,6 +37,11 @@ constexpr auto kFastSlice = std::chrono::milliseconds(2);
 thread_local Mesh* t_fast_mesh = nullptr;
 std::atomic<uint64_t> g_fast_reads{0}, g_io_reads{0};
 std::atomic<uint64_t> g_by_address{0};
+std::atomic<uint64_t> g_by_ring{0};
+// A send waiting for room in a full ring: polls this many times, then sleeps kRingNap
+// between looks (waking the receiver, when it sleeps, each time).
+constexpr int kRingSpins = 64;
+constexpr auto kRingNap = std::chrono::microseconds(50);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -282,11 +287,15 @@ void Mesh::connect(int rank, const std::vector<std::string>& endpoints, uint64_t
   }
 }
 
-void Mesh::send(int dst, WireHeader h, Payload p) {
+void Mesh::stamp(WireHeader& h, uint64_t payload) const {
   h.magic = kWireMagic;
   h.version = kWireVersion;
   h.token = token_;
   h.src = rank_;
+  h.payload = payload;
+}
+
+void Mesh::send(int dst, WireHeader h, Payload p) {
   if (p.forward != nullptr) {
     // A received frame sent on: its bytes stay where they are, kept by the frames below.
     auto held = std::make_shared<zmq::message_t>(std::move(*p.forward));
@@ -294,7 +303,7 @@ void Mesh::send(int dst, WireHeader h, Payload p) {
     p.bytes = held->size();
     p.keepalive = std::move(held);
   }
-  h.payload = p.bytes;
+  stamp(h, p.bytes);
   // The payload in frames of kMaxFrameBytes (what every receiver accepts), zero-copy.
   std::vector<zmq::message_t> body;
   body.reserve(static_cast<size_t>(frames_for(p.bytes)));
@@ -407,7 +416,7 @@ void Mesh::serve_until(Work::State& work, Clock::time_point deadline) {
 }
 
 MeshReadCounts mesh_read_counts() {
-  return {g_fast_reads.load(), g_io_reads.load(), g_by_address.load()};
+  return {g_fast_reads.load(), g_io_reads.load(), g_by_address.load(), g_by_ring.load()};
 }
 
 Mesh::FastReader::FastReader(Mesh& mesh) : mesh_(mesh), previous_(t_fast_mesh) {
@@ -444,21 +453,32 @@ bool Mesh::pump(Clock::time_point deadline) {
   std::vector<zmq::message_t> frames;
   auto drain = [&] {
     while (read_message(frames)) ++g_fast_reads;
+    drain_rings();
   };
   for (int i = 0; i < kFastSpins; ++i) {
+    const bool rings = drain_rings();
     if (read_message(frames)) {
       ++g_fast_reads;
       drain();
       return true;
     }
+    if (rings) return true;
+  }
+  // About to sleep: a peer's next ring record comes with a Ring message on the ROUTER.
+  arm_rings(true);
+  if (drain_rings()) {
+    arm_rings(false);
+    return true;
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
   try {
     zmq::poll(&item, 1, std::clamp(left, std::chrono::milliseconds(0), kFastSlice));
   } catch (const zmq::error_t&) {
+    arm_rings(false);
     return true;  // EINTR: take() looks again
   }
+  arm_rings(false);
   drain();
   return true;
 }
@@ -565,7 +585,7 @@ void Mesh::complete_recv(RecvRequest& req, Incoming& msg) {
       std::memcpy(&offer,
                   static_cast<const char*>(msg.payload.data()) + offsetof(AddressPayload, offer),
                   sizeof offer);
-      release(h.src, offer);
+      release(h.src, offer, h.group);
     }
     req.work->complete(std::current_exception(), src_group);
   }
@@ -595,16 +615,39 @@ void Mesh::read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const
       copy_elements(dst, dst, static_cast<int64_t>(bytes), DType::Bool);  // bytes to 0 or 1
     }
   } catch (...) {
-    release(src, at.offer);
+    release(src, at.offer, msg.h.group);
     throw;
   }
-  release(src, at.offer);
+  release(src, at.offer, msg.h.group);
 }
 
-void Mesh::release(int src, uint64_t offer) {
+void Mesh::release(int src, uint64_t offer, uint64_t group) {
   WireHeader released;
   released.kind = static_cast<uint8_t>(MsgKind::Released);
   released.seq = offer;
+  released.group = group;
+  if (ring_sets_.load(std::memory_order_relaxed) > 0) {
+    // Through the group's ring back to the sender when it has room now (a blocking send
+    // waits for this); never waiting, since this may run on the ROUTER's holder.
+    std::lock_guard lock(rings_m_);
+    for (const RingSet& set : rings_) {
+      if (set.group != group) continue;
+      const auto at = std::find(set.members.begin(), set.members.end(), src);
+      if (at == set.members.end()) break;
+      stamp(released, 0);
+      bool bell = false;
+      try {
+        if (set.file->push(static_cast<int>(at - set.members.begin()), released, nullptr, 0,
+                           &bell)) {
+          if (bell) ring_bell(src);
+          return;
+        }
+      } catch (const Error&) {
+        // A corrupt ring: the sockets carry it.
+      }
+      break;
+    }
+  }
   try {
     send(src, released, Payload{});
   } catch (const Error&) {
@@ -677,28 +720,154 @@ void Mesh::set_peer_pid(int r, int64_t pid) {
   if (r >= 0 && r < world_ && r != rank_) peer_pids_[r] = pid;
 }
 
-void Mesh::send_by_address(int dst, WireHeader h, const local::Tensor& t,
-                           std::shared_ptr<Work::State> work, Clock::time_point deadline,
-                           std::string what) {
-  auto at = std::make_shared<AddressPayload>();
-  at->address = reinterpret_cast<uintptr_t>(t.raw_data());
+AddressPayload Mesh::offer(int dst, const local::Tensor& t, std::shared_ptr<Work::State> work,
+                           Clock::time_point deadline, std::string what) {
+  AddressPayload at;
+  at.address = reinterpret_cast<uintptr_t>(t.raw_data());
+  std::lock_guard lock(m_);
+  at.offer = next_offer_++;
+  offers_[at.offer] = Offer{t.storage(), work, dst, deadline, std::move(what)};
+  return at;
+}
+
+void Mesh::withdraw(uint64_t offer) {
+  std::lock_guard lock(m_);
+  offers_.erase(offer);
+}
+
+// ---------------------------------------------------------------- rings
+
+void Mesh::add_rings(uint64_t group, std::shared_ptr<shm::RingFile> rings,
+                     std::vector<int> members) {
   {
-    std::lock_guard lock(m_);
-    at->offer = next_offer_++;
-    offers_[at->offer] = Offer{t.storage(), work, dst, deadline, std::move(what)};
+    std::lock_guard lock(rings_m_);
+    rings_.push_back({group, std::move(rings), std::move(members)});
+    ring_sets_ = static_cast<int>(rings_.size());
   }
-  h.kind = static_cast<uint8_t>(MsgKind::DataAt);
-  Payload p;
-  p.data = at.get();
-  p.bytes = sizeof *at;
-  p.keepalive = at;
+  wake_io();  // a sleeping I/O thread sets the new rings' bell too
+}
+
+void Mesh::remove_rings(uint64_t group) {
+  std::shared_ptr<shm::RingFile> gone;  // unmapped outside the lock
+  std::lock_guard lock(rings_m_);
+  for (auto it = rings_.begin(); it != rings_.end(); ++it) {
+    if (it->group != group) continue;
+    gone = std::move(it->file);
+    rings_.erase(it);
+    break;
+  }
+  ring_sets_ = static_cast<int>(rings_.size());
+}
+
+void Mesh::ring_bell(int dst) {
+  WireHeader bell;
+  bell.kind = static_cast<uint8_t>(MsgKind::Ring);
   try {
-    send(dst, h, std::move(p));
-  } catch (...) {
-    std::lock_guard lock(m_);
-    offers_.erase(at->offer);
-    throw;
+    send(dst, bell, Payload{});
+  } catch (const Error&) {
+    // dst is gone: nobody reads its rings.
   }
+}
+
+void Mesh::send_ring(shm::RingFile& rings, int d, int dst, WireHeader h, const void* data,
+                     size_t bytes, Clock::time_point deadline, const std::string& what) {
+  stamp(h, bytes);
+  for (int i = 0;; ++i) {
+    {
+      std::lock_guard lock(m_);
+      if (shut_) throw TransportError(what + ": the process group was shut down");
+      if (peers_[dst].state != PeerState::Alive) {
+        throw TransportError(fmt::format("{}: {}", what, peers_[dst].reason));
+      }
+    }
+    bool bell = false;
+    if (rings.push(d, h, data, bytes, &bell)) {
+      if (bell) ring_bell(dst);
+      return;
+    }
+    // Full: the receiver reads while it runs; when it sleeps, wake it.
+    if (rings.take_bell(d)) ring_bell(dst);
+    if (Clock::now() >= deadline) {
+      throw TimeoutError(fmt::format(
+          "{}: {} read nothing from its shared-memory ring for {} ms (the ring is full)", what,
+          describe_rank(dst), options_.timeout.count()));
+    }
+    if (i < kRingSpins) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kRingNap);
+    }
+  }
+}
+
+bool Mesh::drain_rings() {
+  if (ring_sets_.load(std::memory_order_relaxed) == 0) return false;
+  bool any = false;
+  std::lock_guard lock(rings_m_);
+  for (const RingSet& set : rings_) {
+    const int me = set.file->rank();
+    for (int q = 0; q < set.file->ranks(); ++q) {
+      if (q == me) continue;
+      const int src = set.members[static_cast<size_t>(q)];
+      std::string why;
+      const int n = set.file->drain(
+          q,
+          [&](const WireHeader& h, const char* data, size_t bytes) {
+            return on_ring_record(set.group, src, h, data, bytes);
+          },
+          &why);
+      if (n > 0) any = true;
+      if (n < 0) {
+        std::lock_guard ml(m_);
+        mark_peer(src, PeerState::Dead,
+                  fmt::format("{} wrote a malformed record to its shared-memory ring ({})",
+                              describe_rank(src), why));
+      }
+    }
+  }
+  return any;
+}
+
+void Mesh::arm_rings(bool armed) {
+  if (ring_sets_.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard lock(rings_m_);
+  for (const RingSet& set : rings_) {
+    if (armed) {
+      set.file->arm();
+    } else {
+      set.file->disarm();
+    }
+  }
+}
+
+std::string Mesh::on_ring_record(uint64_t group, int src, const WireHeader& h, const char* data,
+                                 size_t bytes) {
+  std::string err = check_header(h, token_, world_);
+  const auto kind = static_cast<MsgKind>(h.kind);
+  const bool send = (kind == MsgKind::Data || kind == MsgKind::DataAt) &&
+                    h.op == static_cast<uint8_t>(CommOp::Send);
+  if (err.empty() && !send && kind != MsgKind::Released) {
+    err = fmt::format("a message of kind {} op {} (only sends and releases travel by ring)", h.kind,
+                      h.op);
+  }
+  if (err.empty() && (h.group != group || h.src != src)) {
+    err = fmt::format("a message that says it is rank {}'s in another group", h.src);
+  }
+  if (!err.empty()) return err;
+  if (kind == MsgKind::Released) {
+    on_released(h);
+    return "";
+  }
+  try {
+    Incoming in{h, zmq::message_t(data, bytes), {}, {}, ErrCode::Error};
+    std::unique_lock lock(m_);
+    file_p2p(lock, in);
+  } catch (const std::exception& e) {
+    // Only allocation failures get here; the message is lost, reading goes on.
+    std::fprintf(stderr, "dtr process group: dropped a message: %s\n", e.what());
+  }
+  g_by_ring.fetch_add(1, std::memory_order_relaxed);
+  return "";
 }
 
 void Mesh::on_released(const WireHeader& h) {
@@ -866,27 +1035,33 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
       lock.unlock();
       on_released(h);
       return;
+    case MsgKind::Ring:
+      return;  // whoever read it reads the rings next (pump, io_loop)
     case MsgKind::Data:
     case MsgKind::DataAt:
       break;
   }
   if (static_cast<CommOp>(h.op) == CommOp::Send) {
-    if (match_pending(lock, in)) return;
-    unexpected_.push_back(std::move(in));
-    if (kind == MsgKind::DataAt) {
-      // Nobody receives it yet. Unless a receive takes it within kStageGrace, the I/O
-      // thread copies its bytes (stage_waiting), so that the sender's send completes as on
-      // the sockets: a send does not wait for its receive.
-      unexpected_.back().arrived = Clock::now();
-      ++unstaged_;
-      wake_io();
-    }
+    file_p2p(lock, in);
     return;
   }
   auto w = done_upto_.find(h.group);
   if (w != done_upto_.end() && h.seq <= w->second) return;  // a finished (failed) collective
   channels_[{h.group, h.seq}].msgs.push_back(std::move(in));
   cv_.notify_all();
+}
+
+void Mesh::file_p2p(std::unique_lock<std::mutex>& lock, Incoming& in) {
+  if (match_pending(lock, in)) return;
+  unexpected_.push_back(std::move(in));
+  if (static_cast<MsgKind>(unexpected_.back().h.kind) == MsgKind::DataAt) {
+    // Nobody receives it yet. Unless a receive takes it within kStageGrace, the I/O
+    // thread copies its bytes (stage_waiting), so that the sender's send completes as on
+    // the sockets: a send does not wait for its receive.
+    unexpected_.back().arrived = Clock::now();
+    ++unstaged_;
+    wake_io();
+  }
 }
 
 void Mesh::on_monitor(int peer, zmq::socket_t& mon) {
@@ -1014,15 +1189,26 @@ void Mesh::io_loop() {
     // ROUTER's item is left out.
     const size_t first = rl.owns_lock() ? 0 : 1;
     items[0].revents = 0;
-    const auto slice = unstaged_.load() > 0 ? kStageGrace : rl.owns_lock() ? kTick : kDoze;
+    auto slice = unstaged_.load() > 0 ? kStageGrace : rl.owns_lock() ? kTick : kDoze;
+    if (rl.owns_lock()) {
+      // Sleeping with the ROUTER: a peer's next ring record comes with a Ring message.
+      arm_rings(true);
+      if (drain_rings()) slice = std::chrono::milliseconds(0);
+    }
     try {
       zmq::poll(items.data() + first, items.size() - first, slice);
     } catch (const zmq::error_t&) {
+      if (rl.owns_lock()) arm_rings(false);
       io_reading_ = false;
       continue;  // EINTR
     }
+    if (rl.owns_lock()) {
+      arm_rings(false);
+      drain_rings();
+    }
     if (rl.owns_lock() && (items[0].revents & ZMQ_POLLIN)) {
       for (int n = 0; n < 512 && read_message(frames); ++n) ++g_io_reads;
+      drain_rings();
     }
     io_reading_ = false;
     if (rl.owns_lock()) rl.unlock();

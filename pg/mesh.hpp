@@ -25,6 +25,12 @@
 // message (it wakes the I/O thread). A reader files every message it reads, its own or
 // not, exactly as the I/O thread does.
 //
+// Same-host point to point: a group whose members agreed on the same-host path registers
+// its rings (add_rings, pg/p2p_ring.hpp), and its sends go through them (send_ring). The
+// ROUTER's holder reads the rings with the ROUTER: in the reader's spin, and before it
+// sleeps in poll() it sets the rings' bell, so that a peer's next record comes with a Ring
+// message that wakes it. Records are filed as the ROUTER's point-to-point messages are.
+//
 // Thread safety: every public method may be called from any thread.
 #pragma once
 
@@ -44,6 +50,7 @@
 #include <zmq.hpp>
 
 #include "dtr/process_group.hpp"
+#include "p2p_ring.hpp"
 #include "security/curve.hpp"
 #include "wire.hpp"
 
@@ -129,6 +136,7 @@ struct MeshReadCounts {
   uint64_t by_callers = 0;
   uint64_t by_io_threads = 0;
   uint64_t by_address = 0;
+  uint64_t by_ring = 0;  // point-to-point messages read from shared-memory rings
 };
 MeshReadCounts mesh_read_counts();
 
@@ -209,14 +217,28 @@ class Mesh {
   // World rank r runs as process `pid` on this host, which a group's same-host agreement
   // proved this process may read: payloads r sends by address are read from it.
   void set_peer_pid(int r, int64_t pid);
-  // Sends `t` (a send's header `h`) to world rank dst by address: dst reads the bytes from
-  // this process and answers Released, which completes `work`. The Work fails when dst
-  // dies or leaves, when the mesh shuts down, or at `deadline` (nobody took the payload);
-  // the tensor's storage is held until the release or dst's end either way, since dst may
-  // still read it.
-  void send_by_address(int dst, WireHeader h, const local::Tensor& t,
-                       std::shared_ptr<Work::State> work, Clock::time_point deadline,
-                       std::string what);
+  // Offers `t` to world rank dst by address: the returned payload goes to dst in a DataAt
+  // message (send() or send_ring()); dst reads the bytes from this process and answers
+  // Released, which completes `work`. The Work fails when dst dies or leaves, when the mesh
+  // shuts down, or at `deadline` (nobody took the payload); the tensor's storage is held
+  // until the release or dst's end either way, since dst may still read it. withdraw()
+  // drops an offer whose message could not be sent.
+  AddressPayload offer(int dst, const local::Tensor& t, std::shared_ptr<Work::State> work,
+                       Clock::time_point deadline, std::string what);
+  void withdraw(uint64_t offer);
+
+  // -- point to point through shared memory (pg/p2p_ring.hpp) --
+  // Group `group`'s rings, `members` its world ranks in group-rank order: from now on what
+  // its peers write to this rank is read with the ROUTER's messages. remove_rings() stops
+  // that (the group ends).
+  void add_rings(uint64_t group, std::shared_ptr<shm::RingFile> rings, std::vector<int> members);
+  void remove_rings(uint64_t group);
+  // Sends a point-to-point message (h: Data or DataAt) with `bytes` of payload to group
+  // rank d (world rank dst) through `rings`. While the ring is full it waits for the
+  // receiver to read: throws TransportError when dst dies or leaves or the mesh shuts down,
+  // TimeoutError at `deadline`; `what` names the send.
+  void send_ring(shm::RingFile& rings, int d, int dst, WireHeader h, const void* data, size_t bytes,
+                 Clock::time_point deadline, const std::string& what);
 
   // Marks the calling thread's scope as one that runs collectives on this mesh: take()
   // then reads the ROUTER itself when it can (see above). Scopes may nest on one thread.
@@ -303,13 +325,28 @@ class Mesh {
   // throws naming `what`. Then, or on failure, answers Released.
   void read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const std::string& what,
                        int src_group);
-  // Answers Released for `offer` to world rank src (nothing when src is gone).
-  void release(int src, uint64_t offer);
+  // Answers Released for `offer` of `group` to world rank src (nothing when src is gone):
+  // through the group's ring when it has one with room, else over the sockets.
+  void release(int src, uint64_t offer, uint64_t group);
+  // Fills the header's fields every message of this rank carries.
+  void stamp(WireHeader& h, uint64_t payload) const;
   // Drops the offer Released names (h.src its receiver) and completes its Work.
   void on_released(const WireHeader& h);
   // Completes the first pending receive `in` matches (unlocking `lock`, held on entry);
   // false when none matches (still locked).
   bool match_pending(std::unique_lock<std::mutex>& lock, Incoming& in);
+  // Files a point-to-point message: completes the receive it matches or keeps it for a
+  // later one (`lock` held on entry; it may be unlocked on return).
+  void file_p2p(std::unique_lock<std::mutex>& lock, Incoming& in);
+  // The ROUTER's holder: reads every registered ring (true when a record was read); sets
+  // (arm) or clears the rings' bells.
+  bool drain_rings();
+  void arm_rings(bool armed);
+  // Checks and files one ring record from world rank `src` of `group`; "" or what is wrong.
+  std::string on_ring_record(uint64_t group, int src, const WireHeader& h, const char* data,
+                             size_t bytes);
+  // Wakes world rank dst, which sleeps with records in its rings (a Ring message).
+  void ring_bell(int dst);
   // A DataAt nobody receives yet: reads its bytes into the message, which becomes a Data
   // message (or carries the error).
   void stage_by_address(Incoming& in);
@@ -358,6 +395,15 @@ class Mesh {
   std::atomic<int> unstaged_{0};      // unexpected_ entries for which unstaged() holds
   uint64_t next_offer_ = 1;
   std::vector<int64_t> peer_pids_;  // by world rank; 0: not known to share this host
+  // Registered rings (add_rings); read by the ROUTER's holder under rings_m_.
+  struct RingSet {
+    uint64_t group;
+    std::shared_ptr<shm::RingFile> file;
+    std::vector<int> members;
+  };
+  std::recursive_mutex rings_m_;  // release() may push while drain_rings() holds it
+  std::vector<RingSet> rings_;
+  std::atomic<int> ring_sets_{0};
   std::string bad_peer_text_;
 };
 

@@ -27,7 +27,8 @@
 //
 // Whether a group uses the path is agreed at its first collective, over the sockets: the
 // members all-gather a Desc (pid, memfd, the arena's random nonce and where it lies in the
-// owner's memory, slot, boot id, PID namespace), each maps every peer's arena and checks
+// owner's memory, slot, boot id, PID namespace, the group's point-to-point rings,
+// pg/p2p_ring.hpp), each maps every peer's arena (and rings) and checks
 // the nonce there and by process_vm_readv at the announced address (which proves the
 // file is that process's arena and that its memory may be read), then they all-gather a
 // yes/no; the path is used only when every rank said yes. Memory is bounded: one arena of
@@ -69,10 +70,11 @@ struct Desc {
   int64_t slot = -1;
   int64_t nonce = 0;
   int64_t nonce_address = 0;
-  int64_t boot = 0;   // hash of /proc/sys/kernel/random/boot_id
-  int64_t pidns = 0;  // inode of /proc/self/ns/pid
+  int64_t boot = 0;       // hash of /proc/sys/kernel/random/boot_id
+  int64_t pidns = 0;      // inode of /proc/self/ns/pid
+  int64_t rings_fd = -1;  // the group's point-to-point rings (pg/p2p_ring.hpp)
 };
-inline constexpr int kDescWords = 8;
+inline constexpr int kDescWords = 9;
 static_assert(sizeof(Desc) == kDescWords * sizeof(int64_t));
 
 // This process's arena (one per mesh).

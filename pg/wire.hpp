@@ -9,6 +9,10 @@
 // from the sender's process (whose pid the group's same-host agreement proved) and answers
 // Released (seq: the offer's id), after which the sender lets the tensor go.
 //
+// Version 3 added Ring (no payload): the sender has written records to the receiver's
+// shared-memory point-to-point ring (pg/p2p_ring.hpp) while the receiver slept; reading the
+// message wakes it, and it reads its rings.
+//
 // Thread safety: value types and pure functions.
 #pragma once
 
@@ -22,7 +26,7 @@
 namespace dtr::pg {
 
 inline constexpr uint32_t kWireMagic = 0x47505444;  // "DTPG"
-inline constexpr uint16_t kWireVersion = 2;
+inline constexpr uint16_t kWireVersion = 3;
 
 enum class MsgKind : uint8_t {
   Hello = 1,
@@ -30,7 +34,8 @@ enum class MsgKind : uint8_t {
   Abort = 3,
   Goodbye = 4,
   DataAt = 5,
-  Released = 6
+  Released = 6,
+  Ring = 7
 };
 
 // Error classes carried by an Abort so that every rank throws the same type.
@@ -125,7 +130,7 @@ inline std::string check_header(const WireHeader& h, uint64_t token, int world_s
   if (h.magic != kWireMagic) return "bad magic";
   if (h.version != kWireVersion) return "protocol version " + std::to_string(h.version);
   if (h.token != token) return "message from another job (token mismatch)";
-  if (h.kind < 1 || h.kind > 6) return "unknown message kind " + std::to_string(h.kind);
+  if (h.kind < 1 || h.kind > 7) return "unknown message kind " + std::to_string(h.kind);
   if (h.src < 0 || h.src >= world_size) return "sender rank " + std::to_string(h.src);
   if (h.op >= kNumCommOps) return "unknown op " + std::to_string(h.op);
   const auto kind = static_cast<MsgKind>(h.kind);

@@ -552,6 +552,8 @@ std::string refusal_text(int64_t ok) {
     case -2:
       return fmt::format("has no free slot (at most {} groups per process use shared memory)",
                          shm::kSlots);
+    case -3:
+      return "could not make its shared-memory rings";
     default:
       return "sent an unknown answer";
   }
@@ -568,6 +570,7 @@ class ZmqGroup : public Backend {
     call_suffix_ = fmt::format(" on rank {} of a group of {}", rank_, members_.size());
   }
   ~ZmqGroup() override {
+    if (same_host_p2p_.load()) mesh_->remove_rings(id_);
     // The last handle on the mesh: shut it down first so that queued collectives fail at
     // once instead of waiting out their timeouts.
     if (mesh_.use_count() == 1) mesh_->shutdown();
@@ -601,19 +604,8 @@ class ZmqGroup : public Backend {
     h.count = t.meta().numel();
     h.dtype = static_cast<uint8_t>(t.meta().dtype);
     const size_t bytes = static_cast<size_t>(t.meta().numel()) * element_size(t.meta().dtype);
-    if (bytes >= protocol::kSameHostMinBytes && by_address_.load()) {
-      // The receiver reads the bytes from this process (wire.hpp, DataAt); a blocking send
-      // reads the release itself, as a blocking receive reads its message.
-      const auto deadline = Clock::now() + mesh_->options().timeout;
-      try {
-        mesh_->send_by_address(members_[dst], h, t, work, deadline, what);
-      } catch (...) {
-        work->complete(std::current_exception());
-        return Work(work);
-      }
-      if (blocking) mesh_->serve_until(*work, deadline);
-      return Work(work);
-    }
+    if (same_host_p2p_.load(std::memory_order_acquire))
+      return send_same_host(t, dst, h, work, blocking);
     if (bytes <= kSmallSendBytes) {
       // Copied into the message: the tensor is free at once, and the Work completes here
       // instead of when ZeroMQ's I/O thread lets go of the frame (a thread hand-off).
@@ -646,6 +638,38 @@ class ZmqGroup : public Backend {
     }
     mesh_->watch_send(tracker, work, members_[dst], Clock::now() + mesh_->options().timeout, what);
     tracker->close();
+    return Work(work);
+  }
+
+  // A send once the group agreed on the same-host path: through the group's ring to dst,
+  // the payload in the record under kSameHostMinBytes, else offered by address (the
+  // receiver reads the bytes from this process, wire.hpp DataAt; a blocking send reads the
+  // release itself, as a blocking receive reads its message). Every send of the group to
+  // dst takes the ring, so they are received in the order they were sent.
+  Work send_same_host(const local::Tensor& t, int dst, WireHeader h,
+                      const std::shared_ptr<Work::State>& work, bool blocking) {
+    const size_t bytes = static_cast<size_t>(t.meta().numel()) * element_size(t.meta().dtype);
+    const auto deadline = Clock::now() + mesh_->options().timeout;
+    const bool inline_payload = bytes < protocol::kSameHostMinBytes && shm::RingFile::fits(bytes);
+    try {
+      if (inline_payload) {
+        mesh_->send_ring(*rings_, dst, members_[dst], h, t.raw_data(), bytes, deadline, work->what);
+        work->complete();  // the bytes are in the ring: the tensor is free
+        return Work(work);
+      }
+      const AddressPayload at = mesh_->offer(members_[dst], t, work, deadline, work->what);
+      h.kind = static_cast<uint8_t>(MsgKind::DataAt);
+      try {
+        mesh_->send_ring(*rings_, dst, members_[dst], h, &at, sizeof at, deadline, work->what);
+      } catch (...) {
+        mesh_->withdraw(at.offer);
+        throw;
+      }
+    } catch (...) {
+      work->complete(std::current_exception());
+      return Work(work);
+    }
+    if (blocking) mesh_->serve_until(*work, deadline);
     return Work(work);
   }
 
@@ -754,10 +778,15 @@ class ZmqGroup : public Backend {
     const int p = size();
     shm::Desc mine;
     mine.ok = arena_->refusal;
+    std::string rings_why;
+    std::shared_ptr<shm::RingFile> rings;
     if (arena_->arena) {
       slot = arena_->arena->acquire(id_);
       if (slot >= 0) mine = arena_->arena->describe(slot);
       if (slot < 0) mine.ok = -2;
+      if (slot >= 0) rings = shm::RingFile::create(p, rank_, &rings_why);
+      if (slot >= 0 && !rings) mine.ok = -3;
+      if (rings) mine.rings_fd = rings->fd();
     }
     std::vector<int64_t> words =
         gather_words(reinterpret_cast<const int64_t*>(&mine), shm::kDescWords, 1, what);
@@ -768,9 +797,13 @@ class ZmqGroup : public Backend {
       if (all[q].ok != 1) why = fmt::format("rank {} {}", q, refusal_text(all[q].ok));
       // This rank's own arena failure: the system's reason, which only it knows.
       if (q == rank_ && all[q].ok == -1) why += ": " + arena_->why;
+      if (q == rank_ && all[q].ok == -3) why += ": " + rings_why;
     }
     std::unique_ptr<shm::GroupPath> path;
     if (why.empty()) path = shm::GroupPath::open(arena_->arena, id_, all, rank_, &why);
+    for (int q = 0; path && q < p; ++q) {
+      if (q != rank_ && !rings->map_peer(q, all[q].pid, all[q].rings_fd, &why)) path.reset();
+    }
     // This rank may read every peer (open() checked): payloads they send by address are
     // read from these processes.
     if (path) {
@@ -784,7 +817,9 @@ class ZmqGroup : public Backend {
     if (why.empty()) {
       host_ = std::move(path);
       slot = -1;  // host_ releases it
-      by_address_ = true;
+      rings_ = rings;
+      mesh_->add_rings(id_, std::move(rings), members_);
+      same_host_p2p_.store(true, std::memory_order_release);
     }
     return why;
   }
@@ -897,8 +932,9 @@ class ZmqGroup : public Backend {
   std::shared_ptr<const HostArena> arena_;
   bool host_decided_ = false;  // the collectives' thread only
   std::unique_ptr<shm::GroupPath> host_;
-  // Sends of 64 KiB or more go by address (set once the same-host path is agreed).
-  std::atomic<bool> by_address_{false};
+  // Set once the same-host path is agreed (after rings_): sends go through rings_.
+  std::atomic<bool> same_host_p2p_{false};
+  std::shared_ptr<shm::RingFile> rings_;
   mutable std::mutex note_m_;
   std::string host_note_;
   Executor exec_;

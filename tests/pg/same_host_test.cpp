@@ -1,14 +1,15 @@
 // The zmq backend's same-host path (pg/shm_path.hpp): which groups take it and why not,
-// bit-identical reductions, ranks in separate processes, slot exhaustion, and a failure on
-// one rank reaching the others. Every collective's values on this path are also checked by
-// the "[zmq]" cases of the suite parameterised by backend; "[zmq sockets]" keeps the same
-// cases on the sockets.
+// bit-identical reductions, ranks in separate processes, slot exhaustion, a failure on
+// one rank reaching the others, and point to point through the rings (pg/p2p_ring.hpp). Every
+// collective's values on this path are also checked by the "[zmq]" cases of the suite parameterised
+// by backend; "[zmq sockets]" keeps the same cases on the sockets.
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <random>
 
 #include "pg/mesh.hpp"
+#include "pg/p2p_ring.hpp"
 #include "pg/shm_path.hpp"
 #include "pg_test_util.hpp"
 
@@ -288,6 +289,145 @@ TEST_CASE("same host: point-to-point payloads of 64 KiB or more are read in plac
       throw Error("payloads read by address: " + std::to_string(big_reads - before));
     }
     if (reads() != big_reads) throw Error("a small payload was read by address");
+    g.barrier();
+  });
+}
+
+namespace {
+
+// A header as a send's record carries it.
+pg::WireHeader send_header(int64_t count, uint64_t payload) {
+  pg::WireHeader h;
+  h.kind = static_cast<uint8_t>(pg::MsgKind::Data);
+  h.op = static_cast<uint8_t>(CommOp::Send);
+  h.count = count;
+  h.payload = payload;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "same host: a point-to-point ring keeps order across wraps, fills, and rejects bad records") {
+  std::string why;
+  auto a = pg::shm::RingFile::create(2, 0, &why);
+  auto b = pg::shm::RingFile::create(2, 1, &why);
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(a->map_peer(1, getpid(), b->fd(), &why));
+  REQUIRE(b->map_peer(0, getpid(), a->fd(), &why));
+  std::string mismatch;
+  CHECK_FALSE(a->map_peer(1, getpid(), 0, &mismatch));  // stdin is no ring file
+  CHECK(mismatch.find("rank 1's rings") != std::string::npos);
+
+  // Records of varied sizes, many times round the ring; each read in order.
+  std::vector<char> out(40000);
+  int64_t sent = 0, read = 0;
+  std::string bad;
+  auto reader = [&](const pg::WireHeader& h, const char* data, size_t bytes) -> std::string {
+    if (h.count != read || bytes != static_cast<size_t>(read * 7919 % 40000)) return "out of order";
+    for (size_t i = 0; i < bytes; i += 997) {
+      if (data[i] != static_cast<char>(read + static_cast<int64_t>(i))) return "payload";
+    }
+    ++read;
+    return "";
+  };
+  bool bell = false;
+  int fulls = 0;
+  while (sent < 400) {
+    const size_t n = static_cast<size_t>(sent * 7919 % 40000);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<char>(sent + static_cast<int64_t>(i));
+    if (a->push(1, send_header(sent, n), out.data(), n, &bell)) {
+      // The first record rings (nobody read yet); later ones only when the reader armed.
+      CHECK(bell == (sent == 0));
+      ++sent;
+      continue;
+    }
+    ++fulls;
+    REQUIRE(b->drain(0, reader, &bad) > 0);
+  }
+  while (read < sent) REQUIRE(b->drain(0, reader, &bad) > 0);
+  CHECK(bad.empty());
+  CHECK(fulls > 0);
+  CHECK(b->drain(0, reader, &bad) == 0);
+  // A sleeping reader is rung once.
+  b->arm();
+  REQUIRE(a->push(1, send_header(400, 0), nullptr, 0, &bell));
+  CHECK(bell);
+  REQUIRE(a->push(1, send_header(401, 0), nullptr, 0, &bell));
+  CHECK_FALSE(bell);
+  b->disarm();
+  CHECK(b->drain(
+            0, [](const pg::WireHeader&, const char*, size_t) { return std::string(); }, &bad) ==
+        2);
+  CHECK_FALSE(pg::shm::RingFile::fits(pg::shm::kRingBytes));
+
+  // A record whose header claims more payload than it holds fails the ring, for good.
+  REQUIRE(a->push(1, send_header(1, 1000), out.data(), 8, &bell));
+  CHECK(b->drain(0, reader, &bad) == -1);
+  CHECK(bad.find("whose header says 1000 payload bytes") != std::string::npos);
+  REQUIRE(a->push(1, send_header(1, 8), out.data(), 8, &bell));
+  CHECK(b->drain(0, reader, &bad) == 0);
+  // So does one the reader's check refuses.
+  std::string refused;
+  REQUIRE(b->push(0, send_header(1, 0), nullptr, 0, &bell));
+  CHECK(a->drain(
+            1, [](const pg::WireHeader&, const char*, size_t) { return std::string("no"); },
+            &refused) == -1);
+  CHECK(refused == "no");
+}
+
+TEST_CASE("same host: point-to-point sends go through the rings, in order, past a full ring") {
+  in_two_processes("ring", [](ProcessGroup& g, int i) {
+    auto rings = [] { return pg::mesh_read_counts().by_ring; };
+    g.barrier();  // agrees on the same-host path
+    if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
+    const uint64_t before = rings();
+    // One tag, small and large payloads mixed (in the ring, and by address through it):
+    // received in the order sent, or the sizes would not match.
+    const std::vector<int64_t> sizes{1, 300001, 0, 5, 16384, 16383, 200000, 2};
+    if (i == 0) {
+      for (size_t k = 0; k < sizes.size(); ++k) g.send(noise(static_cast<int>(k), sizes[k]), 1, 3);
+    } else {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        auto t = local::zeros(Shape{sizes[k]});
+        g.recv(t, 0, 3);
+        if (bytes_of(t) != bytes_of(noise(static_cast<int>(k), sizes[k])))
+          throw Error("message " + std::to_string(k) + " out of order or wrong");
+      }
+      if (rings() - before < sizes.size()) throw Error("not through the rings");
+    }
+    // Four times a ring's worth before the receiver looks: every send completes (the
+    // receiver's I/O thread reads the ring meanwhile), and all arrive in order.
+    constexpr int kMany = 64;
+    if (i == 0) {
+      for (int k = 0; k < kMany; ++k) g.send(noise(k, 4096), 1, 4);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      for (int k = 0; k < kMany; ++k) {
+        auto t = local::zeros(Shape{4096});
+        g.recv(t, 0, 4);
+        if (bytes_of(t) != bytes_of(noise(k, 4096)))
+          throw Error("message " + std::to_string(k) + " of a full ring");
+      }
+    }
+    // A receive posted early and waited on later (no thread reads for it), and one from
+    // any rank.
+    auto early = local::zeros(Shape{3});
+    Work w;
+    if (i == 1) w = g.irecv(early, 0, 5);
+    g.barrier();
+    if (i == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the receiver sleeps
+      g.send(noise(7, 3), 1, 5);
+      g.send(noise(8, 3), 1, 6);
+    } else {
+      w.wait();
+      if (bytes_of(early) != bytes_of(noise(7, 3))) throw Error("early receive");
+      auto any = local::zeros(Shape{3});
+      if (g.recv(any, kAnySource, 6) != 0) throw Error("any-source receive: source");
+      if (bytes_of(any) != bytes_of(noise(8, 3))) throw Error("any-source receive");
+    }
     g.barrier();
   });
 }

@@ -1,0 +1,227 @@
+// Point-to-point rings of the same-host path (pg/p2p_ring.hpp).
+#include "p2p_ring.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "dtr/error.hpp"
+
+namespace dtr::pg::shm {
+namespace {
+
+constexpr uint64_t kRingMagic = 0x31676e722d727464ull;  // "dtr-rng1"
+constexpr uint64_t kWrapBit = uint64_t{1} << 63;
+
+constexpr size_t round8(size_t n) {
+  return (n + 7) / 8 * 8;
+}
+// The largest record: a ring always has room for one once it is empty, wherever it wraps.
+constexpr size_t kMaxRecordBytes = kRingBytes / 2;
+
+}  // namespace
+
+struct RingFileHeader {
+  uint64_t magic = 0;
+  uint32_t ranks = 0;
+  uint32_t reserved = 0;
+  alignas(64) std::atomic<uint32_t> bell{0};  // 1: the owner sleeps, wake it
+};
+
+struct Ring {
+  std::atomic<uint64_t> head{0};              // bytes published (producer)
+  alignas(64) std::atomic<uint64_t> tail{0};  // bytes read (consumer)
+  alignas(64) char data[kRingBytes];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(kRingBytes % 64 == 0 && sizeof(Ring) % 64 == 0);
+
+namespace {
+
+constexpr size_t kHeaderBytes = (sizeof(RingFileHeader) + 63) / 64 * 64;
+
+size_t file_bytes(int ranks) {
+  return kHeaderBytes + static_cast<size_t>(ranks) * sizeof(Ring);
+}
+
+}  // namespace
+
+Ring& RingFile::ring(RingFileHeader* file, int d) const {
+  char* base = reinterpret_cast<char*>(file) + kHeaderBytes;
+  return *reinterpret_cast<Ring*>(base + static_cast<size_t>(d) * sizeof(Ring));
+}
+
+std::shared_ptr<RingFile> RingFile::create(int ranks, int rank, std::string* why) {
+  std::shared_ptr<RingFile> f(new RingFile());
+  f->ranks_ = ranks;
+  f->rank_ = rank;
+  f->file_bytes_ = file_bytes(ranks);
+  f->fd_ = ::memfd_create("dtr-pg-rings", MFD_CLOEXEC);
+  if (f->fd_ < 0) {
+    *why = fmt::format("memfd_create failed: {}", std::strerror(errno));
+    return nullptr;
+  }
+  if (::ftruncate(f->fd_, static_cast<off_t>(f->file_bytes_)) != 0) {
+    *why = fmt::format("sizing the rings failed: {}", std::strerror(errno));
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, f->file_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd_, 0);
+  if (p == MAP_FAILED) {
+    *why = fmt::format("mapping the rings failed: {}", std::strerror(errno));
+    return nullptr;
+  }
+  auto* header = new (p) RingFileHeader;
+  header->ranks = static_cast<uint32_t>(ranks);
+  header->bell.store(1);  // nobody reads yet: the first record rings
+  for (int d = 0; d < ranks; ++d) new (&f->ring(header, d)) Ring;  // touches head and tail only
+  std::atomic_thread_fence(std::memory_order_release);
+  header->magic = kRingMagic;
+  f->peers_.resize(static_cast<size_t>(ranks));
+  f->peers_[static_cast<size_t>(rank)].file = header;
+  f->push_m_ = std::make_unique<std::mutex[]>(static_cast<size_t>(ranks));
+  return f;
+}
+
+RingFile::~RingFile() {
+  for (auto& p : peers_) {
+    if (p.file != nullptr) ::munmap(p.file, file_bytes_);
+  }
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool RingFile::map_peer(int q, int64_t pid, int64_t fd, std::string* why) {
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+  const int mine = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (mine < 0) {
+    *why = fmt::format("opening rank {}'s rings ({}) failed: {}", q, path, std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (::fstat(mine, &st) == 0 && static_cast<size_t>(st.st_size) == file_bytes_) {
+    p = ::mmap(nullptr, file_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
+  }
+  ::close(mine);
+  if (p == MAP_FAILED) {
+    *why = fmt::format("rank {}'s rings ({}) are not a group of {}'s", q, path, ranks_);
+    return false;
+  }
+  auto* header = static_cast<RingFileHeader*>(p);
+  if (header->magic != kRingMagic || header->ranks != static_cast<uint32_t>(ranks_)) {
+    ::munmap(p, file_bytes_);
+    *why = fmt::format("rank {}'s rings ({}) are not a group of {}'s", q, path, ranks_);
+    return false;
+  }
+  peers_[static_cast<size_t>(q)].file = header;
+  return true;
+}
+
+bool RingFile::fits(size_t bytes) {
+  return bytes <= kMaxRecordBytes && round8(kRecordHeadBytes + bytes) <= kMaxRecordBytes;
+}
+
+bool RingFile::push(int d, const WireHeader& h, const void* payload, size_t bytes,
+                    bool* ring_bell) {
+  Ring& r = ring(peers_[static_cast<size_t>(rank_)].file, d);
+  const size_t need = round8(kRecordHeadBytes + bytes);
+  std::lock_guard lock(push_m_[static_cast<size_t>(d)]);
+  const uint64_t head = r.head.load(std::memory_order_relaxed);
+  const uint64_t tail = r.tail.load(std::memory_order_acquire);
+  if (tail > head || head - tail > kRingBytes) {
+    throw ProtocolError(fmt::format(
+        "the shared-memory ring to group rank {} is corrupt: its reader says it read {} bytes of "
+        "the {} written",
+        d, tail, head));
+  }
+  const size_t pos = head % kRingBytes;
+  const size_t skip = need > kRingBytes - pos ? kRingBytes - pos : 0;
+  if (head + skip + need - tail > kRingBytes) return false;
+  if (skip != 0) {
+    const uint64_t word = kWrapBit | skip;
+    std::memcpy(r.data + pos, &word, sizeof word);
+  }
+  char* at = r.data + (head + skip) % kRingBytes;
+  const uint64_t word = need;
+  std::memcpy(at, &word, sizeof word);
+  std::memcpy(at + 8, &h, sizeof h);
+  if (bytes != 0) std::memcpy(at + kRecordHeadBytes, payload, bytes);
+  r.head.store(head + skip + need);  // seq_cst: ordered before the bell's load below
+  *ring_bell = take_bell(d);
+  return true;
+}
+
+bool RingFile::take_bell(int d) {
+  auto& bell = peers_[static_cast<size_t>(d)].file->bell;
+  if (bell.load() == 0) return false;
+  return bell.exchange(0) == 1;
+}
+
+int RingFile::drain(int q,
+                    const std::function<std::string(const WireHeader&, const char*, size_t)>& f,
+                    std::string* why) {
+  Peer& p = peers_[static_cast<size_t>(q)];
+  if (p.broken || p.file == nullptr) return 0;
+  Ring& r = ring(p.file, rank_);
+  const uint64_t head = r.head.load();
+  uint64_t tail = p.tail;
+  if (head == tail) return 0;
+  auto fail = [&](std::string text) {
+    p.broken = true;
+    *why = std::move(text);
+    return -1;
+  };
+  if (head < tail || head - tail > kRingBytes) {
+    return fail(fmt::format("it says it wrote {} bytes, {} were read, the ring holds {}", head,
+                            tail, kRingBytes));
+  }
+  int n = 0;
+  while (tail < head) {
+    const size_t pos = tail % kRingBytes;
+    uint64_t word = 0;
+    std::memcpy(&word, r.data + pos, sizeof word);
+    if ((word & kWrapBit) != 0) {
+      const uint64_t skip = word & ~kWrapBit;
+      if (skip != kRingBytes - pos || skip > head - tail) {
+        return fail(fmt::format("a skip of {} bytes at offset {} (expected {})", skip, pos,
+                                kRingBytes - pos));
+      }
+      tail += skip;
+      continue;
+    }
+    if (word < kRecordHeadBytes || word % 8 != 0 || word > kRingBytes - pos || word > head - tail) {
+      return fail(fmt::format("a record of {} bytes at offset {} with {} bytes published", word,
+                              pos, head - tail));
+    }
+    WireHeader h;
+    std::memcpy(&h, r.data + pos + 8, sizeof h);
+    if (h.payload > word - kRecordHeadBytes || round8(kRecordHeadBytes + h.payload) != word) {
+      return fail(
+          fmt::format("a record of {} bytes whose header says {} payload bytes", word, h.payload));
+    }
+    std::string bad = f(h, r.data + pos + kRecordHeadBytes, static_cast<size_t>(h.payload));
+    if (!bad.empty()) return fail(std::move(bad));
+    tail += word;
+    ++n;
+    p.tail = tail;
+    r.tail.store(tail, std::memory_order_release);
+  }
+  p.tail = tail;
+  r.tail.store(tail, std::memory_order_release);
+  return n;
+}
+
+void RingFile::arm() {
+  peers_[static_cast<size_t>(rank_)].file->bell.store(1);  // seq_cst: before the heads' loads
+}
+
+void RingFile::disarm() {
+  peers_[static_cast<size_t>(rank_)].file->bell.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace dtr::pg::shm
