@@ -216,6 +216,17 @@ int RingFile::drain(int q,
   return n;
 }
 
+void RingFile::scribble(int d, size_t pos, const void* bytes, size_t n, uint64_t head) {
+  Ring& r = ring(peers_[static_cast<size_t>(rank_)].file, d);
+  const auto* in = static_cast<const char*>(bytes);
+  for (size_t i = 0; i < n && i < kRingBytes; ++i) r.data[(pos + i) % kRingBytes] = in[i];
+  r.head.store(head);
+}
+
+void RingFile::scribble_tail(int q, uint64_t tail) {
+  ring(peers_[static_cast<size_t>(q)].file, rank_).tail.store(tail);
+}
+
 void RingFile::arm() {
   peers_[static_cast<size_t>(rank_)].file->bell.store(1);  // seq_cst: before the heads' loads
 }

@@ -86,6 +86,14 @@ class RingFile {
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }
 
+  // For tests and fuzzing, what a broken or hostile peer could do: writes `n` raw bytes
+  // (at most kRingBytes) into this rank's ring toward d from byte `pos`, wrapping, and
+  // publishes `head`; or overwrites the `tail` of peer q's ring to this rank.
+  void scribble(int d, size_t pos, const void* bytes, size_t n, uint64_t head);
+  void scribble_tail(int q, uint64_t tail);
+  // Consumer: bytes of peer q's ring read so far.
+  uint64_t read_of(int q) const { return peers_[static_cast<size_t>(q)].tail; }
+
  private:
   RingFile() = default;
   struct Peer {

@@ -4,7 +4,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  how long each target runs (default 300)
-#   TARGET...           worker_batch, codec, graph_upload (default: all)
+#   TARGET...           worker_batch, codec, graph_upload, p2p_ring (default: all)
 #   scripts/fuzz.sh --seeds   regenerates tests/fuzz/corpus/*/seed-* and regress-*, and
 #                             tests/fuzz/findings/*/open-* (fuzz_make_seeds)
 #
@@ -24,7 +24,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${repo_root}/build-fuzz"
 corpus_root="${repo_root}/tests/fuzz/corpus"
-all_targets=(worker_batch codec graph_upload)
+all_targets=(worker_batch codec graph_upload p2p_ring)
 seconds=300
 targets=()
 seeds=0
