@@ -190,7 +190,9 @@ def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
     (DTR_WORKERS, DTR_LISTEN + DTR_NUM_WORKERS, or MASTER_ADDR/MASTER_PORT/WORLD_SIZE), and
     where it names nothing two local workers are started. Timeouts are in seconds.
     backend: what the workers use among themselves for collectives on host tensors, "zmq"
-    (or "tcp"; the default) or "gloo" (DTR_BACKEND when not given).
+    (or "tcp"; the default), "gloo", or "mpi" (the master and its workers started as one MPI
+    job: ``mpirun -np N+1 python -m dtr.exec --launched prog.py``); DTR_BACKEND when not given.
+    The timeouts, key_file and insecure also apply when the environment names the workers.
     """
     global _local_workers
     if isinstance(workers, str):

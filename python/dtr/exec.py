@@ -2,10 +2,11 @@
 
     python -m dtr.exec -n 4 p2p.py              # 4 SPMD ranks of `python3 p2p.py`
     python -m dtr.exec --workers 2 master.py    # a master program against 2 local workers
+    mpirun -np 3 python -m dtr.exec --launched master.py   # a master and 2 workers, one job
 
 Takes dtr-exec's options (``python -m dtr.exec --help``); a PROGRAM ending in .py runs
-with this interpreter, and --workers gets the package's dtr-worker. The exit status is
-dtr-exec's (the program's, or non-zero naming the rank that failed).
+with this interpreter, and --workers and --launched get the package's dtr-worker. The exit
+status is dtr-exec's (the program's, or non-zero naming the rank that failed).
 """
 
 import os
@@ -38,7 +39,9 @@ def command(argv):
         break
     if program is not None and args[program].endswith(".py"):
         args.insert(program, sys.executable)
-    uses_workers = any(a == "--workers" or a.startswith("--workers=") for a in args[:program])
+    # --workers starts dtr-workers, and so does --launched on every rank but 0.
+    uses_workers = any(a in ("--workers", "--launched") or a.startswith("--workers=")
+                       for a in args[:program])
     has_worker_bin = any(a.startswith("--worker-bin") for a in args[:program])
     if uses_workers and not has_worker_bin:
         args = ["--worker-bin", find_program("dtr-worker")] + args

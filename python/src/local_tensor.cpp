@@ -266,6 +266,14 @@ void bind_local_random(nb::module_& local) {
 
 namespace {
 
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
 // A tensor over `array`'s memory, keeping the array alive.
 template <typename Array>
 local::Tensor wrap_array(const Array& array) {
@@ -289,7 +297,14 @@ local::Tensor wrap_array(const Array& array) {
     extent += (size - 1) * stride;
   }
   size_t nbytes = empty ? 0 : static_cast<size_t>(extent) * element_size(dtype);
-  auto owner = std::make_shared<Array>(array);
+  // The last reference may go on a thread of dtr's (a process-group operation that ran on
+  // after a KeyboardInterrupt): releasing the array takes the GIL, and a thread that asks
+  // for it while Python finalizes is ended by pthread_exit, whose unwinding through
+  // dtr's noexcept destructors calls std::terminate. Then the array is left to the exit.
+  std::shared_ptr<Array> owner(new Array(array), [](Array* a) {
+    if (python_finalizing() && !PyGILState_Check()) return;
+    delete a;
+  });
   auto storage = Storage::wrap(const_cast<void*>(array.data()), nbytes, owner);
   return LocalTensor(std::move(storage), meta);
 }

@@ -24,19 +24,16 @@ void init(std::optional<std::vector<std::string>> workers, std::optional<std::st
           std::string key_file, bool insecure, std::string backend) {
   auto ms = [](double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000)); };
   nb::gil_scoped_release nogil;
-  if (!workers && !listen) {  // the environment: DTR_WORKERS, DTR_LISTEN, MASTER_ADDR, ...
-    if (connect_timeout || sync_timeout || heartbeat_timeout || !key_file.empty() || insecure)
-      throw InvalidArgument(
-          "init_master_worker: options need workers= or listen= (or set DTR_WORKERS)");
-    MasterOptions o = master_options_from_environment();
-    if (!backend.empty()) o.backend = backend;
-    init_master_worker(o);
-    return;
-  }
   MasterOptions o;
-  if (workers) o.workers = *workers;
-  if (listen) o.listen = *listen;
-  o.num_workers = num_workers;
+  if (!workers && !listen) {
+    // The environment names the workers (DTR_WORKERS, DTR_LISTEN, MASTER_ADDR, ...: set by
+    // `dtr-exec --workers` and `--launched`); the arguments given override it.
+    o = master_options_from_environment();
+  } else {
+    if (workers) o.workers = *workers;
+    if (listen) o.listen = *listen;
+    o.num_workers = num_workers;
+  }
   if (connect_timeout) o.connect_timeout = ms(*connect_timeout);
   if (sync_timeout) o.sync_timeout = ms(*sync_timeout);
   if (heartbeat_timeout) {
@@ -44,9 +41,9 @@ void init(std::optional<std::vector<std::string>> workers, std::optional<std::st
     // Heartbeats come at least five times per timeout (as with DTR_HEARTBEAT_TIMEOUT_MS).
     o.heartbeat = std::clamp(o.heartbeat_timeout / 5, std::chrono::milliseconds(1), o.heartbeat);
   }
-  o.key_file = key_file;
-  o.insecure = insecure;
-  o.backend = backend;
+  if (!key_file.empty()) o.key_file = key_file;
+  if (insecure) o.insecure = true;
+  if (!backend.empty()) o.backend = backend;
   init_master_worker(o);
 }
 

@@ -4,6 +4,7 @@ report (op, tensor, node, device, cause), WorkerLost, connection failures, misus
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -11,6 +12,7 @@ import pytest
 
 import dtr
 import dtr.distributed as dist
+from conftest import run_python
 
 
 def start_worker(*extra):
@@ -126,3 +128,14 @@ def test_the_workers_backend_is_chosen_and_checked():
         assert [t.tolist() for t in ts] == [[3.0] * 4, [3.0] * 4]
     finally:
         dtr.shutdown_master_worker()
+
+
+def test_options_apply_to_the_workers_the_environment_names():
+    # dtr-exec --workers names them in DTR_WORKERS (--launched in MASTER_ADDR/...): timeouts
+    # given to init_master_worker() were refused there, asking to "set DTR_WORKERS".
+    code = ("import dtr; dtr.init_master_worker(connect_timeout=30, sync_timeout=60, "
+            "heartbeat_timeout=5); print('nodes', dtr.node_count()); "
+            "dtr.shutdown_master_worker()")
+    r = run_python(["-m", "dtr.exec", "--workers", "1", "--timeout", "60", sys.executable, "-c",
+                    code], timeout=90)
+    assert r.returncode == 0 and "nodes 1" in r.stdout.splitlines(), r.stdout + r.stderr

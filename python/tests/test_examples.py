@@ -3,7 +3,13 @@ runs them, with their output checked."""
 
 import os
 import re
+import shutil
+import subprocess
+import sys
 
+import pytest
+
+import dtr.distributed as dist
 from conftest import SOURCE_DIR, run_python
 
 EXAMPLES = os.path.join(SOURCE_DIR, "python", "examples")
@@ -118,3 +124,23 @@ def test_seed_sgd_master_driven_and_cxx_end_with_the_same_parameters(tmp_path):
                               timeout=180))
     last = {x.rsplit(" ", 1)[1] for x in cxx if ", epoch 1:" in x}
     assert last == spmd_hashes, (cxx, spmd)
+
+
+def test_master_sgd_as_one_mpi_job_on_the_mpi_backend():
+    # mpirun -np 3 python -m dtr.exec --launched master_sgd.py: a Python master (rank 0) and
+    # two workers, their collectives on MPI; the parameters of `--workers 2` bit for bit.
+    # (python -m dtr.exec --launched gives the ranks but 0 the package's dtr-worker.)
+    mpirun = shutil.which("mpirun")
+    if mpirun is None or not dist.is_mpi_available():
+        pytest.skip("needs mpirun and a dtr built with mpi")
+    env = dict(os.environ, DTR_BACKEND="mpi")
+    r = subprocess.run([mpirun, "--oversubscribe", "--allow-run-as-root", "--timeout", "140",
+                        "-np", "3", sys.executable, "-m", "dtr.exec", "--launched",
+                        example("master_sgd.py"), "--epochs", "2"],
+                       capture_output=True, text=True, timeout=180, env=env)
+    job = lines_of(r)
+    local = lines_of(run_python(["-m", "dtr.exec", "--workers", "2", "--timeout", "120",
+                                 example("master_sgd.py"), "--epochs", "2"], timeout=180))
+    job_digests = {x.rsplit(" ", 1)[1] for x in job if "parameters" in x}
+    local_digests = {x.rsplit(" ", 1)[1] for x in local if "parameters" in x}
+    assert len(job_digests) == 1 and job_digests == local_digests, (job, r.stderr, local)

@@ -50,6 +50,19 @@ dist.destroy_process_group()
 """
 
 
+# A loop of all_reduce on a numpy array: Ctrl-C leaves the interrupted collective running
+# on the group's thread with the array, which it drops while Python finalizes.
+SPMD_LOOP = r"""
+import numpy as np, dtr.distributed as dist
+dist.init_process_group("zmq")
+a = np.ones(16 << 20, np.float32)
+print("looping", flush=True)
+while True:
+    dist.all_reduce(a)
+    a[:] = 1
+"""
+
+
 CONNECT = r"""
 import dtr
 print("connecting", flush=True)
@@ -129,3 +142,26 @@ def test_ctrl_c_interrupts_connecting():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_ctrl_c_in_an_all_reduce_loop_on_numpy_ends_both_ranks_cleanly():
+    # The array's last reference went on the collective's thread during finalization: taking
+    # the GIL there ended the thread by pthread_exit, through noexcept destructors, and the
+    # rank aborted ("terminate called without an active exception").
+    cmd = [sys.executable, "-m", "dtr.exec", "-n", "2", "--timeout", "60", sys.executable, "-c",
+           SPMD_LOOP]
+    for _ in range(2):
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for_line(p, "looping")
+            wait_for_line(p, "looping")
+            time.sleep(1.0)
+            p.send_signal(signal.SIGINT)  # dtr-exec forwards it to both ranks
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 130, (p.returncode, out, err)
+            for rank in (0, 1):
+                assert f"[{rank}] KeyboardInterrupt" in err.splitlines(), err
+            assert "terminate called" not in err and "SIGKILL" not in err, err
+        finally:
+            if p.poll() is None:
+                p.kill()
