@@ -38,6 +38,10 @@ constexpr milliseconds kKillWait{5000};
 constexpr milliseconds kDrainWait{1000};
 // The longest single poll(); deadlines are checked at least this often.
 constexpr milliseconds kTick{1000};
+// A signal that repeats the one dtr-exec forwarded within this long is the same request
+// delivered twice, not a second one: timeout(1) sends its signal to its child and then to
+// its whole process group, dtr-exec included. (Two Ctrl-C presses are further apart.)
+constexpr milliseconds kSameSignal{100};
 
 template <typename... Args>
 void say(fmt::format_string<Args...> f, Args&&... args) {
@@ -84,7 +88,17 @@ class Loop {
   // SIGKILL at once (a second signal to dtr-exec while stopping).
   void kill_now() {
     kill_at_ = Clock::now();
+    killed_on_request_ = true;
     check_deadlines();
+  }
+  // Notes a signal dtr-exec forwarded; true when `sig` repeats the last one forwarded
+  // within kSameSignal (the same request delivered twice: ignore it).
+  void forwarded(int sig) {
+    forwarded_sig_ = sig;
+    forwarded_at_ = Clock::now();
+  }
+  bool repeats_forwarded(int sig) const {
+    return forwarded_at_ && sig == forwarded_sig_ && Clock::now() - *forwarded_at_ < kSameSignal;
   }
   bool stopping() const { return kill_at_.has_value(); }
 
@@ -133,8 +147,11 @@ class Loop {
     if (kill_at_ && now >= *kill_at_ && !give_up_at_) {
       for (std::size_t i : stopping_)
         if (sup_.running(i)) {
-          say("{} (pid {}) did not stop within {} ms; sending SIGKILL", sup_.spec(i).name,
-              sup_.pid(i), grace_.count());
+          if (killed_on_request_)
+            say("{} (pid {}) is still running; sending SIGKILL", sup_.spec(i).name, sup_.pid(i));
+          else
+            say("{} (pid {}) did not stop within {} ms; sending SIGKILL", sup_.spec(i).name,
+                sup_.pid(i), grace_.count());
           sup_.signal(i, SIGKILL);
         }
       give_up_at_ = now + kKillWait;
@@ -145,6 +162,9 @@ class Loop {
   milliseconds grace_;
   std::optional<Clock::time_point> job_deadline_, kill_at_, give_up_at_, drain_at_;
   std::vector<std::size_t> stopping_;
+  bool killed_on_request_ = false;
+  int forwarded_sig_ = 0;
+  std::optional<Clock::time_point> forwarded_at_;
 };
 
 std::vector<std::size_t> running_of(const Supervisor& sup, const std::vector<std::size_t>& who) {
@@ -256,6 +276,7 @@ int run_ranks(const RankJobOptions& o) {
   while (!loop.finished(ranks)) {
     PollEvents ev = loop.step();
     for (const ReceivedSignal& s : ev.signals) {
+      if (loop.repeats_forwarded(s.number)) continue;
       if (loop.stopping() && running_of(sup, ranks).size() > 0 && result) {
         say("got {} again; killing the ranks", signal_name(s.number));
         loop.kill_now();
@@ -264,6 +285,7 @@ int run_ranks(const RankJobOptions& o) {
       say("got {}; forwarding it to the ranks", signal_name(s.number));
       if (!result) result = 128 + s.number;
       loop.stop(running_of(sup, ranks), s.number);
+      loop.forwarded(s.number);
     }
     for (std::size_t i : ev.exited) {
       int st = sup.wait_status(i);
@@ -305,7 +327,11 @@ int run_with_workers(const WorkerJobOptions& o) {
     stopper.stop(running_of(sup, workers), SIGTERM);
     while (!stopper.finished(workers)) {
       PollEvents ev = stopper.step();
-      if (!ev.signals.empty()) stopper.kill_now();
+      for (const ReceivedSignal& s : ev.signals)
+        if (!loop.repeats_forwarded(s.number)) {
+          stopper.kill_now();
+          break;
+        }
     }
     for (std::size_t i : workers)
       if (!sup.running(i) && !succeeded(sup.wait_status(i)) && reported.insert(i).second)
@@ -378,6 +404,7 @@ int run_with_workers(const WorkerJobOptions& o) {
   while (!loop.finished({program})) {
     PollEvents ev = loop.step();
     for (const ReceivedSignal& s : ev.signals) {
+      if (loop.repeats_forwarded(s.number)) continue;
       if (loop.stopping() && result) {
         say("got {} again; killing the program", signal_name(s.number));
         loop.kill_now();
@@ -388,6 +415,7 @@ int run_with_workers(const WorkerJobOptions& o) {
       say("got {}; forwarding it to the program", signal_name(s.number));
       if (!result) result = 128 + s.number;
       loop.stop({program}, s.number);
+      loop.forwarded(s.number);
     }
     for (std::size_t i : ev.exited)
       if (i != program && reported.insert(i).second)

@@ -137,6 +137,21 @@ forward_term | forward_int)
   for r in 0 1 2; do has_out "[${r}] got ${sig}"; done
   has_err "got SIG${sig}; forwarding it to the ranks"
   ;;
+same_signal_twice)
+  # timeout(1) sends its signal to dtr-exec and again to its process group: one request,
+  # forwarded once, and the ranks get their grace period (no SIGKILL, no "again").
+  for attempt in 1 2 3 4 5; do
+    rc=0
+    timeout -s INT 0.5 "${exec_bin}" -n 2 bash -c '
+      trap "sleep 0.2; echo stopped \$RANK; kill \$child; exit 0" INT
+      sleep 300 & child=$!
+      wait $child' >"${work}/out" 2>"${work}/err" || rc=$?
+    [[ "${rc}" == 124 ]] || fail "attempt ${attempt}: exit status ${rc}, expected 124"
+    for r in 0 1; do has_out "[${r}] stopped ${r}"; done
+    has_err "got SIGINT; forwarding it to the ranks"
+    grep -qE "again|SIGKILL" "${work}/err" && fail "attempt ${attempt}: the repeat killed the ranks"
+  done
+  ;;
 timeout)
   run 124 -n 2 --timeout 1 bash -c 'sleep 300 & wait $!'
   has_err "--timeout of 1000 ms expired; stopping the ranks"
