@@ -42,7 +42,7 @@
 
 namespace dtr::pg::shm {
 
-inline constexpr size_t kRingBytes = size_t{128} << 10;
+inline constexpr size_t kRingBytes = size_t{256} << 10;
 // A record's length word and header before its payload.
 inline constexpr size_t kRecordHeadBytes = 8 + sizeof(WireHeader);
 
