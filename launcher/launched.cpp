@@ -1,7 +1,10 @@
 // dtr-exec --launched (launcher/jobs.hpp): one process of a job that another launcher
 // started (mpirun, srun): rank 0 becomes the master program, every other rank a dtr-worker
 // that dials it.
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -56,12 +59,32 @@ const Launcher kLaunchers[] = {
 };
 
 // MASTER_PORT, else one derived from the job id (the same on every rank); 0 for none.
+// Derived ports lie in [20000, 32768), below Linux's ephemeral range (32768-60999 by
+// default), whose ports the host's outgoing connections (and dtr's own `tcp://ADDR:*`
+// sockets) hold at any moment.
 int agreed_port(const Launcher& l) {
   if (std::string p = env("MASTER_PORT"); !p.empty()) return parse_count("MASTER_PORT", p, 1);
   std::string id;
   for (const char* v : l.job_id) id += env(v) + "/";
   if (id.find_first_not_of('/') == std::string::npos) return 0;
-  return 20000 + static_cast<int>(std::hash<std::string>{}(id) % 30000);
+  return 20000 + static_cast<int>(std::hash<std::string>{}(id) % 12768);
+}
+
+// Whether `port` is taken on `addr` (an IPv4 address of this host) right now; false when
+// it cannot tell (a host name, an address of another host): the master's bind then says.
+bool port_in_use(const std::string& addr, int port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) return false;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  int one = 1;  // as ZeroMQ's listeners: a connection in TIME_WAIT does not count
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool taken =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  return taken;
 }
 
 [[noreturn]] void exec_or_die(const std::vector<std::string>& argv) {
@@ -99,8 +122,11 @@ void run_launched(const LaunchedJobOptions& o) {
     if (!one_host)
       throw InvalidArgument(fmt::format(
           "dtr-exec --launched: set MASTER_ADDR to the address of rank 0's host ({} does not say "
-          "that every rank runs on one host; e.g. mpirun -x MASTER_ADDR=head-node)",
-          l->name));
+          "that every rank runs on one host; e.g. {})",
+          l->name,
+          std::string(l->rank) == "SLURM_PROCID"
+              ? "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)"
+              : "mpirun -x MASTER_ADDR=head-node"));
     addr = "127.0.0.1";
   }
   const int port = agreed_port(*l);
@@ -108,6 +134,11 @@ void run_launched(const LaunchedJobOptions& o) {
     throw InvalidArgument(fmt::format(
         "dtr-exec --launched: set MASTER_PORT ({} gives no job id to derive one from)", l->name));
   const std::string endpoint = fmt::format("tcp://{}:{}", addr, port);
+  if (rank == 0 && port_in_use(addr, port))
+    throw InvalidArgument(fmt::format(
+        "dtr-exec --launched: port {} on {} ({}) is in use on this host; set MASTER_PORT to a "
+        "free port in every rank's environment (mpirun -x MASTER_PORT=29500; srun passes it on)",
+        port, addr, env("MASTER_PORT").empty() ? "derived from the job id" : "MASTER_PORT"));
   if (rank != 0) {
     std::vector<std::string> argv = {find_worker_binary(o.worker_bin),
                                      "--master",

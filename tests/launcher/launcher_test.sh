@@ -138,19 +138,57 @@ forward_term | forward_int)
   has_err "got SIG${sig}; forwarding it to the ranks"
   ;;
 same_signal_twice)
-  # timeout(1) sends its signal to dtr-exec and again to its process group: one request,
-  # forwarded once, and the ranks get their grace period (no SIGKILL, no "again").
-  for attempt in 1 2 3 4 5; do
-    rc=0
-    timeout -s INT 0.5 "${exec_bin}" -n 2 bash -c '
+  # timeout(1) passes a signal it gets to dtr-exec and again to its process group, dtr-exec
+  # included: one request, forwarded once, and the ranks get their grace period (no SIGKILL,
+  # no "again").
+  for attempt in $(seq 10); do
+    rm -f "${work}"/ready*
+    timeout 60 "${exec_bin}" -n 2 bash -c '
       trap "sleep 0.2; echo stopped \$RANK; kill \$child; exit 0" INT
       sleep 300 & child=$!
-      wait $child' >"${work}/out" 2>"${work}/err" || rc=$?
-    [[ "${rc}" == 124 ]] || fail "attempt ${attempt}: exit status ${rc}, expected 124"
+      touch '"${work}"'/ready$RANK.tmp && mv '"${work}"'/ready$RANK.tmp '"${work}"'/ready$RANK
+      wait $child' >"${work}/out" 2>"${work}/err" &
+    job=$!
+    wait_files 2 "${work}/ready*[0-9]"
+    kill -INT "${job}"
+    wait_exit "${job}"
+    [[ "${rc}" == 130 ]] || fail "attempt ${attempt}: exit status ${rc}, expected 130"
     for r in 0 1; do has_out "[${r}] stopped ${r}"; done
     has_err "got SIGINT; forwarding it to the ranks"
     grep -qE "again|SIGKILL" "${work}/err" && fail "attempt ${attempt}: the repeat killed the ranks"
   done
+  ;;
+launched_port)
+  # --launched under Slurm (its variables set by hand): MASTER_PORT is derived from the job
+  # id, below Linux's ephemeral ports (32768-), which other connections hold at any time.
+  for job in 1 77 4242 987654; do
+    rc=0
+    env -u OMPI_COMM_WORLD_RANK -u RANK -u PMI_RANK -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=0 \
+      SLURM_NTASKS=3 SLURM_NNODES=1 SLURM_JOB_ID="${job}" SLURM_STEP_ID=0 timeout 60 "${exec_bin}" \
+      --launched bash -c 'echo "P=$MASTER_PORT W=$WORLD_SIZE A=$MASTER_ADDR"' \
+      >"${work}/out" 2>"${work}/err" || rc=$?
+    [[ "${rc}" == 0 ]] || fail "job ${job}: exit status ${rc}"
+    port="$(sed -n 's/^P=\([0-9]*\) W=3 A=127\.0\.0\.1$/\1/p' "${work}/out")"
+    [[ -n "${port}" && "${port}" -ge 20000 && "${port}" -lt 32768 ]] ||
+      fail "job ${job}: MASTER_PORT '${port}' is not in [20000, 32768)"
+  done
+  # A port in use on rank 0's host is named before the master starts, with what to set.
+  timeout 30 python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(25)' "${work}/busy" &
+  holder=$!
+  wait_files 1 "${work}/busy"
+  rc=0
+  env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK -u MASTER_ADDR RANK=0 WORLD_SIZE=2 \
+    LOCAL_WORLD_SIZE=2 MASTER_PORT="$(cat "${work}/busy")" timeout 60 "${exec_bin}" --launched bash -c 'echo ran' \
+    >"${work}/out" 2>"${work}/err" || rc=$?
+  kill "${holder}" 2>/dev/null || true
+  [[ "${rc}" != 0 ]] || fail "--launched on a port in use exited 0"
+  grep -q "ran" "${work}/out" && fail "the master ran on a port in use"
+  has_err "port $(cat "${work}/busy") on 127.0.0.1 (MASTER_PORT) is in use on this host; set MASTER_PORT"
   ;;
 timeout)
   run 124 -n 2 --timeout 1 bash -c 'sleep 300 & wait $!'
