@@ -183,9 +183,6 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     s->accept_workers();
   }
   s->send_setup();
-  // The workers split MPI's world among themselves on Setup; the master takes part and
-  // stays out (pg/mpi_backend.hpp).
-  if (mpi) pg::mpi_stand_aside(options.connect_timeout, "init_master_worker (backend mpi)");
   s->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd_ < 0)
     throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
@@ -201,6 +198,10 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
     }
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
+  // The workers split MPI's world among themselves on Setup; the master takes part and
+  // stays out (pg/mpi_backend.hpp). Its I/O thread runs meanwhile: the workers end a
+  // session whose master is silent for heartbeat_timeout, and MPI_Init can take longer.
+  if (mpi) pg::mpi_stand_aside(options.connect_timeout, "init_master_worker (backend mpi)");
   s->measure_clocks();
   s->attach_same_host();
   if (s->options_.trace_path.empty())

@@ -53,6 +53,26 @@ else
   echo "master_sgd_mpirun_test: backend mpi differs from zmq in the last bits (Open MPI's order)"
 fi
 
+# A worker outside the MPI job (started by hand, dialing the master) cannot join the split
+# of MPI's world: the master says so after its connect timeout. Meanwhile its heartbeats go
+# on, so the job's own worker keeps the session instead of ending it ("master silent"),
+# exiting and taking the master down with it before it could say anything.
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+timeout 60 "${worker_bin}" --master "tcp://127.0.0.1:${port}" --name outsider >/dev/null 2>&1 &
+outsider=$!
+rc=0
+# (mpirun's -x applies to one app context of an MPMD line: given to each.)
+odd="$(timeout 90 "${mpiexec}" --oversubscribe --allow-run-as-root --timeout 80 \
+  -np 1 -x MASTER_PORT="${port}" -x DTR_BACKEND=mpi -x DTR_CONNECT_TIMEOUT_MS=4000 \
+  "${exec_bin}" --launched "${master_sgd}" --epochs 1 : \
+  -np 1 -x MASTER_PORT="${port}" "${exec_bin}" --launched --worker-bin "${worker_bin}" \
+  "${master_sgd}" : -np 1 sleep 60 2>&1)" || rc=$?
+kill "${outsider}" 2>/dev/null || true
+[[ ${rc} != 0 ]] || fail "a job with a worker outside it exited 0"
+grep -q "did not all initialize MPI and split its world within 4000 ms" <<<"${odd}" ||
+  { echo "${odd}"; fail "the master did not name the MPI split it waited for"; }
+grep -q "master silent" <<<"${odd}" && { echo "${odd}"; fail "a worker ended the session early"; }
+
 # Outside a launcher: refused, naming how to start it.
 rc=0
 err="$(env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK \
