@@ -90,6 +90,18 @@ bool recv_bounded(zmq::socket_t& sock, std::vector<zmq::message_t>& out, size_t 
   }
 }
 
+// Waits up to `timeout` for a message on `sock`. A signal that interrupts the wait (EINTR:
+// Ctrl-C in a Python program, whose handler only sets a flag) counts as a wake-up, not an
+// error: the caller's loop polls again, and the caller sees the signal when the call ends.
+void poll_in(zmq::socket_t& sock, std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+  }
+}
+
 class StoreServer {
  public:
   StoreServer(zmq::context_t& ctx, security::Guard& guard, const std::string& endpoint)
@@ -118,8 +130,7 @@ class StoreServer {
   }
   void run() {
     while (!stop_) {
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      poll_in(sock_, std::chrono::milliseconds(50));
       for (int i = 0; i < 1000; ++i) {
         std::vector<zmq::message_t> frames;
         size_t count = 0;
@@ -249,8 +260,7 @@ class TcpStore : public Store {
             "running, and is the key set by every rank?)",
             described_, key, timeout.count()));
       }
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+      poll_in(sock_, std::min(left, std::chrono::milliseconds(100)));
       std::vector<zmq::message_t> frames;
       size_t count = 0;
       if (!recv_bounded(sock_, frames, 3, count)) continue;

@@ -235,9 +235,17 @@ void bind_process_group(nb::module_& root) {
       "init_process_group",
       [](const std::string& backend, const std::string& init_method, int world_size, int rank,
          const std::string& group_name, double timeout) {
-        nb::gil_scoped_release nogil;
-        init_process_group(backend, init_method, world_size, rank, group_name,
-                           milliseconds(static_cast<int64_t>(timeout * 1000)));
+        try {
+          nb::gil_scoped_release nogil;
+          init_process_group(backend, init_method, world_size, rank, group_name,
+                             milliseconds(static_cast<int64_t>(timeout * 1000)));
+        } catch (const std::exception&) {
+          // Ctrl-C during the rendezvous (which runs on to its timeout) is what the caller
+          // sees, not the error it ended with: Python would raise it while printing that one
+          // (a dump of the error and "lost sys.stderr").
+          if (PyErr_CheckSignals() != 0) throw nb::python_error();
+          throw;
+        }
       },
       arg("backend") = "zmq", arg("init_method") = "env://", arg("world_size") = -1,
       arg("rank") = -1, arg("group_name") = "", arg("timeout") = 300.0);

@@ -63,6 +63,14 @@ while True:
 """
 
 
+# Rank 1 of 2 alone: its rendezvous waits for a store nobody serves, until its timeout.
+RENDEZVOUS = r"""
+import dtr.distributed as dist
+print("rendezvous", flush=True)
+dist.init_process_group("zmq", timeout=3)
+"""
+
+
 CONNECT = r"""
 import dtr
 print("connecting", flush=True)
@@ -165,3 +173,30 @@ def test_ctrl_c_in_an_all_reduce_loop_on_numpy_ends_both_ranks_cleanly():
         finally:
             if p.poll() is None:
                 p.kill()
+
+
+def test_ctrl_c_during_the_rendezvous_waits_out_its_timeout_then_interrupts():
+    # The store client's poll returned EINTR, which escaped as a bare
+    # RuntimeError("Interrupted system call"). Documented: the rendezvous is not interrupted
+    # (bounded by its timeout); then KeyboardInterrupt is raised, rather than the timeout
+    # (printing which the pending signal broke: "lost sys.stderr").
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port))
+    p = subprocess.Popen([sys.executable, "-c", RENDEZVOUS], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_for_line(p, "rendezvous")
+        started = time.monotonic()
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert time.monotonic() - started > 2.5, ("ended before its timeout", err)
+        assert "Interrupted system call" not in err and "lost sys.stderr" not in err, err
+        assert err.splitlines()[-1] == "KeyboardInterrupt", err
+    finally:
+        if p.poll() is None:
+            p.kill()
