@@ -229,3 +229,46 @@ TEST_CASE("a stopped peer (SIGSTOP) is declared dead after the heartbeat timeout
   test::wait_or_kill(stopped, std::chrono::seconds(10));
   CHECK(message.find("rank 1") != std::string::npos);
 }
+
+TEST_CASE("a stopped peer fails a send waiting on its full shared-memory ring, naming it") {
+  const int port = test::free_port();
+  pid_t stopped = fork();
+  if (stopped == 0) {
+    int code = 1;
+    try {
+      ProcessGroupOptions o;
+      o.heartbeat_timeout = std::chrono::milliseconds(1000);
+      o.bind_address = "127.0.0.1";
+      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
+      g.barrier();  // agrees on the same-host path
+      ::raise(SIGSTOP);
+      code = 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    _exit(code);
+  }
+  std::string message, path;
+  int sent = 0;
+  {
+    ProcessGroupOptions o;
+    o.timeout = std::chrono::seconds(100);  // only the heartbeat can end the wait in time
+    o.heartbeat_timeout = std::chrono::milliseconds(1000);
+    o.bind_address = "127.0.0.1";
+    ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, true), 0, 2, o);
+    try {
+      g.barrier();
+      path = g.host_path();
+      // Far more than a ring holds: the sends fill it, then wait for a reader that is stopped.
+      for (; sent < 1000; ++sent) g.send(local::ones(Shape{4096}), 1);
+    } catch (const TransportError& e) {
+      message = e.what();
+    }
+  }
+  ::kill(stopped, SIGKILL);
+  test::wait_or_kill(stopped, std::chrono::seconds(10));
+  CHECK(path == "shared memory");
+  CHECK(sent < 1000);
+  MESSAGE(sent, " sends, then: ", message);
+  CHECK(message.find("rank 1") != std::string::npos);
+}
