@@ -42,6 +42,13 @@ std::atomic<uint64_t> g_by_ring{0};
 // between looks (waking the receiver, when it sleeps, each time).
 constexpr int kRingSpins = 64;
 constexpr auto kRingNap = std::chrono::microseconds(50);
+// How long a blocking point-to-point call polls its group's rings (spin_rings).
+constexpr auto kRingSpinFor = std::chrono::microseconds(200);
+
+bool is_done(Work::State& w) {
+  std::lock_guard lock(w.m);
+  return w.done;
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -798,6 +805,25 @@ void Mesh::send_ring(shm::RingFile& rings, int d, int dst, WireHeader h, const v
       std::this_thread::sleep_for(kRingNap);
     }
   }
+}
+
+bool Mesh::spin_rings(Work::State& work, shm::RingFile& rings) {
+  struct Spinner {
+    shm::RingFile& r;
+    explicit Spinner(shm::RingFile& f) : r(f) { r.spin(1); }
+    ~Spinner() { r.spin(-1); }
+  };
+  {
+    Spinner spinner(rings);
+    const auto until = Clock::now() + kRingSpinFor;
+    for (int i = 0;; ++i) {
+      drain_rings();
+      if (is_done(work)) break;
+      if (i % 16 == 15 && Clock::now() >= until) break;
+    }
+  }
+  drain_rings();  // what was written while this thread still counted as a spinner
+  return is_done(work);
 }
 
 bool Mesh::drain_rings() {

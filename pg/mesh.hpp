@@ -233,6 +233,11 @@ class Mesh {
   // that (the group ends).
   void add_rings(uint64_t group, std::shared_ptr<shm::RingFile> rings, std::vector<int> members);
   void remove_rings(uint64_t group);
+  // A blocking point-to-point call of a group with rings: polls the rings on this thread
+  // (counted as a spinner of `rings`, and without a FastReader scope, so that the I/O
+  // thread sleeps undisturbed) for a short while; true when `work` completed meanwhile.
+  // Then the call waits in serve_until().
+  bool spin_rings(Work::State& work, shm::RingFile& rings);
   // Sends a point-to-point message (h: Data or DataAt) with `bytes` of payload to group
   // rank d (world rank dst) through `rings`. While the ring is full it waits for the
   // receiver to read: throws TransportError when dst dies or leaves or the mesh shuts down,

@@ -24,6 +24,10 @@ constexpr size_t round8(size_t n) {
 }
 // The largest record: a ring always has room for one once it is empty, wherever it wraps.
 constexpr size_t kMaxRecordBytes = kRingBytes / 2;
+// Groups of at most this many ranks fault their rings' pages in when they map them (a
+// first pass over fresh pages costs a fault every 4 KiB, which showed in small messages'
+// tail latency); larger groups fault them as records pass.
+constexpr int kPrefaultRanks = 16;
 
 }  // namespace
 
@@ -32,6 +36,7 @@ struct RingFileHeader {
   uint32_t ranks = 0;
   uint32_t reserved = 0;
   alignas(64) std::atomic<uint32_t> bell{0};  // 1: the owner sleeps, wake it
+  std::atomic<uint32_t> spinners{0};          // the owner's threads polling its rings
 };
 
 struct Ring {
@@ -119,6 +124,12 @@ bool RingFile::map_peer(int q, int64_t pid, int64_t fd, std::string* why) {
     return false;
   }
   peers_[static_cast<size_t>(q)].file = header;
+  if (ranks_ <= kPrefaultRanks) {
+    // The two rings this rank uses with q: its own to q, and q's to it. Best effort.
+    (void)::madvise(&ring(peers_[static_cast<size_t>(rank_)].file, q), sizeof(Ring),
+                    MADV_POPULATE_WRITE);
+    (void)::madvise(&ring(header, rank_), sizeof(Ring), MADV_POPULATE_WRITE);
+  }
   return true;
 }
 
@@ -157,9 +168,10 @@ bool RingFile::push(int d, const WireHeader& h, const void* payload, size_t byte
 }
 
 bool RingFile::take_bell(int d) {
-  auto& bell = peers_[static_cast<size_t>(d)].file->bell;
-  if (bell.load() == 0) return false;
-  return bell.exchange(0) == 1;
+  RingFileHeader* file = peers_[static_cast<size_t>(d)].file;
+  // seq_cst loads after the head's store: a spinner that leaves reads the rings again.
+  if (file->spinners.load() != 0 || file->bell.load() == 0) return false;
+  return file->bell.exchange(0) == 1;
 }
 
 int RingFile::drain(int q,
@@ -229,6 +241,15 @@ void RingFile::scribble_tail(int q, uint64_t tail) {
 
 void RingFile::arm() {
   peers_[static_cast<size_t>(rank_)].file->bell.store(1);  // seq_cst: before the heads' loads
+}
+
+void RingFile::spin(int delta) {
+  auto& n = peers_[static_cast<size_t>(rank_)].file->spinners;
+  if (delta > 0) {
+    n.fetch_add(1);
+  } else {
+    n.fetch_sub(1);  // seq_cst: before the heads' loads of the last look
+  }
 }
 
 void RingFile::disarm() {

@@ -20,8 +20,9 @@
 //
 // Waking: a consumer that sleeps in poll() sets its file's bell word first and looks at its
 // rings again; a producer that finds the bell set after publishing a record clears it and
-// sends a Ring message over the sockets, which wakes the sleeper. A consumer that polls the
-// rings needs no bell.
+// sends a Ring message over the sockets, which wakes the sleeper. A thread that polls the
+// rings while it waits counts itself in the file's spinners word (and reads once more after
+// it leaves): while it is there, producers do not ring.
 //
 // Memory is bounded: p rings of kRingBytes per group and process (pages touched as
 // records pass), freed by the kernel when the last process that maps the file exits.
@@ -82,6 +83,8 @@ class RingFile {
   // Consumer: this process is about to sleep (arm) or awake again (disarm).
   void arm();
   void disarm();
+  // Consumer: a thread of this process starts (+1) or stops (-1) polling the rings.
+  void spin(int delta);
 
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }

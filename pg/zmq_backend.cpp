@@ -669,7 +669,7 @@ class ZmqGroup : public Backend {
       work->complete(std::current_exception());
       return Work(work);
     }
-    if (blocking) mesh_->serve_until(*work, deadline);
+    if (blocking && !mesh_->spin_rings(*work, *rings_)) mesh_->serve_until(*work, deadline);
     return Work(work);
   }
 
@@ -690,8 +690,11 @@ class ZmqGroup : public Backend {
     req.owner_reads = blocking;
     const auto deadline = req.deadline;
     mesh_->post_recv(std::move(req));
-    // The small-message path: a blocking receive reads its message on this thread.
-    if (blocking) mesh_->serve_until(*work, deadline);
+    // The small-message path: a blocking receive reads its message on this thread (first
+    // from the group's rings alone, when it has them).
+    if (!blocking) return Work(work);
+    const bool rings = same_host_p2p_.load(std::memory_order_acquire);
+    if (!rings || !mesh_->spin_rings(*work, *rings_)) mesh_->serve_until(*work, deadline);
     return Work(work);
   }
 
