@@ -168,10 +168,32 @@ ErrCode code_of(const std::exception_ptr& e) {
   }
 }
 
+namespace {
+
+// ZeroMQ I/O threads per mesh: DTR_PG_IO_THREADS, else kIoThreads. Two let the sends of a
+// rank and its receives run their system calls at the same time (docs/process_groups.md).
+constexpr int kIoThreads = 2;
+constexpr int kMaxIoThreads = 16;
+
+int io_threads() {
+  const char* v = std::getenv("DTR_PG_IO_THREADS");
+  if (v == nullptr || *v == '\0') return kIoThreads;
+  const int64_t n = parse_int(v, "DTR_PG_IO_THREADS");
+  if (n < 1 || n > kMaxIoThreads) {
+    throw InvalidArgument(
+        fmt::format("DTR_PG_IO_THREADS={}: expected 1 to {} (ZeroMQ I/O threads per process "
+                    "group)",
+                    v, kMaxIoThreads));
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
 Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string& bind_endpoint)
     : world_(world_size),
       options_(options),
-      ctx_(1),
+      ctx_(io_threads()),
       guard_(std::make_unique<security::Guard>(
           ctx_, options.security ? *options.security : resolve_security())),
       router_(ctx_, zmq::socket_type::router) {

@@ -173,6 +173,24 @@ TEST_CASE("init: argument errors") {
                        doctest::Contains("backend 'tcp' is dtr's TCP transport"), InvalidArgument);
 }
 
+TEST_CASE(
+    "init: DTR_PG_IO_THREADS sets the I/O threads of a zmq group, and a bad value is refused") {
+  ::setenv("DTR_PG_IO_THREADS", "0", 1);
+  CHECK_THROWS_WITH_AS(ProcessGroup::create(make_hash_store(), 0, 1),
+                       doctest::Contains("DTR_PG_IO_THREADS=0: expected 1 to 16"), InvalidArgument);
+  ::setenv("DTR_PG_IO_THREADS", "two", 1);
+  CHECK_THROWS_WITH_AS(ProcessGroup::create(make_hash_store(), 0, 1),
+                       doctest::Contains("DTR_PG_IO_THREADS"), InvalidArgument);
+  ::setenv("DTR_PG_IO_THREADS", "1", 1);
+  {
+    ProcessGroup g = ProcessGroup::create(make_hash_store(), 0, 1);
+    auto t = local::ones(Shape{2});
+    g.all_reduce(t);
+    CHECK(t.to_vector<float>() == std::vector<float>{1, 1});
+  }
+  ::unsetenv("DTR_PG_IO_THREADS");
+}
+
 TEST_CASE("ProcessGroup::create from an endpoint list and over ipc") {
   // gloo meets through a TCP store at endpoints[0] (rank 0 serves it) or a file next to an
   // ipc:// path.
