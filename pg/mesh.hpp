@@ -65,6 +65,10 @@ struct Work::State {
   std::exception_ptr error;
   int source = -1;
   std::string what;  // "all_reduce on rank 1", for wait() timeouts
+  // Set (if at all) before the Work is handed out: Work::wait() calls it on its own thread
+  // before it sleeps, so that a backend can make progress there (the zmq backend polls a
+  // same-host group's rings for a short while).
+  std::function<void(State&)> progress;
   // First call wins; later calls are ignored.
   void complete(std::exception_ptr e = nullptr, int src = -1) {
     std::lock_guard lock(m);

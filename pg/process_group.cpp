@@ -88,6 +88,7 @@ bool Work::is_success() const {
 
 void Work::wait(std::chrono::milliseconds timeout) {
   if (!state_) throw InvalidArgument("Work::wait on an empty Work");
+  if (state_->progress && !is_completed()) state_->progress(*state_);
   std::unique_lock lock(state_->m);
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
     throw TimeoutError(

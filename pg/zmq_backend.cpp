@@ -657,6 +657,7 @@ class ZmqGroup : public Backend {
         work->complete();  // the bytes are in the ring: the tensor is free
         return Work(work);
       }
+      if (!blocking) poll_rings_in_wait(*work);  // before anyone else sees the Work
       const AddressPayload at = mesh_->offer(members_[dst], t, work, deadline, work->what);
       h.kind = static_cast<uint8_t>(MsgKind::DataAt);
       try {
@@ -671,6 +672,19 @@ class ZmqGroup : public Backend {
     }
     if (blocking && !mesh_->spin_rings(*work, *rings_)) mesh_->serve_until(*work, deadline);
     return Work(work);
+  }
+
+  // A Work of this group's rings that is waited on later: wait() first polls the rings on
+  // the waiting thread, as a blocking call does (without it, the receiver's I/O thread
+  // would be woken by a Ring message: four thread hand-offs). The group and its mesh may be
+  // gone by then: nothing is kept alive for it.
+  void poll_rings_in_wait(Work::State& work) {
+    work.progress = [mesh = std::weak_ptr<Mesh>(mesh_),
+                     rings = std::weak_ptr<shm::RingFile>(rings_)](Work::State& w) {
+      auto m = mesh.lock();
+      auto r = rings.lock();
+      if (m && r && !m->is_shut_down()) m->spin_rings(w, *r);
+    };
   }
 
   Work irecv(const local::Tensor& t, int src, int tag, bool blocking) override {
@@ -689,11 +703,12 @@ class ZmqGroup : public Backend {
     req.what = what;
     req.owner_reads = blocking;
     const auto deadline = req.deadline;
+    const bool rings = same_host_p2p_.load(std::memory_order_acquire);
+    if (rings && !blocking) poll_rings_in_wait(*work);
     mesh_->post_recv(std::move(req));
     // The small-message path: a blocking receive reads its message on this thread (first
     // from the group's rings alone, when it has them).
     if (!blocking) return Work(work);
-    const bool rings = same_host_p2p_.load(std::memory_order_acquire);
     if (!rings || !mesh_->spin_rings(*work, *rings_)) mesh_->serve_until(*work, deadline);
     return Work(work);
   }
