@@ -8,7 +8,11 @@
 //      pairs first (odd rank reduces, even rank waits) and sends them the result at the end.
 //      Both partners compute op(lower half's value, upper half's value) in the same order,
 //      so every rank ends with the same bits.
-//  all_reduce, large: ring reduce-scatter then ring all-gather (bandwidth optimal:
+//  all_reduce, large, two ranks: each sends its whole tensor in segments and folds the
+//      other's into its own as they arrive, rank 0's value first (the same bytes on the
+//      wire as the ring below, without its second phase waiting on the first; in paired
+//      runs over tcp 1.57x faster at 256 KiB, 1.08x at 64 MiB, even at 4 MiB).
+//  all_reduce, large, more ranks: ring reduce-scatter then ring all-gather (bandwidth optimal:
 //      2(p-1)/p * N sent per rank). Each chunk is reduced exactly once, along the ring, and
 //      then copied, so every rank ends with the same bits. Each reduced segment is sent on
 //      at once (the reduce-scatter's next step, or the all-gather's first), and the
@@ -346,12 +350,41 @@ void ring_all_reduce(Run& run, const Block& b) {
   for (auto& t : trackers) run.wait_tracker(*t);
 }
 
+// Two ranks: each sends its whole tensor, segment by segment, then folds the other's
+// segments into its own as they arrive, rank 0's value first (so both end with the same
+// bits). A segment is overwritten only once ZeroMQ has released its send.
+void pair_all_reduce(Run& run, const Block& b) {
+  const int r = run.rank(), other = 1 - r;
+  const int64_t es = run.es();
+  const Segments seg(b.numel, es);
+  std::vector<std::shared_ptr<SendTracker>> sent(static_cast<size_t>(seg.count));
+  for (int64_t k = 0; k < seg.count; ++k) {
+    sent[k] = std::make_shared<SendTracker>();
+    run.send(other, b.data + seg.begin(k, b.numel) * es, seg.len(k, b.numel), b.keepalive, sent[k]);
+  }
+  std::vector<char> tmp;
+  for (int64_t k = 0; k < seg.count; ++k) {
+    const int64_t len = seg.len(k, b.numel);
+    Incoming in = run.recv(other, len);
+    char* mine = b.data + seg.begin(k, b.numel) * es;
+    run.wait_tracker(*sent[k]);
+    const char* theirs = run.aligned(in, tmp);
+    if (r == 0) {
+      run.reduce(mine, mine, theirs, len);
+    } else {
+      run.reduce(mine, theirs, mine, len);
+    }
+  }
+}
+
 void all_reduce(Run& run, const CollectiveArgs& a) {
   const Block b = block_of(a.outputs[0]);
   const local::Tensor& t = a.outputs[0];
   if (run.size() > 1) {
     if (static_cast<uint64_t>(b.numel * run.es()) <= kSmallAllReduce || b.numel < run.size()) {
       recursive_doubling(run, b.data, b.numel);
+    } else if (run.size() == 2) {
+      pair_all_reduce(run, b);
     } else {
       ring_all_reduce(run, b);
     }
