@@ -31,6 +31,14 @@ void expect_throw(const std::function<void()>& f, const std::vector<std::string>
   throw Error(what + ": no exception");
 }
 
+// What the rank that stops uses: heartbeats that give up after a second.
+ProcessGroupOptions stopping_options() {
+  ProcessGroupOptions o;
+  o.heartbeat_timeout = std::chrono::milliseconds(1000);
+  o.bind_address = "127.0.0.1";
+  return o;
+}
+
 }  // namespace
 
 PG_BACKEND_TEST("failure: mismatched all_reduce fails clearly on every rank, the group goes on") {
@@ -196,21 +204,7 @@ TEST_CASE("a killed peer (SIGKILL) makes the others fail naming its rank and not
 
 TEST_CASE("a stopped peer (SIGSTOP) is declared dead after the heartbeat timeout") {
   const int port = test::free_port();
-  pid_t stopped = fork();
-  if (stopped == 0) {
-    int code = 1;
-    try {
-      ProcessGroupOptions o;
-      o.heartbeat_timeout = std::chrono::milliseconds(1000);
-      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
-      g.barrier();
-      ::raise(SIGSTOP);
-      code = 0;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-    }
-    _exit(code);
-  }
+  const pid_t stopped = fork_rank_that_stops(port, stopping_options());
   std::string message;
   {
     ProcessGroupOptions o;
@@ -232,22 +226,7 @@ TEST_CASE("a stopped peer (SIGSTOP) is declared dead after the heartbeat timeout
 
 TEST_CASE("a stopped peer fails a send waiting on its full shared-memory ring, naming it") {
   const int port = test::free_port();
-  pid_t stopped = fork();
-  if (stopped == 0) {
-    int code = 1;
-    try {
-      ProcessGroupOptions o;
-      o.heartbeat_timeout = std::chrono::milliseconds(1000);
-      o.bind_address = "127.0.0.1";
-      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
-      g.barrier();  // agrees on the same-host path
-      ::raise(SIGSTOP);
-      code = 0;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-    }
-    _exit(code);
-  }
+  const pid_t stopped = fork_rank_that_stops(port, stopping_options());
   std::string message, path;
   int sent = 0;
   {

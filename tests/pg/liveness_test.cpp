@@ -63,19 +63,7 @@ TEST_CASE("liveness: a stopped rank (SIGSTOP) is detected by the group's timeout
   ProcessGroupOptions o;
   o.backend = "gloo";
   o.timeout = std::chrono::milliseconds(1000);
-  pid_t stopped = fork();
-  if (stopped == 0) {
-    int code = 1;
-    try {
-      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
-      g.barrier();
-      ::raise(SIGSTOP);
-      code = 0;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-    }
-    _exit(code);
-  }
+  const pid_t stopped = fork_rank_that_stops(port, o);
   std::string message;
   double took = 0;
   {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -268,6 +269,24 @@ inline std::vector<int> fork_ranks(int n, const std::function<int(int)>& body,
 }
 
 // Deterministic per-rank values, exact in every dtype (small integers).
+// Forks rank 1 of a group of two (options `o`) on the tcp store at `port`, which rank 0
+// hosts: it joins, takes part in one barrier (on zmq, this agrees on the same-host path) and
+// stops itself (SIGSTOP). Returns its pid.
+inline pid_t fork_rank_that_stops(int port, const ProcessGroupOptions& o) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
+    g.barrier();
+    ::raise(SIGSTOP);
+    code = 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: %s\n", e.what());
+  }
+  _exit(code);
+}
+
 inline double value_for(int rank, int64_t i, DType dt, ReduceOp op) {
   if (dt == DType::Bool) return ((i * 7 + rank * 3) % 5) < 2 ? 1 : 0;
   if (op == ReduceOp::Product)
