@@ -24,13 +24,13 @@ using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
 
-// The heartbeat timeout of the large transfers, a fifth of the default: a 4 GiB transfer
-// spans 4 to 10 of them here. 500 ms, as first written, failed now and then in full serial
-// runs on this 2-core VM (a heartbeat 75 ms late in the 4 GiB case; 1 s was once missed in
-// the worker-to-worker copy, in 1 of 8 runs). Measured since: the master's heartbeats are
-// sent by the thread that holds the session's I/O, which also handles the transfers'
-// replies, and went out 614-685 ms apart during the 4 GiB case. Heartbeats on a thread of
-// their own (master and worker) would let these cases go back to 500 ms.
+// The heartbeat timeout of the large transfers: 2 s, under the defaults (a session's 2.5 s,
+// a process group's 10 s); a 4 GiB transfer spans 4 to 10 of them here. 500 ms, as first written,
+// failed now and then in full serial runs on this 2-core VM (a heartbeat 75 ms late in the 4 GiB
+// case; 1 s was once missed in the worker-to-worker copy, in 1 of 8 runs). Measured since: the
+// master's heartbeats are sent by the thread that holds the session's I/O, which also handles the
+// transfers' replies, and went out 614-685 ms apart during the 4 GiB case. Heartbeats on a thread
+// of their own (master and worker) would let these cases go back to 500 ms.
 constexpr std::chrono::milliseconds kTransferBeat{2000};
 
 // Bytes on the sockets (`same_host` false), as between two hosts, unless told otherwise:
