@@ -24,8 +24,10 @@
 // rings while it waits counts itself in the file's spinners word (and reads once more after
 // it leaves): while it is there, producers do not ring.
 //
-// Memory is bounded: p rings of kRingBytes per group and process (pages touched as
-// records pass), freed by the kernel when the last process that maps the file exits.
+// Memory is bounded: p rings of kRingBytes per group and process, freed by the kernel when
+// the last process that maps the file unmaps it. Groups of up to 16 ranks fault the rings
+// they use in when they map their peers (a process's own outgoing ones: (p - 1) rings,
+// under 4 MiB); larger groups touch the pages as records pass.
 //
 // Thread safety: push() may be called from any thread (a mutex per ring); drain(),
 // arm() and disarm() from one consumer thread at a time (the mesh's ROUTER holder).
