@@ -95,7 +95,8 @@ protocol::HelloReply check_hello_reply(const protocol::Received& msg, size_t fir
 
 }  // namespace
 
-MasterSession::MasterSession(const MasterOptions& options) : options_(options), context_(1) {
+MasterSession::MasterSession(const MasterOptions& options)
+    : options_(options), context_(1), beat_context_(1) {
   guard_ = std::make_unique<security::Guard>(context_,
                                              resolve_security(options.key_file, options.insecure),
                                              [this](const std::string& line) {
@@ -192,14 +193,15 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   if (s->router_) {
     watch(*s->router_);
   } else {
-    for (auto& node : s->nodes_) {
-      watch(*node->dealer);
-      watch(*node->beat);
-    }
+    for (auto& node : s->nodes_) watch(*node->dealer);
+    s->beat_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->beat_wake_fd_ < 0)
+      throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
+    s->beat_thread_ = std::thread([raw = s.get()] { raw->beat_loop(); });
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
   // The workers split MPI's world among themselves on Setup; the master takes part and
-  // stays out (pg/mpi_backend.hpp). Its I/O thread runs meanwhile: the workers end a
+  // stays out (pg/mpi_backend.hpp). Its heartbeats go on meanwhile: the workers end a
   // session whose master is silent for heartbeat_timeout, and MPI_Init can take longer.
   if (mpi) pg::mpi_stand_aside(options.connect_timeout, "init_master_worker (backend mpi)");
   s->measure_clocks();
@@ -350,7 +352,7 @@ void MasterSession::send_setup() {
   setup.heartbeat_ms = static_cast<uint32_t>(options_.heartbeat.count());
   setup.master_timeout_ms = static_cast<uint32_t>(options_.heartbeat_timeout.count());
   for (auto& node : nodes_) {
-    node->last_heard = Clock::now();
+    node->last_heard.store(Clock::now().time_since_epoch().count());
     setup.node = static_cast<uint32_t>(node->index);
     std::string header = protocol::encode(setup);
     zmq::socket_t& socket = node->dealer ? *node->dealer : *router_;
@@ -419,6 +421,7 @@ void MasterSession::release_orphans(int node) {
 MasterSession::~MasterSession() {
   shutdown();
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (beat_wake_fd_ >= 0) close(beat_wake_fd_);
 }
 
 void MasterSession::shutdown() {
@@ -426,6 +429,11 @@ void MasterSession::shutdown() {
   if (closed_.exchange(true)) return;
   stop_.store(true);
   wake();
+  if (beat_thread_.joinable()) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(beat_wake_fd_, &one, sizeof(one));
+    beat_thread_.join();
+  }
   if (io_thread_.joinable()) io_thread_.join();
   std::lock_guard plock(pending_mu_);
   for (auto& [id, p] : pending_)
@@ -734,13 +742,13 @@ void MasterSession::check_alive(int node) {
 void MasterSession::open_beat(Node& node, Clock::time_point deadline) {
   std::string peer = fmt::format("worker {} (its heartbeat connection)", node.endpoint);
   try {
-    node.beat = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    node.beat = std::make_unique<zmq::socket_t>(beat_context_, zmq::socket_type::dealer);
     protocol::configure_socket(*node.beat, kMaxBeatBytes);
     node.beat->set(zmq::sockopt::routing_id, protocol::beat_identity(node.identity));
     guard_->client(*node.beat, node.endpoint, fmt::format("worker (node {})", node.index));
     // Up before the session starts, so that closing it never cuts a handshake short (the
     // worker would log that as a failed handshake).
-    security::HandshakeWatch watch(context_, *node.beat, guard_->curve(), peer);
+    security::HandshakeWatch watch(beat_context_, *node.beat, guard_->curve(), peer);
     node.beat->connect(node.endpoint);
     while (true) {
       if (std::string why = watch.failure(); !why.empty())
@@ -774,7 +782,10 @@ void MasterSession::send_beat(Node& node) {
 void MasterSession::liveness(Clock::time_point now) {
   for (auto& node : nodes_) {
     if (node->lost.load()) continue;
-    auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - node->last_heard);
+    const Clock::time_point heard{Clock::duration(node->last_heard.load())};
+    // Never negative: another thread may have stamped it after `now` was read.
+    auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(now - heard, Clock::duration::zero()));
     if (silent > options_.heartbeat_timeout)
       fail_node(node->index,
                 fmt::format("node {} ({}) is lost: nothing heard from it for {} ms (heartbeat "
@@ -786,6 +797,38 @@ void MasterSession::liveness(Clock::time_point now) {
   next_heartbeat_ = now + options_.heartbeat;
   for (auto& node : nodes_)
     if (!node->lost.load()) send_beat(*node);
+}
+
+void MasterSession::beat_loop() {
+  std::vector<zmq::pollitem_t> items;
+  for (auto& node : nodes_) items.push_back({node->beat->handle(), 0, ZMQ_POLLIN, 0});
+  items.push_back({nullptr, beat_wake_fd_, ZMQ_POLLIN, 0});
+  next_heartbeat_ = Clock::now();
+  try {
+    while (!stop_.load()) {
+      // Everything that came is read before a node is judged silent: a master that was
+      // stopped, or starved of CPU, finds its workers' heartbeats waiting.
+      for (auto& node : nodes_) {
+        bool heard = false;
+        while (protocol::try_recv(*node->beat, 1)) heard = true;  // heartbeats only
+        if (heard) node->last_heard.store(Clock::now().time_since_epoch().count());
+      }
+      liveness(Clock::now());
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_heartbeat_ - Clock::now());
+      try {
+        zmq::poll(items, std::max(wait, std::chrono::milliseconds(0)));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    // Not expected (the sockets are this thread's): without heartbeats no node can be
+    // trusted to be alive, so say so on each.
+    for (auto& node : nodes_)
+      fail_node(node->index, fmt::format("node {} ({}): the heartbeat connection failed: {}",
+                                         node->index, node->endpoint, e.what()));
+  }
+  for (auto& node : nodes_) node->beat.reset();
 }
 
 void MasterSession::fail_node(int node, const std::string& why) {
@@ -895,10 +938,7 @@ void MasterSession::receive_all() {
   if (router_) {
     receive(*router_, -1);
   } else {
-    for (auto& node : nodes_) {
-      receive(*node->dealer, node->index);
-      receive(*node->beat, node->index);
-    }
+    for (auto& node : nodes_) receive(*node->dealer, node->index);  // heartbeats: beat_loop
   }
 }
 
@@ -912,7 +952,7 @@ void MasterSession::service(bool flush) {
   // starved of CPU) finds its workers' heartbeats, or a worker's goodbye and its reason,
   // before it blames them.
   receive_all();
-  liveness(Clock::now());
+  if (router_) liveness(Clock::now());  // connect mode: the heartbeat thread's
   // Last: every socket is left read until it has nothing (the rule for sleeping on their
   // ZMQ_FD, which may only signal again after that).
   receive_all();
@@ -924,7 +964,7 @@ bool MasterSession::input_waiting() {
   };
   if (router_) return has(*router_);
   for (auto& node : nodes_)
-    if ((node->dealer && has(*node->dealer)) || (node->beat && has(*node->beat))) return true;
+    if (node->dealer && has(*node->dealer)) return true;
   return false;
 }
 
@@ -1009,10 +1049,7 @@ void MasterSession::io_loop() {
   for (auto& node : nodes_)
     if (node->dealer) node->dealer->set(zmq::sockopt::linger, 1000);
   if (router_) router_->set(zmq::sockopt::linger, 1000);
-  for (auto& node : nodes_) {
-    node->dealer.reset();
-    node->beat.reset();
-  }
+  for (auto& node : nodes_) node->dealer.reset();  // the heartbeat thread closed `beat`
   router_.reset();
 }
 
@@ -1052,7 +1089,7 @@ local::Tensor get_payload(const TensorMeta& m, zmq::message_t&& bytes) {
 }  // namespace
 
 void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
-  nodes_[node]->last_heard = Clock::now();
+  nodes_[node]->last_heard.store(Clock::now().time_since_epoch().count());
   auto fail_request = [&](uint64_t request, std::exception_ptr e) {
     std::lock_guard lock(pending_mu_);
     auto it = pending_.find(request);

@@ -14,9 +14,17 @@
 // workers send unasked are kept, and the error for a lost node or a collective that failed
 // waiting for its members names the last commands each node reported.
 //
+// Liveness: in connect mode (the master connects to listening workers) a thread of its
+// own, on a ZeroMQ context of its own, sends heartbeats on each node's heartbeat connection,
+// reads the node's, and declares a node lost that was silent for heartbeat_timeout. So a
+// master whose callers or I/O thread are busy (a GiB-sized reply being handled, a CPU
+// starved by the transfer itself) still sends and hears heartbeats on time. In listen mode
+// the heartbeats share the master's one ROUTER socket, and the I/O thread handles them.
+//
 // Thread safety: every public member may be called from any thread. After the handshake
 // (which runs before the I/O thread starts) the ZeroMQ sockets are used only under
-// io_mu_, by the I/O thread or by one waiting requester.
+// io_mu_, by the I/O thread or by one waiting requester; the heartbeat connections of
+// connect mode only by the heartbeat thread.
 #pragma once
 
 #include <poll.h>
@@ -158,14 +166,18 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     // (listen mode); the heartbeat connection's is protocol::beat_identity() of it.
     std::string identity;
     std::unique_ptr<zmq::socket_t> dealer;  // connect mode: the data connection
-    std::unique_ptr<zmq::socket_t> beat;    // connect mode: the heartbeat connection
+    // Connect mode: the heartbeat connection, on beat_context_, used by the heartbeat
+    // thread only (after the handshake).
+    std::unique_ptr<zmq::socket_t> beat;
     protocol::HelloReply hello;
     std::mutex mu;  // guards batch and payloads
     protocol::BatchWriter batch;
     std::vector<local::Tensor> payloads;
     std::atomic<bool> lost{false};
     std::string lost_reason;                           // set once, before `lost`
-    std::chrono::steady_clock::time_point last_heard;  // under io_mu_
+    // When anything last came from it (steady clock): written by whoever reads its
+    // sockets (the I/O owner, the heartbeat thread).
+    std::atomic<Clock::rep> last_heard{0};
     // A batch message the worker could not take yet (its queue and ours at their
     // high-water marks), sent before anything else; under io_mu_.
     std::shared_ptr<const std::string> unsent;
@@ -250,8 +262,12 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void measure_clocks();
   // A flight dump node `node` sent unasked (I/O thread).
   void note_flight(int node, protocol::FlightDump d);
-  // I/O thread: heartbeats to the workers, and the silence check.
+  // Heartbeats to the workers, and the silence check: by the I/O owner in listen mode, by
+  // the heartbeat thread in connect mode.
   void liveness(Clock::time_point now);
+  // Connect mode: the heartbeat thread (reads and sends on the heartbeat connections,
+  // checks silence) until shutdown() wakes it through beat_wake_fd_.
+  void beat_loop();
   // Connect mode, after the worker's HELLO reply: the heartbeat connection to it, up
   // (handshake done) by `deadline` or TimeoutError.
   void open_beat(Node& node, Clock::time_point deadline);
@@ -276,6 +292,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
 
   MasterOptions options_;
   zmq::context_t context_;
+  // Connect mode: the heartbeat connections' own context (its own ZeroMQ I/O thread, which
+  // no GiB-sized message keeps busy).
+  zmq::context_t beat_context_;
   // Before the guard: its thread writes them (the refusal callback) until it is stopped.
   std::mutex refusals_mu_;
   std::string last_refusal_;  // listen mode: the last peer the guard refused
@@ -308,7 +327,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::mutex io_mu_;
   bool io_closed_ = false;  // under io_mu_: the sockets are closed
   std::vector<pollfd> socket_fds_;
-  Clock::time_point next_heartbeat_;  // under io_mu_
+  Clock::time_point next_heartbeat_;  // under io_mu_ (listen mode), or the heartbeat thread's
   int wake_fd_ = -1;
   std::atomic<bool> work_pending_{false};
   std::atomic<bool> sleeping_{false};         // the I/O thread sleeps
@@ -321,6 +340,8 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;
   std::thread io_thread_;
+  std::thread beat_thread_;  // connect mode: beat_loop()
+  int beat_wake_fd_ = -1;    // wakes the heartbeat thread to stop
   MasterTrace trace_;
   std::mutex trace_mu_;  // serializes start_trace and stop_trace
   std::mutex clock_mu_;  // guards the nodes' clock offsets

@@ -24,14 +24,14 @@ using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
 
-// The heartbeat timeout of the large transfers: 2 s, under the defaults (a session's 2.5 s,
-// a process group's 10 s); a 4 GiB transfer spans 4 to 10 of them here. 500 ms, as first written,
-// failed now and then in full serial runs on this 2-core VM (a heartbeat 75 ms late in the 4 GiB
-// case; 1 s was once missed in the worker-to-worker copy, in 1 of 8 runs). Measured since: the
-// master's heartbeats are sent by the thread that holds the session's I/O, which also handles the
-// transfers' replies, and went out 614-685 ms apart during the 4 GiB case. Heartbeats on a thread
-// of their own (master and worker) would let these cases go back to 500 ms.
-constexpr std::chrono::milliseconds kTransferBeat{2000};
+// The heartbeat timeout of the large master-worker transfers: 500 ms, a fifth of a session's
+// default (2.5 s); a 4 GiB transfer spans 15 to 50 of them here. The master's heartbeats go
+// out from a thread of their own (master/session.hpp): when the thread that handles the
+// transfers' replies sent them, they went out up to 700 ms apart during the 4 GiB case on
+// this 2-core VM, and 500 ms (and once 1 s) failed now and then.
+constexpr std::chrono::milliseconds kTransferBeat{500};
+// A process group's (its mesh's I/O thread sends them; a group's default is 10 s).
+constexpr std::chrono::milliseconds kGroupBeat{2000};
 
 // Bytes on the sockets (`same_host` false), as between two hosts, unless told otherwise:
 // the same-host path (protocol/same_host.hpp) would copy them without the worker's socket.
@@ -63,7 +63,7 @@ bool matches_pattern(const local::Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("4 GiB dist_send and to_local with a 2 s heartbeat timeout") {
+TEST_CASE("4 GiB dist_send and to_local with a 500 ms heartbeat timeout") {
   constexpr int64_t kElements = int64_t{1} << 30;  // 4 GiB of float32
   bool same_host = false;
   SUBCASE("over the sockets") {}
@@ -77,7 +77,7 @@ TEST_CASE("4 GiB dist_send and to_local with a 2 s heartbeat timeout") {
   DistributedTensor y = dist_send(x, 0);
   local::Tensor back = y.to_local();
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  MESSAGE("4 GiB there and back in " << seconds << " s (heartbeat timeout 2 s, "
+  MESSAGE("4 GiB there and back in " << seconds << " s (heartbeat timeout 500 ms, "
                                      << std::string(same_host ? "same host" : "sockets") << ")");
   CHECK(back.numel() == kElements);
   CHECK(matches_pattern(back));
@@ -141,7 +141,7 @@ TEST_CASE("a master streaming ops to a stopped worker gets WorkerLost, not a blo
                 after);
 }
 
-TEST_CASE("a 1 GiB copy between workers with a 2 s heartbeat timeout") {
+TEST_CASE("a 1 GiB copy between workers with a 500 ms heartbeat timeout") {
   constexpr int64_t kElements = int64_t{256} << 20;  // 1 GiB of float32
   Cluster cluster(2, cpu_only(), fast_timeout(kTransferBeat));
   DistributedTensor x = with_node(0, [&] { return dtr::ones({kElements}); });
@@ -159,7 +159,7 @@ TEST_CASE("process groups: 1 GiB messages with a 2 s heartbeat timeout") {
   constexpr int64_t kElements = int64_t{256} << 20;  // 1 GiB of float32
   ProcessGroupOptions o;
   o.timeout = std::chrono::minutes(2);
-  o.heartbeat_timeout = kTransferBeat * kSlowdown;
+  o.heartbeat_timeout = kGroupBeat * kSlowdown;
   auto store = make_hash_store();
   std::vector<std::string> errors(2);
   std::vector<std::thread> ranks;
