@@ -779,6 +779,21 @@ void MasterSession::send_beat(Node& node) {
   if (!protocol::send_message(*router_, &to, beat, {})) send_control(node, std::move(beat));
 }
 
+bool MasterSession::data_read_since_silent(Node& node, Clock::time_point now) {
+  // The heartbeat thread does not read the data connections: before it blames a node,
+  // the I/O owner reads them once more (a pass that starts after now), so that a goodbye,
+  // or a reply, that came while this process was stopped or starved counts. Bounded: an
+  // I/O owner that makes no pass for another heartbeat timeout does not hold it back.
+  if (node.suspect_pass == 0) {
+    node.suspect_pass = receive_passes_.load() + 2;
+    node.suspect_since = now;
+    if (sleeping_.exchange(false)) wake();
+    return false;
+  }
+  return receive_passes_.load() >= node.suspect_pass ||
+         now - node.suspect_since > options_.heartbeat_timeout;
+}
+
 void MasterSession::liveness(Clock::time_point now) {
   for (auto& node : nodes_) {
     if (node->lost.load()) continue;
@@ -786,12 +801,16 @@ void MasterSession::liveness(Clock::time_point now) {
     // Never negative: another thread may have stamped it after `now` was read.
     auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::max(now - heard, Clock::duration::zero()));
-    if (silent > options_.heartbeat_timeout)
-      fail_node(node->index,
-                fmt::format("node {} ({}) is lost: nothing heard from it for {} ms (heartbeat "
-                            "timeout {} ms)",
-                            node->index, node->endpoint, silent.count(),
-                            options_.heartbeat_timeout.count()));
+    if (silent <= options_.heartbeat_timeout) {
+      node->suspect_pass = 0;
+      continue;
+    }
+    if (!router_ && !data_read_since_silent(*node, now)) continue;
+    fail_node(node->index,
+              fmt::format("node {} ({}) is lost: nothing heard from it for {} ms (heartbeat "
+                          "timeout {} ms)",
+                          node->index, node->endpoint, silent.count(),
+                          options_.heartbeat_timeout.count()));
   }
   if (now < next_heartbeat_) return;
   next_heartbeat_ = now + options_.heartbeat;
@@ -815,6 +834,8 @@ void MasterSession::beat_loop() {
       }
       liveness(Clock::now());
       auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_heartbeat_ - Clock::now());
+      for (auto& node : nodes_)  // a suspect is looked at again soon
+        if (node->suspect_pass != 0 && !node->lost.load()) wait = std::min(wait, kSuspectLook);
       try {
         zmq::poll(items, std::max(wait, std::chrono::milliseconds(0)));
       } catch (const zmq::error_t& e) {
@@ -940,6 +961,7 @@ void MasterSession::receive_all() {
   } else {
     for (auto& node : nodes_) receive(*node->dealer, node->index);  // heartbeats: beat_loop
   }
+  receive_passes_.fetch_add(1);
 }
 
 void MasterSession::service(bool flush) {

@@ -174,10 +174,14 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     protocol::BatchWriter batch;
     std::vector<local::Tensor> payloads;
     std::atomic<bool> lost{false};
-    std::string lost_reason;                           // set once, before `lost`
+    std::string lost_reason;  // set once, before `lost`
     // When anything last came from it (steady clock): written by whoever reads its
     // sockets (the I/O owner, the heartbeat thread).
     std::atomic<Clock::rep> last_heard{0};
+    // The heartbeat thread's, while the node looks silent: the receive pass that must end
+    // before it is blamed (0: not suspected), and since when (data_read_since_silent).
+    uint64_t suspect_pass = 0;
+    Clock::time_point suspect_since;
     // A batch message the worker could not take yet (its queue and ours at their
     // high-water marks), sent before anything else; under io_mu_.
     std::shared_ptr<const std::string> unsent;
@@ -268,6 +272,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Connect mode: the heartbeat thread (reads and sends on the heartbeat connections,
   // checks silence) until shutdown() wakes it through beat_wake_fd_.
   void beat_loop();
+  // The heartbeat thread, for a node silent past the timeout: whether the data connections
+  // were read since it was first found so (else asks the I/O owner for a pass).
+  bool data_read_since_silent(Node& node, Clock::time_point now);
+  // How soon the heartbeat thread looks again at a node it suspects.
+  static constexpr std::chrono::milliseconds kSuspectLook{2};
   // Connect mode, after the worker's HELLO reply: the heartbeat connection to it, up
   // (handshake done) by `deadline` or TimeoutError.
   void open_beat(Node& node, Clock::time_point deadline);
@@ -340,8 +349,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;
   std::thread io_thread_;
-  std::thread beat_thread_;  // connect mode: beat_loop()
-  int beat_wake_fd_ = -1;    // wakes the heartbeat thread to stop
+  std::thread beat_thread_;                  // connect mode: beat_loop()
+  int beat_wake_fd_ = -1;                    // wakes the heartbeat thread to stop
+  std::atomic<uint64_t> receive_passes_{0};  // receive_all() calls ended
   MasterTrace trace_;
   std::mutex trace_mu_;  // serializes start_trace and stop_trace
   std::mutex clock_mu_;  // guards the nodes' clock offsets

@@ -68,20 +68,24 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
     o.backend = backend;
   else if (backend_available("nccl"))
     o.backend = "nccl";
-  thread_->post([promise, endpoints = std::move(endpoints), node, o] {
-    try {
-      ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
-      spdlog::info("{}: the session's process group of {} workers is up on backend {}",
-                   o.group_name, endpoints.size(), g.backend_name());
-      promise->set_value(std::move(g));
-    } catch (const std::exception& e) {
-      spdlog::warn("{}: the session's process group ({} backend) could not be formed: {}",
-                   o.group_name, o.backend, e.what());
-      promise->set_exception(std::current_exception());
-    } catch (...) {
-      promise->set_exception(std::current_exception());
-    }
-  });
+  // The job may outlive the process's static objects (the thread is detached, and forming
+  // a group can wait for its timeout while the worker exits): it holds its own reference
+  // to the logger, which spdlog's registry drops at exit.
+  thread_->post(
+      [promise, endpoints = std::move(endpoints), node, o, log = spdlog::default_logger()] {
+        try {
+          ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
+          log->info("{}: the session's process group of {} workers is up on backend {}",
+                    o.group_name, endpoints.size(), g.backend_name());
+          promise->set_value(std::move(g));
+        } catch (const std::exception& e) {
+          log->warn("{}: the session's process group ({} backend) could not be formed: {}",
+                    o.group_name, o.backend, e.what());
+          promise->set_exception(std::current_exception());
+        } catch (...) {
+          promise->set_exception(std::current_exception());
+        }
+      });
 }
 
 std::optional<std::string> Groups::new_group(const cmd::NewGroup& c, uint32_t nodes) {
