@@ -779,6 +779,11 @@ void MasterSession::send_beat(Node& node) {
   if (!protocol::send_message(*router_, &to, beat, {})) send_control(node, std::move(beat));
 }
 
+void MasterSession::hold_io_for_test(std::chrono::milliseconds how_long) {
+  std::lock_guard lock(io_mu_);
+  std::this_thread::sleep_for(how_long);
+}
+
 bool MasterSession::data_read_since_silent(Node& node, Clock::time_point now) {
   // The heartbeat thread does not read the data connections: before it blames a node,
   // the I/O owner reads them once more (a pass that starts after now), so that a goodbye,

@@ -157,6 +157,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // waiting for its members (the node said so with a flight dump) names the last
   // commands each node reported.
   RemoteError explain(int node, const protocol::RemoteFailure& f);
+  // Tests only: holds the I/O lock for `how_long`, as a requester handling a GiB-sized
+  // reply would (nothing is flushed or read on the data connections meanwhile).
+  void hold_io_for_test(std::chrono::milliseconds how_long);
 
  private:
   struct Node {

@@ -17,6 +17,7 @@
 
 #include "dtr/stream.hpp"
 #include "master/cluster.hpp"
+#include "master/session.hpp"
 
 namespace {
 
@@ -249,6 +250,23 @@ TEST_CASE(
   REQUIRE(status != -1);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE(
+    "heartbeats go on while the master's I/O is held for four heartbeat timeouts (connect "
+    "mode)") {
+  // A requester handling a GiB-sized reply holds the session's I/O; the heartbeats go out
+  // and are read on a thread of their own, so neither side takes the other for silent.
+  MasterOptions o = test_options();
+  o.heartbeat = 100ms;
+  o.heartbeat_timeout = 500ms;
+  Cluster c(2, o);
+  DistributedTensor x = dtr::ones({4});
+  synchronize();
+  detail::current_session("test")->hold_io_for_test(2000ms);
+  CHECK_NOTHROW(synchronize());
+  CHECK(x.sum().item<float>() == 4.0f);
+  CHECK(with_node(1, [] { return dtr::ones({2}).sum().item<float>(); }) == 2.0f);
 }
 
 TEST_CASE("a second live master is refused as busy") {
