@@ -29,6 +29,15 @@ constexpr size_t kMaxRecordBytes = kRingBytes / 2;
 // tail latency); larger groups fault them as records pass.
 constexpr int kPrefaultRanks = 16;
 
+// Faults in (writable) the pages under [p, p + bytes), best effort. madvise wants a
+// page-aligned start (a ring begins 64-byte aligned in its file).
+void prefault(void* p, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE);
+}
+
 }  // namespace
 
 struct RingFileHeader {
@@ -126,9 +135,8 @@ bool RingFile::map_peer(int q, int64_t pid, int64_t fd, std::string* why) {
   peers_[static_cast<size_t>(q)].file = header;
   if (ranks_ <= kPrefaultRanks) {
     // The two rings this rank uses with q: its own to q, and q's to it. Best effort.
-    (void)::madvise(&ring(peers_[static_cast<size_t>(rank_)].file, q), sizeof(Ring),
-                    MADV_POPULATE_WRITE);
-    (void)::madvise(&ring(header, rank_), sizeof(Ring), MADV_POPULATE_WRITE);
+    prefault(&ring(peers_[static_cast<size_t>(rank_)].file, q), sizeof(Ring));
+    prefault(&ring(header, rank_), sizeof(Ring));
   }
   return true;
 }
