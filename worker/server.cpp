@@ -183,9 +183,15 @@ struct Server::Impl {
   void drain_peer_socket();
   // Connect mode: heartbeats from the master on the heartbeat connection.
   void drain_beat_socket();
-  // A heartbeat to the session's master, on the heartbeat connection when it is up;
-  // false when the master is unreachable.
+  // Connect mode: a heartbeat to the session's master, on the heartbeat connection when
+  // it is up; false when the master is unreachable.
   bool send_beat();
+  // Listen mode: the heartbeat thread (beats_loop) sends the session's heartbeats; the
+  // loop tells it to whom and how often (set_beats, after any change of session).
+  void set_beats();
+  void beats_loop();
+  // Whether `socket` has a message to read (ZMQ_EVENTS, under socket_mu).
+  bool socket_readable();
   void handle(proto::Received& msg);
   void on_hello(const std::string* identity, std::string_view header);
   void on_batch(const std::string* identity, std::string_view header,
@@ -219,6 +225,7 @@ struct Server::Impl {
     return fmt::format("busy: serving master {} since {}", peer_client, peer_since);
   }
   bool send(const std::string* identity, std::string header) {
+    std::lock_guard lock(socket_mu);
     return proto::send_message(socket, identity, std::move(header), {});
   }
   void protocol_error(const std::string* identity, std::string message);
@@ -262,6 +269,9 @@ struct Server::Impl {
   std::unique_ptr<security::Guard> guard;
   std::string handshake_failure;  // connect mode: why the master refused us, if it did
   zmq::socket_t socket;
+  // Every use of `socket` once the loop runs: the loop and the heartbeat thread share it.
+  // The loop sleeps on its ZMQ_FD and looks at ZMQ_EVENTS before it does.
+  std::mutex socket_mu;
   zmq::socket_t monitor;  // connect mode: events of `socket`
   // Connect mode: the heartbeat connection to the master (connected at Setup), whose
   // routing id is protocol::beat_identity(data_id); `socket`'s is data_id.
@@ -292,6 +302,22 @@ struct Server::Impl {
   Clock::time_point last_from_master;                  // anything from the session's master
   std::chrono::milliseconds heartbeat_interval{1000};  // this session's (Setup may lower it)
   std::chrono::milliseconds master_timeout{0};         // 0: no silence limit (before Setup)
+  // Listen mode: what the heartbeat thread sends, set by the loop (under beat_mu). Its own
+  // thread, so that a loop busy with a GiB-sized message, or starved of CPU by the transfer,
+  // still sends them on time.
+  struct BeatPlan {
+    bool on = false;
+    std::string to, fallback;  // the master's heartbeat connection, its data connection
+    milliseconds every{1000};
+    uint64_t epoch = 0;  // which session (and interval) the plan is for
+  };
+  std::mutex beat_mu;
+  std::condition_variable beat_cv;
+  BeatPlan beat_plan;
+  bool beat_stop = false;
+  // The plan's epoch when the master could not be reached at all: the loop ends that
+  // session ("master went away").
+  std::atomic<uint64_t> beat_unreachable{0};
 
   // connect mode
   bool connected = false;
@@ -307,6 +333,7 @@ struct Server::Impl {
   std::condition_variable metrics_cv;
   std::string flight_reason;
   std::atomic<bool> metrics_wanted{false};
+  std::atomic<int64_t> stall_ms{0};  // stall_loop_for_test
   std::string metrics_snapshot;
   uint64_t metrics_version = 0;
   std::unique_ptr<MetricsServer> metrics;  // last: it stops before the rest goes
@@ -462,6 +489,7 @@ void Server::Impl::end_session(std::string_view what, bool tell_master, bool cle
   peer_beat.clear();
   peer_client.clear();
   peer_since.clear();
+  set_beats();
 }
 
 void Server::Impl::handle(proto::Received& msg) {
@@ -574,6 +602,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   master_timeout = std::chrono::milliseconds(0);
   peer_since = iso_time_now();
   next_heartbeat = Clock::now() + opt.heartbeat;
+  set_beats();
   spdlog::info("session started with master {}", peer_client);
 
   reply.accepted = true;
@@ -656,6 +685,7 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
   if (setup.master_timeout_ms > 0)
     master_timeout = std::chrono::milliseconds(setup.master_timeout_ms);
   next_heartbeat = Clock::now();
+  set_beats();
   if (!listen_mode && !beat_connected) {
     try {
       guard->client(beat_socket, opt.master, "master endpoint");
@@ -750,7 +780,12 @@ void Server::Impl::drain_outbox() {
       continue;
     }
     if (!session) continue;
-    if (!proto::send_message(socket, peer_identity(), std::move(o.header), o.payloads)) {
+    bool sent;
+    {
+      std::lock_guard lock(socket_mu);
+      sent = proto::send_message(socket, peer_identity(), std::move(o.header), o.payloads);
+    }
+    if (!sent) {
       end_session("master went away");
       return;
     }
@@ -777,21 +812,82 @@ void Server::Impl::heartbeat_tick() {
   }
   if (now < next_heartbeat) return;
   next_heartbeat = now + heartbeat_interval;
+  if (listen_mode) {
+    // The heartbeat thread sends them; it says when the master could not be reached.
+    uint64_t epoch;
+    {
+      std::lock_guard lock(beat_mu);
+      epoch = beat_plan.epoch;
+    }
+    if (beat_unreachable.load() == epoch) end_session("master went away");
+    return;
+  }
   if (!send_beat()) end_session("master went away");
 }
 
 bool Server::Impl::send_beat() {
   // On the heartbeat connection, so that a large message on the data connection does not
   // hold it up; on the data connection until the heartbeat connection is up.
-  if (!listen_mode) {
-    if (beat_connected) {
-      (void)proto::send_message(beat_socket, nullptr, proto::encode_heartbeat(), {});
-      return true;
-    }
-    return send(nullptr, proto::encode_heartbeat());
+  if (beat_connected) {
+    (void)proto::send_message(beat_socket, nullptr, proto::encode_heartbeat(), {});
+    return true;
   }
-  if (proto::send_message(socket, &peer_beat, proto::encode_heartbeat(), {})) return true;
-  return send(&peer, proto::encode_heartbeat());
+  return send(nullptr, proto::encode_heartbeat());
+}
+
+void Server::Impl::set_beats() {
+  {
+    std::lock_guard lock(beat_mu);
+    beat_plan.on = listen_mode && session != nullptr;
+    beat_plan.to = peer_beat;
+    beat_plan.fallback = peer;
+    beat_plan.every = heartbeat_interval;
+    ++beat_plan.epoch;
+  }
+  beat_cv.notify_one();
+}
+
+bool Server::Impl::socket_readable() {
+  std::lock_guard lock(socket_mu);
+  return (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+}
+
+void Server::Impl::beats_loop() {
+  std::unique_lock lock(beat_mu);
+  uint64_t epoch = 0;  // the plan being followed
+  Clock::time_point next;
+  while (!beat_stop) {
+    if (!beat_plan.on) {
+      beat_cv.wait(lock, [&] { return beat_stop || beat_plan.on; });
+      continue;
+    }
+    if (beat_plan.epoch != epoch) {
+      // A new session, or its Setup's interval: the first beat one interval from now (the
+      // master reads the HELLO reply first on the data connection).
+      epoch = beat_plan.epoch;
+      next = Clock::now() + beat_plan.every;
+    }
+    if (beat_cv.wait_until(lock, next, [&] { return beat_stop || beat_plan.epoch != epoch; }))
+      continue;
+    const BeatPlan plan = beat_plan;
+    lock.unlock();
+    bool sent, readable;
+    {
+      std::lock_guard socket_lock(socket_mu);
+      // The master's heartbeat connection, or its data connection until that one is up.
+      sent = proto::send_message(socket, &plan.to, proto::encode_heartbeat(), {}) ||
+             proto::send_message(socket, &plan.fallback, proto::encode_heartbeat(), {});
+      // Using the socket may have taken the ZMQ_FD signal of a message the loop is to read.
+      readable = (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+    }
+    if (!sent) beat_unreachable.store(plan.epoch);
+    if (!sent || readable) {
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = write(wake_fd, &one, sizeof one);
+    }
+    lock.lock();
+    next = Clock::now() + plan.every;
+  }
 }
 
 void Server::Impl::drain_beat_socket() {
@@ -811,7 +907,11 @@ void Server::Impl::drain_socket() {
       heard_master();
       return;
     }
-    std::optional<proto::Received> msg = proto::try_recv(socket, max_frames);
+    std::optional<proto::Received> msg;
+    {
+      std::lock_guard lock(socket_mu);
+      msg = proto::try_recv(socket, max_frames);
+    }
     if (!msg) return;
     handle(*msg);
   }
@@ -866,8 +966,10 @@ void Server::Impl::drain_monitor() {
 void Server::Impl::spin(std::vector<zmq::pollitem_t>& items, milliseconds& wait) {
   // Soon after a message: poll without sleeping (yielding, so that the ZeroMQ I/O thread
   // that brings the next one runs), then sleep as usual once nothing came for opt.spin.
+  // items[0] is `socket`'s ZMQ_FD: its messages are seen in ZMQ_EVENTS.
   while (wait.count() > 0 && Clock::now() < active_until && !stopping.load()) {
-    if (zmq::poll(items, milliseconds{0}) > 0) {
+    if ((items[0].events != 0 && socket_readable()) ||
+        zmq::poll(items.data() + 1, items.size() - 1, milliseconds{0}) > 0) {
       wait = milliseconds{0};  // the poll below returns at once with the same events
       return;
     }
@@ -882,8 +984,37 @@ void Server::Impl::loop() {
     ~Leave() { id.store(std::thread::id{}); }
   } leave{loop_thread};
   Clock::time_point hello_deadline = Clock::now() + opt.connect_timeout;
-  std::vector<zmq::pollitem_t> items{{socket.handle(), 0, ZMQ_POLLIN, 0},
+  int socket_fd;
+  {
+    std::lock_guard lock(socket_mu);
+    socket_fd = socket.get(zmq::sockopt::fd);
+  }
+  // `socket` is polled through its ZMQ_FD (the heartbeat thread uses it too): readable
+  // when the socket's state may have changed, its messages then seen in ZMQ_EVENTS.
+  std::vector<zmq::pollitem_t> items{{nullptr, socket_fd, ZMQ_POLLIN, 0},
                                      {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+  // Listen mode: the session's heartbeats go out from a thread of their own.
+  std::thread beats;
+  if (listen_mode) {
+    {
+      std::lock_guard lock(beat_mu);
+      beat_stop = false;
+    }
+    beats = std::thread([this] { beats_loop(); });
+  }
+  struct StopBeats {
+    Impl& s;
+    std::thread& t;
+    ~StopBeats() {
+      if (!t.joinable()) return;
+      {
+        std::lock_guard lock(s.beat_mu);
+        s.beat_stop = true;
+      }
+      s.beat_cv.notify_one();
+      t.join();
+    }
+  } stop_beats{*this, beats};
   if (!listen_mode) {
     items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({peer_socket.handle(), 0, ZMQ_POLLIN, 0});
@@ -903,12 +1034,14 @@ void Server::Impl::loop() {
     drain_outbox();  // what this thread posted since its last drain (post() did not wake it)
     try {
       spin(items, wait);
+      // A message already waiting does not signal the ZMQ_FD again: look before sleeping.
+      if (!backlogged && socket_readable()) wait = milliseconds{0};
       zmq::poll(items, wait);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       throw;
     }
-    if (items[0].revents & ZMQ_POLLIN) active_until = Clock::now() + opt.spin;
+    if (!backlogged && socket_readable()) active_until = Clock::now() + opt.spin;
     drain_socket();
     drain_outbox();
     if (!listen_mode) {
@@ -940,6 +1073,7 @@ void Server::Impl::loop() {
 }
 
 void Server::Impl::serve_requests() {
+  if (int64_t ms = stall_ms.exchange(0); ms > 0) std::this_thread::sleep_for(milliseconds(ms));
   if (flight_wanted.exchange(false)) {
     std::string reason;
     {
@@ -1002,6 +1136,12 @@ void Server::dump_flight(std::string reason) {
     impl_->flight_reason = std::move(reason);
   }
   impl_->flight_wanted.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(impl_->wake_fd, &one, sizeof one);
+}
+
+void Server::stall_loop_for_test(std::chrono::milliseconds how_long) {
+  impl_->stall_ms.store(how_long.count());
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(impl_->wake_fd, &one, sizeof one);
 }

@@ -99,6 +99,9 @@ class Server {
   void dump_flight(std::string reason);
   // The metrics endpoint's URL; "" without one.
   std::string metrics_url() const;
+  // Tests only: the loop sleeps `how_long` at its next turn, as one busy with a GiB-sized
+  // message would (the heartbeats go on: they have a thread of their own in listen mode).
+  void stall_loop_for_test(std::chrono::milliseconds how_long);
 
  private:
   struct Impl;

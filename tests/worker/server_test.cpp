@@ -63,6 +63,7 @@ class ServerThread {
   }
   std::exception_ptr error() const { return finished_.load() ? error_ : nullptr; }
   std::string endpoint() const { return server_.endpoint(); }
+  void stall_loop_for_test(std::chrono::milliseconds d) { server_.stall_loop_for_test(d); }
 
  private:
   worker::Server server_;
@@ -398,6 +399,23 @@ TEST_SUITE("worker/server") {
       accepted = other.hello().accepted;
     }
     CHECK(accepted);
+  }
+
+  TEST_CASE("heartbeats go on while the loop is busy for many heartbeat intervals") {
+    ServerThread server(listen_options(30ms));
+    zmq::context_t ctx;
+    Client c(ctx, server.endpoint(), "m:1");
+    REQUIRE(c.hello().accepted);
+    server.stall_loop_for_test(700ms);
+    // The loop sleeps (as while it handles a GiB-sized message); the heartbeat thread does
+    // not: about 16 in 500 ms, none from a stalled loop.
+    int beats = 0;
+    for (auto until = Clock::now() + 500ms; Clock::now() < until;) {
+      auto msg = receive(c.socket(), /*skip_heartbeats=*/false, 50ms);
+      if (msg && protocol::peek_type(view_of(msg->frames[0])) == MsgType::Heartbeat) ++beats;
+    }
+    CHECK_MESSAGE(beats >= 5, beats);
+    check_put_add_get(c, 1);  // and the loop serves again
   }
 
   TEST_CASE("a session the worker dropped is reported as dropped, and why") {
