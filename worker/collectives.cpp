@@ -34,6 +34,14 @@ void GroupThread::post(std::function<void()> job) {
   state_->cv.notify_one();
 }
 
+namespace {
+std::atomic<int> g_running_jobs{0};
+}  // namespace
+
+int GroupThread::running() {
+  return g_running_jobs.load();
+}
+
 void GroupThread::loop(State& s) {
   std::unique_lock lock(s.mu);
   while (true) {
@@ -41,8 +49,13 @@ void GroupThread::loop(State& s) {
     if (s.stop) return;
     std::function<void()> job = std::move(s.jobs.front());
     s.jobs.pop_front();
+    // Counted before the lock goes: once ~GroupThread has set `stop`, either this job is
+    // counted or it never runs.
+    g_running_jobs.fetch_add(1);
     lock.unlock();
     job();
+    job = nullptr;  // what it holds (the logger) goes before it stops counting
+    g_running_jobs.fetch_sub(1);
     lock.lock();
   }
 }
@@ -68,9 +81,9 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
     o.backend = backend;
   else if (backend_available("nccl"))
     o.backend = "nccl";
-  // The job may outlive the process's static objects (the thread is detached, and forming
-  // a group can wait for its timeout while the worker exits): it holds its own reference
-  // to the logger, which spdlog's registry drops at exit.
+  // The job may outlive the session (forming a group can take until its timeout): it holds
+  // its own reference to the logger, and dtr-worker does not exit through the static
+  // destructors while it runs (GroupThread::running()).
   thread_->post(
       [promise, endpoints = std::move(endpoints), node, o, log = spdlog::default_logger()] {
         try {

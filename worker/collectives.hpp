@@ -58,6 +58,10 @@ class GroupThread {
   GroupThread(const GroupThread&) = delete;
   GroupThread& operator=(const GroupThread&) = delete;
   void post(std::function<void()> job);
+  // Jobs running now in any GroupThread of the process (one forming a group for a session
+  // that has ended may run until the group's timeout). A process that exits while one runs
+  // must not run its static destructors under it (dtr-worker's main).
+  static int running();
 
  private:
   struct State {

@@ -30,6 +30,7 @@
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/transport.hpp"
+#include "worker/collectives.hpp"
 #include "worker/devices.hpp"
 #include "worker/server.hpp"
 
@@ -325,5 +326,13 @@ int main(int argc, char** argv) {
   int rc = serve(*server, signals);
   server.reset();
   spdlog::info("exiting");
+  if (dtr::worker::detail::GroupThread::running() > 0) {
+    // A process group still forming for an ended session (it gives up at its timeout) runs
+    // on a detached thread: the static destructors (spdlog's registry, ZeroMQ's) must not
+    // run under it. The log is flushed; the kernel closes the rest.
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
   return rc;
 }
