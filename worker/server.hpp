@@ -20,7 +20,9 @@
 //
 // Malformed messages are answered with a ProtocolError reply and change nothing; the
 // server keeps serving. While a session is open a HEARTBEAT goes to its master every
-// `heartbeat`; a master that can no longer be reached loses its session (and tensors).
+// `heartbeat` (in listen mode from a thread of its own, which run() starts and joins, so
+// that a loop busy with a large message still sends them); a master that can no longer be
+// reached loses its session (and tensors).
 //
 // Observability: the worker's recorder (worker/recorder.hpp) outlives its sessions; a
 // session that ends other than by the master's goodbye dumps its flight recorder to the
