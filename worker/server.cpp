@@ -190,6 +190,7 @@ struct Server::Impl {
   // loop tells it to whom and how often (set_beats, after any change of session).
   void set_beats();
   void beats_loop();
+  struct BeatsThread;
   // Whether `socket` has a message to read (ZMQ_EVENTS, under socket_mu).
   bool socket_readable();
   void handle(proto::Received& msg);
@@ -977,6 +978,29 @@ void Server::Impl::spin(std::vector<zmq::pollitem_t>& items, milliseconds& wait)
   }
 }
 
+// Listen mode: runs beats_loop() for the scope (the loop's run).
+struct Server::Impl::BeatsThread {
+  Impl& s;
+  std::thread t;
+  explicit BeatsThread(Impl& impl) : s(impl) {
+    if (!s.listen_mode) return;
+    {
+      std::lock_guard lock(s.beat_mu);
+      s.beat_stop = false;
+    }
+    t = std::thread([this] { s.beats_loop(); });
+  }
+  ~BeatsThread() {
+    if (!t.joinable()) return;
+    {
+      std::lock_guard lock(s.beat_mu);
+      s.beat_stop = true;
+    }
+    s.beat_cv.notify_one();
+    t.join();
+  }
+};
+
 void Server::Impl::loop() {
   loop_thread.store(std::this_thread::get_id());
   struct Leave {
@@ -993,28 +1017,7 @@ void Server::Impl::loop() {
   // when the socket's state may have changed, its messages then seen in ZMQ_EVENTS.
   std::vector<zmq::pollitem_t> items{{nullptr, socket_fd, ZMQ_POLLIN, 0},
                                      {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-  // Listen mode: the session's heartbeats go out from a thread of their own.
-  std::thread beats;
-  if (listen_mode) {
-    {
-      std::lock_guard lock(beat_mu);
-      beat_stop = false;
-    }
-    beats = std::thread([this] { beats_loop(); });
-  }
-  struct StopBeats {
-    Impl& s;
-    std::thread& t;
-    ~StopBeats() {
-      if (!t.joinable()) return;
-      {
-        std::lock_guard lock(s.beat_mu);
-        s.beat_stop = true;
-      }
-      s.beat_cv.notify_one();
-      t.join();
-    }
-  } stop_beats{*this, beats};
+  BeatsThread beats(*this);  // listen mode: the session's heartbeats go out from it
   if (!listen_mode) {
     items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({peer_socket.handle(), 0, ZMQ_POLLIN, 0});
