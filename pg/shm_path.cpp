@@ -290,7 +290,7 @@ class GroupPath::Call {
  public:
   Call(GroupPath& g, const CollectiveArgs& a, uint64_t seq, DType dtype, int64_t count,
        std::chrono::milliseconds timeout, const std::string& what,
-       const std::function<void()>& check)
+       const std::function<void(int)>& check)
       : g_(g),
         a_(a),
         s_(seq),
@@ -316,7 +316,8 @@ class GroupPath::Call {
 
   template <class Ready>
   void wait(int q, Ready ready, const char* for_what);
-  void check_peers();
+  // Throws the error a peer published for this collective, or that rank q (waited for) left.
+  void check_peers(int q);
   void post(const std::vector<const char*>& blocks);
   void sync_posts();
   void check_signature(int q);
@@ -343,7 +344,7 @@ class GroupPath::Call {
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
   const std::string& what_;
-  const std::function<void()>& check_;
+  const std::function<void(int)>& check_;
   const int p_, r_;
   Slot& mine_;
   Post& post_;
@@ -369,14 +370,14 @@ void GroupPath::Call::wait(int q, Ready ready, const char* for_what) {
   const auto start = Clock::now();
   auto last_check = start;
   while (!ready()) {
-    check_peers();
+    check_peers(q);
     const auto now = Clock::now();
     if (now >= deadline_) {
       throw TimeoutError(fmt::format("{}: timed out after {} ms waiting for rank {} ({})", what_,
                                      timeout_.count(), q, for_what));
     }
     if (now - last_check >= kSleepSlice) {
-      check_();
+      check_(q);
       last_check = now;
     }
     if (g_.crowded_ && now - start < kCrowdedYieldFor) {
@@ -396,21 +397,21 @@ void GroupPath::Call::wait(int q, Ready ready, const char* for_what) {
   }
 }
 
-// Throws the error a peer published for this collective, or that a peer left the group.
-void GroupPath::Call::check_peers() {
-  for (int q = 0; q < p_; ++q) {
-    if (q == r_) continue;
-    Slot& s = slot(q);
+// A rank other than q that left after doing its part of this collective fails nothing.
+void GroupPath::Call::check_peers(int q) {
+  for (int o = 0; o < p_; ++o) {
+    if (o == r_) continue;
+    Slot& s = slot(o);
     if (s.abort_seq.load() >= s_) {
       char text[kAbortTextBytes];
       std::memcpy(text, s.abort_text, sizeof text);
       text[sizeof text - 1] = '\0';
       throw_coded(static_cast<ErrCode>(s.abort_code.load()), text);
     }
-    if (s.group.load() != g_.group_) {
-      throw TransportError(
-          fmt::format("{}: rank {} left the group (its process group was destroyed)", what_, q));
-    }
+  }
+  if (slot(q).group.load() != g_.group_) {
+    throw TransportError(
+        fmt::format("{}: rank {} left the group (its process group was destroyed)", what_, q));
   }
 }
 
@@ -535,7 +536,7 @@ void GroupPath::Call::read_peer(int q, uint64_t address, char* dst, size_t len) 
   } catch (const TransportError&) {
     const auto until = std::min<Clock::time_point>(deadline_, Clock::now() + kVerdictWait);
     while (Clock::now() < until) {
-      check_();
+      check_(q);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     throw;
@@ -710,7 +711,7 @@ void GroupPath::Call::fail(const std::exception_ptr& e) {
 
 void GroupPath::run(const CollectiveArgs& a, uint64_t seq, DType dtype, int64_t count,
                     std::chrono::milliseconds timeout, const std::string& what,
-                    const std::function<void()>& check) {
+                    const std::function<void(int)>& check) {
   Call call(*this, a, seq, dtype, count, timeout, what, check);
   try {
     call.run();

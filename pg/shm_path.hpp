@@ -113,11 +113,13 @@ class GroupPath {
   GroupPath& operator=(const GroupPath&) = delete;
 
   // Runs one collective (numbered `seq`, the group's collective count) of `dtype` and
-  // `count` (ProcessGroup's per-rank element count), bounded by `timeout`; `check` throws when a
-  // member is lost or the group is shut down. Throws as the sockets path does.
+  // `count` (ProcessGroup's per-rank element count), bounded by `timeout`; `check(q)` throws
+  // when group rank q, the one waited for, is lost or left, or the group is shut down. Only
+  // the rank waited for counts: one that has done its part and left (shut down) fails nothing.
+  // Throws as the sockets path does.
   void run(const CollectiveArgs& a, uint64_t seq, DType dtype, int64_t count,
            std::chrono::milliseconds timeout, const std::string& what,
-           const std::function<void()>& check);
+           const std::function<void(int)>& check);
 
  private:
   struct Peer;

@@ -896,7 +896,7 @@ class ZmqGroup : public Backend {
       fast.reset();
       try {
         host_->run(a, seq, dtype, count, mesh_->options().timeout, what,
-                   [&] { mesh_->check_alive(members_, what); });
+                   [&](int q) { mesh_->check_alive({members_[static_cast<size_t>(q)]}, what); });
         work.complete();
       } catch (...) {
         work.complete(std::current_exception());
