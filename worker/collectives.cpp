@@ -54,7 +54,7 @@ void GroupThread::loop(State& s) {
     g_running_jobs.fetch_add(1);
     lock.unlock();
     job();
-    job = nullptr;  // what it holds (the logger) goes before it stops counting
+    job = nullptr;  // what it holds goes before it stops counting
     g_running_jobs.fetch_sub(1);
     lock.lock();
   }
@@ -81,24 +81,23 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
     o.backend = backend;
   else if (backend_available("nccl"))
     o.backend = "nccl";
-  // The job may outlive the session (forming a group can take until its timeout): it holds
-  // its own reference to the logger, and dtr-worker does not exit through the static
-  // destructors while it runs (GroupThread::running()).
-  thread_->post(
-      [promise, endpoints = std::move(endpoints), node, o, log = spdlog::default_logger()] {
-        try {
-          ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
-          log->info("{}: the session's process group of {} workers is up on backend {}",
-                    o.group_name, endpoints.size(), g.backend_name());
-          promise->set_value(std::move(g));
-        } catch (const std::exception& e) {
-          log->warn("{}: the session's process group ({} backend) could not be formed: {}",
-                    o.group_name, o.backend, e.what());
-          promise->set_exception(std::current_exception());
-        } catch (...) {
-          promise->set_exception(std::current_exception());
-        }
-      });
+  // The job may outlive the session (forming a group can take until its timeout):
+  // dtr-worker does not exit through the static destructors while it runs
+  // (GroupThread::running()).
+  thread_->post([promise, endpoints = std::move(endpoints), node, o] {
+    try {
+      ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
+      spdlog::info("{}: the session's process group of {} workers is up on backend {}",
+                   o.group_name, endpoints.size(), g.backend_name());
+      promise->set_value(std::move(g));
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: the session's process group ({} backend) could not be formed: {}",
+                   o.group_name, o.backend, e.what());
+      promise->set_exception(std::current_exception());
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  });
 }
 
 std::optional<std::string> Groups::new_group(const cmd::NewGroup& c, uint32_t nodes) {
