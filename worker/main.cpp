@@ -206,8 +206,8 @@ void add_resource_options(CLI::App& app, Args& a) {
 }
 
 // Chooses the CUDA devices (before anything touches the CUDA runtime, which reads
-// CUDA_VISIBLE_DEVICES once), logs them and sets the memory limit; false on an error.
-bool setup_devices(const Args& a) {
+// CUDA_VISIBLE_DEVICES once); false on an error.
+bool choose_devices(const Args& a) {
   try {
     const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
     std::optional<std::string> visible = dtr::worker::select_visible_devices(
@@ -217,6 +217,13 @@ bool setup_devices(const Args& a) {
     spdlog::error("{}", e.what());
     return false;
   }
+  return true;
+}
+
+// Logs the chosen devices and sets the memory limit. Called once the endpoint is bound:
+// the CUDA runtime's start (seconds on a loaded GPU machine) must not leave a master that
+// dials in meanwhile with refused connections, which it reports as "nothing listens".
+void set_up_devices(const Args& a) {
   for (const auto& d : dtr::worker::describe_devices())
     spdlog::info("cuda:{}: {}, {} MiB, compute capability {}.{}", d.index, d.name,
                  d.total_memory >> 20, d.compute_major, d.compute_minor);
@@ -225,7 +232,6 @@ bool setup_devices(const Args& a) {
   dtr::protocol::tune_allocator_for_large_messages();
   dtr::set_cpu_memory_limit(a.memory_limit);
   if (a.memory_limit > 0) spdlog::info("memory limit: {} bytes of tensors", a.memory_limit);
-  return true;
 }
 
 // The server's options; throws when the security setup is wrong.
@@ -314,10 +320,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dtr-worker: cannot set up logging: %s\n", e.what());
     return 1;
   }
-  if (!setup_devices(args)) return 1;
+  if (!choose_devices(args)) return 1;
   std::unique_ptr<dtr::worker::Server> server;
   try {
     server = std::make_unique<dtr::worker::Server>(server_options(args));
+    set_up_devices(args);
     if (!args.endpoint_file.empty()) write_file_atomically(args.endpoint_file, server->endpoint());
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
