@@ -14,10 +14,18 @@ import dtr
 from conftest import SOURCE_DIR
 
 
+# The Python the committed stubs were made with (Debian 12's, as on CI). stubgen's output
+# follows the interpreter: from 3.12 on, classes with the buffer protocol gain __buffer__.
+STUBS_PYTHON = (3, 11)
+
+
 def test_stubs_match_the_module():
     # nanobind is there wherever the module was built from this tree (CMake needs it); an
     # installed package (pip) may lack it, having needed it only to build.
     pytest.importorskip("nanobind.stubgen")
+    if sys.version_info[:2] != STUBS_PYTHON:
+        pytest.skip("the stubs were made with Python %d.%d; stubgen's output differs on %d.%d"
+                    % (STUBS_PYTHON + sys.version_info[:2]))
     out = tempfile.mkdtemp()
     # Values left out: built_with_cuda and the like differ between builds.
     subprocess.run([sys.executable, "-m", "nanobind.stubgen", "-m", "dtr._dtr", "-r", "-P",
