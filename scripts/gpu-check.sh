@@ -5,7 +5,7 @@
 # a phase that fails does not stop the later ones. Exits non-zero when any phase failed.
 #
 # Usage: scripts/gpu-check.sh [--logs DIR] [--build-dir DIR] [PHASE...]
-#   PHASE      build gpu bench memcheck racecheck cpu (default: all, in that order)
+#   PHASE      build gpu bench memcheck racecheck cpu pydebug (default: all, in that order)
 #   --logs     where the logs go (default: $OUT when set, else BUILD_DIR/gpu-logs)
 #   GPU_CHECK_BENCH_RUNS  how many times the bench phase runs dtr_gpu_bench (default 1)
 #   --build-dir  default build-gpu/
@@ -24,11 +24,11 @@ while [[ $# -gt 0 ]]; do
     --logs) logs="$2"; shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    build | gpu | bench | memcheck | racecheck | cpu) phases+=("$1"); shift ;;
+    build | gpu | bench | memcheck | racecheck | cpu | pydebug) phases+=("$1"); shift ;;
     *) echo "gpu-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ ${#phases[@]} -gt 0 ]] || phases=(build gpu bench memcheck racecheck cpu)
+[[ ${#phases[@]} -gt 0 ]] || phases=(build gpu bench memcheck racecheck cpu pydebug)
 logs="${logs:-${OUT:-${build_dir}/gpu-logs}}"
 mkdir -p "${logs}"
 summary="${logs}/summary.txt"
@@ -89,6 +89,22 @@ for phase in "${phases[@]}"; do
     cpu)
       run_phase cpu "${GPU_CHECK_CPU_TIMEOUT:-900}" ctest --test-dir "${build_dir}" -LE gpu \
         --output-on-failure --no-tests=error --timeout 300 -j "${jobs}"
+      ;;
+    pydebug)  # a Python session under a debugger: every thread's stack if it crashes
+      # (the GPU machines' Python 3.12 died with SIGSEGV in init_master_worker, 2026-11-26,
+      # on a thread that blocks signals, so no handler printed anything; they have cuda-gdb,
+      # which debugs host code too, and no gdb)
+      debugger="$(command -v gdb || command -v cuda-gdb || true)"
+      py="$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "${build_dir}/CMakeCache.txt")"
+      if [[ -z "${debugger}" || -z "${py}" ]]; then
+        echo "   pydebug: skipped (no gdb/cuda-gdb, or no Python module in this build)" | tee -a "${summary}"
+      else
+        PYTHONPATH="${build_dir}/python" run_phase pydebug 300 "${debugger}" -batch \
+          -ex "set pagination off" -ex run -ex "info sharedlibrary" -ex "thread apply all bt 40" \
+          --args "${py}" -c "import dtr; dtr.init_master_worker(local_workers=2, connect_timeout=60)
+print('nodes', dtr.node_count()); print((dtr.ones(4) + 1).sum().item())
+dtr.shutdown_master_worker(); print('pydebug: the session ran and ended')"
+      fi
       ;;
   esac
 done
