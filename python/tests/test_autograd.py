@@ -463,7 +463,7 @@ def test_sequential_losses_and_local_to_remote(session):
 
 SPMD_SCRIPT = r"""
 import dtr, dtr.distributed as dist, dtr.nn.functional as F
-dist.init_process_group("gloo")
+dist.init_process_group(BACKEND)
 rank = dist.get_rank()
 x = dtr.local.full((2,), float(rank + 1), requires_grad=True)
 y = F.all_reduce(x * 2)                     # differentiable: sum over ranks of 2 x
@@ -473,10 +473,14 @@ dist.destroy_process_group()
 """
 
 
-def test_spmd_differentiable_all_reduce(tmp_path):
+@pytest.mark.parametrize("backend", ["zmq", "gloo"])
+def test_spmd_differentiable_all_reduce(tmp_path, backend):
     from conftest import run_python
+    import dtr.distributed as dist
+    if not dist.is_backend_available(backend):
+        pytest.skip(f"this dtr is built without {backend}")
     script = tmp_path / "spmd_ar.py"
-    script.write_text(SPMD_SCRIPT)
+    script.write_text(SPMD_SCRIPT.replace("BACKEND", repr(backend)))
     r = run_python(["-m", "dtr.exec", "-n", "2", "--timeout", "60", str(script)], timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = sorted(x for x in r.stdout.splitlines() if "rank" in x)
