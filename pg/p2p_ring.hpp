@@ -1,8 +1,9 @@
 // Point-to-point rings of a zmq group on the same-host path (pg/shm_path.hpp): once a
 // group's members agreed that they share a host, every point-to-point message of the group
-// between two of them travels through shared memory instead of the sockets. Small payloads
-// (under protocol::kSameHostMinBytes) are carried in the ring; larger ones are offered by
-// address (a DataAt record, wire.hpp) and read in place by the receiver. One channel per
+// between two of them travels through shared memory instead of the sockets. Payloads that
+// fit a record (fits(): up to half a ring, 128 KiB less the record's head) are carried in
+// the ring; larger ones are offered by address (a DataAt record, wire.hpp) and read in
+// place by the receiver. One channel per
 // ordered pair keeps MPI's order: messages from one rank to another are matched in the
 // order they were sent.
 //

@@ -232,7 +232,7 @@ TEST_CASE("same host: a rank whose collective fails makes the others fail with i
         std::string::npos);
 }
 
-TEST_CASE("same host: point-to-point payloads of 64 KiB or more are read in place by address") {
+TEST_CASE("same host: point-to-point payloads past a ring record are read in place by address") {
   in_two_processes("p2p", [](ProcessGroup& g, int i) {
     const int other = 1 - i;
     const int64_t n = 300001;  // 1.2 MB of float32
@@ -279,11 +279,14 @@ TEST_CASE("same host: point-to-point payloads of 64 KiB or more are read in plac
         if (std::string(e.what()).find("rank 0 sent 300001 elements") == std::string::npos) throw;
       }
     }
-    // Under 64 KiB: in the message.
+    // Up to a ring record (128 KiB less its head): in the ring, 64 KiB included.
     const uint64_t big_reads = reads();
-    if (i == 0) g.send(noise(0, 1000), 1);
-    auto few = local::zeros(Shape{1000});
-    if (i == 1) g.recv(few, 0);
+    for (int64_t m : {int64_t{1000}, int64_t{16384}, int64_t{32000}}) {
+      if (i == 0) g.send(noise(1, m), 1, 11);
+      auto few = local::zeros(Shape{m});
+      if (i == 1) g.recv(few, 0, 11);
+      if (i == 1 && bytes_of(few) != bytes_of(noise(1, m))) throw Error("in the ring: payload");
+    }
     // The exchange and the bool payload; the mismatched one too when it arrived before its
     // receive (copied on arrival).
     if (i == 1 && (big_reads - before < 2 || big_reads - before > 3)) {
