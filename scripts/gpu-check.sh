@@ -6,7 +6,8 @@
 #
 # Usage: scripts/gpu-check.sh [--logs DIR] [--build-dir DIR] [PHASE...]
 #   PHASE      build gpu bench memcheck racecheck cpu pydebug (default: all, in that order)
-#   --logs     where the logs go (default: $OUT when set, else BUILD_DIR/gpu-logs)
+#   --logs     where the logs go (default: $OUT when set, else BUILD_DIR/gpu-logs); in $OUT
+#              they end as summary.txt and gpu-logs.tar.gz (the device tool returns 8 files)
 #   GPU_CHECK_BENCH_RUNS  how many times the bench phase runs dtr_gpu_bench (default 1)
 #   --build-dir  default build-gpu/
 #
@@ -23,7 +24,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --logs) logs="$2"; shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     build | gpu | bench | memcheck | racecheck | cpu | pydebug) phases+=("$1"); shift ;;
     *) echo "gpu-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -108,4 +109,10 @@ dtr.shutdown_master_worker(); print('pydebug: the session ran and ended')"
       ;;
   esac
 done
+# The device tool brings back at most 8 files from $OUT: with more phases than that, the
+# logs travel as one archive (the summary stays beside it, readable at once).
+if [[ -n "${OUT:-}" && "${logs}" == "${OUT}" ]]; then
+  (cd "${logs}" && tar czf gpu-logs.tar.gz --exclude gpu-logs.tar.gz --exclude summary.txt -- * &&
+    find . -maxdepth 1 -type f ! -name gpu-logs.tar.gz ! -name summary.txt -delete)
+fi
 exit "${failed}"
