@@ -140,7 +140,9 @@ struct MeshReadCounts {
   uint64_t by_callers = 0;
   uint64_t by_io_threads = 0;
   uint64_t by_address = 0;
-  uint64_t by_ring = 0;  // point-to-point messages read from shared-memory rings
+  uint64_t by_ring = 0;     // point-to-point messages read from shared-memory rings
+  uint64_t rings_sent = 0;  // Ring messages sent to wake a peer that sleeps on its rings
+  uint64_t spins_out = 0;   // blocking calls whose spin on the rings ran out (then slept)
 };
 MeshReadCounts mesh_read_counts();
 
@@ -242,6 +244,9 @@ class Mesh {
   // thread sleeps undisturbed) for a short while; true when `work` completed meanwhile.
   // Then the call waits in serve_until().
   bool spin_rings(Work::State& work, shm::RingFile& rings);
+  // Whether a thread polls the rings in spin_rings() now or left it less than kRingLinger
+  // ago (a program's next blocking call is usually that close).
+  bool rings_lingering(Clock::time_point now) const;
   // Sends a point-to-point message (h: Data or DataAt) with `bytes` of payload to group
   // rank d (world rank dst) through `rings`. While the ring is full it waits for the
   // receiver to read: throws TransportError when dst dies or leaves or the mesh shuts down,
@@ -413,6 +418,11 @@ class Mesh {
   std::recursive_mutex rings_m_;  // release() may push while drain_rings() holds it
   std::vector<RingSet> rings_;
   std::atomic<int> ring_sets_{0};
+  // Threads in spin_rings() now, and when the last one left (steady_clock ns): while either
+  // says a caller polls the rings or will be back soon, the I/O thread sleeps without
+  // setting the rings' bell (rings_lingering()).
+  std::atomic<int> ring_spinners_{0};
+  std::atomic<int64_t> ring_spin_ended_ns_{0};
   std::string bad_peer_text_;
 };
 
