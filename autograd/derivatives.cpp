@@ -22,7 +22,10 @@ Dims reduced_dims(const OpAttrs& attrs, int64_t ndim, std::string_view op) {
     return dims;
   }
   for (int64_t d : attrs.ints) dims.push_back(wrap_dim(op, d, ndim));
-  std::sort(dims.begin(), dims.end());
+  // Insertion sort: at most kMaxDims entries (GCC 14 warns, wrongly, about std::sort's heap
+  // path on Dims' inline array).
+  for (size_t i = 1; i < dims.size(); ++i)
+    for (size_t j = i; j > 0 && dims[j - 1] > dims[j]; --j) std::swap(dims[j - 1], dims[j]);
   return dims;
 }
 

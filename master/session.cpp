@@ -649,7 +649,7 @@ bool MasterSession::await_reply(std::future<ReplyMessage>& future, Clock::time_p
     // little while before leaving the reply to it.
     for (int spin = 0; spin < kLockSpins && !lock.owns_lock() && !ready(); ++spin) {
       std::this_thread::yield();
-      lock.try_lock();
+      (void)lock.try_lock();
     }
     if (ready()) return true;
     if (!lock.owns_lock() || io_closed_) {
