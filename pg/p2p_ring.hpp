@@ -3,9 +3,8 @@
 // between two of them travels through shared memory instead of the sockets. Payloads that
 // fit a record (fits(): up to half a ring, 128 KiB less the record's head) are carried in
 // the ring; larger ones are offered by address (a DataAt record, wire.hpp) and read in
-// place by the receiver. One channel per
-// ordered pair keeps MPI's order: messages from one rank to another are matched in the
-// order they were sent.
+// place by the receiver. One channel per ordered pair keeps MPI's order: messages from one
+// rank to another are matched in the order they were sent.
 //
 // Each member makes one RingFile per group: a memfd mapped shared, holding a header (magic,
 // ranks, the owner's bell word) and one single-producer single-consumer Ring per group

@@ -675,10 +675,10 @@ class ZmqGroup : public Backend {
   }
 
   // A send once the group agreed on the same-host path: through the group's ring to dst,
-  // the payload in the record when it fits one (up to half a ring), else offered by address (the
-  // receiver reads the bytes from this process, wire.hpp DataAt; a blocking send reads the
-  // release itself, as a blocking receive reads its message). Every send of the group to
-  // dst takes the ring, so they are received in the order they were sent.
+  // the payload in the record when it fits one (up to half a ring), else offered by
+  // address (the receiver reads the bytes from this process, wire.hpp DataAt; a blocking
+  // send reads the release itself, as a blocking receive reads its message). Every send of
+  // the group to dst takes the ring, so they are received in the order they were sent.
   Work send_same_host(const local::Tensor& t, int dst, WireHeader h,
                       const std::shared_ptr<Work::State>& work, bool blocking) {
     const size_t bytes = static_cast<size_t>(t.meta().numel()) * element_size(t.meta().dtype);
