@@ -84,6 +84,16 @@ struct Post {
   alignas(64) char data[kInlineBytes];
 };
 
+// A collective that its rank failed: its number, the error's class and text (published
+// last, after the text). A rank is at most one collective ahead of any peer (post() waits
+// for s - 2), so one record per parity keeps the error of the collective a slower peer is
+// still in when the rank fails the next one too.
+struct Abort {
+  std::atomic<uint64_t> seq{0};
+  std::atomic<int32_t> code{0};
+  char text[kAbortTextBytes];
+};
+
 // One group's words in its owner's arena (see shm_path.hpp). Only the owner writes them,
 // except `sleepers`, which waiting peers count themselves in.
 struct alignas(64) Slot {
@@ -93,11 +103,14 @@ struct alignas(64) Slot {
   alignas(64) std::atomic<uint64_t> done{0};
   alignas(64) std::atomic<uint32_t> events{0};  // futex word: bumped at every publish
   std::atomic<uint32_t> sleepers{0};
-  alignas(64) std::atomic<uint64_t> abort_seq{0};
-  std::atomic<int32_t> abort_code{0};
-  char abort_text[kAbortTextBytes];
+  alignas(64) Abort abort[2];  // by the collective's parity
   Post post[2];
 };
+
+// The last collective `s` failed.
+uint64_t last_abort(const Slot& s) {
+  return std::max(s.abort[0].seq.load(), s.abort[1].seq.load());
+}
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
@@ -167,7 +180,8 @@ int Arena::acquire(uint64_t group) {
     s.posted.store(0);
     s.stage.store(0);
     s.done.store(0);
-    s.abort_seq.store(0);
+    s.abort[0].seq.store(0);
+    s.abort[1].seq.store(0);
     s.group.store(group);
     return i;
   }
@@ -401,12 +415,16 @@ void GroupPath::Call::wait(int q, Ready ready, const char* for_what) {
 void GroupPath::Call::check_peers(int q) {
   for (int o = 0; o < p_; ++o) {
     if (o == r_) continue;
-    Slot& s = slot(o);
-    if (s.abort_seq.load() >= s_) {
+    // This collective's record. A failure of the next one (s_ + 1: the peer is ahead, having
+    // done its part of this one) fails nothing here; one further on can only come from a
+    // peer that gave up waiting for this rank, and is thrown too.
+    for (const Abort& ab : slot(o).abort) {
+      const uint64_t seq = ab.seq.load();
+      if (seq != s_ && seq < s_ + 2) continue;
       char text[kAbortTextBytes];
-      std::memcpy(text, s.abort_text, sizeof text);
+      std::memcpy(text, ab.text, sizeof text);
       text[sizeof text - 1] = '\0';
-      throw_coded(static_cast<ErrCode>(s.abort_code.load()), text);
+      throw_coded(static_cast<ErrCode>(ab.code.load()), text);
     }
   }
   if (slot(q).group.load() != g_.group_) {
@@ -423,7 +441,7 @@ void GroupPath::Call::post(const std::vector<const char*>& blocks) {
       if (q == r_) continue;
       Slot& peer = slot(q);
       wait(
-          q, [&] { return peer.done.load() >= s_ - 2 || peer.abort_seq.load() >= s_ - 2; },
+          q, [&] { return peer.done.load() >= s_ - 2 || last_abort(peer) >= s_ - 2; },
           "its previous collective");
     }
   }
@@ -702,11 +720,12 @@ void GroupPath::Call::fail(const std::exception_ptr& e) {
   } catch (...) {
     text = what_ + ": failed";
   }
+  Abort& ab = mine_.abort[s_ % 2];
   const size_t n = std::min(text.size(), kAbortTextBytes - 1);
-  std::memcpy(mine_.abort_text, text.data(), n);
-  mine_.abort_text[n] = '\0';
-  mine_.abort_code.store(static_cast<int32_t>(code_of(e)));
-  publish(mine_, mine_.abort_seq, s_);
+  std::memcpy(ab.text, text.data(), n);
+  ab.text[n] = '\0';
+  ab.code.store(static_cast<int32_t>(code_of(e)));
+  publish(mine_, ab.seq, s_);
 }
 
 void GroupPath::run(const CollectiveArgs& a, uint64_t seq, DType dtype, int64_t count,
