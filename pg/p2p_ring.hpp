@@ -6,6 +6,11 @@
 // place by the receiver. One channel per ordered pair keeps MPI's order: messages from one
 // rank to another are matched in the order they were sent.
 //
+// A ring's size follows the group's (ring_bytes_for): 1 MiB for groups of up to 5 ranks,
+// 512 KiB up to 9, 256 KiB from 10 ranks on. A process's outgoing rings per group
+// stay under max(4 MiB, 256 KiB per peer), and a small group carries payloads of up to
+// 512 KiB in the ring (a 256 KiB ping-pong took 40-45 us so against 87-99 us by address).
+//
 // Each member makes one RingFile per group: a memfd mapped shared, holding a header (magic,
 // ranks, the owner's bell word) and one single-producer single-consumer Ring per group
 // rank. Ring d of rank q's file carries q's messages to d: q writes records and `head`, d
@@ -24,10 +29,10 @@
 // rings while it waits counts itself in the file's spinners word (and reads once more after
 // it leaves): while it is there, producers do not ring.
 //
-// Memory is bounded: p rings of kRingBytes per group and process, freed by the kernel when
-// the last process that maps the file unmaps it. Groups of up to 16 ranks fault the rings
-// they use in when they map their peers (a process's own outgoing ones: (p - 1) rings,
-// under 4 MiB); larger groups touch the pages as records pass.
+// Memory is bounded: p rings of ring_bytes() per group and process, freed by the kernel
+// when the last process that maps the file unmaps it. Groups of up to 16 ranks fault the
+// rings they use in when they map their peers (a process's own outgoing ones: (p - 1)
+// rings, at most 4 MiB); larger groups touch the pages as records pass.
 //
 // Thread safety: push() may be called from any thread (a mutex per ring); drain(),
 // arm() and disarm() from one consumer thread at a time (the mesh's ROUTER holder).
@@ -45,7 +50,9 @@
 
 namespace dtr::pg::shm {
 
-inline constexpr size_t kRingBytes = size_t{256} << 10;
+// The smallest and largest ring (ring_bytes_for).
+inline constexpr size_t kMinRingBytes = size_t{256} << 10;
+inline constexpr size_t kMaxRingBytes = size_t{1} << 20;
 // A record's length word and header before its payload.
 inline constexpr size_t kRecordHeadBytes = 8 + sizeof(WireHeader);
 
@@ -71,8 +78,13 @@ class RingFile {
   // woken (its bell was set; this call cleared it). Throws ProtocolError when d's side of
   // the ring is corrupt (its tail is ahead of the records).
   bool push(int d, const WireHeader& h, const void* payload, size_t bytes, bool* ring_bell);
-  // Whether a record of `bytes` payload bytes fits a ring at all.
-  static bool fits(size_t bytes);
+  // Whether a record of `bytes` payload bytes fits a ring of this file at all (up to half a
+  // ring less the record's head).
+  bool fits(size_t bytes) const;
+  // The bytes of one ring of a group of `ranks` (a power of two, kMinRingBytes to
+  // kMaxRingBytes), and of this file's rings.
+  static size_t ring_bytes_for(int ranks);
+  size_t ring_bytes() const { return ring_bytes_; }
   // Producer, with a full ring: clears d's bell; true when it was set (d must be woken).
   bool take_bell(int d);
 
@@ -92,7 +104,7 @@ class RingFile {
   int rank() const { return rank_; }
 
   // For tests and fuzzing, what a broken or hostile peer could do: writes `n` raw bytes
-  // (at most kRingBytes) into this rank's ring toward d from byte `pos`, wrapping, and
+  // (at most ring_bytes()) into this rank's ring toward d from byte `pos`, wrapping, and
   // publishes `head`; or overwrites the `tail` of peer q's ring to this rank.
   void scribble(int d, size_t pos, const void* bytes, size_t n, uint64_t head);
   void scribble_tail(int q, uint64_t tail);
@@ -107,10 +119,12 @@ class RingFile {
     bool broken = false;
   };
   Ring& ring(RingFileHeader* file, int d) const;
+  char* data(Ring& r) const;
 
   int fd_ = -1;
   int ranks_ = 0;
   int rank_ = -1;
+  size_t ring_bytes_ = 0;
   size_t file_bytes_ = 0;
   std::vector<Peer> peers_;
   std::unique_ptr<std::mutex[]> push_m_;  // by destination

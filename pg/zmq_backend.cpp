@@ -687,7 +687,7 @@ class ZmqGroup : public Backend {
     // have mapped beat one process_vm_readv, whose page pinning cost 10-20 us for 64 KiB
     // on this VM and 40-160 us for one read in eight (the by-address 64 KiB ping-pong's
     // p99 was 4-5x its median, in the ring 1.5-2.5x).
-    const bool inline_payload = shm::RingFile::fits(bytes);
+    const bool inline_payload = rings_->fits(bytes);
     try {
       if (inline_payload) {
         mesh_->send_ring(*rings_, dst, members_[dst], h, t.raw_data(), bytes, deadline, work->what);

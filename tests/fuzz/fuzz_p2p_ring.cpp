@@ -79,10 +79,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const uint64_t tail = p.reader->read_of(0);
   const uint64_t offset = le64(data + 2);
-  const uint64_t head =
-      (offset >> 63) != 0 ? tail - (offset & 0xffff) : tail + offset % (2 * shm::kRingBytes + 64);
+  const uint64_t head = (offset >> 63) != 0 ? tail - (offset & 0xffff)
+                                            : tail + offset % (2 * p.writer->ring_bytes() + 64);
   const uint8_t flags = data[10];
-  p.writer->scribble(1, tail % shm::kRingBytes, data + 11, size - 11, head);
+  p.writer->scribble(1, tail % p.writer->ring_bytes(), data + 11, size - 11, head);
 
   const bool refuse = (flags & 1) != 0;
   size_t records = 0;

@@ -254,19 +254,19 @@ TEST_CASE("same host: point-to-point payloads past a ring record are read in pla
     if (g.recv(got, other) != other) throw Error("source");
     if (bytes_of(got) != bytes_of(noise(10 + other, n))) throw Error("exchange: payload");
     // A receive posted before the send: read straight into its tensor. Bool and int64.
-    auto flags = local::zeros(Shape{1 << 17}, DType::Bool);
+    auto flags = local::zeros(Shape{1 << 20}, DType::Bool);
     Work w;
     if (i == 1) w = g.irecv(flags, 0, 7);
     g.barrier();
     if (i == 0) {
-      std::vector<double> pattern(1 << 17);
+      std::vector<double> pattern(1 << 20);
       for (size_t k = 0; k < pattern.size(); ++k) pattern[k] = k % 3 == 0 ? 1 : 0;
-      g.send(local::from_vector<double>(pattern, Shape{1 << 17}).to(DType::Bool), 1, 7);
+      g.send(local::from_vector<double>(pattern, Shape{1 << 20}).to(DType::Bool), 1, 7);
     }
     if (i == 1) {
       w.wait();
       auto v = flags.to(DType::Int64).to_vector<int64_t>();
-      for (int64_t k = 0; k < (1 << 17); ++k)
+      for (int64_t k = 0; k < (1 << 20); ++k)
         if (v[k] != (k % 3 == 0 ? 1 : 0)) throw Error("bool payload at " + std::to_string(k));
     }
     // A receive that does not fit fails with both sizes; the send completes anyway.
@@ -280,9 +280,11 @@ TEST_CASE("same host: point-to-point payloads past a ring record are read in pla
         if (std::string(e.what()).find("rank 0 sent 300001 elements") == std::string::npos) throw;
       }
     }
-    // Up to a ring record (128 KiB less its head): in the ring, 64 KiB included.
+    // Up to a ring record (half a ring less its head: 512 KiB in a group of two): in the
+    // ring, 64 KiB and 508 KiB included.
+    if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
     const uint64_t big_reads = reads();
-    for (int64_t m : {int64_t{1000}, int64_t{16384}, int64_t{32000}}) {
+    for (int64_t m : {int64_t{1000}, int64_t{16384}, int64_t{32000}, int64_t{130000}}) {
       if (i == 0) g.send(noise(1, m), 1, 11);
       auto few = local::zeros(Shape{m});
       if (i == 1) g.recv(few, 0, 11);
@@ -314,11 +316,27 @@ pg::WireHeader send_header(int64_t count, uint64_t payload) {
 
 TEST_CASE(
     "same host: a point-to-point ring keeps order across wraps, fills, and rejects bad records") {
+  // A ring's size follows the group's: a process's outgoing rings stay within 4 MiB, or
+  // 256 KiB per peer in larger groups.
+  using pg::shm::RingFile;
+  CHECK(RingFile::ring_bytes_for(2) == size_t{1} << 20);
+  CHECK(RingFile::ring_bytes_for(5) == size_t{1} << 20);
+  CHECK(RingFile::ring_bytes_for(6) == size_t{512} << 10);
+  CHECK(RingFile::ring_bytes_for(9) == size_t{512} << 10);
+  CHECK(RingFile::ring_bytes_for(10) == size_t{256} << 10);
+  CHECK(RingFile::ring_bytes_for(1000) == size_t{256} << 10);
   std::string why;
   auto a = pg::shm::RingFile::create(2, 0, &why);
   auto b = pg::shm::RingFile::create(2, 1, &why);
   REQUIRE(a);
   REQUIRE(b);
+  CHECK(a->ring_bytes() == RingFile::ring_bytes_for(2));
+  // A file of a group of another size is refused.
+  auto c = pg::shm::RingFile::create(6, 1, &why);
+  REQUIRE(c);
+  std::string other_size;
+  CHECK_FALSE(a->map_peer(1, getpid(), c->fd(), &other_size));
+  CHECK(other_size.find("not a group of 2's") != std::string::npos);
   REQUIRE(a->map_peer(1, getpid(), b->fd(), &why));
   REQUIRE(b->map_peer(0, getpid(), a->fd(), &why));
   // The rings the pair uses were faulted in when mapped (a memfd counts its pages): their
@@ -326,7 +344,7 @@ TEST_CASE(
   for (int fd : {a->fd(), b->fd()}) {
     struct stat st {};
     REQUIRE(fstat(fd, &st) == 0);
-    CHECK(static_cast<size_t>(st.st_blocks) * 512 >= pg::shm::kRingBytes);
+    CHECK(static_cast<size_t>(st.st_blocks) * 512 >= a->ring_bytes());
   }
   std::string mismatch;
   CHECK_FALSE(a->map_peer(1, getpid(), 0, &mismatch));  // stdin is no ring file
@@ -372,7 +390,8 @@ TEST_CASE(
   CHECK(b->drain(
             0, [](const pg::WireHeader&, const char*, size_t) { return std::string(); }, &bad) ==
         2);
-  CHECK_FALSE(pg::shm::RingFile::fits(pg::shm::kRingBytes));
+  CHECK_FALSE(a->fits(a->ring_bytes() / 2));
+  CHECK(a->fits(a->ring_bytes() / 2 - pg::shm::kRecordHeadBytes));
 
   // A record whose header claims more payload than it holds fails the ring, for good.
   REQUIRE(a->push(1, send_header(1, 1000), out.data(), 8, &bell));
