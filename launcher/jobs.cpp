@@ -232,6 +232,11 @@ std::string find_worker_binary(const std::string& explicit_path) {
   if (!ec) {
     std::string next_to = (self.parent_path() / "dtr-worker").string();
     if (is_executable(next_to)) return next_to;
+    // dtr's build tree: dtr-exec in build/launcher/, dtr-worker in build/worker/.
+    if (self.parent_path().filename() == "launcher") {
+      std::string in_build = (self.parent_path().parent_path() / "worker" / "dtr-worker").string();
+      if (is_executable(in_build)) return in_build;
+    }
   }
   if (const char* env = std::getenv("DTR_WORKER_BIN"); env && is_executable(env)) return env;
   if (const char* path = std::getenv("PATH")) {
@@ -242,8 +247,8 @@ std::string find_worker_binary(const std::string& explicit_path) {
     }
   }
   throw InvalidArgument(
-      "dtr-exec: cannot find dtr-worker (looked next to dtr-exec, at $DTR_WORKER_BIN and on "
-      "PATH); pass --worker-bin PATH");
+      "dtr-exec: cannot find dtr-worker (looked next to dtr-exec, in the build tree's worker/, "
+      "at $DTR_WORKER_BIN and on PATH); pass --worker-bin PATH");
 }
 
 int run_ranks(const RankJobOptions& o) {

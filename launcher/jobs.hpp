@@ -77,8 +77,9 @@ int run_with_workers(const WorkerJobOptions& options);
 // moment ago. Throws dtr::TransportError when none can be had.
 int pick_free_port(const std::string& addr);
 
-// The dtr-worker binary: `explicit_path` when set, else the one next to this executable,
-// else $DTR_WORKER_BIN, else the first on PATH. Throws dtr::InvalidArgument when none.
+// The dtr-worker binary: `explicit_path` when set, else the one next to this executable
+// (or, in dtr's build tree, the one in worker/ beside this launcher/), else
+// $DTR_WORKER_BIN, else the first on PATH. Throws dtr::InvalidArgument when none.
 std::string find_worker_binary(const std::string& explicit_path);
 
 }  // namespace dtr::launcher

@@ -30,7 +30,8 @@ constexpr const char* kDescription =
   dtr-exec --workers N PROGRAM [ARGS...]
       Starts N local dtr-worker daemons (log lines prefixed "[w0] "), runs PROGRAM once
       with DTR_WORKERS set to their endpoints, then stops them. Exit status: the program's.
-      dtr-worker is looked for next to dtr-exec, then at $DTR_WORKER_BIN, then on PATH.
+      dtr-worker is looked for next to dtr-exec (in a build tree: build/worker/),
+      then at $DTR_WORKER_BIN, then on PATH.
 
   dtr-exec --launched PROGRAM [ARGS...]
       One process of a job that mpirun -np N+1 or srun -n N+1 started: rank 0 becomes

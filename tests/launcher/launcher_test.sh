@@ -210,6 +210,21 @@ workers_env)
   has_err "[w0] [dtr-worker"
   # The workers stopped cleanly: dtr-exec had nothing to report.
   grep -q "^dtr-exec:" "${work}/err" && fail "dtr-exec reported a problem"
+  # In the build tree (build/launcher/dtr-exec, build/worker/dtr-worker) nothing else is
+  # needed: no --worker-bin, no $DTR_WORKER_BIN, no dtr-worker on PATH.
+  if [[ "$(dirname "$(dirname "${exec_bin}")")/worker/dtr-worker" -ef "${worker_bin}" ]]; then
+    env -u DTR_WORKER_BIN PATH=/usr/bin:/bin timeout 60 "${exec_bin}" --workers 1 bash -c true \
+      >"${work}/out" 2>"${work}/err" || fail "not found in the build tree: $(cat "${work}/err")"
+  fi
+  # Not found anywhere: the error names where it looked and the option.
+  mkdir -p "${work}/bin"
+  cp "${exec_bin}" "${work}/bin/dtr-exec"
+  rc=0
+  env -u DTR_WORKER_BIN PATH=/usr/bin:/bin "${work}/bin/dtr-exec" --workers 1 bash -c true \
+    >"${work}/out" 2>"${work}/err" || rc=$?
+  [[ "${rc}" != 0 ]] || fail "a missing dtr-worker was not reported"
+  has_err "cannot find dtr-worker"
+  has_err "pass --worker-bin PATH"
   ;;
 workers_forward)
   # SIGTERM to dtr-exec reaches the program; the workers are stopped afterwards.
