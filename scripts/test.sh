@@ -68,7 +68,7 @@ case "${mode}" in
     tsan_logs="${build_dir}/tsan-logs"
     rm -rf "${tsan_logs}"
     mkdir -p "${tsan_logs}"
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${repo_root}/scripts/tsan.supp:log_path=${tsan_logs}/tsan:log_exe_name=1${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=7:suppressions=${repo_root}/scripts/tsan.supp:log_path=${tsan_logs}/tsan:log_exe_name=1${TSAN_OPTIONS:+:${TSAN_OPTIONS}}"
     ;;
 esac
 
