@@ -49,7 +49,14 @@ std::chrono::milliseconds remaining(Clock::time_point deadline) {
     if (m.find("Timed out") != std::string::npos || m.find("timeout") != std::string::npos) {
       throw TimeoutError(fmt::format("{}: gloo: {}", what, m));
     }
-    throw TransportError(fmt::format("{}: gloo: {}", what, m));
+    // gloo names the peer's address only: say what its socket errors mean.
+    const bool peer_gone = m.find("reset by peer") != std::string::npos ||
+                           m.find("closed by peer") != std::string::npos ||
+                           m.find("Broken pipe") != std::string::npos;
+    throw TransportError(fmt::format("{}: gloo: {}{}", what, m,
+                                     peer_gone ? " (a member of the group closed its connection: "
+                                                 "it exited, crashed or was killed)"
+                                               : ""));
   } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet
     throw TransportError(fmt::format("{}: gloo: {}", what, e.what()));
   }
