@@ -200,8 +200,9 @@ TEST_CASE("same host: a rank whose collective fails makes the others fail with i
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
       try {
-        // Rank 0 gives up after 300 ms; rank 1 would wait 60 s on its own.
-        ProcessGroupOptions o = fast_options(r == 0 ? 300ms : 60s);
+        // Rank 0 gives up after 2 s (its rendezvous is bounded by that too: 300 ms was too
+        // short under ThreadSanitizer on a loaded machine); rank 1 would wait 60 s.
+        ProcessGroupOptions o = fast_options(r == 0 ? 2000ms : 60s);
         ProcessGroup g = ProcessGroup::create(store, r, 3, o);
         g.barrier();
         auto t = local::ones(Shape{10});
@@ -229,7 +230,7 @@ TEST_CASE("same host: a rank whose collective fails makes the others fail with i
   check_no_errors(errors);
   CAPTURE(seen_by_1);
   // Rank 0's error, not rank 1's own timeout.
-  CHECK(seen_by_1.find("on rank 0 of a group of 3: timed out after 300 ms waiting for rank 2") !=
+  CHECK(seen_by_1.find("on rank 0 of a group of 3: timed out after 2000 ms waiting for rank 2") !=
         std::string::npos);
 }
 
