@@ -6,7 +6,10 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "autograd_methods.hpp"
 #include "bindings.hpp"
@@ -274,6 +277,38 @@ bool python_finalizing() {
 #endif
 }
 
+// Releases of shared arrays on threads that do not hold the GIL (wrap_array). A thread that
+// asks for the GIL once Python finalizes is ended by pthread_exit, whose unwinding through
+// dtr's noexcept destructors calls std::terminate; checking python_finalizing() first is
+// not enough, since finalization can begin while the thread waits for the GIL. So an
+// atexit hook (which runs before finalization) sets g_exiting and, with the GIL released,
+// waits for the releases already under way; a release that starts after it leaves its
+// array to the exit. The counter is raised before g_exiting is read and the flag set before
+// the counter is read (both sequentially consistent): one of the two sees the other.
+std::atomic<int> g_releasing{0};
+std::atomic<bool> g_exiting{false};
+
+template <typename Array>
+void release_array(Array* a) {
+  if (PyGILState_Check()) {
+    delete a;
+    return;
+  }
+  g_releasing.fetch_add(1);
+  if (!g_exiting.load() && !python_finalizing()) delete a;  // takes the GIL for the decref
+  g_releasing.fetch_sub(1);
+}
+
+// The atexit hook (GIL held). Bounded: a release holds the GIL only for a decref.
+void wait_for_array_releases() {
+  g_exiting.store(true);
+  if (g_releasing.load() == 0) return;
+  nb::gil_scoped_release nogil;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (g_releasing.load() != 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
 // A tensor over `array`'s memory, keeping the array alive.
 template <typename Array>
 local::Tensor wrap_array(const Array& array) {
@@ -298,13 +333,9 @@ local::Tensor wrap_array(const Array& array) {
   }
   size_t nbytes = empty ? 0 : static_cast<size_t>(extent) * element_size(dtype);
   // The last reference may go on a thread of dtr's (a process-group operation that ran on
-  // after a KeyboardInterrupt): releasing the array takes the GIL, and a thread that asks
-  // for it while Python finalizes is ended by pthread_exit, whose unwinding through
-  // dtr's noexcept destructors calls std::terminate. Then the array is left to the exit.
-  std::shared_ptr<Array> owner(new Array(array), [](Array* a) {
-    if (python_finalizing() && !PyGILState_Check()) return;
-    delete a;
-  });
+  // after a KeyboardInterrupt): release_array takes the GIL only while Python is not
+  // exiting, else it leaves the array to the exit.
+  std::shared_ptr<Array> owner(new Array(array), [](Array* a) { release_array(a); });
   auto storage = Storage::wrap(const_cast<void*>(array.data()), nbytes, owner);
   return LocalTensor(std::move(storage), meta);
 }
@@ -326,6 +357,7 @@ local::Tensor local_from_object(nb::handle h) {
 }
 
 void bind_local_tensor(nb::module_& m) {
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function(&wait_for_array_releases));
   nb::class_<LocalTensor> c(m, "LocalTensor", nb::type_slots(kBufferSlots),
                             "A tensor in this process (CPU, or a CUDA device of this process): "
                             "the master's data (to_local()) and the tensors of SPMD programs "
