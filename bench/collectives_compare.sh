@@ -7,7 +7,8 @@
 # built: the rows "dtr gloo", "dtr mpi tcp", "dtr mpi shm", beside the same libraries called
 # directly), the latter without the per-collective signature check (the wrapper's own
 # cost; the check adds one small all_gather per collective). DTR_LIBRARY_BACKENDS=0 leaves
-# them out. QUICK=1 is a smoke run (world 2, two sizes, a few iterations): it checks that
+# them out. machine.txt records the load and dtr_machine_jitter before and after the rounds
+# (printed at the end). QUICK=1 is a smoke run (world 2, two sizes, a few iterations): it checks that
 # every step runs, its figures mean nothing.
 #
 #   bash bench/collectives_compare.sh BUILD_DIR [OUT_DIR]
@@ -40,6 +41,15 @@ step() {  # NAME TIMEOUT_S command...
     echo "  ${name}: exit status $?" >&2
 }
 
+# The machine's own gaps and copy rate, before and after (dtr_machine_jitter): a VM's slow
+# phase or a CPU interrupted often shows here, and in no table.
+jitter() {
+  if [[ -x "${build}/bench/dtr_machine_jitter" ]]; then
+    echo "machine ${1}: $(date -u '+%H:%M:%S UTC')"
+    "${build}/bench/dtr_machine_jitter" 2
+  fi
+}
+jitter_before="$(jitter before)"
 worlds=(2 4)
 dtr_sizes=()
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -85,6 +95,9 @@ rm -rf /tmp/peers_gloo_store_* 2>/dev/null
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), rounds: ${rounds}, nproc: $(env -u OMP_NUM_THREADS nproc)"
   echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "${jitter_before}"
+  jitter after
 } >"${out}/machine.txt"
+cat "${out}/machine.txt" >&2
 python3 "${here}/collectives_table.py" "${out}"/*.log
 echo "raw results: ${out}" >&2
