@@ -50,10 +50,19 @@ constexpr int kRingSpins = 64;
 constexpr auto kRingNap = std::chrono::microseconds(50);
 // How long a blocking point-to-point call polls its group's rings (spin_rings).
 constexpr auto kRingSpinFor = std::chrono::microseconds(200);
+// How long it polls within kBellRecent of this process waking a sleeping peer (a Ring
+// message), when the group's ranks do not outnumber the CPUs. That peer answers only after
+// its wake-up went through ZeroMQ and two of its threads (0.3-0.7 ms on the 2-core
+// development VM): polling for 200 us, this rank fell asleep too, and the two then woke
+// each other through the sockets message after message (0.4-1 ms a round trip instead of
+// 14 us, until one wake-up happened to be quick).
+constexpr auto kRingSpinAfterBell = std::chrono::milliseconds(2);
+constexpr auto kBellRecent = std::chrono::milliseconds(5);
 // After a caller's last spin on the rings, how long the I/O thread keeps sleeping without
 // their bell (peers send no Ring messages meanwhile); it looks at the rings at least this
-// often then. (1 ms and 2 ms slices woke it often enough to cost 16-64 KiB ping-pongs their
-// p99; 10 ms was no better than 5.)
+// often then. While a caller polls them, it looks only every kTick: each of its wake-ups
+// takes a CPU from a polling rank on a machine with as many CPUs as ranks, and at 200 a
+// second they were nearly all of a 64 KiB ping-pong's slow round trips (perf sched).
 constexpr auto kRingLinger = std::chrono::milliseconds(5);
 
 bool is_done(Work::State& w) {
@@ -801,6 +810,7 @@ void Mesh::remove_rings(uint64_t group) {
 }
 
 void Mesh::ring_bell(int dst) {
+  bell_rung_ns_.store(now_ns(), std::memory_order_relaxed);
   WireHeader bell;
   bell.kind = static_cast<uint8_t>(MsgKind::Ring);
   g_rings_sent.fetch_add(1, std::memory_order_relaxed);
@@ -858,7 +868,12 @@ bool Mesh::spin_rings(Work::State& work, shm::RingFile& rings) {
   };
   {
     Spinner spinner(*this, rings);
-    const auto until = Clock::now() + kRingSpinFor;
+    const auto now = Clock::now();
+    const auto since_bell = std::chrono::nanoseconds(now.time_since_epoch().count() -
+                                                     bell_rung_ns_.load(std::memory_order_relaxed));
+    const bool longer = since_bell < kBellRecent && rings.ranks() <= cpus_;
+    const auto until = now + (longer ? std::chrono::nanoseconds(kRingSpinAfterBell)
+                                     : std::chrono::nanoseconds(kRingSpinFor));
     for (int i = 0;; ++i) {
       drain_rings();
       if (is_done(work)) break;
@@ -1272,8 +1287,11 @@ void Mesh::io_loop() {
       if (rings_lingering(Clock::now())) {
         // A caller polls the rings or will be back soon: no bell (a Ring message costs the
         // sender a socket send and both processes' I/O threads a wake-up, in the middle of
-        // the exchange); this thread looks at them every kRingLinger meanwhile.
-        slice = std::min<std::chrono::milliseconds>(slice, kRingLinger);
+        // the exchange); this thread looks at them every kRingLinger meanwhile, or at the
+        // tick while the caller still polls them.
+        if (ring_spinners_.load() == 0) {
+          slice = std::min<std::chrono::milliseconds>(slice, kRingLinger);
+        }
       } else {
         // Sleeping with the ROUTER: a peer's next ring record comes with a Ring message.
         arm_rings(true);

@@ -52,6 +52,7 @@
 #include "dtr/process_group.hpp"
 #include "p2p_ring.hpp"
 #include "security/curve.hpp"
+#include "util.hpp"
 #include "wire.hpp"
 
 namespace dtr {
@@ -241,8 +242,9 @@ class Mesh {
   void remove_rings(uint64_t group);
   // A blocking point-to-point call of a group with rings: polls the rings on this thread
   // (counted as a spinner of `rings`, and without a FastReader scope, so that the I/O
-  // thread sleeps undisturbed) for a short while; true when `work` completed meanwhile.
-  // Then the call waits in serve_until().
+  // thread sleeps undisturbed) for a short while (longer just after this process woke a
+  // sleeping peer); true when `work` completed meanwhile. Then the call waits in
+  // serve_until().
   bool spin_rings(Work::State& work, shm::RingFile& rings);
   // Whether a thread polls the rings in spin_rings() now or left it less than kRingLinger
   // ago (a program's next blocking call is usually that close).
@@ -423,6 +425,10 @@ class Mesh {
   // setting the rings' bell (rings_lingering()).
   std::atomic<int> ring_spinners_{0};
   std::atomic<int64_t> ring_spin_ended_ns_{0};
+  // When this process last woke a sleeping peer through a Ring message (steady_clock ns):
+  // its answer comes after a wake-up, so spin_rings() polls longer meanwhile.
+  std::atomic<int64_t> bell_rung_ns_{0};
+  const int cpus_ = affinity_cpus();  // this process's CPUs
   std::string bad_peer_text_;
 };
 

@@ -276,10 +276,7 @@ std::unique_ptr<GroupPath> GroupPath::open(std::shared_ptr<Arena> mine, uint64_t
     }
     peer->slot = &layout->slots[d.slot];
   }
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  g->crowded_ = static_cast<int>(all.size()) > ncpu;
+  g->crowded_ = static_cast<int>(all.size()) > affinity_cpus();
   g->tmp_a_.resize(kSegmentBytes);
   g->tmp_b_.resize(kSegmentBytes);
   g->slot_ = static_cast<int>(me.slot);  // released with the path from here on

@@ -22,6 +22,8 @@ std::string resolve_ipv4(const std::string& host);
 std::string local_address_towards(const std::string& ip);
 // "[0, 1, 3]".
 std::string format_ranks(const std::vector<int>& ranks);
+// The CPUs this process may run on (its affinity mask; 1 when it cannot be read).
+int affinity_cpus();
 namespace detail {
 inline void append_part(std::string& s, std::string_view v) {
   s.append(v);

@@ -517,3 +517,49 @@ TEST_CASE("same host: back-to-back blocking sends and receives send no Ring mess
     g.barrier();
   });
 }
+
+TEST_CASE("same host: after waking a sleeping rank, a blocking receive polls through its wake-up") {
+  // Rank 1 waits in a receive long enough to sleep (its bell set), so each of rank 0's sends
+  // rings it awake through ZeroMQ; rank 1 answers 500 us after it woke. Rank 0's receive
+  // right after ringing polls its rings for up to 2 ms (kRingSpinAfterBell), so it takes
+  // the answer without falling asleep itself; with the plain 200 us poll its every receive
+  // ran out and slept, and on a 2-core machine the two ranks went on waking each other
+  // through the sockets. Spins that still run out (a loaded machine) are allowed; that none
+  // ever catches the answer is not. (With the plain poll this fails every time: the answer
+  // comes at least 500 us after the send.)
+  if (pg::affinity_cpus() < 2) {
+    MESSAGE("skipped: the longer poll is for groups with a CPU per rank; this process has 1");
+    return;
+  }
+  in_two_processes("bell", [](ProcessGroup& g, int i) {
+    g.barrier();  // agrees on the same-host path
+    if (g.host_path() != "shared memory") throw Error("path: " + g.host_path());
+    auto t = local::zeros(Shape{4});
+    constexpr int kRounds = 10;
+    int rang = 0, caught = 0;
+    for (int k = 0; k < kRounds; ++k) {
+      if (i == 1) {
+        g.recv(t, 0);
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+        g.send(t, 0);
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // rank 1 sleeps by now
+      const pg::MeshReadCounts before = pg::mesh_read_counts();
+      g.send(t, 1);
+      const pg::MeshReadCounts rung = pg::mesh_read_counts();
+      g.recv(t, 1);
+      const pg::MeshReadCounts after = pg::mesh_read_counts();
+      // A sleeping rank's own last look at its rings may take the record first (no bell).
+      if (rung.rings_sent == before.rings_sent) continue;
+      ++rang;
+      if (after.spins_out == rung.spins_out) ++caught;
+    }
+    if (i == 0 && rang == 0)
+      throw Error("none of " + std::to_string(kRounds) + " sends to a sleeping rank rang it");
+    if (i == 0 && caught == 0)
+      throw Error("rank 0's receive fell asleep in all " + std::to_string(rang) +
+                  " rounds in which it had rung rank 1 awake");
+    g.barrier();
+  });
+}
