@@ -190,13 +190,14 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   auto watch = [&](zmq::socket_t& socket) {
     s->socket_fds_.push_back(pollfd{socket.get(zmq::sockopt::fd), POLLIN, 0});
   };
+  s->beat_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->beat_wake_fd_ < 0)
+    throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
   if (s->router_) {
     watch(*s->router_);
+    s->beat_thread_ = std::thread([raw = s.get()] { raw->listen_beat_loop(); });
   } else {
     for (auto& node : s->nodes_) watch(*node->dealer);
-    s->beat_wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->beat_wake_fd_ < 0)
-      throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
     s->beat_thread_ = std::thread([raw = s.get()] { raw->beat_loop(); });
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
@@ -680,8 +681,8 @@ bool MasterSession::hold_io(std::future<ReplyMessage>& future, Clock::time_point
     ~Leave() {
       s.holder_.store(false);
       // Replies other threads wait for, and commands queued since the last flush, are the
-      // I/O thread's again: wake it if it sleeps away from the sockets. (Heartbeats can
-      // wait for its next round.)
+      // I/O thread's again: wake it if it sleeps away from the sockets. (Heartbeats are
+      // the heartbeat thread's.)
       bool others;
       {
         std::lock_guard lock(s.pending_mu_);
@@ -766,17 +767,57 @@ void MasterSession::open_beat(Node& node, Clock::time_point deadline) {
 }
 
 void MasterSession::send_beat(Node& node) {
-  std::string beat = protocol::encode_heartbeat();
-  // A DEALER queues it until its connection is up (its queue has no limit: one message
-  // per heartbeat interval, for at most the heartbeat timeout).
-  if (node.beat) {
-    (void)protocol::send_message(*node.beat, nullptr, std::move(beat), {});
-    return;
+  // Connect mode. A DEALER queues it until its connection is up (its queue has no limit:
+  // one message per heartbeat interval, for at most the heartbeat timeout).
+  (void)protocol::send_message(*node.beat, nullptr, protocol::encode_heartbeat(), {});
+}
+
+void MasterSession::listen_beat_loop() {
+  const std::string beat = protocol::encode_heartbeat();
+  pollfd woken{beat_wake_fd_, POLLIN, 0};
+  Clock::time_point next = Clock::now();
+  while (!stop_.load()) {
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
+    if (wait.count() > 0) {
+      if (::poll(&woken, 1, static_cast<int>(wait.count())) > 0) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t n = read(beat_wake_fd_, &count, sizeof count);
+      }
+      continue;
+    }
+    next = Clock::now() + options_.heartbeat;
+    bool readable = false;
+    std::string failed;
+    {
+      std::lock_guard lock(router_mu_);
+      if (!router_) return;  // the I/O thread closed it
+      try {
+        for (auto& node : nodes_) {
+          if (node->lost.load()) continue;
+          // The worker's heartbeat connection, or its data connection until that one is up
+          // (a full queue drops it: the next one follows within an interval).
+          const std::string to = protocol::beat_identity(node->identity);
+          if (!protocol::send_message(*router_, &to, beat, {}))
+            (void)protocol::send_message(*router_, &node->identity, beat, {});
+        }
+        // Using the socket may have taken the ZMQ_FD signal of a message the I/O owner,
+        // asleep on that fd, is to read: wake it.
+        readable = (router_->get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) failed = e.what();
+      }
+    }
+    if (!failed.empty()) {
+      // Not expected (only shutdown closes the socket): without heartbeats the workers end
+      // the session as if this master were silent, so say why on each node now.
+      if (stop_.load()) return;
+      for (auto& node : nodes_)
+        fail_node(node->index, fmt::format("node {} ({}): sending heartbeats failed: {}",
+                                           node->index, node->endpoint, failed));
+      return;
+    }
+    if (readable) wake();
   }
-  // Listen mode: the worker's heartbeat connection, or its data connection until that one
-  // is up.
-  const std::string to = protocol::beat_identity(node.identity);
-  if (!protocol::send_message(*router_, &to, beat, {})) send_control(node, std::move(beat));
 }
 
 void MasterSession::hold_io_for_test(std::chrono::milliseconds how_long) {
@@ -810,13 +851,14 @@ void MasterSession::liveness(Clock::time_point now) {
       node->suspect_pass = 0;
       continue;
     }
-    if (!router_ && !data_read_since_silent(*node, now)) continue;
+    if (!listening() && !data_read_since_silent(*node, now)) continue;
     fail_node(node->index,
               fmt::format("node {} ({}) is lost: nothing heard from it for {} ms (heartbeat "
                           "timeout {} ms)",
                           node->index, node->endpoint, silent.count(),
                           options_.heartbeat_timeout.count()));
   }
+  if (listening()) return;  // listen_beat_loop() sends them
   if (now < next_heartbeat_) return;
   next_heartbeat_ = now + options_.heartbeat;
   for (auto& node : nodes_)
@@ -916,9 +958,13 @@ bool MasterSession::send_batch(Node& node, std::shared_ptr<const std::string> he
 protocol::SendResult MasterSession::try_send_to(Node& node,
                                                 const std::shared_ptr<const std::string>& header,
                                                 std::span<const local::Tensor> payloads) {
-  zmq::socket_t& socket = node.dealer ? *node.dealer : *router_;
-  const std::string* identity = node.dealer ? nullptr : &node.identity;
-  protocol::SendResult r = protocol::try_send(socket, identity, header, payloads);
+  protocol::SendResult r;
+  if (node.dealer) {
+    r = protocol::try_send(*node.dealer, nullptr, header, payloads);
+  } else {
+    std::lock_guard lock(router_mu_);
+    r = protocol::try_send(*router_, &node.identity, header, payloads);
+  }
   if (r == protocol::SendResult::kUnreachable)
     fail_node(node.index, fmt::format("node {} ({}) is lost: its connection closed", node.index,
                                       node.endpoint));
@@ -989,7 +1035,10 @@ bool MasterSession::input_waiting() {
   auto has = [](zmq::socket_t& socket) {
     return (socket.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
   };
-  if (router_) return has(*router_);
+  if (router_) {
+    std::lock_guard lock(router_mu_);
+    return has(*router_);
+  }
   for (auto& node : nodes_)
     if (node->dealer && has(*node->dealer)) return true;
   return false;
@@ -1075,13 +1124,19 @@ void MasterSession::io_loop() {
   // Let ZeroMQ hand the goodbyes to the kernel before the sockets close (linger is 0).
   for (auto& node : nodes_)
     if (node->dealer) node->dealer->set(zmq::sockopt::linger, 1000);
-  if (router_) router_->set(zmq::sockopt::linger, 1000);
   for (auto& node : nodes_) node->dealer.reset();  // the heartbeat thread closed `beat`
+  std::lock_guard rlock(router_mu_);
+  if (router_) router_->set(zmq::sockopt::linger, 1000);
   router_.reset();
 }
 
 void MasterSession::receive(zmq::socket_t& socket, int node) {
-  while (auto msg = protocol::try_recv(socket, kMaxFrames)) {
+  auto next = [&] {
+    if (node >= 0) return protocol::try_recv(socket, kMaxFrames);
+    std::lock_guard lock(router_mu_);  // listen mode: the heartbeat thread sends on it
+    return protocol::try_recv(socket, kMaxFrames);
+  };
+  while (auto msg = next()) {
     if (node < 0) {
       if (msg->frames.empty()) continue;
       auto it = node_of_identity_.find(std::string(frame_view(msg->frames[0])));

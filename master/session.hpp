@@ -269,12 +269,19 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void measure_clocks();
   // A flight dump node `node` sent unasked (I/O thread).
   void note_flight(int node, protocol::FlightDump d);
-  // Heartbeats to the workers, and the silence check: by the I/O owner in listen mode, by
-  // the heartbeat thread in connect mode.
+  // The silence check, by the I/O owner in listen mode, by the heartbeat thread in connect
+  // mode; and in connect mode the heartbeats to the workers.
   void liveness(Clock::time_point now);
   // Connect mode: the heartbeat thread (reads and sends on the heartbeat connections,
   // checks silence) until shutdown() wakes it through beat_wake_fd_.
   void beat_loop();
+  // Listen mode: the heartbeat thread sends the workers' heartbeats through router_ (under
+  // router_mu_) every MasterOptions::heartbeat, so that they go out on time while the I/O
+  // owner is busy or starved of CPU (the workers end a session whose master is silent),
+  // until shutdown() wakes it through beat_wake_fd_. The I/O owner reads what comes.
+  void listen_beat_loop();
+  // Listen mode (the workers dialed this master). Any thread (router_ itself is not).
+  bool listening() const { return !options_.listen.empty(); }
   // The heartbeat thread, for a node silent past the timeout: whether the data connections
   // were read since it was first found so (else asks the I/O owner for a pass).
   bool data_read_since_silent(Node& node, Clock::time_point now);
@@ -313,6 +320,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Before the sockets: they bind under its ZAP handler and close before it stops.
   std::unique_ptr<security::Guard> guard_;
   std::unique_ptr<zmq::socket_t> router_;  // listen mode
+  // Listen mode, once the session runs: every use of router_ (the I/O owner's, and the
+  // heartbeat thread's sends). Held for one socket call at a time, never while waiting.
+  std::mutex router_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unordered_map<std::string, int> node_of_identity_;
 
@@ -339,7 +349,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::mutex io_mu_;
   bool io_closed_ = false;  // under io_mu_: the sockets are closed
   std::vector<pollfd> socket_fds_;
-  Clock::time_point next_heartbeat_;  // under io_mu_ (listen mode), or the heartbeat thread's
+  Clock::time_point next_heartbeat_;  // connect mode: the heartbeat thread's
   int wake_fd_ = -1;
   std::atomic<bool> work_pending_{false};
   std::atomic<bool> sleeping_{false};         // the I/O thread sleeps
@@ -352,7 +362,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::atomic<bool> closed_{false};
   std::mutex shutdown_mu_;
   std::thread io_thread_;
-  std::thread beat_thread_;                  // connect mode: beat_loop()
+  std::thread beat_thread_;                  // beat_loop() or listen_beat_loop()
   int beat_wake_fd_ = -1;                    // wakes the heartbeat thread to stop
   std::atomic<uint64_t> receive_passes_{0};  // receive_all() calls ended
   MasterTrace trace_;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -181,15 +182,15 @@ struct Server::Impl {
   void drain_socket();
   void drain_monitor();
   void drain_peer_socket();
-  // Connect mode: heartbeats from the master on the heartbeat connection.
-  void drain_beat_socket();
-  // Connect mode: a heartbeat to the session's master, on the heartbeat connection when
-  // it is up; false when the master is unreachable.
-  bool send_beat();
-  // Listen mode: the heartbeat thread (beats_loop) sends the session's heartbeats; the
-  // loop tells it to whom and how often (set_beats, after any change of session).
+  // The heartbeat thread (beats_loop) sends the session's heartbeats (connect mode: once
+  // Setup opened the heartbeat connection); the loop tells it to whom and how often
+  // (set_beats, after any change of session). wake_beats: out of its poll (connect mode).
   void set_beats();
+  void wake_beats();
   void beats_loop();
+  // Connect mode, on the heartbeat thread: waits until `next` on beat_socket (the master's
+  // heartbeats stamp heard_master()), then sends one and moves `next` on by `every`.
+  void beat_connection(uint64_t epoch, milliseconds every, Clock::time_point& next);
   struct BeatsThread;
   // Whether `socket` has a message to read (ZMQ_EVENTS, under socket_mu).
   bool socket_readable();
@@ -242,12 +243,13 @@ struct Server::Impl {
   // with `tell_master`, its summary goes with the Goodbye).
   void end_session(std::string_view what, bool tell_master = false, bool clean = false);
   // Anything from the session's master: it is alive.
+  // Any thread (the loop, and the heartbeat thread in connect mode).
   void heard_master() {
-    last_from_master = Clock::now();
-    recorder->counters.master_heard_ns.store(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(last_from_master.time_since_epoch())
-            .count(),
-        std::memory_order_relaxed);
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count();
+    last_from_master_ns.store(ns, std::memory_order_relaxed);
+    recorder->counters.master_heard_ns.store(ns, std::memory_order_relaxed);
   }
   // On the loop's thread: what other threads asked for (a flight recorder dump, a
   // metrics snapshot).
@@ -266,6 +268,9 @@ struct Server::Impl {
   // Before the guard, whose thread reports through it until the guard stops.
   security::LogThrottle warnings{std::chrono::minutes(1)};
   zmq::context_t context{1};
+  // Connect mode: beat_socket's, with an I/O thread of its own, so that a GiB-sized message
+  // that `context`'s I/O thread is reading or writing never holds a heartbeat back.
+  zmq::context_t beat_context{1};
   // Before the sockets: they bind under its ZAP handler and close before it stops.
   std::unique_ptr<security::Guard> guard;
   std::string handshake_failure;  // connect mode: why the master refused us, if it did
@@ -300,15 +305,18 @@ struct Server::Impl {
   std::string peer_client;  // its "host:pid", from HELLO
   std::string peer_since;   // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
-  Clock::time_point last_from_master;                  // anything from the session's master
+  std::atomic<int64_t> last_from_master_ns{0};  // anything from the session's master (steady ns)
   std::chrono::milliseconds heartbeat_interval{1000};  // this session's (Setup may lower it)
   std::chrono::milliseconds master_timeout{0};         // 0: no silence limit (before Setup)
-  // Listen mode: what the heartbeat thread sends, set by the loop (under beat_mu). Its own
-  // thread, so that a loop busy with a GiB-sized message, or starved of CPU by the transfer,
-  // still sends them on time.
+  // What the heartbeat thread sends, set by the loop (under beat_mu). Its own thread, so
+  // that a loop busy with a GiB-sized message, or starved of CPU by the transfer, still
+  // sends them on time. Listen mode: through `socket` (shared under socket_mu). Connect
+  // mode: once Setup connected `beat_socket`, the thread owns it (sends, and reads the
+  // master's heartbeats); before that the loop sends them on the data connection.
   struct BeatPlan {
     bool on = false;
-    std::string to, fallback;  // the master's heartbeat connection, its data connection
+    bool own_socket = false;   // connect mode: beat_socket is the thread's
+    std::string to, fallback;  // listen mode: the master's heartbeat and data connections
     milliseconds every{1000};
     uint64_t epoch = 0;  // which session (and interval) the plan is for
   };
@@ -317,8 +325,10 @@ struct Server::Impl {
   BeatPlan beat_plan;
   bool beat_stop = false;
   // The plan's epoch when the master could not be reached at all: the loop ends that
-  // session ("master went away").
+  // session, saying beat_failure (under beat_mu), or "master went away".
   std::atomic<uint64_t> beat_unreachable{0};
+  std::string beat_failure;
+  int beat_wake_fd = -1;  // wakes the heartbeat thread from its poll (connect mode)
 
   // connect mode
   bool connected = false;
@@ -378,7 +388,7 @@ Server::Impl::Impl(ServerOptions options)
       socket.set(zmq::sockopt::rcvhwm, proto::kDataHighWaterMark);
       data_id = proto::random_routing_id();
       socket.set(zmq::sockopt::routing_id, data_id);
-      beat_socket = zmq::socket_t(context, zmq::socket_type::dealer);
+      beat_socket = zmq::socket_t(beat_context, zmq::socket_type::dealer);
       proto::configure_socket(beat_socket, kMaxBeatBytes);
       beat_socket.set(zmq::sockopt::routing_id, proto::beat_identity(data_id));
       // The monitor goes on before connect() so that no event is missed.
@@ -424,7 +434,9 @@ Server::Impl::Impl(ServerOptions options)
   if (pg_host.empty()) pg_host = local_address_towards(listen_mode ? "tcp://192.0.2.1:9" : where);
   if (pg_host.empty()) pg_host = "127.0.0.1";
   wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd < 0) throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
+  beat_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0 || beat_wake_fd < 0)
+    throw TransportError(fmt::format("eventfd failed: {}", std::strerror(errno)));
   std::string as = opt.name.empty() ? std::string() : fmt::format(" as {}", opt.name);
   if (listen_mode) {
     spdlog::info("listening on {}{}", endpoint, as);
@@ -442,6 +454,7 @@ Server::Impl::~Impl() {
   if (beat_socket) beat_socket.close();
   if (peer_socket) peer_socket.close();
   if (wake_fd >= 0) close(wake_fd);
+  if (beat_wake_fd >= 0) close(beat_wake_fd);
   if (monitor) {
     zmq_socket_monitor(socket.handle(), nullptr, 0);
     monitor.close();
@@ -686,16 +699,16 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
   if (setup.master_timeout_ms > 0)
     master_timeout = std::chrono::milliseconds(setup.master_timeout_ms);
   next_heartbeat = Clock::now();
-  set_beats();
   if (!listen_mode && !beat_connected) {
     try {
       guard->client(beat_socket, opt.master, "master endpoint");
       beat_socket.connect(opt.master);
-      beat_connected = true;
+      beat_connected = true;  // the heartbeat thread's from set_beats() on
     } catch (const zmq::error_t& e) {
       spdlog::error("cannot open the heartbeat connection to master {}: {}", opt.master, e.what());
     }
   }
+  set_beats();
   peer_dealers.clear();
   peer_dealers.resize(peers.size());
   session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session,
@@ -805,7 +818,9 @@ void Server::Impl::on_goodbye(const std::string* identity) {
 void Server::Impl::heartbeat_tick() {
   if (!session) return;
   Clock::time_point now = Clock::now();
-  if (master_timeout.count() > 0 && now - last_from_master > master_timeout) {
+  const Clock::time_point heard{std::chrono::duration_cast<Clock::duration>(
+      std::chrono::nanoseconds(last_from_master_ns.load(std::memory_order_relaxed)))};
+  if (master_timeout.count() > 0 && now - heard > master_timeout) {
     end_session(fmt::format("master silent for more than {} ms", master_timeout.count()),
                 /*tell_master=*/true);
     if (!listen_mode) finished = true;
@@ -813,39 +828,39 @@ void Server::Impl::heartbeat_tick() {
   }
   if (now < next_heartbeat) return;
   next_heartbeat = now + heartbeat_interval;
-  if (listen_mode) {
+  if (listen_mode || beat_connected) {
     // The heartbeat thread sends them; it says when the master could not be reached.
     uint64_t epoch;
+    std::string why;
     {
       std::lock_guard lock(beat_mu);
       epoch = beat_plan.epoch;
+      why = beat_failure;
     }
-    if (beat_unreachable.load() == epoch) end_session("master went away");
+    if (beat_unreachable.load() == epoch) end_session(why.empty() ? "master went away" : why);
     return;
   }
-  if (!send_beat()) end_session("master went away");
-}
-
-bool Server::Impl::send_beat() {
-  // On the heartbeat connection, so that a large message on the data connection does not
-  // hold it up; on the data connection until the heartbeat connection is up.
-  if (beat_connected) {
-    (void)proto::send_message(beat_socket, nullptr, proto::encode_heartbeat(), {});
-    return true;
-  }
-  return send(nullptr, proto::encode_heartbeat());
+  // Connect mode before Setup opened the heartbeat connection: on the data connection.
+  if (!send(nullptr, proto::encode_heartbeat())) end_session("master went away");
 }
 
 void Server::Impl::set_beats() {
   {
     std::lock_guard lock(beat_mu);
-    beat_plan.on = listen_mode && session != nullptr;
+    beat_plan.on = session != nullptr && (listen_mode || beat_connected);
+    beat_plan.own_socket = !listen_mode;
     beat_plan.to = peer_beat;
     beat_plan.fallback = peer;
     beat_plan.every = heartbeat_interval;
     ++beat_plan.epoch;
   }
   beat_cv.notify_one();
+  wake_beats();
+}
+
+void Server::Impl::wake_beats() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(beat_wake_fd, &one, sizeof one);
 }
 
 bool Server::Impl::socket_readable() {
@@ -867,6 +882,13 @@ void Server::Impl::beats_loop() {
       // master reads the HELLO reply first on the data connection).
       epoch = beat_plan.epoch;
       next = Clock::now() + beat_plan.every;
+    }
+    if (beat_plan.own_socket) {
+      const milliseconds every = beat_plan.every;
+      lock.unlock();
+      beat_connection(epoch, every, next);
+      lock.lock();
+      continue;
     }
     if (beat_cv.wait_until(lock, next, [&] { return beat_stop || beat_plan.epoch != epoch; }))
       continue;
@@ -891,11 +913,33 @@ void Server::Impl::beats_loop() {
   }
 }
 
-void Server::Impl::drain_beat_socket() {
-  for (int i = 0; i < kMaxMessagesPerWakeup; ++i) {
-    std::optional<proto::Received> msg = proto::try_recv(beat_socket, 1);
-    if (!msg) return;
-    if (session) heard_master();  // anything on it: the master is alive
+void Server::Impl::beat_connection(uint64_t epoch, milliseconds every, Clock::time_point& next) {
+  std::array<zmq::pollitem_t, 2> items{
+      {{beat_socket.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, beat_wake_fd, ZMQ_POLLIN, 0}}};
+  try {
+    const auto wait = std::chrono::ceil<milliseconds>(next - Clock::now());
+    zmq::poll(items.data(), items.size(), std::max(wait, milliseconds{0}));
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = read(beat_wake_fd, &count, sizeof count);
+    }
+    // Anything on it says the master is alive (nothing but heartbeats is taken from it).
+    bool heard = false;
+    while (proto::try_recv(beat_socket, 1)) heard = true;
+    if (heard) heard_master();
+    if (Clock::now() >= next) {
+      (void)proto::send_message(beat_socket, nullptr, proto::encode_heartbeat(), {});
+      next = Clock::now() + every;
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return;
+    // Not expected (the socket is this thread's): without heartbeats the master will count
+    // this worker lost, so end the session now, saying why.
+    std::lock_guard lock(beat_mu);
+    beat_failure =
+        fmt::format("the heartbeat connection to master {} failed: {}", opt.master, e.what());
+    beat_unreachable.store(epoch);
+    beat_plan.on = false;
   }
 }
 
@@ -978,12 +1022,11 @@ void Server::Impl::spin(std::vector<zmq::pollitem_t>& items, milliseconds& wait)
   }
 }
 
-// Listen mode: runs beats_loop() for the scope (the loop's run).
+// Runs beats_loop() for the scope (the loop's run).
 struct Server::Impl::BeatsThread {
   Impl& s;
   std::thread t;
   explicit BeatsThread(Impl& impl) : s(impl) {
-    if (!s.listen_mode) return;
     {
       std::lock_guard lock(s.beat_mu);
       s.beat_stop = false;
@@ -997,6 +1040,7 @@ struct Server::Impl::BeatsThread {
       s.beat_stop = true;
     }
     s.beat_cv.notify_one();
+    s.wake_beats();
     t.join();
   }
 };
@@ -1017,11 +1061,10 @@ void Server::Impl::loop() {
   // when the socket's state may have changed, its messages then seen in ZMQ_EVENTS.
   std::vector<zmq::pollitem_t> items{{nullptr, socket_fd, ZMQ_POLLIN, 0},
                                      {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-  BeatsThread beats(*this);  // listen mode: the session's heartbeats go out from it
+  BeatsThread beats(*this);  // the session's heartbeats go out from it
   if (!listen_mode) {
     items.push_back({monitor.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({peer_socket.handle(), 0, ZMQ_POLLIN, 0});
-    items.push_back({beat_socket.handle(), 0, ZMQ_POLLIN, 0});
   }
 
   while (!stopping.load() && !finished) {
@@ -1049,7 +1092,6 @@ void Server::Impl::loop() {
     drain_outbox();
     if (!listen_mode) {
       drain_peer_socket();
-      drain_beat_socket();
       drain_monitor();
       // A refused handshake does not get better by retrying: say why and stop.
       if (!hello_seen && !finished && !handshake_failure.empty())

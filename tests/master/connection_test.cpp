@@ -415,6 +415,37 @@ TEST_CASE("a worker killed mid-session is WorkerLost on its node while other nod
   CHECK(memory_stats(0).live_tensors == 1);
 }
 
+TEST_CASE(
+    "listen mode: heartbeats go on while the master's I/O is held for four heartbeat "
+    "timeouts") {
+  // The topology of dtr-exec's and mpirun's jobs: the workers dial the master. The master's
+  // heartbeats go out from a thread of their own through its one socket, and a worker's
+  // from a thread of its own on its heartbeat connection: neither side takes the other
+  // for silent while the master's I/O is held (as by a requester handling a GiB-sized
+  // reply). When the I/O owner sent them, the workers ended the session ("master silent
+  // for more than 500 ms").
+  std::string endpoint = local_endpoint(free_port());
+  std::vector<WorkerProcess> workers;
+  workers.reserve(2);
+  SessionGuard guard;
+  MasterOptions o = test_options();
+  o.listen = endpoint;
+  o.num_workers = 2;
+  o.heartbeat = 100ms;
+  o.heartbeat_timeout = 500ms;
+  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(WorkerProcess::with_args({"--master", endpoint, "--log-level", "warn"}));
+  REQUIRE(init.wait_for(15s) == std::future_status::ready);
+  REQUIRE_NOTHROW(init.get());
+  DistributedTensor x = dtr::ones({4});
+  synchronize();
+  detail::current_session("test")->hold_io_for_test(2000ms);
+  CHECK_NOTHROW(synchronize());
+  CHECK(x.sum().item<float>() == 4.0f);
+  CHECK(with_node(1, [] { return dtr::ones({2}).sum().item<float>(); }) == 2.0f);
+}
+
 TEST_CASE("listen mode: a worker killed mid-session fails the syncs of its node") {
   std::string endpoint = local_endpoint(free_port());
   std::vector<WorkerProcess> workers;

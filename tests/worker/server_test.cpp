@@ -511,6 +511,63 @@ TEST_SUITE("worker/server") {
     CHECK_FALSE(server.error());
   }
 
+  TEST_CASE("connect mode: heartbeats go on while the loop is busy, on their own connection") {
+    // A worker that dialed its master (dtr-exec's jobs, mpirun's) sends its heartbeats from
+    // a thread of its own once Setup opened the heartbeat connection, as a listening worker
+    // does: its loop may be busy with a GiB-sized message, or starved of CPU, for longer
+    // than the master's timeout (a 4 GiB transfer with 500 ms and two busy loops beside it
+    // lost the node at 557 ms of silence when the loop sent them).
+    zmq::context_t ctx;
+    zmq::socket_t router(ctx, zmq::socket_type::router);
+    protocol::configure_socket(router, int64_t{1} << 30);
+    router.bind("tcp://127.0.0.1:*");
+    const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+    worker::ServerOptions o;
+    o.master = endpoint;
+    o.heartbeat = 30ms;
+    o.connect_timeout = kWait;
+    ServerThread server(o);
+    auto first = receive(router, /*skip_heartbeats=*/false, kWait, 1);
+    REQUIRE(first.has_value());
+    const std::string identity(view_of(first->frames[0]));
+    const std::string beat_identity = protocol::beat_identity(identity);
+    REQUIRE(protocol::send_message(
+        router, &identity, protocol::encode(protocol::Hello{protocol::kVersion, "m:1"}), {}));
+    auto reply = receive(router, true, kWait, 1);
+    REQUIRE(reply.has_value());
+    REQUIRE(protocol::decode_hello_reply(view_of(reply->frames[1])).accepted);
+    protocol::Setup setup;
+    setup.node = 0;
+    setup.session = 7;
+    setup.peers = {endpoint};
+    setup.heartbeat_ms = 30;
+    setup.master_timeout_ms = 10000;
+    REQUIRE(protocol::send_message(router, &identity, protocol::encode(setup), {}));
+    // Heartbeats from the heartbeat connection, counted for `how_long`.
+    auto beats_within = [&](std::chrono::milliseconds how_long) {
+      int beats = 0;
+      for (auto until = Clock::now() + how_long; Clock::now() < until;) {
+        auto msg = receive(router, /*skip_heartbeats=*/false, 50ms, 1);
+        if (msg && msg->frames.size() == 2 && view_of(msg->frames[0]) == beat_identity &&
+            protocol::peek_type(view_of(msg->frames[1])) == MsgType::Heartbeat)
+          ++beats;
+      }
+      return beats;
+    };
+    int up = 0;  // the heartbeat connection comes up
+    for (auto until = Clock::now() + kWait; up == 0 && Clock::now() < until;)
+      up = beats_within(100ms);
+    REQUIRE(up > 0);
+    server.stall_loop_for_test(700ms);
+    std::this_thread::sleep_for(50ms);  // the loop takes the stall at its next turn
+    // About 15 in 450 ms from the heartbeat thread; none from a stalled loop.
+    const int beats = beats_within(450ms);
+    CHECK_MESSAGE(beats >= 5, beats);
+    REQUIRE(protocol::send_message(router, &identity, protocol::encode_goodbye(), {}));
+    CHECK(server.wait_finished());
+    CHECK_FALSE(server.error());
+  }
+
   TEST_CASE("connect mode: no hello within the timeout is a TimeoutError naming the master") {
     zmq::context_t ctx;
     zmq::socket_t router(ctx, zmq::socket_type::router);
