@@ -30,6 +30,32 @@ std::string local_endpoint(int port) {
   return "tcp://127.0.0.1:" + std::to_string(port);
 }
 
+// The session's I/O held for four heartbeat timeouts (500 ms): its two nodes still serve.
+void check_session_outlives_held_io() {
+  DistributedTensor x = dtr::ones({4});
+  synchronize();
+  detail::current_session("test")->hold_io_for_test(2000ms);
+  CHECK_NOTHROW(synchronize());
+  CHECK(x.sum().item<float>() == 4.0f);
+  CHECK(with_node(1, [] { return dtr::ones({2}).sum().item<float>(); }) == 2.0f);
+}
+
+// Listen mode: starts a session with `o` on a free local port and `n` workers dialing it
+// (as dtr-exec's jobs do). The caller's SessionGuard, made before this call, ends it.
+std::vector<WorkerProcess> start_listening(MasterOptions o, int n) {
+  const std::string endpoint = local_endpoint(free_port());
+  o.listen = endpoint;
+  o.num_workers = n;
+  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
+  std::vector<WorkerProcess> workers;
+  workers.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    workers.push_back(WorkerProcess::with_args({"--master", endpoint, "--log-level", "warn"}));
+  REQUIRE(init.wait_for(15s) == std::future_status::ready);
+  REQUIRE_NOTHROW(init.get());
+  return workers;
+}
+
 // Waits (bounded) for a worker process to exit by itself, without reaping it (the
 // WorkerProcess still owns it). Returns its exit code, or nullopt while it runs.
 std::optional<int> wait_exit(const WorkerProcess& w, std::chrono::milliseconds limit) {
@@ -261,12 +287,7 @@ TEST_CASE(
   o.heartbeat = 100ms;
   o.heartbeat_timeout = 500ms;
   Cluster c(2, o);
-  DistributedTensor x = dtr::ones({4});
-  synchronize();
-  detail::current_session("test")->hold_io_for_test(2000ms);
-  CHECK_NOTHROW(synchronize());
-  CHECK(x.sum().item<float>() == 4.0f);
-  CHECK(with_node(1, [] { return dtr::ones({2}).sum().item<float>(); }) == 2.0f);
+  check_session_outlives_held_io();
 }
 
 TEST_CASE("a second live master is refused as busy") {
@@ -424,42 +445,21 @@ TEST_CASE(
   // for silent while the master's I/O is held (as by a requester handling a GiB-sized
   // reply). When the I/O owner sent them, the workers ended the session ("master silent
   // for more than 500 ms").
-  std::string endpoint = local_endpoint(free_port());
   std::vector<WorkerProcess> workers;
-  workers.reserve(2);
   SessionGuard guard;
   MasterOptions o = test_options();
-  o.listen = endpoint;
-  o.num_workers = 2;
   o.heartbeat = 100ms;
   o.heartbeat_timeout = 500ms;
-  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
-  for (int i = 0; i < 2; ++i)
-    workers.push_back(WorkerProcess::with_args({"--master", endpoint, "--log-level", "warn"}));
-  REQUIRE(init.wait_for(15s) == std::future_status::ready);
-  REQUIRE_NOTHROW(init.get());
-  DistributedTensor x = dtr::ones({4});
-  synchronize();
-  detail::current_session("test")->hold_io_for_test(2000ms);
-  CHECK_NOTHROW(synchronize());
-  CHECK(x.sum().item<float>() == 4.0f);
-  CHECK(with_node(1, [] { return dtr::ones({2}).sum().item<float>(); }) == 2.0f);
+  workers = start_listening(o, 2);
+  check_session_outlives_held_io();
 }
 
 TEST_CASE("listen mode: a worker killed mid-session fails the syncs of its node") {
-  std::string endpoint = local_endpoint(free_port());
   std::vector<WorkerProcess> workers;
-  workers.reserve(2);
   SessionGuard guard;
   MasterOptions o = test_options();
-  o.listen = endpoint;
-  o.num_workers = 2;
   o.sync_timeout = 60s;
-  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
-  for (int i = 0; i < 2; ++i)
-    workers.push_back(WorkerProcess::with_args({"--master", endpoint, "--log-level", "warn"}));
-  REQUIRE(init.wait_for(15s) == std::future_status::ready);
-  REQUIRE_NOTHROW(init.get());
+  workers = start_listening(o, 2);
   // Nodes are numbered in order of arrival: find the one to kill.
   int victim_node = pid_of(node_info(0)) == workers[1].pid() ? 0 : 1;
   int other_node = 1 - victim_node;
