@@ -242,14 +242,13 @@ struct Server::Impl {
   // `clean`: the master said goodbye; otherwise the flight recorder goes to the log (and,
   // with `tell_master`, its summary goes with the Goodbye).
   void end_session(std::string_view what, bool tell_master = false, bool clean = false);
-  // Anything from the session's master: it is alive.
-  // Any thread (the loop, and the heartbeat thread in connect mode).
+  // Anything from the session's master: it is alive. Any thread (the loop, and the
+  // heartbeat thread in connect mode); heartbeat_tick() judges silence from the stamp.
   void heard_master() {
-    const int64_t ns =
+    recorder->counters.master_heard_ns.store(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-            .count();
-    last_from_master_ns.store(ns, std::memory_order_relaxed);
-    recorder->counters.master_heard_ns.store(ns, std::memory_order_relaxed);
+            .count(),
+        std::memory_order_relaxed);
   }
   // On the loop's thread: what other threads asked for (a flight recorder dump, a
   // metrics snapshot).
@@ -305,7 +304,6 @@ struct Server::Impl {
   std::string peer_client;  // its "host:pid", from HELLO
   std::string peer_since;   // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
-  std::atomic<int64_t> last_from_master_ns{0};  // anything from the session's master (steady ns)
   std::chrono::milliseconds heartbeat_interval{1000};  // this session's (Setup may lower it)
   std::chrono::milliseconds master_timeout{0};         // 0: no silence limit (before Setup)
   // What the heartbeat thread sends, set by the loop (under beat_mu). Its own thread, so
@@ -818,8 +816,9 @@ void Server::Impl::on_goodbye(const std::string* identity) {
 void Server::Impl::heartbeat_tick() {
   if (!session) return;
   Clock::time_point now = Clock::now();
-  const Clock::time_point heard{std::chrono::duration_cast<Clock::duration>(
-      std::chrono::nanoseconds(last_from_master_ns.load(std::memory_order_relaxed)))};
+  const Clock::time_point heard{
+      std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(
+          recorder->counters.master_heard_ns.load(std::memory_order_relaxed)))};
   if (master_timeout.count() > 0 && now - heard > master_timeout) {
     end_session(fmt::format("master silent for more than {} ms", master_timeout.count()),
                 /*tell_master=*/true);
