@@ -157,7 +157,12 @@ class DeviceBackend final : public Backend {
         inner.wait(50ms);
         return;
       } catch (const TimeoutError&) {
-        if (inner.is_completed()) throw;  // the operation's own timeout
+        // The slice ran out, or the operation's own timeout. When it completed meanwhile,
+        // this returns on success or rethrows its own error (not the slice's).
+        if (inner.is_completed()) {
+          inner.wait(0ms);
+          return;
+        }
       }
       if (closing_.load()) {
         throw TransportError(fmt::format("{}: the process group was shut down", name_));

@@ -40,7 +40,10 @@ void wait_work(Work& w, std::optional<double> timeout) {
     try {
       w.wait(kSlice);
     } catch (const TimeoutError&) {
-      if (w.is_completed()) throw;  // the operation's own timeout
+      // The slice ran out, or the operation failed with its own timeout. Either way the
+      // loop looks again, and the wait below rethrows the operation's own error. (This
+      // used to rethrow when the operation had completed meanwhile, which turned a slice
+      // that ran out just before a success into "not complete after waiting 20 ms".)
     }
     check_python_signals();
   }
