@@ -12,6 +12,7 @@
 
 #include "dtr/error.hpp"
 #include "launcher/jobs.hpp"
+#include "tools/cli_checks.hpp"
 
 namespace {
 
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout", timeout_s,
                  "Stop the job (exit status 124) after this many seconds; 0: no limit")
-      ->check(CLI::NonNegativeNumber)
+      ->check(dtr::cli::kNonNegative)
       ->capture_default_str();
   app.add_option("--worker-bin", worker_bin, "The dtr-worker binary for --workers")
       ->type_name("PATH");
@@ -98,7 +99,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--worker-start-timeout-ms", worker_start_timeout_ms,
                  "How long the workers may take to report their endpoints")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
 
   std::vector<std::string> command;

@@ -281,7 +281,8 @@ void MasterSession::accept_workers() {
   try {
     router_->bind(options_.listen);
   } catch (const zmq::error_t& e) {
-    throw TransportError(fmt::format("cannot listen on {}: {}", options_.listen, e.what()));
+    throw TransportError(
+        fmt::format("cannot listen on {}: {}", options_.listen, protocol::bind_failure(e.num())));
   }
   auto deadline = Clock::now() + options_.connect_timeout;
   std::string hello = protocol::encode(protocol::Hello{protocol::kVersion, client_name()});

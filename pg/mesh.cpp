@@ -241,7 +241,8 @@ Mesh::Mesh(int world_size, const ProcessGroupOptions& options, const std::string
   try {
     router_.bind(bind_endpoint);
   } catch (const zmq::error_t& e) {
-    throw TransportError(fmt::format("process group: cannot bind {}: {}", bind_endpoint, e.what()));
+    throw TransportError(fmt::format("process group: cannot bind {}: {}", bind_endpoint,
+                                     protocol::bind_failure(e.num())));
   }
   bound_ = router_.get(zmq::sockopt::last_endpoint);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -141,6 +141,24 @@ std::optional<std::string> endpoint_problem(std::string_view endpoint, bool bind
   return std::nullopt;
 }
 
+std::string bind_failure(int err) {
+  std::string text = zmq_strerror(err);
+  switch (err) {
+    case ENODEV:
+      return text +
+             " (a listen address is an address of this machine, an interface name such "
+             "as eth0, or *)";
+    case EADDRINUSE:
+      return text + " (another process listens on that port; * picks a free one)";
+    case EACCES:
+      return text + " (ports below 1024 need privileges)";
+    case EADDRNOTAVAIL:
+      return text + " (that address is not one of this machine's)";
+    default:
+      return text;
+  }
+}
+
 std::vector<std::string> split_endpoints(std::string_view list) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -61,6 +61,11 @@ SendResult try_send(zmq::socket_t& socket, const std::string* identity,
 // The text names what was given ("expected tcp://HOST:PORT or ipc://PATH, got ...").
 std::optional<std::string> endpoint_problem(std::string_view endpoint, bool bind);
 
+// Why binding failed, from ZeroMQ's errno: its text, and what it means for a listen
+// endpoint where that is not plain ("No such device": the host is not an address of this
+// machine or an interface name; the port is taken; a port below 1024 needs privileges).
+std::string bind_failure(int err);
+
 // `list` split at commas, each item trimmed of white space; empty items are dropped.
 std::vector<std::string> split_endpoints(std::string_view list);
 

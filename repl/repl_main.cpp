@@ -22,6 +22,7 @@
 #include "repl/completion.hpp"
 #include "repl/interpreter.hpp"
 #include "repl/line_reader.hpp"
+#include "tools/cli_checks.hpp"
 #include "repl/local_workers.hpp"
 
 namespace {
@@ -139,12 +140,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   app.add_option("--connect-timeout", connect_timeout_s, "Seconds to wait for the workers")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
   app.add_option("--sync-timeout", sync_timeout_s,
                  "Seconds a sync point (printing a tensor, synchronize(), :nodes) waits for a "
                  "worker before it reports a TimeoutError (a worker that died is noticed so)")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -30,6 +30,7 @@
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/transport.hpp"
+#include "tools/cli_checks.hpp"
 #include "worker/collectives.hpp"
 #include "worker/devices.hpp"
 #include "worker/server.hpp"
@@ -157,15 +158,15 @@ void add_mode_options(CLI::App& app, Args& a) {
   app.add_option("--max-message-bytes", a.max_message_bytes,
                  "Largest frame accepted (a header or one tensor's bytes); a bigger one drops "
                  "the connection")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
   app.add_option("--heartbeat-ms", a.heartbeat_ms,
                  "Interval of heartbeats to the master while a session is open")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
   app.add_option("--connect-timeout-ms", a.connect_timeout_ms,
                  "Connect mode: give up when no HELLO arrived within this time")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
   app.add_option("--spin-us", a.spin_us,
                  "After each message, poll this long before sleeping: lower latency for a "
@@ -190,7 +191,7 @@ void add_resource_options(CLI::App& app, Args& a) {
   app.add_option("--collective-timeout-ms", a.collective_timeout_ms,
                  "Bound on each collective among a session's workers (and on forming their "
                  "process group)")
-      ->check(CLI::PositiveNumber)
+      ->check(dtr::cli::kPositive)
       ->capture_default_str();
   app.add_option("--devices", a.devices,
                  "CUDA devices this worker uses: all, none, or indices among the visible ones "

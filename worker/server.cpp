@@ -364,6 +364,11 @@ Server::Impl::Impl(ServerOptions options)
                                       opt.max_message_bytes));
   listen_mode = !opt.listen.empty();
   const std::string& where = listen_mode ? opt.listen : opt.master;
+  // Before ZeroMQ sees it: it would bind or dial port 70000 as 4464, and take a missing
+  // tcp:// for a non-local address.
+  if (auto problem = proto::endpoint_problem(where, listen_mode))
+    throw InvalidArgument(fmt::format(
+        "{}: {}", listen_mode ? "worker listen endpoint" : "worker's master endpoint", *problem));
   guard = std::make_unique<security::Guard>(context, opt.security, [this](const std::string& line) {
     recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
     warn_throttled(line, line);
@@ -405,8 +410,8 @@ Server::Impl::Impl(ServerOptions options)
     }
     endpoint = socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
-    throw TransportError(
-        fmt::format("cannot {} {}: {}", listen_mode ? "listen on" : "connect to", where, e.what()));
+    throw TransportError(fmt::format("cannot {} {}: {}", listen_mode ? "listen on" : "connect to",
+                                     where, listen_mode ? proto::bind_failure(e.num()) : e.what()));
   }
   if (endpoint.empty()) endpoint = where;
   if (!listen_mode) {
@@ -424,7 +429,8 @@ Server::Impl::Impl(ServerOptions options)
       peer_socket.bind(bind_at);
       peer_endpoint = peer_socket.get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
-      throw TransportError(fmt::format("cannot listen for peers on {}: {}", bind_at, e.what()));
+      throw TransportError(
+          fmt::format("cannot listen for peers on {}: {}", bind_at, proto::bind_failure(e.num())));
     }
   }
   pg_host = opt.peer_host;

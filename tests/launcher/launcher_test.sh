@@ -200,6 +200,31 @@ not_found)
   run 2 -n 2
   run 2 bash -c true
   ;;
+bad_options)
+  # Out-of-range numbers and mistyped endpoints are named as such (CLI11's own range check
+  # printed "not in range 0.000000 to 1797693...", and ZeroMQ bound port 70000 as 4464).
+  run 2 --timeout -1 -n 1 true
+  has_err "--timeout: expected 0 or a number above 0, got -1"
+  run 2 --worker-start-timeout-ms 0 -n 1 true
+  has_err "--worker-start-timeout-ms: expected a number above 0, got 0"
+  [[ -n "${worker_bin}" ]] || exit 0
+  worker() {  # EXPECTED_RC dtr-worker-args...: like run, for dtr-worker
+    local expected="$1" rc=0
+    shift
+    timeout 20 "${worker_bin}" "$@" >"${work}/out" 2>"${work}/err" || rc=$?
+    [[ "${rc}" == "${expected}" ]] || fail "dtr-worker $*: exit status ${rc}, expected ${expected}"
+  }
+  worker 1 --listen tcp://127.0.0.1:* --heartbeat-ms 0
+  has_err "--heartbeat-ms: expected a number above 0, got 0"
+  worker 1 --listen tcp://127.0.0.1:70000
+  has_err "worker listen endpoint: expected tcp://HOST:PORT or ipc://PATH, got 'tcp://127.0.0.1:70000' (port 70000 is not 1 to 65535)"
+  worker 1 --listen tpc://127.0.0.1:7000
+  has_err "(unknown transport)"
+  worker 1 --master 127.0.0.1:7000
+  has_err "worker's master endpoint: expected tcp://HOST:PORT or ipc://PATH, got '127.0.0.1:7000' (no transport: write tcp:// before the host)"
+  worker 1 --insecure --listen tcp://no-such-host-xyz:7000
+  has_err "No such device (a listen address is an address of this machine, an interface name such as eth0, or *)"
+  ;;
 workers_env)
   # The program sees DTR_WORKERS (two loopback endpoints) and its status is dtr-exec's.
   run 5 --workers 2 --worker-bin "${worker_bin}" bash -c 'echo "W=$DTR_WORKERS"; exit 5'

@@ -194,13 +194,34 @@ TEST_SUITE("worker/server") {
     worker::ServerOptions both = listen_options();
     both.master = "tcp://127.0.0.1:1";
     CHECK_THROWS_AS(worker::Server{both}, InvalidArgument);
+    // Endpoints are checked before ZeroMQ sees them (it would bind port 70000 as 4464).
+    for (const char* endpoint : {"tcp://127.0.0.1:70000", "127.0.0.1:5555", "tpc://127.0.0.1:5"}) {
+      worker::ServerOptions typo = listen_options();
+      typo.listen = endpoint;
+      try {
+        worker::Server s(typo);
+        FAIL("listening on " << endpoint << " should be refused");
+      } catch (const InvalidArgument& e) {
+        CHECK(contains(e.what(), std::string("worker listen endpoint: expected tcp://HOST:PORT "
+                                             "or ipc://PATH, got '") +
+                                     endpoint + "'"));
+      }
+    }
+    worker::ServerOptions dial_any = listen_options();
+    dial_any.listen.clear();
+    dial_any.master = "tcp://*:5555";
+    CHECK_THROWS_WITH_AS(worker::Server{dial_any},
+                         doctest::Contains("'*' is for listening: name the host to connect to"),
+                         InvalidArgument);
     worker::ServerOptions bad = listen_options();
     bad.listen = "tcp://no-such-interface-xyz:5555";
+    bad.security.insecure = true;  // past the key check, to the bind
     try {
       worker::Server s(bad);
       FAIL("bind should fail");
     } catch (const TransportError& e) {
       CHECK(contains(e.what(), "tcp://no-such-interface-xyz:5555"));
+      CHECK(contains(e.what(), "a listen address is an address of this machine, an interface"));
     }
     // The port chosen for '*' is reported.
     worker::Server s(listen_options());
