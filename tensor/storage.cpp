@@ -19,7 +19,8 @@ std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_limit{0};
 
 // Counts nbytes in, or throws OutOfMemory (counting nothing) when that passes the limit.
-void count_allocation(size_t nbytes) {
+// Returns the bytes in use with them, for note_peak once the memory is there.
+int64_t count_allocation(size_t nbytes) {
   auto n = static_cast<int64_t>(nbytes);
   int64_t limit = g_limit.load(std::memory_order_relaxed);
   int64_t now;
@@ -35,10 +36,15 @@ void count_allocation(size_t nbytes) {
   } else {
     now = g_bytes_in_use.fetch_add(n) + n;
   }
+  g_live.fetch_add(1);
+  return now;
+}
+
+// The peak counts memory that was had: an allocation that failed leaves it as it was.
+void note_peak(int64_t now) {
   int64_t peak = g_peak_bytes.load();
   while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now)) {
   }
-  g_live.fetch_add(1);
 }
 
 // Large buffers are aligned to 2 MiB and marked for transparent huge pages (where the
@@ -63,7 +69,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < nbytes || rounded > SIZE_MAX - kHugePage)
     throw OutOfMemory(fmt::format("cannot allocate {} bytes on the host", nbytes));
-  count_allocation(nbytes);  // throws past the limit, before anything is allocated
+  const int64_t in_use = count_allocation(nbytes);  // throws past the limit, before allocating
   void* p = allocate_host(rounded);
   if (rounded && !p) {
     g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes));
@@ -72,7 +78,9 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
                                   nbytes, g_bytes_in_use.load()));
   }
   try {
-    return std::shared_ptr<Storage>(new Storage(p, nbytes, nullptr));
+    auto storage = std::shared_ptr<Storage>(new Storage(p, nbytes, nullptr));
+    note_peak(in_use);
+    return storage;
   } catch (...) {
     std::free(p);
     g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes));
@@ -83,9 +91,11 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::shared_ptr<void> owner) {
   if (!owner) throw InvalidArgument("Storage::wrap: needs an owner that keeps the memory alive");
-  count_allocation(nbytes);
+  const int64_t in_use = count_allocation(nbytes);
   try {
-    return std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(owner)));
+    auto storage = std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(owner)));
+    note_peak(in_use);
+    return storage;
   } catch (...) {
     g_bytes_in_use.fetch_sub(static_cast<int64_t>(nbytes));
     g_live.fetch_sub(1);

@@ -267,6 +267,25 @@ TEST_CASE("a memory limit refuses allocations past it and counts nothing for the
   CHECK_THROWS_AS(dtr::set_cpu_memory_limit(-1), dtr::InvalidArgument);
 }
 
+TEST_CASE("a host allocation the system refuses leaves bytes in use and the peak as they were") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  MESSAGE("skipped: the sanitizers' allocators abort on a refused allocation");
+#else
+  const auto before = dtr::cpu_memory_stats();
+  try {
+    Tensor huge = local::empty({int64_t{1} << 43}, kF64);  // 64 TiB
+    MESSAGE("this system granted 64 TiB (overcommit without limit): nothing to check");
+  } catch (const dtr::OutOfMemory& e) {
+    CHECK(std::string(e.what()).find("out of host memory allocating 70368744177664 bytes") !=
+          std::string::npos);
+    const auto after = dtr::cpu_memory_stats();
+    CHECK(after.bytes_in_use == before.bytes_in_use);
+    CHECK(after.live_storages == before.live_storages);
+    CHECK(after.peak_bytes == before.peak_bytes);  // was 64 TiB: counted before malloc failed
+  }
+#endif
+}
+
 TEST_CASE("to_string names the dtype and shows values") {
   std::string s = tensor_of(kF64, {2}, {1.5, -2}).to_string();
   CHECK(s.find("1.5") != std::string::npos);
