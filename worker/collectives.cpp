@@ -87,8 +87,11 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
   thread_->post([promise, endpoints = std::move(endpoints), node, o] {
     try {
       ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
-      spdlog::info("{}: the session's process group of {} workers is up on backend {}",
-                   o.group_name, endpoints.size(), g.backend_name());
+      // nccl carries CUDA tensors only; host tensors (all of them on a worker without a
+      // GPU) go through dtr's own transport.
+      spdlog::info("{}: the session's process group of {} workers is up on backend {}{}",
+                   o.group_name, endpoints.size(), g.backend_name(),
+                   g.backend_name() == "nccl" ? " (CUDA tensors; host tensors on zmq)" : "");
       promise->set_value(std::move(g));
     } catch (const std::exception& e) {
       spdlog::warn("{}: the session's process group ({} backend) could not be formed: {}",
@@ -281,6 +284,20 @@ void CollectiveRun::compute() {
   }
 }
 
+// A collective that failed waiting for the other members: the first of a burst dumps the
+// flight recorder to the log and the master; the ones failed because the session is
+// ending (its groups shut down) are its consequence, not a fault.
+void report_stuck(const CollectiveContext& ctx, const std::string& reason) {
+  if (ctx.groups.closing()) {
+    spdlog::debug("{} (the session is ending)", reason);
+  } else if (ctx.recorder.claim_failure_dump()) {
+    ctx.outbox.send_flight(ctx.recorder.dump_to_log(reason));
+  } else {
+    spdlog::warn("{} (the flight recorder was logged at the first failure, less than {} s ago)",
+                 reason, Recorder::kFailureDumpGap.count());
+  }
+}
+
 }  // namespace
 
 bool run_collective(Stream& s, const StreamPtr& self, Task& t, const CollectiveContext& ctx) {
@@ -313,8 +330,7 @@ bool run_collective(Stream& s, const StreamPtr& self, Task& t, const CollectiveC
         run.x.numel() * static_cast<int64_t>(element_size(run.x.dtype())));
   if (f) fail_output(s, t, std::move(f));
   if (!stuck.empty())
-    ctx.outbox.send_flight(
-        ctx.recorder.dump_to_log(fmt::format("{} on stream {} failed: {}", run.name, s.id, stuck)));
+    report_stuck(ctx, fmt::format("{} on stream {} failed: {}", run.name, s.id, stuck));
   return true;
 }
 

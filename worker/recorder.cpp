@@ -51,6 +51,18 @@ protocol::FlightDump Recorder::dump_to_log(const std::string& reason) const {
   return d;
 }
 
+bool Recorder::claim_failure_dump() {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const int64_t gap = std::chrono::nanoseconds(kFailureDumpGap).count();
+  int64_t last = last_failure_dump_ns_.load();
+  while (last == 0 || now - last >= gap) {
+    if (last_failure_dump_ns_.compare_exchange_weak(last, now)) return true;
+  }
+  return false;
+}
+
 void Recorder::fill(protocol::NodeMetrics& m) const {
   constexpr auto r = std::memory_order_relaxed;
   for (int code = 1; code < 256; ++code) {

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -65,9 +66,17 @@ class Recorder {
   // The flight recorder now, also written to the worker's log (spdlog, as a warning)
   // with `reason`.
   protocol::FlightDump dump_to_log(const std::string& reason) const;
+  // True for the first failed command of a burst: when no failure dumped the recorder in
+  // the last kFailureDumpGap. A lost node fails every collective queued behind the stuck
+  // one, each of which would otherwise log the same recorder again.
+  bool claim_failure_dump();
+  static constexpr std::chrono::seconds kFailureDumpGap{5};
   // Fills the figures the recorder holds (commands, bytes, the server's, the flight
   // recorder's and the tracer's) into `m`.
   void fill(protocol::NodeMetrics& m) const;
+
+ private:
+  std::atomic<int64_t> last_failure_dump_ns_{0};  // steady clock; 0: none yet
 };
 
 // The Prometheus text exposition format (version 0.0.4) of `m`, every metric prefixed

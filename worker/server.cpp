@@ -804,7 +804,10 @@ void Server::Impl::drain_outbox() {
       sent = proto::send_message(socket, peer_identity(), std::move(o.header), o.payloads);
     }
     if (!sent) {
-      end_session("master went away");
+      // A master that ended its session cleanly said goodbye before it went: read what it
+      // sent before calling it gone (and dumping the flight recorder for nothing).
+      drain_socket();
+      if (session) end_session("master went away");
       return;
     }
   }
