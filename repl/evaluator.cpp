@@ -639,10 +639,16 @@ Value Evaluator::call(const Value& callee, std::vector<Value> args, const Kwargs
     if (m.self->is<GraphValue>())
       return find_builtin(kGraphMethods, m.name)->run(*this, args, kwargs);
     if (const Builtin* b = find_builtin(kMethods, m.name)) return b->run(*this, args, kwargs);
-    // x.to(node=k): a copy on another node, through the master (not an op of the table).
-    if (m.name == "to" && kwargs.size() == 1 && kwargs[0].first == "node" && args.size() == 1) {
-      int node = static_cast<int>(to_int(kwargs[0].second, "to(): argument 'node'"));
-      return Value(dist_send(to_tensor(args[0], "to()").to_local(), node));
+    // x.to(k) / x.to(node=k): a copy on node k, worker to worker as DistributedTensor::to
+    // (not an op of the table; x.to(dtype) is).
+    if (m.name == "to") {
+      const bool by_name = kwargs.size() == 1 && kwargs[0].first == "node" && args.size() == 1;
+      const bool by_position = kwargs.empty() && args.size() == 2 && args[1].is<int64_t>();
+      if (by_name || by_position) {
+        const int node =
+            static_cast<int>(to_int(by_name ? kwargs[0].second : args[1], "to(): argument 'node'"));
+        return Value(to_tensor(args[0], "to()").to(node));
+      }
     }
     std::optional<OpRef> op = find_op_ref(m.name);
     if (!op) throw NameError(fmt::format("no method '{}'", m.name));
@@ -956,7 +962,7 @@ void Evaluator::help(std::ostream& os) const {
   for (const Builtin& b : kBuiltins) os << "  " << b.help << "\n";
   os << "Tensor methods besides the ops (and the properties shape, dtype, ndim):\n";
   for (const Builtin& b : kMethods) os << "  " << b.help << "\n";
-  os << "  x.to(node=k): a copy of x on node k (through the master)\n";
+  os << "  x.to(k), x.to(node=k): a copy of x on node k (worker to worker)\n";
   os << "Graph methods (g = graph(); with capture(g): ...):\n";
   for (const Builtin& b : kGraphMethods) os << "  " << b.help << "\n";
   os << "Ops (functions, and methods on their first tensor; help(name) for one):\n";
@@ -971,7 +977,8 @@ void Evaluator::help(std::ostream& os) const {
       os << fmt::format("  {}:\n    {}\n", kind_name(static_cast<OpKind>(k)), names);
   }
   os << "  Unary, binary and clamp ops have an in-place form name_ (x.add_(1)).\n"
-        "Constants: True False None inf nan; dtypes: float32 float64 int32 int64 bool.\n"
+        "Constants: True False None inf nan; dtypes: float32 float64 float16 bfloat16 int32 "
+        "int64 bool.\n"
         "Commands: :nodes (devices, memory, live tensors and figures per node)  :help  :quit "
         "(or Ctrl-D)\n";
 }
@@ -986,6 +993,7 @@ void Evaluator::help(std::ostream& os, std::string_view topic) const {
     os << fmt::format("  kind: {}", kind_name(d.kind));
     if (d.has_inplace_form && !op->inplace) os << fmt::format("; in-place form: {}_", d.name);
     os << "\n";
+    if (d.name == "to") os << "  x.to(k), x.to(node=k): a copy of x on node k (worker to worker)\n";
     return;
   }
   if (const Builtin* b = find_builtin(kBuiltins, topic)) {

@@ -126,8 +126,9 @@ DType to_dtype(const Value& v, std::string_view what) {
   if (v.is<DType>()) return v.as<DType>();
   DType t;
   if (v.is<std::string>() && parse_dtype(v.as<std::string>(), t)) return t;
-  throw TypeError(fmt::format("{} must be a dtype (float32, float64, int32, int64, bool), got {}",
-                              what, v.is<std::string>() ? repr(v) : type_name(v)));
+  throw TypeError(fmt::format(
+      "{} must be a dtype (float32, float64, float16, bfloat16, int32, int64, bool), got {}", what,
+      v.is<std::string>() ? repr(v) : type_name(v)));
 }
 
 Dims to_dims(const Value& v, std::string_view what) {

@@ -276,6 +276,10 @@ TEST_CASE("tensor operators and lists and indexing and in-place and scopes") {
   CHECK(s.ok("with node(1), device(-1):\n  with node(0):\n    d = ones(1)\n  e = ones(1)\n\n"
              "d.get_node(); e.get_node(); e.get_device()") == "0\n1\n-1\n");
   CHECK(s.ok("x.to(node=1).get_node(); (x.to(node=1) + b.sum()).get_node()") == "1\n1\n");
+  // x.to(k) as in C++ and Python; both forms copy worker to worker (the master used to
+  // fetch the tensor and send it: node 0 answered a get, and did no send_to_node).
+  CHECK(s.ok("x.to(1).get_node(); (x.to(1) - x.to(node=1)).abs().sum().item()") == "1\n0\n");
+  CHECK(s.ok(":nodes").find("send_to_node 5") != std::string::npos);
   // A list operand goes to the node of the tensor it meets.
   CHECK(s.ok("with node(1): q = zeros(3)\nq[1:] = [5, 6]\nq + [1, 1, 1]") ==
         "tensor([1., 6., 7.], shape=[3], dtype=float32, node=1, device=cpu)\n");
