@@ -598,11 +598,51 @@ std::vector<std::string> Evaluator::constant_names() {
 
 Evaluator::Evaluator(std::ostream& out) : out_(out) {}
 
+namespace {
+
+// Edit distance of a and b (insertions, deletions, substitutions and swaps of two
+// neighbours, each one edit), or limit + 1 when it is more than `limit`.
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
+  const size_t w = b.size() + 1;
+  std::vector<size_t> d((a.size() + 1) * w);
+  for (size_t i = 0; i <= a.size(); ++i) d[i * w] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t v = std::min({d[(i - 1) * w + j] + 1, d[i * w + j - 1] + 1,
+                           d[(i - 1) * w + j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        v = std::min(v, d[(i - 2) * w + j - 2] + 1);
+      d[i * w + j] = v;
+    }
+  }
+  return std::min(d[a.size() * w + b.size()], limit + 1);
+}
+
+// "; did you mean 'sum'?" for the closest of `names` to `name` (at most two edits, and
+// fewer than half its letters), or nothing.
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& names) {
+  const size_t limit = std::min<size_t>(2, name.size() / 2);
+  const std::string* best = nullptr;
+  size_t best_d = limit + 1;
+  for (const std::string& n : names) {
+    const size_t d = edit_distance(name, n, limit);
+    if (d < best_d) best_d = d, best = &n;
+  }
+  return best ? fmt::format("; did you mean '{}'?", *best) : std::string();
+}
+
+}  // namespace
+
 Value Evaluator::lookup(const std::string& name) const {
   if (auto it = vars_.find(name); it != vars_.end()) return it->second;
   if (find_builtin(kBuiltins, name) || find_op_ref(name)) return Value(FunctionValue{name});
   if (std::optional<Value> c = constant(name)) return *c;
-  throw NameError(fmt::format("name '{}' is not defined", name));
+  std::vector<std::string> known = function_names();
+  for (const auto& [var, value] : vars_) known.push_back(var);
+  for (std::string& c : constant_names()) known.push_back(std::move(c));
+  throw NameError(fmt::format("name '{}' is not defined{}", name, did_you_mean(name, known)));
 }
 
 Value Evaluator::attribute(const Value& obj, const std::string& name) {
@@ -622,7 +662,10 @@ Value Evaluator::attribute(const Value& obj, const std::string& name) {
     Value self = obj.is<ListValue>() ? Value(to_tensor(obj, name)) : obj;
     return Value(MethodValue{std::make_shared<const Value>(std::move(self)), name});
   }
-  throw NameError(fmt::format("'{}' object has no attribute '{}'", type_name(obj), name));
+  std::vector<std::string> known = method_names();
+  for (std::string& p : property_names()) known.push_back(std::move(p));
+  throw NameError(fmt::format("'{}' object has no attribute '{}'{}", type_name(obj), name,
+                              did_you_mean(name, known)));
 }
 
 Value Evaluator::call(const Value& callee, std::vector<Value> args, const Kwargs& kwargs) {

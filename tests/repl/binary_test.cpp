@@ -52,7 +52,7 @@ TEST_CASE("a script file runs without a prompt and exits 0") {
   r = run_repl({"--workers", "1", file}, "");
   CHECK(r.exit_code() == 1);
   CHECK(r.out == "1\n3\n");
-  CHECK(r.err == file + ":2: NameError: name 'nope' is not defined\n");
+  CHECK(r.err == file + ":2: NameError: name 'nope' is not defined; did you mean 'node'?\n");
   std::remove(file.c_str());
 }
 

@@ -295,6 +295,16 @@ TEST_CASE("each kind of error is reported and the next line works") {
   // Unknown name.
   CHECK(s.run("y = foo + 1").err == "NameError: name 'foo' is not defined\n");
   CHECK(s.run("x.foo()").err == "NameError: 'tensor' object has no attribute 'foo'\n");
+  // A near miss names the closest op, method, property, variable or constant.
+  CHECK(s.run("x.sume()").err ==
+        "NameError: 'tensor' object has no attribute 'sume'; did you mean 'sum'?\n");
+  CHECK(s.run("x.shap").err ==
+        "NameError: 'tensor' object has no attribute 'shap'; did you mean 'shape'?\n");
+  CHECK(s.run("matmull(x, x)").err ==
+        "NameError: name 'matmull' is not defined; did you mean 'matmul'?\n");
+  CHECK(s.run("xx + 1").err == "NameError: name 'xx' is not defined; did you mean 'x'?\n");
+  CHECK(s.run("ones(2).to(bfloat61)").err ==
+        "NameError: name 'bfloat61' is not defined; did you mean 'bfloat16'?\n");
   // Wrong arity: the op table's arity and help text.
   std::string m = s.run("matmul(x)").err;
   CHECK(m == "TypeError: matmul(): takes 2 tensor arguments (a, b), got 1; usage: " +
