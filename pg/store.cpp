@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -214,6 +215,9 @@ class TcpStore : public Store {
         if (e.num() != EADDRINUSE && e.num() != EADDRNOTAVAIL) {
           throw TransportError(fmt::format("tcp store: bind {}: {}", endpoint_, e.what()));
         }
+        if (e.num() == EADDRNOTAVAIL)
+          not_served_ = fmt::format(
+              "; this process was to serve it, but {} is not an address of this host", ip);
       }
     }
   }
@@ -233,7 +237,7 @@ class TcpStore : public Store {
 
  private:
   std::string request(char op, const std::string& key, const std::string& value,
-                      std::chrono::milliseconds timeout) {
+                      std::chrono::milliseconds timeout, bool probe = false) {
     if (key.size() > kMaxStoreField / 2 || value.size() > kMaxStoreField / 2) {
       throw InvalidArgument("tcp store: key or value too large");
     }
@@ -250,16 +254,17 @@ class TcpStore : public Store {
     sock_.send(zmq::buffer(&op, 1), zmq::send_flags::sndmore);
     sock_.send(zmq::buffer(key), zmq::send_flags::sndmore);
     sock_.send(zmq::buffer(value), zmq::send_flags::none);
-    const auto deadline = Clock::now() + timeout;
+    const auto start = Clock::now(), deadline = start + timeout;
     while (true) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
-        throw TimeoutError(fmt::format(
-            "rendezvous store {}: no answer for key '{}' within {} ms (is rank 0 / the host "
-            "running, and is the key set by every rank?)",
-            described_, key, timeout.count()));
+        if (probe) throw TimeoutError("rendezvous store: no answer to a probe");
+        throw timed_out(key, timeout);
       }
+      if (!probe && Clock::now() - start >= kSilentStoreNote && !noted_silence_.load() &&
+          !answers() && !noted_silence_.exchange(true))
+        std::fprintf(stderr, "dtr process group: %s\n", silence_note().c_str());
       poll_in(sock_, std::min(left, std::chrono::milliseconds(100)));
       std::vector<zmq::message_t> frames;
       size_t count = 0;
@@ -273,6 +278,7 @@ class TcpStore : public Store {
                 ? fmt::format(" of {} and {} bytes first", frames[0].size(), frames[1].size())
                 : std::string()));
       }
+      answered_.store(true);
       if (frames[0].to_string() != reqid) continue;  // a reply to a request given up on
       if (*frames[1].data<uint8_t>() != 0) {
         throw Error(fmt::format("rendezvous store {}: {}", described_, frames[2].to_string()));
@@ -281,8 +287,46 @@ class TcpStore : public Store {
     }
   }
 
+  // Nothing has answered at the store's address: a mistyped or unreachable MASTER_ADDR
+  // (or rank 0 not running), not ranks that have yet to set a key.
+  std::string silence_note() const {
+    return fmt::format(
+        "rendezvous store {}: nothing has answered at that address for {} s{} (rank 0 serves "
+        "it where MASTER_ADDR is an address of its host: are MASTER_ADDR and MASTER_PORT "
+        "right, and is rank 0 running?)",
+        described_, kSilentStoreNote.count(), not_served_);
+  }
+  // Whether the store answers at all: it has, or it answers a request that waits for
+  // nothing (deleting keys under a prefix no one uses) within half a second. A get waits
+  // at the server until its key is set, so silence alone does not tell.
+  bool answers() {
+    if (answered_.load()) return true;
+    try {
+      request('D', "\x01dtr-probe/", "", std::chrono::milliseconds(500), /*probe=*/true);
+    } catch (const TimeoutError&) {
+    }
+    return answered_.load();
+  }
+  TimeoutError timed_out(const std::string& key, std::chrono::milliseconds timeout) {
+    if (!answers()) {
+      return TimeoutError(fmt::format(
+          "rendezvous store {}: nothing answered at that address within {} ms{} (rank 0 serves "
+          "it where MASTER_ADDR is an address of its host: are MASTER_ADDR and MASTER_PORT "
+          "right, and is rank 0 running?)",
+          described_, timeout.count(), not_served_));
+    }
+    return TimeoutError(fmt::format(
+        "rendezvous store {}: no answer for key '{}' within {} ms (the store answers; is every "
+        "rank running, and is the key set by every rank?)",
+        described_, key, timeout.count()));
+  }
+
+  static constexpr std::chrono::seconds kSilentStoreNote{10};
   std::chrono::milliseconds timeout_;
   std::string endpoint_, described_;
+  std::string not_served_;             // why this process did not serve it when asked to
+  std::atomic<bool> answered_{false};  // the store has answered a request
+  std::atomic<bool> noted_silence_{false};
   zmq::context_t ctx_{1};
   // Before the sockets: the server binds under its ZAP handler.
   security::Guard guard_{ctx_, resolve_security()};

@@ -95,6 +95,16 @@ TEST_CASE("store: tcp server and clients") {
   // No server at all: bounded.
   auto orphan =
       make_tcp_store("127.0.0.1", test::free_port(), false, std::chrono::milliseconds(100));
-  CHECK_THROWS_AS(orphan->get("x", std::chrono::milliseconds(100)), TimeoutError);
+  CHECK_THROWS_WITH_AS(orphan->get("x", std::chrono::milliseconds(100)),
+                       doctest::Contains("nothing answered at that address within 100 ms"),
+                       TimeoutError);
+  // A store that answers, and a key no rank sets: the message says which wait it was.
+  CHECK_THROWS_WITH_AS(server->get("never-set", std::chrono::milliseconds(200)),
+                       doctest::Contains("no answer for key 'never-set' within 200 ms (the "
+                                         "store answers"),
+                       TimeoutError);
+  auto fresh = make_tcp_store("127.0.0.1", port, false, 10s);  // its first request waits
+  CHECK_THROWS_WITH_AS(fresh->get("never-set", std::chrono::milliseconds(200)),
+                       doctest::Contains("no answer for key 'never-set'"), TimeoutError);
   CHECK_THROWS_AS(make_tcp_store("127.0.0.1", 70000, true), InvalidArgument);
 }
