@@ -295,9 +295,15 @@ void MasterSession::accept_workers() {
         std::lock_guard lock(refusals_mu_);
         if (!last_refusal_.empty()) refused = fmt::format("; {}", last_refusal_);
       }
-      throw TimeoutError(fmt::format("only {} of {} workers connected to {} within {} ms{}",
-                                     nodes_.size(), options_.num_workers, options_.listen,
-                                     options_.connect_timeout.count(), refused));
+      std::string why = fmt::format("only {} of {} workers connected to {} within {} ms{}",
+                                    nodes_.size(), options_.num_workers, options_.listen,
+                                    options_.connect_timeout.count(), refused);
+      // The workers that came are told why, rather than finding the master gone.
+      const std::string goodbye = protocol::encode(protocol::Goodbye{"the master gave up: " + why});
+      for (auto& node : nodes_)
+        (void)protocol::send_message(*router_, &node->identity, goodbye, {});
+      router_->set(zmq::sockopt::linger, 1000);
+      throw TimeoutError(why);
     }
     if (msg->frames.size() < 2) continue;
     std::string identity(frame_view(msg->frames[0]));

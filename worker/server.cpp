@@ -198,7 +198,7 @@ struct Server::Impl {
   void on_hello(const std::string* identity, std::string_view header);
   void on_batch(const std::string* identity, std::string_view header,
                 std::vector<zmq::message_t>& frames, size_t first_payload);
-  void on_goodbye(const std::string* identity);
+  void on_goodbye(const std::string* identity, std::string_view header);
   void on_setup(const std::string* identity, std::string_view header);
   // A peer's notification; frames[first_payload], when present, is a copy's bytes.
   void on_peer(const std::string* identity, std::string_view header,
@@ -550,7 +550,7 @@ void Server::Impl::handle(proto::Received& msg) {
       on_batch(identity, header, frames, header_index + 1);
       break;
     case proto::MsgType::Goodbye:
-      on_goodbye(identity);
+      on_goodbye(identity, header);
       break;
     case proto::MsgType::Heartbeat:
       break;
@@ -813,9 +813,15 @@ void Server::Impl::drain_outbox() {
   }
 }
 
-void Server::Impl::on_goodbye(const std::string* identity) {
+void Server::Impl::on_goodbye(const std::string* identity, std::string_view header) {
   if (is_peer(identity)) {
-    end_session("session ended", false, /*clean=*/true);
+    std::string reason;  // a master that ended it for a reason says which
+    try {
+      reason = proto::decode_goodbye(header).reason.substr(0, 1024);  // a log line
+    } catch (const ProtocolError&) {
+    }
+    end_session(reason.empty() ? std::string("session ended") : "session ended: " + reason, false,
+                /*clean=*/true);
   } else {
     spdlog::debug("goodbye from {} without a session; ignored", who(identity));
   }

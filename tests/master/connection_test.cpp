@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <optional>
 #include <set>
@@ -393,6 +395,33 @@ TEST_CASE("listen mode: workers dial the master and exit after it shuts down") {
     CHECK_MESSAGE(code.has_value(), "worker ", w.pid(), " still runs 5 s after the shutdown");
     if (code) CHECK(*code == 0);
   }
+}
+
+TEST_CASE("listen mode: a master that gives up waiting for workers tells the ones that came") {
+  const std::string endpoint = local_endpoint(free_port());
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("dtr-gaveup-" + std::to_string(getpid()) + ".log"))
+          .string();
+  MasterOptions o = test_options();
+  o.listen = endpoint;
+  o.num_workers = 2;
+  o.connect_timeout = 1500ms;
+  auto init = std::async(std::launch::async, [o] { init_master_worker(o); });
+  std::this_thread::sleep_for(100ms);
+  WorkerProcess w = WorkerProcess::with_args({"--master", endpoint, "--log-level", "info"}, log);
+  REQUIRE(init.wait_for(15s) == std::future_status::ready);
+  CHECK_THROWS_WITH_AS(init.get(), doctest::Contains("only 1 of 2 workers connected"),
+                       TimeoutError);
+  std::optional<int> code = wait_exit(w, 10s);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(text);
+  CHECK(code.has_value());
+  // Not "master went away" with a flight-recorder dump: the master's own reason.
+  CHECK(text.find("session ended: the master gave up: only 1 of 2 workers connected") !=
+        std::string::npos);
+  CHECK(text.find("flight recorder") == std::string::npos);
+  std::filesystem::remove(log);
 }
 
 TEST_CASE("a worker killed mid-session is WorkerLost on its node while other nodes keep working") {

@@ -46,9 +46,10 @@ WorkerProcess::WorkerProcess(std::vector<std::string> extra_args, const std::str
   throw std::runtime_error("dtr-worker did not report its endpoint within 20 s");
 }
 
-WorkerProcess WorkerProcess::with_args(std::vector<std::string> args) {
+WorkerProcess WorkerProcess::with_args(std::vector<std::string> args,
+                                       const std::string& stderr_path) {
   WorkerProcess w{NoSpawn{}};
-  w.spawn(args);
+  w.spawn(args, stderr_path);
   return w;
 }
 

@@ -29,7 +29,8 @@ class WorkerProcess {
   explicit WorkerProcess(std::vector<std::string> extra_args = {},
                          const std::string& stderr_path = {});
   // Any arguments (e.g. {"--master", endpoint}); does not wait for an endpoint file.
-  static WorkerProcess with_args(std::vector<std::string> args);
+  static WorkerProcess with_args(std::vector<std::string> args,
+                                 const std::string& stderr_path = {});
   ~WorkerProcess();
   WorkerProcess(WorkerProcess&& other) noexcept;
   WorkerProcess& operator=(WorkerProcess&&) = delete;
