@@ -172,9 +172,12 @@ MpiRuntime::MpiRuntime() {
 
 // MPI_Finalize with requests in flight or a group still alive (its threads may call MPI)
 // would be erroneous: then the process leaves without it, and Open MPI's launcher reports
-// that.
+// that. The default group is destroyed first, as a program that never called
+// destroy_process_group() expects (torch finalizes MPI at exit too): this handler was
+// registered after the default group's holder was made, so it runs before that goes.
 void MpiRuntime::finalize_at_exit() {
   MpiRuntime& rt = *g_runtime;
+  destroy_process_group();
   std::unique_lock lock(rt.m_);
   const auto deadline = Clock::now() + 1s;
   while (!rt.zombies_.empty() && Clock::now() < deadline) {

@@ -59,3 +59,25 @@ def test_bad_backend_and_misuse():
     lines = r.stdout.splitlines()
     assert lines[0].startswith("InvalidArgument") and "init" in lines[0], lines
     assert lines[1].startswith("InvalidArgument") and "carrier-pigeon" in lines[1], lines
+
+
+def test_mpi_job_that_never_destroys_its_group_ends_cleanly():
+    # A script that ends (or catches an error and ends) without destroy_process_group():
+    # MPI was left unfinalized and mpirun reported the job as "exiting improperly".
+    import shutil
+    import subprocess
+
+    import dtr.distributed as dist
+    mpirun = shutil.which("mpirun")
+    if mpirun is None or not dist.is_mpi_available():
+        pytest.skip("needs mpirun and a dtr built with mpi")
+    code = ("import dtr.distributed as dist, dtr.local as local\n"
+            "dist.init_process_group('mpi', timeout=30)\n"
+            "x = local.ones((4 + dist.get_rank(),))\n"
+            "try:\n    dist.all_reduce(x)\nexcept Exception as e:\n    print(type(e).__name__)\n")
+    r = subprocess.run([mpirun, "--oversubscribe", "--allow-run-as-root", "--timeout", "100",
+                        "--mca", "btl", "self,vader", "-np", "2", sys.executable, "-c", code],
+                       capture_output=True, text=True, timeout=150)
+    assert r.stdout.splitlines() == ["ShapeError", "ShapeError"], r.stdout + r.stderr
+    assert r.returncode == 0 and "exiting improperly" not in r.stdout + r.stderr, \
+        r.stdout + r.stderr
