@@ -100,9 +100,10 @@ struct RemoteFailure {
   std::string cause_message;
 };
 
-// The session ends. From the master: it is over. From a worker: the worker ended it (or
-// had ended it when a message of it arrived), `reason` says why ("master silent for more
-// than 2500 ms"). An empty reason has no body on the wire.
+// The session ends. From the master: it is over; a reason, when there is one, says why it
+// ended before it began ("the master gave up: only 1 of 2 workers connected ..."). From a
+// worker: the worker ended it (or had ended it when a message of it arrived), `reason` says
+// why ("master silent for more than 2500 ms"). An empty reason has no body on the wire.
 struct Goodbye {
   std::string reason;
 };
