@@ -1107,7 +1107,7 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
       peers_[h.src].hello = true;
       cv_.notify_all();
       return;
-    case MsgKind::Goodbye:
+    case MsgKind::Goodbye:  // the text is matched by worker/collectives.cpp (report_stuck)
       mark_peer(h.src, PeerState::Left,
                 fmt::format("{} left the process group (shut down)", describe_rank(h.src)));
       return;

@@ -288,8 +288,13 @@ void CollectiveRun::compute() {
 // flight recorder to the log and the master; the ones failed because the session is
 // ending (its groups shut down) are its consequence, not a fault.
 void report_stuck(const CollectiveContext& ctx, const std::string& reason) {
+  // A member that left in order (its group shut down: its session ended a moment before
+  // this one's) is not a hang; were it more, the master makes it a lost node, which dumps.
+  const bool orderly = reason.find("left the process group (shut down)") != std::string::npos;
   if (ctx.groups.closing()) {
     spdlog::debug("{} (the session is ending)", reason);
+  } else if (orderly) {
+    spdlog::info("{}", reason);
   } else if (ctx.recorder.claim_failure_dump()) {
     ctx.outbox.send_flight(ctx.recorder.dump_to_log(reason));
   } else {
