@@ -175,7 +175,7 @@ void check_same_place(const OpDef& d, bool inplace, const RemoteTensor& self,
   if (other.node != self.node || other.device != self.device)
     throw InvalidArgument(fmt::format(
         "{}{}: tensors live on different nodes or devices (node {} {} and node {} {}); copy "
-        "one across first, e.g. dtr::dist_send(t.to_local(), node)",
+        "one across first with t.to(node) (worker to worker)",
         d.name, inplace ? "_" : "", self.node, device_name(self.device), other.node,
         device_name(other.device)));
 }

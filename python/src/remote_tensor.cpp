@@ -210,6 +210,9 @@ void bind_remote_tensor(nb::module_& m) {
       },
       arg("shape"), arg("dtype") = DType::Float32, arg("node") = nb::none(),
       arg("device") = nb::none());
+  // numpy defers to this class's reflected operators (np.ones(3) * x refuses as x * a
+  // local array does) instead of iterating x element by element, one sync each.
+  c.attr("__array_ufunc__") = nb::none();
   bind_tensor_methods(c, "Tensor");
   bind_table_methods(c, "Tensor");
   bind_table_functions<Tensor>(m, "Tensor", "Generator");

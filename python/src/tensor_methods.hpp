@@ -13,8 +13,12 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <fmt/format.h>
+
 #include <deque>
 #include <limits>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bindings.hpp"
@@ -27,10 +31,50 @@ const T* tensor_of(nb::handle h) {
   return nb::isinstance<T>(h) ? nb::inst_ptr<T>(h) : nullptr;
 }
 
+// An operand of the other tensor class (a local tensor in a remote tensor's op, or the
+// reverse): a 0-d one is a number, as a CPU scalar tensor is for a CUDA op in torch;
+// anything else raises naming both places (it used to be read as a number through
+// __float__, failing with "item: needs a tensor with one element").
+template <typename T>
+void refuse_other_kind(OpId op, const T& self, nb::handle other) {
+  constexpr bool kRemote = std::is_same_v<T, DistributedTensor>;
+  using Other = std::conditional_t<kRemote, local::Tensor, DistributedTensor>;
+  const Other* o = tensor_of<Other>(other);
+  if constexpr (kRemote) {
+    // An array of the process (numpy, anything with __dlpack__) is a local tensor too.
+    if (o == nullptr && !tensor_of<T>(other) && nb::hasattr(other, "__dlpack__") &&
+        nb::hasattr(other, "ndim") && nb::cast<int>(other.attr("ndim")) > 0)
+      throw InvalidArgument(fmt::format(
+          "{}: a local array ({}) and a tensor on node {}: send it there first "
+          "(dtr.dist_send(a, node={})), or bring this one here (x.to_local())",
+          op_def(op).name, nb::type_name(other.type()).c_str(), self.get_node(), self.get_node()));
+  }
+  if (o == nullptr || o->dim() == 0) return;
+  int node = 0;
+  if constexpr (kRemote) {
+    node = self.get_node();
+  } else {
+    node = o->get_node();
+  }
+  const std::string name(op_def(op).name);
+  if constexpr (kRemote) {
+    throw InvalidArgument(
+        fmt::format("{}: a local tensor ({}) and a tensor on node {}: send it there first "
+                    "(dtr.dist_send(t, node={})), or bring this one here (x.to_local())",
+                    name, describe(o->meta()), node, node));
+  } else {
+    throw InvalidArgument(
+        fmt::format("{}: a local tensor and a tensor on node {} ({}): bring that one here first "
+                    "(t.to_local()), or send this one there (dtr.dist_send(x, node={}))",
+                    name, node, describe(o->meta()), node));
+  }
+}
+
 // `self op other` (or `other op self` when reflected) for a tensor or number operand;
 // NotImplemented for anything else, so Python tries the other operand's method.
 template <typename T>
 nb::object binary(OpId op, const T& self, nb::handle other, bool reflected) {
+  refuse_other_kind(op, self, other);
   if (const T* o = tensor_of<T>(other))
     return nb::cast(reflected ? o->apply(op, {}, &self) : self.apply(op, {}, o));
   if (std::optional<Scalar> s = to_scalar(other)) {
@@ -45,6 +89,7 @@ nb::object binary(OpId op, const T& self, nb::handle other, bool reflected) {
 // The method form: TypeError instead of NotImplemented.
 template <typename T>
 T binary_method(OpId op, const T& self, nb::handle other) {
+  refuse_other_kind(op, self, other);
   if (const T* o = tensor_of<T>(other)) return self.apply(op, {}, o);
   OpAttrs a;
   a.scalars[0] = scalar_arg(other, op_def(op).name.data());
@@ -60,6 +105,7 @@ inline const char* stub_sig(std::string text) {
 // `self op= other`; returns self (the same Python object).
 template <typename T>
 nb::object binary_inplace(OpId op, nb::pointer_and_handle<T> self, nb::handle other) {
+  refuse_other_kind(op, *self.p, other);
   if (const T* o = tensor_of<T>(other)) {
     self.p->apply_inplace(op, {}, o);
   } else {

@@ -170,6 +170,28 @@ def test_copies_and_collectives_between_nodes(session):
         dtr.all_reduce([dtr.ones(2), dtr.ones(2)])  # both on node 0
 
 
+def test_local_and_remote_operands_are_refused_naming_both(session):
+    # A local tensor or numpy array beside a remote one was read as a number through
+    # __float__ ("item: needs a tensor with one element"), and np.ones(3) * x iterated x
+    # element by element; 0-d ones stay numbers, as a CPU scalar tensor in a CUDA op.
+    x = dtr.ones(3, node=1)
+    with pytest.raises(dtr.InvalidArgument, match=r"add: a local tensor \(float32\[3\]\) and "
+                       r"a tensor on node 1: send it there first"):
+        x + local.ones(3)
+    with pytest.raises(dtr.InvalidArgument, match="bring that one here first"):
+        local.ones(3) + x
+    with pytest.raises(dtr.InvalidArgument, match="a local tensor"):
+        x += local.ones(3)
+    with pytest.raises(dtr.InvalidArgument, match=r"mul: a local array \(ndarray\)"):
+        x * np.ones(3)
+    with pytest.raises(dtr.InvalidArgument, match=r"mul: a local array \(ndarray\)"):
+        np.ones(3) * x
+    assert (x + local.ones(())).tolist() == [2, 2, 2]
+    assert (np.array(2.0) * x).tolist() == [2, 2, 2]
+    with pytest.raises(dtr.InvalidArgument, match=r"copy one across first with t.to\(node\)"):
+        x + dtr.ones(3, node=0)
+
+
 def test_memory_stats_and_node_info(session):
     before = dtr.memory_stats(1)
     x = dtr.zeros(1 << 20, node=1)
