@@ -78,6 +78,7 @@ def test_mpi_job_that_never_destroys_its_group_ends_cleanly():
     r = subprocess.run([mpirun, "--oversubscribe", "--allow-run-as-root", "--timeout", "100",
                         "--mca", "btl", "self,vader", "-np", "2", sys.executable, "-c", code],
                        capture_output=True, text=True, timeout=150)
-    assert r.stdout.splitlines() == ["ShapeError", "ShapeError"], r.stdout + r.stderr
+    # mpirun may cut the two ranks' lines into one another: count, not lines.
+    assert r.stdout.count("ShapeError") == 2, r.stdout + r.stderr
     assert r.returncode == 0 and "exiting improperly" not in r.stdout + r.stderr, \
         r.stdout + r.stderr
