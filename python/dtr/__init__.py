@@ -205,6 +205,11 @@ def init_master_worker(workers: _Union[str, _Sequence[str], None] = None, *,
                 "init_master_worker: local_workers= excludes workers= and listen=")
         if is_master_worker_initialized():
             raise InvalidArgument("init_master_worker: a session is already running")
+        if isinstance(local_workers, _builtins.bool) \
+                or not isinstance(local_workers, _builtins.int) \
+                or local_workers < 1:
+            raise InvalidArgument("init_master_worker: local_workers must be a whole number "
+                                  f"of at least 1, got {local_workers!r}")
         started = _dtr.LocalWorkers(local_workers, find_program("dtr-worker"), log_level)
         try:
             _dtr._init_master_worker(list(started.endpoints), None, 0, connect_timeout,

@@ -15,22 +15,38 @@ import sys
 import dtr
 
 
+def _above_zero(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+        return value
+    return parse
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m dtr", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=_above_zero(int), default=2,
                         help="local dtr-worker daemons to start (default 2)")
     parser.add_argument("--connect", metavar="ENDPOINTS",
                         help="comma-separated endpoints of running workers instead")
-    parser.add_argument("--connect-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="bound on reaching the workers (default 60)")
+    parser.add_argument("--connect-timeout", type=_above_zero(float), default=60.0,
+                        metavar="SECONDS", help="bound on reaching the workers (default 60)")
     parser.add_argument("--log-level", default="warn", help="--log-level of local workers")
     parser.add_argument("-q", "--quiet", action="store_true", help="no banner")
     args = parser.parse_args(argv)
-    if args.connect:
-        dtr.init_master_worker(args.connect, connect_timeout=args.connect_timeout)
-    else:
-        dtr.init_master_worker(local_workers=args.workers, log_level=args.log_level,
-                               connect_timeout=args.connect_timeout)
+    try:
+        if args.connect:
+            dtr.init_master_worker(args.connect, connect_timeout=args.connect_timeout)
+        else:
+            dtr.init_master_worker(local_workers=args.workers, log_level=args.log_level,
+                                   connect_timeout=args.connect_timeout)
+    except dtr.Error as e:  # a bad endpoint, workers that cannot be reached: as dtr-repl
+        print(f"python -m dtr: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     namespace = {"dtr": dtr, "__name__": "__console__"}
     namespace.update({k: getattr(dtr, k) for k in dtr.__all__})
     try:

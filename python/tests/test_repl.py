@@ -55,3 +55,21 @@ def test_repl_reports_a_bad_endpoint():
     r = run_python(["-m", "dtr", "--connect", "tcp://127.0.0.1:1", "--connect-timeout", "0.5"],
                    input="", timeout=60)
     assert r.returncode != 0 and "127.0.0.1:1" in r.stderr
+    # One line, as dtr-repl's, not a traceback; exit status 2 as a usage error.
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("python -m dtr: "), r.stderr
+
+
+def test_repl_options_are_checked():
+    # --workers 0 was passed on and refused as "give either worker endpoints ... or an
+    # endpoint to listen on", with a traceback.
+    for args, text in [(["--workers", "0"], "argument --workers: expected a number above 0"),
+                       (["--connect-timeout", "0"], "expected a number above 0, got 0"),
+                       (["--connect", "127.0.0.1:7000"], "no transport: write tcp://")]:
+        r = run_python(["-m", "dtr", *args], input="", timeout=60)
+        assert r.returncode == 2 and text in r.stderr and "Traceback" not in r.stderr, r.stderr
+    import dtr
+    import pytest
+    with pytest.raises(dtr.InvalidArgument, match="local_workers must be a whole number of at "
+                       "least 1, got 0"):
+        dtr.init_master_worker(local_workers=0)
