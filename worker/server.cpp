@@ -348,10 +348,10 @@ struct Server::Impl {
   std::unique_ptr<MetricsServer> metrics;  // last: it stops before the rest goes
 };
 
-Server::Impl::Impl(ServerOptions options)
-    : opt(std::move(options)),
-      recorder(std::make_shared<detail::Recorder>(
-          detail::RecorderOptions{opt.flight_records, opt.trace_bytes})) {
+namespace {
+
+// Throws InvalidArgument naming the first option that is wrong.
+void check_options(const ServerOptions& opt) {
   if (opt.listen.empty() == opt.master.empty())
     throw InvalidArgument(
         "worker server: set exactly one of `listen` (bind and wait for masters) and `master` "
@@ -362,13 +362,23 @@ Server::Impl::Impl(ServerOptions options)
   if (opt.max_message_bytes <= 0)
     throw InvalidArgument(fmt::format("worker server: max_message_bytes must be positive, got {}",
                                       opt.max_message_bytes));
-  listen_mode = !opt.listen.empty();
-  const std::string& where = listen_mode ? opt.listen : opt.master;
   // Before ZeroMQ sees it: it would bind or dial port 70000 as 4464, and take a missing
   // tcp:// for a non-local address.
-  if (auto problem = proto::endpoint_problem(where, listen_mode))
+  const bool listen = !opt.listen.empty();
+  if (auto problem = proto::endpoint_problem(listen ? opt.listen : opt.master, listen))
     throw InvalidArgument(fmt::format(
-        "{}: {}", listen_mode ? "worker listen endpoint" : "worker's master endpoint", *problem));
+        "{}: {}", listen ? "worker listen endpoint" : "worker's master endpoint", *problem));
+}
+
+}  // namespace
+
+Server::Impl::Impl(ServerOptions options)
+    : opt(std::move(options)),
+      recorder(std::make_shared<detail::Recorder>(
+          detail::RecorderOptions{opt.flight_records, opt.trace_bytes})) {
+  check_options(opt);
+  listen_mode = !opt.listen.empty();
+  const std::string& where = listen_mode ? opt.listen : opt.master;
   guard = std::make_unique<security::Guard>(context, opt.security, [this](const std::string& line) {
     recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
     warn_throttled(line, line);
