@@ -22,8 +22,8 @@
 #include "repl/completion.hpp"
 #include "repl/interpreter.hpp"
 #include "repl/line_reader.hpp"
-#include "tools/cli_checks.hpp"
 #include "repl/local_workers.hpp"
+#include "tools/cli_checks.hpp"
 
 namespace {
 
