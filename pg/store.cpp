@@ -269,6 +269,7 @@ class TcpStore : public Store {
       std::vector<zmq::message_t> frames;
       size_t count = 0;
       if (!recv_bounded(sock_, frames, 3, count)) continue;
+      answered_.store(true);  // something answers there, even if not as a store should
       if (count != 3 || frames[0].size() != 8 || frames[1].size() != 1) {
         throw ProtocolError(fmt::format(
             "rendezvous store {}: malformed reply: {} frames{}, expected 3 (request id of 8 "
@@ -278,7 +279,6 @@ class TcpStore : public Store {
                 ? fmt::format(" of {} and {} bytes first", frames[0].size(), frames[1].size())
                 : std::string()));
       }
-      answered_.store(true);
       if (frames[0].to_string() != reqid) continue;  // a reply to a request given up on
       if (*frames[1].data<uint8_t>() != 0) {
         throw Error(fmt::format("rendezvous store {}: {}", described_, frames[2].to_string()));
