@@ -31,42 +31,36 @@ const T* tensor_of(nb::handle h) {
   return nb::isinstance<T>(h) ? nb::inst_ptr<T>(h) : nullptr;
 }
 
-// An operand of the other tensor class (a local tensor in a remote tensor's op, or the
-// reverse): a 0-d one is a number, as a CPU scalar tensor is for a CUDA op in torch;
-// anything else raises naming both places (it used to be read as a number through
-// __float__, failing with "item: needs a tensor with one element").
+// An operand of the other tensor class (a local tensor or array in a remote tensor's op,
+// or a remote tensor in a local one's): a 0-d one is a number, as a CPU scalar tensor is
+// for a CUDA op in torch; anything else raises naming both places (it used to be read as a
+// number through __float__, failing with "item: needs a tensor with one element"). On the
+// path of every binary op: numbers and same-class tensors return first.
 template <typename T>
 void refuse_other_kind(OpId op, const T& self, nb::handle other) {
-  constexpr bool kRemote = std::is_same_v<T, DistributedTensor>;
-  using Other = std::conditional_t<kRemote, local::Tensor, DistributedTensor>;
-  const Other* o = tensor_of<Other>(other);
-  if constexpr (kRemote) {
-    // An array of the process (numpy, anything with __dlpack__) is a local tensor too.
-    if (o == nullptr && !tensor_of<T>(other) && nb::hasattr(other, "__dlpack__") &&
-        nb::hasattr(other, "ndim") && nb::cast<int>(other.attr("ndim")) > 0)
-      throw InvalidArgument(fmt::format(
-          "{}: a local array ({}) and a tensor on node {}: send it there first "
-          "(dtr.dist_send(a, node={})), or bring this one here (x.to_local())",
-          op_def(op).name, nb::type_name(other.type()).c_str(), self.get_node(), self.get_node()));
-  }
-  if (o == nullptr || o->dim() == 0) return;
-  int node = 0;
-  if constexpr (kRemote) {
-    node = self.get_node();
+  PyObject* p = other.ptr();
+  if (PyFloat_Check(p) || PyLong_Check(p) || tensor_of<T>(other)) return;
+  const std::string_view name = op_def(op).name;
+  if constexpr (std::is_same_v<T, DistributedTensor>) {
+    std::string local;  // the local operand, when it has elements
+    if (const auto* o = tensor_of<local::Tensor>(other)) {
+      if (o->dim() > 0) local = fmt::format("a local tensor ({})", describe(o->meta()));
+    } else if (PyObject_HasAttrString(p, "__dlpack__") == 1 && nb::hasattr(other, "ndim") &&
+               nb::cast<int>(other.attr("ndim")) > 0) {  // numpy, torch: a local array
+      local = fmt::format("a local array ({})", nb::type_name(other.type()).c_str());
+    }
+    if (local.empty()) return;
+    throw InvalidArgument(fmt::format(
+        "{}: {} and a tensor on node {}: send it there first (dtr.dist_send(t, node={})), or "
+        "bring this one here (x.to_local())",
+        name, local, self.get_node(), self.get_node()));
   } else {
-    node = o->get_node();
-  }
-  const std::string name(op_def(op).name);
-  if constexpr (kRemote) {
-    throw InvalidArgument(
-        fmt::format("{}: a local tensor ({}) and a tensor on node {}: send it there first "
-                    "(dtr.dist_send(t, node={})), or bring this one here (x.to_local())",
-                    name, describe(o->meta()), node, node));
-  } else {
+    const auto* o = tensor_of<DistributedTensor>(other);
+    if (o == nullptr || o->dim() == 0) return;
     throw InvalidArgument(
         fmt::format("{}: a local tensor and a tensor on node {} ({}): bring that one here first "
                     "(t.to_local()), or send this one there (dtr.dist_send(x, node={}))",
-                    name, node, describe(o->meta()), node));
+                    name, o->get_node(), describe(o->meta()), o->get_node()));
   }
 }
 
