@@ -1,12 +1,17 @@
 // dtr_tcp_exchange_bench: the floor of a two-rank all_reduce over loopback TCP without any
-// library. Two processes (a fork) share one TCP connection; each round both write their
-// whole buffer and read the other's at once, from one thread with poll() on the
-// non-blocking socket, and fold what arrives (float32 sum, 256 KiB at a time) into a third
-// buffer: the bytes and the arithmetic of dtr's pair all_reduce, with none of its threads.
-// It is the baseline for "move bulk payloads on the calling thread's own sockets"
-// (docs/performance.md, issue 17).
+// library. Two processes (a fork) share one TCP connection and run, from one thread each
+// with poll() on the non-blocking socket, one of three patterns per round (MODE):
+//  - whole: both write their whole buffer and read the other's at once, folding what
+//    arrives (float32 sum, 256 KiB at a time) into their own: the bytes and the arithmetic
+//    of dtr's pair all_reduce, with none of its threads;
+//  - halves: exchange halves, fold, exchange the folded halves (Open MPI's algorithm at two
+//    ranks);
+//  - turns: the same halves, one direction at a time.
+// With SPIN 1 the poll never sleeps. It is the baseline for "move bulk payloads on the
+// calling thread's own sockets" (docs/performance.md, issue 17).
 //
 //   dtr_tcp_exchange_bench [BYTES (default 4194304)] [ROUNDS (default 50)] [SOCKBUF (0: OS)]
+//                          [SPIN (0)] [MODE (whole)]
 //
 // Prints the median, p10 and p90 round time and the bus bandwidth (bytes / median, as
 // all_reduce's busbw for two ranks).
@@ -49,20 +54,24 @@ size_t fold(const char* in, float* acc, size_t folded, size_t upto, size_t n) {
   return folded;
 }
 
-// One round: write all of `out`, read n bytes into `in`, folding as they come.
-void exchange(int fd, const char* out, char* in, float* acc, size_t n) {
-  size_t written = 0, got = 0, folded = 0;
+// Writes all of `out` and reads n bytes into `in` at once, folding them into `acc` as they
+// come; a null `out` or `in` skips that direction, a null `acc` the fold. `spin` polls
+// without sleeping.
+void exchange(int fd, const char* out, char* in, float* acc, size_t n, bool spin) {
+  size_t written = out != nullptr ? 0 : n, got = in != nullptr ? 0 : n, folded = 0;
   while (written < n || got < n) {
     pollfd p{fd, 0, 0};
     if (written < n) p.events |= POLLOUT;
     if (got < n) p.events |= POLLIN;
-    if (poll(&p, 1, 10'000) <= 0) die("poll (the other process is gone?)");
+    const int ready = poll(&p, 1, spin ? 0 : 10'000);
+    if (ready == 0 && spin) continue;
+    if (ready <= 0) die("poll (the other process is gone?)");
     if ((p.revents & (POLLERR | POLLHUP)) != 0) die("the connection broke");
     if ((p.revents & POLLIN) != 0 && got < n) {
       const ssize_t k = recv(fd, in + got, n - got, MSG_DONTWAIT);
       if (k == 0) die("the other process closed the connection");
       if (k > 0) got += static_cast<size_t>(k);
-      folded = fold(in, acc, folded, got, n);
+      if (acc != nullptr) folded = fold(in, acc, folded, got, n);
     }
     if ((p.revents & POLLOUT) != 0 && written < n) {
       const ssize_t k =
@@ -96,6 +105,41 @@ int connected_pair(pid_t* child) {
   return fd;
 }
 
+enum class Mode { Whole, Halves, Turns };
+
+// One all_reduce of two ranks over fd: `whole` exchanges the whole buffers and folds (dtr's
+// pair all_reduce); `halves` exchanges halves, folds its own, then exchanges the folded
+// halves (Open MPI's choice at two ranks, a ring's two steps); `turns` moves the same
+// halves one direction at a time, rank 0 first.
+void all_reduce_round(Mode mode, int fd, int rank, float* buf, char* scratch, size_t n, bool spin) {
+  char* base = reinterpret_cast<char*>(buf);
+  if (mode == Mode::Whole) {
+    exchange(fd, base, scratch, buf, n, spin);
+    return;
+  }
+  const size_t half = n / 2 / sizeof(float) * sizeof(float);
+  char* mine = base + static_cast<size_t>(rank) * half;
+  char* theirs = base + static_cast<size_t>(1 - rank) * half;
+  auto* acc = reinterpret_cast<float*>(mine);
+  if (mode == Mode::Halves) {
+    exchange(fd, theirs, scratch, acc, half, spin);
+    exchange(fd, mine, theirs, nullptr, half, spin);
+    return;
+  }
+  for (int turn = 0; turn < 2; ++turn) {
+    if (turn == rank)
+      exchange(fd, theirs, nullptr, nullptr, half, spin);
+    else
+      exchange(fd, nullptr, scratch, acc, half, spin);
+  }
+  for (int turn = 0; turn < 2; ++turn) {
+    if (turn == rank)
+      exchange(fd, mine, nullptr, nullptr, half, spin);
+    else
+      exchange(fd, nullptr, theirs, nullptr, half, spin);
+  }
+}
+
 size_t number(const char* text, const char* what) {
   char* end = nullptr;
   errno = 0;
@@ -113,6 +157,16 @@ int main(int argc, char** argv) {
   const size_t n = (argc > 1 ? number(argv[1], "BYTES") : size_t{4} << 20) / 4 * 4;
   const size_t rounds = argc > 2 ? number(argv[2], "ROUNDS") : 50;
   const int sockbuf = argc > 3 ? static_cast<int>(number(argv[3], "SOCKBUF")) : 0;
+  const bool spin = argc > 4 && number(argv[4], "SPIN") != 0;
+  const std::string mode_name = argc > 5 ? argv[5] : "whole";
+  const Mode mode = mode_name == "halves"  ? Mode::Halves
+                    : mode_name == "turns" ? Mode::Turns
+                                           : Mode::Whole;
+  if (mode == Mode::Whole && mode_name != "whole") {
+    std::fprintf(stderr, "dtr_tcp_exchange_bench: MODE is whole, halves or turns, got '%s'\n",
+                 mode_name.c_str());
+    return 2;
+  }
   if (n == 0 || rounds == 0) {
     std::fprintf(stderr, "dtr_tcp_exchange_bench: BYTES and ROUNDS must be positive\n");
     return 2;
@@ -122,15 +176,16 @@ int main(int argc, char** argv) {
   if (sockbuf > 0 && (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof sockbuf) != 0 ||
                       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf) != 0))
     die("setsockopt");
-  std::vector<char> out(n, 1), in(n);
-  std::vector<float> acc(n / sizeof(float));
+  std::vector<float> buf(n / sizeof(float), 1.0F);
+  std::vector<char> scratch(n);
+  const int rank = child == 0 ? 1 : 0;
   std::vector<double> times;
   const size_t warm = rounds / 10 + 1;
   for (size_t i = 0; i < warm + rounds; ++i) {
     char b = 0;  // both ready: one byte each way
     if (send(fd, &b, 1, MSG_NOSIGNAL) != 1 || recv(fd, &b, 1, MSG_WAITALL) != 1) die("barrier");
     const auto t0 = Clock::now();
-    exchange(fd, out.data(), in.data(), acc.data(), n);
+    all_reduce_round(mode, fd, rank, buf.data(), scratch.data(), n, spin);
     if (i >= warm)
       times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
@@ -141,8 +196,9 @@ int main(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   std::printf(
-      "tcp exchange %zu bytes x %zu rounds: median %.1f us, p10 %.1f, p90 %.1f, busbw %.3f GB/s\n",
-      n, rounds, median, times[times.size() / 10], times[times.size() * 9 / 10],
-      static_cast<double>(n) / (median * 1e3));
+      "tcp exchange (%s%s) %zu bytes x %zu rounds: median %.1f us, p10 %.1f, p90 %.1f, busbw "
+      "%.3f GB/s\n",
+      mode_name.c_str(), spin ? ", spinning" : "", n, rounds, median, times[times.size() / 10],
+      times[times.size() * 9 / 10], static_cast<double>(n) / (median * 1e3));
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
