@@ -170,6 +170,8 @@ class Mesh {
   int size() const { return world_; }
   const std::string& endpoint_of(int world_rank) const { return endpoints_[world_rank]; }
   const ProcessGroupOptions& options() const { return options_; }
+  // Whether the mesh's links are CURVE (a cluster key).
+  bool encrypted() const { return guard_->curve(); }
   // "rank 2 (tcp://10.0.0.3:41234)"
   std::string describe_rank(int world_rank) const;
 

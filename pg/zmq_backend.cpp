@@ -50,6 +50,7 @@
 
 #include "backend.hpp"
 #include "executor.hpp"
+#include "lane.hpp"
 #include "mesh.hpp"
 #include "protocol/same_host.hpp"
 #include "reduce.hpp"
@@ -62,6 +63,10 @@ namespace {
 // One segment is one frame (the most a rank accepts in one).
 constexpr uint64_t kSegmentBytes = kMaxFrameBytes;
 constexpr uint64_t kSmallAllReduce = 64 << 10;
+// The most a lane's opening waits for its connection (lane.hpp).
+constexpr auto kLaneSetupTimeout = std::chrono::seconds(5);
+// How long a rank whose lane was closed by its peer waits for the peer's Abort (the cause).
+constexpr auto kAbortGrace = std::chrono::milliseconds(250);
 // Point-to-point payloads up to this size are copied into the message (see isend).
 constexpr size_t kSmallSendBytes = 16 << 10;
 
@@ -107,6 +112,8 @@ class Run {
   }
 
   const std::string& what() const { return what_; }
+  uint64_t seq() const { return seq_; }
+  Clock::time_point deadline() const { return deadline_; }
   int rank() const { return r_; }
   int size() const { return p_; }
   int64_t es() const { return es_; }
@@ -142,7 +149,10 @@ class Run {
   }
   // Copies the bytes into the frame (small messages whose memory changes right after).
   void send_copy(int dst, const char* data, int64_t numel) {
-    const size_t bytes = static_cast<size_t>(numel * es_);
+    send_bytes(dst, data, static_cast<size_t>(numel * es_));
+  }
+  void send_bytes(int dst, const void* bytes_at, size_t bytes) {
+    const char* data = static_cast<const char*>(bytes_at);
     auto copy = std::make_shared<std::vector<char>>(data, data + bytes);
     Payload p;
     p.data = copy->data();
@@ -164,6 +174,10 @@ class Run {
   // The next message from group rank src, checked against this rank's call; `numel` is the
   // element count this rank expects in it.
   Incoming recv(int src, int64_t numel) {
+    return recv_bytes(src, static_cast<uint64_t>(numel * es_));
+  }
+  // The same with a payload of `bytes` (not elements of the call's dtype).
+  Incoming recv_bytes(int src, uint64_t bytes) {
     WireHeader expect = header_template();
     Incoming in = mesh_.take(group_, seq_, members_[src], deadline_, members_, what_,
                              a_.op == CommOp::Barrier ? nullptr : &expect);
@@ -205,9 +219,9 @@ class Run {
                                       recv_steps_[src], src, h.step));
     }
     ++recv_steps_[src];
-    if (in.bytes() != static_cast<uint64_t>(numel * es_)) {
+    if (in.bytes() != bytes) {
       throw ProtocolError(fmt::format("{}: rank {} sent {} bytes where {} were expected", what_,
-                                      src, in.bytes(), numel * es_));
+                                      src, in.bytes(), bytes));
     }
     in.join();  // one frame unless a segment is over kMaxFrameBytes (never, from dtr)
     return in;
@@ -770,7 +784,7 @@ class ZmqGroup : public Backend {
   }
   std::string host_path() const override {
     std::lock_guard lock(note_m_);
-    return host_note_;
+    return lane_note_.empty() ? host_note_ : host_note_ + "; " + lane_note_;
   }
 
  private:
@@ -928,6 +942,192 @@ class ZmqGroup : public Backend {
     }
   }
 
+  // ------------------------------------------------------------ lanes (lane.hpp)
+
+  // Why this rank offers no lane; "" when it may.
+  std::string lane_refusal() const {
+    if (!lanes_enabled()) return "DTR_LANES=0";
+    if (!lane_refused_.empty()) return lane_refused_;
+    if (mesh_->options().transport != "tcp")
+      return concat("the group's transport is ", mesh_->options().transport);
+    if (mesh_->encrypted()) return "the mesh is encrypted (CURVE), a lane is not";
+    if (lane_host_of(mesh_->endpoint_of(members_[0])).empty())
+      return concat("rank 0's endpoint ", mesh_->endpoint_of(members_[0]), " is not tcp");
+    return "";
+  }
+
+  void set_lane_note(std::string note) {
+    std::lock_guard lock(note_m_);
+    lane_note_ = std::move(note);
+  }
+
+  // This rank's offer; rank 0 without a lane listens for one (a failure to listen is
+  // this rank's refusal, written in the note).
+  LaneOffer lane_offer(std::string& refusal) {
+    LaneOffer o;
+    refusal = lane_refusal();
+    if (!refusal.empty()) return o;
+    o.wants = 1;
+    o.generation = lane_ ? lane_->generation() : 0;
+    if (rank_ == 0 && !lane_) {
+      std::string why;
+      if (!listener_)
+        listener_ = LaneListener::open(lane_host_of(mesh_->endpoint_of(members_[0])), &why);
+      if (!listener_) {
+        refusal = "could not listen for a lane: " + why;
+        o.wants = 0;
+        return o;
+      }
+      o.port = listener_->port();
+      o.token = listener_->token();
+    }
+    return o;
+  }
+
+  // Throws when the group is shut down or a member is known dead: between a lane's sleeps.
+  LaneCheck lane_check(const std::string& what) {
+    return [this, &what] {
+      if (mesh_->is_shut_down()) throw Error(what + ": the process group was shut down");
+      mesh_->check_alive(members_, what);
+    };
+  }
+
+  // A two-rank all_reduce on the group's lane, when both ranks can take one; false when
+  // this call goes through ZeroMQ instead (both ranks decide alike from the two offers).
+  bool lane_all_reduce(Run& run, const CollectiveArgs& a) {
+    const int other = 1 - rank_;
+    std::string refusal;
+    const LaneOffer mine = lane_offer(refusal);
+    run.send_bytes(other, &mine, sizeof mine);
+    Incoming in = run.recv_bytes(other, sizeof(LaneOffer));
+    LaneOffer theirs;
+    std::memcpy(&theirs, in.payload.data(), sizeof theirs);
+    if (theirs.magic != kLaneMagic) {
+      throw ProtocolError(
+          concat(run.what(), ": rank ", other, " sent a lane offer that is not one"));
+    }
+    const LaneOffer& o0 = rank_ == 0 ? mine : theirs;
+    const LaneOffer& o1 = rank_ == 0 ? theirs : mine;
+    if (o0.wants == 0 || o1.wants == 0) {
+      set_lane_note(refusal.empty() ? concat("no lane (rank ", other, " keeps to ZeroMQ)")
+                                    : concat("no lane (", refusal, ")"));
+      return false;
+    }
+    if (o0.generation == 0 || o0.generation != o1.generation) {
+      lane_.reset();                   // one side lost it (a failed call): both start a new one
+      if (o0.port == 0) return false;  // rank 0 listens from the next call on
+      if (!open_lane(run, o0, std::max(o0.generation, o1.generation) + 1)) return false;
+    }
+    try {
+      lane_halves(run, a);
+    } catch (...) {
+      lane_failed(run, std::current_exception());
+    }
+    if (a.reduce == ReduceOp::Avg) {
+      divide_by(a.outputs[0].raw_data(), a.outputs[0].meta().numel(), a.outputs[0].meta().dtype, 2);
+    }
+    return true;
+  }
+
+  // Opens a new lane (rank 0 accepts, rank 1 connects), each side bounded by
+  // kLaneSetupTimeout, then both tell each other whether they have it. false when either
+  // has not: the call goes through ZeroMQ, and so do the group's later ones (a firewall
+  // between the hosts is not waited out at every call); the note says why.
+  bool open_lane(Run& run, const LaneOffer& o0, uint32_t generation) {
+    const int other = 1 - rank_;
+    const std::string peer = mesh_->describe_rank(members_[static_cast<size_t>(other)]);
+    const std::string host = lane_host_of(mesh_->endpoint_of(members_[0]));
+    const LaneCheck check = lane_check(run.what());
+    const auto by = std::min(run.deadline(), Clock::now() + kLaneSetupTimeout);
+    std::string why;
+    try {
+      if (lane_fault_for_tests().load()) throw TransportError("the test's fault");
+      if (rank_ == 0) {
+        const int fd = listener_->accept(generation, by, check, run.what());
+        lane_ = std::make_unique<Lane>(fd, generation, peer);
+      } else {
+        lane_ = Lane::connect(host, static_cast<uint16_t>(o0.port), o0.token, generation, by, check,
+                              run.what(), peer);
+      }
+    } catch (const std::exception& e) {
+      check();  // the peer's death or the group's end is not the lane's failure: thrown
+      why = e.what();
+    }
+    listener_.reset();
+    const uint32_t mine = lane_ ? 1 : 0;
+    run.send_bytes(other, &mine, sizeof mine);
+    Incoming in = run.recv_bytes(other, sizeof mine);
+    uint32_t theirs = 0;
+    std::memcpy(&theirs, in.payload.data(), sizeof theirs);
+    if (mine == 1 && theirs == 1) {
+      set_lane_note(concat("all_reduces of ", kLaneMinBytes >> 20, " MiB or more on a lane (tcp ",
+                           host, ":", o0.port, ")"));
+      return true;
+    }
+    lane_.reset();
+    lane_refused_ = why.empty() ? concat("rank ", other, " could not open the lane")
+                                : concat("could not open the lane: ", why);
+    set_lane_note(concat("no lane (", lane_refused_, ")"));
+    return false;
+  }
+
+  // Halves, as Open MPI's all_reduce of two ranks: each rank sends the other's half and
+  // folds the other's copy of its own half into it as it arrives (rank 0's value first,
+  // so both end with the same bits as the pair all_reduce), then they swap folded halves.
+  void lane_halves(Run& run, const CollectiveArgs& a) {
+    const Block b = block_of(a.outputs[0]);
+    const int64_t es = run.es();
+    const int64_t first = b.numel / 2;  // rank 0's half: [0, first); rank 1's: [first, n)
+    const int r = rank_;
+    char* mine = b.data + (r == 0 ? 0 : first) * es;
+    char* theirs = b.data + (r == 0 ? first : 0) * es;
+    const auto mine_bytes = static_cast<size_t>((r == 0 ? first : b.numel - first) * es);
+    const auto theirs_bytes = static_cast<size_t>((r == 0 ? b.numel - first : first) * es);
+    const LaneCheck check = lane_check(run.what());
+    lane_->stamp(run.seq(), run.deadline(), check, run.what());
+    lane_chunk_.resize(kLaneChunkBytes);
+    Lane::Sink fold;
+    fold.bytes = mine_bytes;
+    fold.chunk = lane_chunk_.data();
+    fold.fold = [&](size_t offset, const char* data, size_t bytes) {
+      char* dst = mine + offset;
+      const auto n = static_cast<int64_t>(bytes) / es;
+      if (r == 0) {
+        run.reduce(dst, dst, data, n);
+      } else {
+        run.reduce(dst, data, dst, n);
+      }
+    };
+    lane_->exchange(theirs, theirs_bytes, fold, run.deadline(), check, run.what());
+    Lane::Sink gather;
+    gather.bytes = theirs_bytes;
+    gather.direct = theirs;
+    lane_->exchange(mine, mine_bytes, gather, run.deadline(), check, run.what());
+  }
+
+  // A failed call on the lane: the lane is closed (the peer, if it still waits, sees it
+  // close). When the peer closed it first, its Abort on the mesh says why: that error is
+  // thrown if it comes within kAbortGrace.
+  [[noreturn]] void lane_failed(Run& run, std::exception_ptr e) {
+    lane_.reset();
+    bool closed = false;
+    try {
+      std::rethrow_exception(e);
+    } catch (const TransportError&) {
+      closed = true;
+    } catch (...) {
+    }
+    if (closed) {
+      try {
+        (void)mesh_->take(id_, run.seq(), members_[static_cast<size_t>(1 - rank_)],
+                          Clock::now() + kAbortGrace, members_, run.what());
+      } catch (const TimeoutError&) {
+        // no Abort came: the lane's own error stands
+      }
+    }
+    std::rethrow_exception(e);
+  }
+
   // The tensor whose dtype and element count every rank's call must match (nullptr for a
   // barrier).
   static const local::Tensor* reference_tensor(const CollectiveArgs& a) {
@@ -952,6 +1152,10 @@ class ZmqGroup : public Backend {
         if (size() > 1) broadcast(run, a);
         return;
       case CommOp::AllReduce:
+        if (size() == 2 && count >= 2 &&
+            static_cast<size_t>(count) * element_size(dtype) >= kLaneMinBytes &&
+            lane_all_reduce(run, a))
+          return;
         return all_reduce(run, a);
       case CommOp::Reduce:
         if (size() > 1) {
@@ -992,6 +1196,13 @@ class ZmqGroup : public Backend {
   std::shared_ptr<shm::RingFile> rings_;
   mutable std::mutex note_m_;
   std::string host_note_;
+  std::string lane_note_;  // large all_reduces of a two-rank group on the sockets
+  // The lane of a two-rank group on the sockets (lane.hpp), rank 0's listener for a new
+  // one, and the chunk its folds read from: the collectives' thread only.
+  std::unique_ptr<Lane> lane_;
+  std::unique_ptr<LaneListener> listener_;
+  std::vector<char> lane_chunk_;
+  std::string lane_refused_;  // set when a lane could not be opened: none is tried again
   Executor exec_;
 };
 
