@@ -1060,7 +1060,7 @@ class ZmqGroup : public Backend {
     uint32_t theirs = 0;
     std::memcpy(&theirs, in.payload.data(), sizeof theirs);
     if (mine == 1 && theirs == 1) {
-      set_lane_note(concat("all_reduces of ", kLaneMinBytes >> 20, " MiB or more on a lane (tcp ",
+      set_lane_note(concat("all_reduces of ", kLaneMinBytes >> 10, " KiB or more on a lane (tcp ",
                            host, ":", o0.port, ")"));
       return true;
     }

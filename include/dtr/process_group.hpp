@@ -242,7 +242,7 @@ class ProcessGroup {
   // the group's first collective, then "shared memory" when every member runs on this host
   // and may map the others' memory (docs/process_groups.md, "Same-host collectives"), else
   // "sockets (why: the first rank that could not, and its reason)". A two-rank group on the
-  // sockets adds "; all_reduces of 1 MiB or more on a lane (tcp HOST:PORT)" or "; no lane
+  // sockets adds "; all_reduces of 128 KiB or more on a lane (tcp HOST:PORT)" or "; no lane
   // (why)" once its first such all_reduce chose (docs/process_groups.md, "Lanes").
   // mpi: "shared memory (...)" when every member shares memory with every other (dtr's own
   // collectives over Open MPI's shared-memory transport), else "MPI's transports (...)".

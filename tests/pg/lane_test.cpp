@@ -1,5 +1,5 @@
-// Lanes (pg/lane.hpp): a two-rank zmq group on the sockets moves its all_reduces of 1 MiB
-// or more on a TCP connection of its own. First the lane's pieces alone (a stranger at the
+// Lanes (pg/lane.hpp): a two-rank zmq group on the sockets moves its all_reduces of 128
+// KiB or more on a TCP connection of its own. First the lane's pieces alone (a stranger at the
 // listener, both directions at once with the fold, a peer that closes, a deadline, ranks out
 // of step), then whole groups: the lane is taken, gives the rank-order bits for every dtype
 // and op, stays off where it should, and a call on it fails in time when the peer dies or
@@ -197,7 +197,7 @@ TEST_CASE("lanes: ranks out of step, a deadline, a failed check and a closed pee
   }
 }
 
-TEST_CASE("lanes: two-rank all_reduces of 1 MiB or more take the lane, every dtype and op") {
+TEST_CASE("lanes: two-rank all_reduces of 128 KiB or more take the lane, every dtype and op") {
   std::mutex m;
   std::vector<std::vector<char>> bits[2];
   std::string notes[2];
@@ -208,7 +208,8 @@ TEST_CASE("lanes: two-rank all_reduces of 1 MiB or more take the lane, every dty
                          DType::BFloat16, DType::Bool}) {
           const int64_t es = static_cast<int64_t>(element_size(dt));
           // The smallest size on the lane, and one of a few chunks with an odd tail.
-          for (int64_t n : {int64_t{1 << 20} / es, int64_t{3 << 20} / es + 3}) {
+          for (int64_t n :
+               {static_cast<int64_t>(pg::kLaneMinBytes) / es, int64_t{3 << 20} / es + 3}) {
             for (ReduceOp op :
                  {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) {
               if (op == ReduceOp::Avg &&
@@ -233,21 +234,22 @@ TEST_CASE("lanes: two-rank all_reduces of 1 MiB or more take the lane, every dty
       on_sockets()));
   for (int r = 0; r < 2; ++r) {
     CAPTURE(notes[r]);
-    CHECK(notes[r].find("all_reduces of 1 MiB or more on a lane (tcp 127.0.0.1:") !=
+    CHECK(notes[r].find("all_reduces of 128 KiB or more on a lane (tcp 127.0.0.1:") !=
           std::string::npos);
   }
   REQUIRE(bits[0].size() == bits[1].size());
   for (size_t k = 0; k < bits[0].size(); ++k) CHECK(bits[0][k] == bits[1][k]);
 }
 
-TEST_CASE("lanes: not below 1 MiB, not for three ranks, and mismatched calls still fail clearly") {
+TEST_CASE(
+    "lanes: not below 128 KiB, not for three ranks, and mismatched calls still fail clearly") {
   std::mutex m;
   std::vector<std::string> notes, errors;
-  SUBCASE("below 1 MiB") {
+  SUBCASE("below 128 KiB") {
     check_no_errors(run_ranks(
         2,
         [&](ProcessGroup& g) {
-          auto t = local::full(Shape{(1 << 18) - 1}, g.rank() + 1);
+          auto t = local::full(Shape{(1 << 15) - 1}, g.rank() + 1);
           g.all_reduce(t);
           expect_values(
               t, [](int64_t) { return 3.0; }, "all_reduce");
@@ -274,7 +276,7 @@ TEST_CASE("lanes: not below 1 MiB, not for three ranks, and mismatched calls sti
     CHECK(n.rfind("sockets (", 0) == 0);
     CHECK(n.find("lane") == std::string::npos);
   }
-  SUBCASE("sizes that differ, both on the lane's side of 1 MiB") {
+  SUBCASE("sizes that differ, both on the lane's side of 128 KiB") {
     errors = run_ranks(
         2,
         [&](ProcessGroup& g) {
