@@ -276,6 +276,9 @@ int main(int argc, char** argv) {
         std::printf("%-18s %10s %7zu %12.1f %12.1f %9.2f %10.4g\n", r.bench.c_str(),
                     human_bytes(r.bytes).c_str(), r.iters, r.median_us, r.p99_us,
                     r.p99_us / r.median_us, r.busbw_gbs);
+      // The path the group took in the end (a lane, or why not: docs/process_groups.md).
+      const std::string path = pg.host_path();
+      if (!path.empty()) std::printf("path: %s\n", path.c_str());
     }
     pg.barrier();
     pg.shutdown();

@@ -3,15 +3,18 @@
 // bytes from the calling thread instead of through ZeroMQ's I/O threads.
 //
 // Why: through ZeroMQ a payload crosses two threads per process (the caller hands it to
-// the I/O thread, whose reads sleep in epoll between segments), and a 4 MiB all_reduce of
-// two ranks over loopback took 3.9-4.2 ms where two processes with one plain socket each,
-// spinning on non-blocking calls, take 2.3-2.4 ms, and 64 MiB 54-69 ms against 35-37 ms
-// (docs/performance.md, "The socket floor with the calling thread spinning").
+// the I/O thread, whose reads sleep in epoll between segments). On the lane the calling
+// thread spins while bytes move and reads 256 KiB at a time, folding each piece while it
+// is in the cache. Over loopback that made a two-rank 4 MiB all_reduce 1.4-2.9x faster
+// and a 64 MiB one up to 2.7x (docs/performance.md, "Lanes").
 //
 // Setup happens in band, inside a collective: rank 0 of the group listens (LaneListener)
 // on the address its group endpoint publishes, on a port the kernel picks, and sends the
 // port and a random token in the collective's first message (a LaneOffer, over the mesh);
 // rank 1 connects and presents the token; rank 0 keeps only a connection that presents it.
+// Both then tell each other over the mesh whether they hold the lane; when either does not
+// (nothing connected within zmq_backend's 5 s, as behind a firewall), the group keeps to
+// ZeroMQ from then on.
 // A lane never carries commands: a collective on it first exchanges a stamp (the lane's
 // generation and the collective's sequence number), so that ranks out of step fail with
 // ProtocolError instead of reading each other's payloads. Lanes are not used when the
