@@ -67,6 +67,26 @@ Lane::Sink into(std::vector<char>& buf) {
   return s;
 }
 
+// The message of the T that f() throws; "" (and a failed check) when it throws none.
+template <class T, class F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const T& e) {
+    return e.what();
+  }
+  FAIL_CHECK("nothing was thrown");
+  return "";
+}
+
+// In a forked rank: 0 when the group's path holds `want`, else 1 (and says what it holds).
+int path_holds(const ProcessGroup& g, const std::string& want) {
+  const std::string path = g.host_path();
+  if (path.find(want) != std::string::npos) return 0;
+  std::fprintf(stderr, "rank %d: path '%s', expected '%s'\n", g.rank(), path.c_str(), want.c_str());
+  return 1;
+}
+
 ProcessGroupOptions on_sockets(std::chrono::milliseconds timeout = 30s) {
   ProcessGroupOptions o = fast_options(timeout);
   o.same_host = false;
@@ -100,12 +120,9 @@ TEST_CASE("lanes: the listener keeps only the connection that presents its token
   ::close(silent);
   // Nobody else comes: the wait ends at its deadline, naming the port.
   const auto t0 = Clock::now();
-  try {
-    (void)listener->accept(3, Clock::now() + 200ms, nullptr, "all_reduce (collective #1)");
-    FAIL("accept returned");
-  } catch (const TimeoutError& e) {
-    CHECK(std::string(e.what()).find(std::to_string(listener->port())) != std::string::npos);
-  }
+  const std::string timeout = thrown<TimeoutError>(
+      [&] { (void)listener->accept(3, Clock::now() + 200ms, nullptr, "all_reduce (#1)"); });
+  CHECK(timeout.find(std::to_string(listener->port())) != std::string::npos);
   CHECK(Clock::now() - t0 < 5s);
 }
 
@@ -146,24 +163,17 @@ TEST_CASE("lanes: ranks out of step, a deadline, a failed check and a closed pee
     auto other = std::async(std::launch::async, [&, yy = y.get()] {
       CHECK_THROWS_AS(yy->stamp(6, deadline, nullptr, "test"), ProtocolError);
     });
-    try {
-      x->stamp(5, deadline, nullptr, "all_reduce (collective #5)");
-      FAIL("stamp passed");
-    } catch (const ProtocolError& e) {
-      CHECK(std::string(e.what()).find("out of step: expected collective #5 of lane 1, got #6") !=
-            std::string::npos);
-    }
+    const std::string error =
+        thrown<ProtocolError>([&] { x->stamp(5, deadline, nullptr, "all_reduce (#5)"); });
+    CHECK(error.find("out of step: expected collective #5 of lane 1, got #6") != std::string::npos);
     other.get();
   }
   SUBCASE("nothing comes before the deadline") {
     std::vector<char> buf(100);
     const auto t0 = Clock::now();
-    try {
-      x->exchange(nullptr, 0, into(buf), Clock::now() + 300ms, nullptr, "test");
-      FAIL("exchange returned");
-    } catch (const TimeoutError& e) {
-      CHECK(std::string(e.what()).find("received 0 of 100") != std::string::npos);
-    }
+    const std::string error = thrown<TimeoutError>(
+        [&] { x->exchange(nullptr, 0, into(buf), Clock::now() + 300ms, nullptr, "test"); });
+    CHECK(error.find("received 0 of 100") != std::string::npos);
     const auto took = Clock::now() - t0;
     CHECK(took >= 300ms);
     CHECK(took < 5s);
@@ -186,13 +196,9 @@ TEST_CASE("lanes: ranks out of step, a deadline, a failed check and a closed pee
       yy->exchange(half.data(), half.size(), into(none), deadline, nullptr, "test");
       yy.reset();  // closes its end
     });
-    try {
-      x->exchange(nullptr, 0, into(buf), deadline, nullptr, "test");
-      FAIL("exchange returned");
-    } catch (const TransportError& e) {
-      CHECK(std::string(e.what()).find("rank 0 closed the lane after 40 of 100 bytes") !=
-            std::string::npos);
-    }
+    const std::string error = thrown<TransportError>(
+        [&] { x->exchange(nullptr, 0, into(buf), deadline, nullptr, "test"); });
+    CHECK(error.find("rank 0 closed the lane after 40 of 100 bytes") != std::string::npos);
     other.get();
   }
 }
@@ -302,13 +308,7 @@ TEST_CASE("lanes: DTR_LANES=0 in one rank keeps the pair on ZeroMQ, with the sam
     g.all_reduce(t);
     expect_values(
         t, [](int64_t) { return 3.0; }, "all_reduce");
-    const std::string note = g.host_path();
-    const std::string want = r == 1 ? "no lane (DTR_LANES=0)" : "no lane (rank 1 keeps to ZeroMQ)";
-    if (note.find(want) == std::string::npos) {
-      std::fprintf(stderr, "rank %d: path '%s', expected '%s'\n", r, note.c_str(), want.c_str());
-      return 1;
-    }
-    return 0;
+    return path_holds(g, r == 1 ? "no lane (DTR_LANES=0)" : "no lane (rank 1 keeps to ZeroMQ)");
   });
   CHECK(codes[0] == 0);
   CHECK(codes[1] == 0);
@@ -326,15 +326,9 @@ TEST_CASE("lanes: a lane that cannot be opened leaves the pair on ZeroMQ, and sa
       expect_values(
           t, [&](int64_t) { return 1.0 + 2 * k; }, "all_reduce");
     }
-    const std::string note = g.host_path();
     // Rank 0 waited for a connection that never came.
-    const std::string want = r == 1 ? "no lane (could not open the lane: the test's fault)"
-                                    : "the other rank did not connect its lane to port";
-    if (note.find(want) == std::string::npos) {
-      std::fprintf(stderr, "rank %d: path '%s', expected '%s'\n", r, note.c_str(), want.c_str());
-      return 1;
-    }
-    return 0;
+    return path_holds(g, r == 1 ? "no lane (could not open the lane: the test's fault)"
+                                : "the other rank did not connect its lane to port");
   });
   CHECK(codes[0] == 0);
   CHECK(codes[1] == 0);
