@@ -62,7 +62,8 @@ void GroupThread::loop(State& s) {
 
 void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t nodes,
                    uint64_t session_id, std::chrono::milliseconds timeout,
-                   const SecurityConfig& security, const std::string& backend) {
+                   const SecurityConfig& security, const std::string& backend,
+                   std::shared_ptr<void> port_hold) {
   if (endpoints.size() != nodes || groups_.count(0)) return;
   auto promise = std::make_shared<std::promise<ProcessGroup>>();
   auto world = std::make_shared<Group>();
@@ -84,8 +85,10 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
   // The job may outlive the session (forming a group can take until its timeout):
   // dtr-worker does not exit through the static destructors while it runs
   // (GroupThread::running()).
-  thread_->post([promise, endpoints = std::move(endpoints), node, o] {
+  thread_->post([promise, endpoints = std::move(endpoints), node, o,
+                 port_hold = std::move(port_hold)]() mutable {
     try {
+      port_hold.reset();  // the port is free for the bind below, and only just
       ProcessGroup g = ProcessGroup::create(endpoints, static_cast<int>(node), o);
       // nccl carries CUDA tensors only; host tensors (all of them on a worker without a
       // GPU) go through dtr's own transport.

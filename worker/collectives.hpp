@@ -79,9 +79,11 @@ class Groups {
   // Forms group 0 from `endpoints` (one per node; this node binds endpoints[node]) in the
   // background, unless there is no endpoint per node or group 0 exists.
   // `backend`: "" for the default (zmq; nccl for CUDA tensors where built) or "gloo".
+  // `port_hold` keeps endpoints[node]'s port bound until the group binds it (released
+  // just before; see reserve_pg_endpoint in server.cpp).
   void setup(std::vector<std::string> endpoints, uint32_t node, uint32_t nodes, uint64_t session_id,
              std::chrono::milliseconds timeout, const SecurityConfig& security,
-             const std::string& backend = {});
+             const std::string& backend = {}, std::shared_ptr<void> port_hold = nullptr);
   // Makes subgroup `c.group` of group 0 (ranks < nodes); why not, nullopt when queued.
   std::optional<std::string> new_group(const protocol::cmd::NewGroup& c, uint32_t nodes);
   GroupPtr find(uint64_t id) const;  // null when absent

@@ -152,7 +152,13 @@ std::string tcp_host(const std::string& endpoint) {
 // An endpoint for this worker's rank of a session's process group: a TCP port the kernel
 // picks on `host`, released here and bound again when the master's Setup arrives
 // (milliseconds later; the kernel does not hand a just-released port out again at once).
-std::string reserve_pg_endpoint(const std::string& host) {
+// A port for the session's process group on `host`, chosen by the kernel, and a hold that
+// keeps it bound (not listening) until the group binds it: while it is held, no other bind
+// of this host (a port the kernel picks for a listener, a lane, a test's server) can take
+// it. Released at once, the port was taken in between now and then ("cannot bind ...:
+// Address already in use" when the group formed, in a CI run). "" when none.
+std::string reserve_pg_endpoint(const std::string& host, std::shared_ptr<void>& hold) {
+  hold.reset();
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return {};
   sockaddr_in addr{};
@@ -165,7 +171,11 @@ std::string reserve_pg_endpoint(const std::string& host) {
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
       out = fmt::format("tcp://{}:{}", host, ntohs(addr.sin_port));
   }
-  close(fd);
+  if (out.empty()) {
+    close(fd);
+    return out;
+  }
+  hold = std::shared_ptr<void>(nullptr, [fd](void*) { close(fd); });
   return out;
 }
 
@@ -285,8 +295,9 @@ struct Server::Impl {
   bool beat_connected = false;
   zmq::socket_t peer_socket;  // connect mode: where the session's other workers reach us
   std::string endpoint;
-  std::string peer_endpoint;  // connect mode: advertised in HELLO's reply
-  std::string pg_host;        // where the sessions' process groups bind
+  std::string peer_endpoint;           // connect mode: advertised in HELLO's reply
+  std::string pg_host;                 // where the sessions' process groups bind
+  std::shared_ptr<void> pg_port_hold;  // the session's reserved pg port (reserve_pg_endpoint)
   int wake_fd = -1;
   std::atomic<std::thread::id> loop_thread{};  // the thread in loop(), while it runs
   std::mutex outbox_mu;
@@ -488,6 +499,7 @@ void Server::Impl::protocol_error(const std::string* identity, std::string messa
 
 void Server::Impl::end_session(std::string_view what, bool tell_master, bool clean) {
   if (!session) return;
+  pg_port_hold.reset();
   recorder->counters.session_active.store(false, std::memory_order_relaxed);
   std::string summary;
   if (!clean) {
@@ -636,7 +648,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   reply.accepted = true;
   reply.threads = session->threads();
   reply.peer_endpoint = peer_endpoint;
-  reply.pg_endpoint = reserve_pg_endpoint(pg_host);
+  reply.pg_endpoint = reserve_pg_endpoint(pg_host, pg_port_hold);
   if (proto::same_host_enabled()) {
     reply.pid = static_cast<uint32_t>(getpid());
     reply.challenge = session->same_host_challenge();
@@ -726,7 +738,7 @@ void Server::Impl::on_setup(const std::string* identity, std::string_view header
   peer_dealers.clear();
   peer_dealers.resize(peers.size());
   session->setup(setup.node, static_cast<uint32_t>(peers.size()), setup.session,
-                 std::move(setup.pg_endpoints), std::move(setup.backend));
+                 std::move(setup.pg_endpoints), std::move(setup.backend), std::move(pg_port_hold));
   spdlog::info("session with master {}: this worker is node {} of {}", peer_client, setup.node,
                peers.size());
 }

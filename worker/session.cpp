@@ -1235,11 +1235,12 @@ void Session::run(std::shared_ptr<const protocol::Batch> batch,
 }
 
 void Session::setup(uint32_t node, uint32_t nodes, uint64_t session_id,
-                    std::vector<std::string> pg_endpoints, std::string backend) {
+                    std::vector<std::string> pg_endpoints, std::string backend,
+                    std::shared_ptr<void> port_hold) {
   Impl& s = *impl_;
   s.outbox.setup(node, nodes, session_id);
   s.groups.setup(std::move(pg_endpoints), node, nodes, session_id, s.options.collective_timeout,
-                 s.options.security, backend);
+                 s.options.security, backend, std::move(port_hold));
 }
 
 bool Session::notify(const protocol::PeerNotify& n, const PayloadFrame* payload) {

@@ -141,8 +141,10 @@ class Session {
   // `pg_endpoints` (one per node), the workers form the session's process group in the
   // background: this node binds pg_endpoints[node]; collectives wait for it. `backend`:
   // the group's backend for host tensors ("" for this worker's default, or "gloo").
+  // `port_hold`: see Groups::setup.
   void setup(uint32_t node, uint32_t nodes, uint64_t session_id,
-             std::vector<std::string> pg_endpoints = {}, std::string backend = {});
+             std::vector<std::string> pg_endpoints = {}, std::string backend = {},
+             std::shared_ptr<void> port_hold = nullptr);
   // A peer's notification, with the tensor's bytes for a copy; false (and nothing
   // changed) when it is not for this session.
   bool notify(const protocol::PeerNotify& n, const PayloadFrame* payload = nullptr);
