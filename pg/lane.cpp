@@ -13,9 +13,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include "dtr/error.hpp"
+#include "protocol/same_host.hpp"
 
 namespace dtr::pg {
 namespace {
@@ -45,17 +45,22 @@ void set_nodelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// poll()'s timeout for one sleep with `left` until the deadline: at most kLanePollSlice,
+// at least 1 ms.
+int poll_ms(Clock::duration left) {
+  const auto slice = std::min<Clock::duration>(left, kLanePollSlice);
+  return static_cast<int>(
+      std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(slice).count()));
+}
+
 // Waits until fd is ready for `events`, in slices, calling check between them; false at
 // the deadline.
 bool wait_ready(int fd, short events, Clock::time_point deadline, const LaneCheck& check) {
   for (;;) {
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) return false;
-    const auto slice = std::min<Clock::duration>(left, kLanePollSlice);
     pollfd p{fd, events, 0};
-    const int ms = static_cast<int>(
-        std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(slice).count()));
-    const int n = ::poll(&p, 1, ms);
+    const int n = ::poll(&p, 1, poll_ms(left));
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return true;  // the call that follows reports the error
     if (check) check();
@@ -85,11 +90,6 @@ bool move_all(int fd, char* data, size_t bytes, bool write, Clock::time_point de
     }
   }
   return true;
-}
-
-uint64_t random_token() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 addrinfo* resolve(const std::string& host, uint16_t port, bool passive, std::string* why) {
@@ -157,7 +157,7 @@ std::unique_ptr<LaneListener> LaneListener::open(const std::string& host, std::s
   const uint16_t port = bound.ss_family == AF_INET6
                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                             : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return std::unique_ptr<LaneListener>(new LaneListener(fd, port, random_token()));
+  return std::unique_ptr<LaneListener>(new LaneListener(fd, port, protocol::random_challenge()));
 }
 
 LaneListener::~LaneListener() {
@@ -168,8 +168,8 @@ int LaneListener::accept(uint32_t generation, Clock::time_point deadline, const 
                          const std::string& what) {
   for (;;) {
     if (!wait_ready(fd_, POLLIN, deadline, check)) {
-      throw TimeoutError(concat(what, ": the other rank did not connect its lane to port ", port_,
-                                " in time"));
+      throw TimeoutError(
+          concat(what, ": the other rank did not connect its lane to port ", port_, " in time"));
     }
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) continue;  // EAGAIN, or a connection that went away: wait for the next
@@ -306,10 +306,7 @@ void Lane::exchange(const char* out, size_t out_bytes, const Sink& in, Clock::ti
     pollfd p{fd_, 0, 0};
     if (sent < out_bytes) p.events |= POLLOUT;
     if (got < in.bytes) p.events |= POLLIN;
-    const auto slice = std::min<Clock::duration>(deadline - now, kLanePollSlice);
-    const int ms = static_cast<int>(
-        std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(slice).count()));
-    if (::poll(&p, 1, ms) == 0 && check) check();
+    if (::poll(&p, 1, poll_ms(deadline - now)) == 0 && check) check();
   }
 }
 

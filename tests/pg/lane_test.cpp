@@ -251,31 +251,25 @@ TEST_CASE(
     "lanes: not below 128 KiB, not for three ranks, and mismatched calls still fail clearly") {
   std::mutex m;
   std::vector<std::string> notes, errors;
-  SUBCASE("below 128 KiB") {
+  // Sum of 1..p at every element, and the paths the ranks took.
+  auto all_reduce_ones = [&](int p, int64_t n) {
     check_no_errors(run_ranks(
-        2,
+        p,
         [&](ProcessGroup& g) {
-          auto t = local::full(Shape{(1 << 15) - 1}, g.rank() + 1);
+          auto t = local::full(Shape{n}, g.rank() + 1);
           g.all_reduce(t);
           expect_values(
-              t, [](int64_t) { return 3.0; }, "all_reduce");
+              t, [&](int64_t) { return p * (p + 1) / 2.0; }, "all_reduce");
           std::lock_guard lock(m);
           notes.push_back(g.host_path());
         },
         on_sockets()));
+  };
+  SUBCASE("below 128 KiB") {
+    all_reduce_ones(2, (1 << 15) - 1);
   }
   SUBCASE("three ranks") {
-    check_no_errors(run_ranks(
-        3,
-        [&](ProcessGroup& g) {
-          auto t = local::full(Shape{1 << 20}, g.rank() + 1);
-          g.all_reduce(t);
-          expect_values(
-              t, [](int64_t) { return 6.0; }, "all_reduce");
-          std::lock_guard lock(m);
-          notes.push_back(g.host_path());
-        },
-        on_sockets()));
+    all_reduce_ones(3, 1 << 20);
   }
   for (const auto& n : notes) {
     CAPTURE(n);
