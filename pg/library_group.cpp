@@ -165,10 +165,12 @@ void LibraryGroup::stop_threads() {
 void LibraryGroup::mark_broken(const std::string& why) {
   std::lock_guard lock(m_);
   if (broken_.empty()) broken_ = why;
+  is_broken_ = true;
 }
 
 void LibraryGroup::check_usable(const std::string& what) const {
   if (closing_.load()) throw TransportError(what + ": the process group was shut down");
+  if (!is_broken_.load()) return;  // the common case takes no lock
   std::lock_guard lock(m_);
   if (!broken_.empty()) {
     throw TransportError(fmt::format(
@@ -331,20 +333,30 @@ int LibraryGroup::finish_recv(RecvOp& op) {
 Work LibraryGroup::collective(CollectiveArgs args) {
   std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
   const uint64_t seq = ++seq_;
-  auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
   if (args.blocking && exec_.try_begin_inline()) {
     lock.unlock();
-    execute(args, seq, *work);
+    // Runs on this thread: the name goes into a buffer of the group (one inline call at a
+    // time), and a call that succeeds shares one completed state; nothing is allocated.
+    collective_name_into(inline_what_, args.op, seq, call_suffix_);
+    std::exception_ptr error = execute(args, seq, inline_what_);
+    std::shared_ptr<Work::State> work = done_work_state();
+    if (error) {
+      work = std::make_shared<Work::State>(inline_what_);
+      work->complete(std::move(error));
+    }
     exec_.end_inline();
-    return Work(work);
+    return Work(std::move(work));
   }
-  exec_.post([this, seq, work, a = std::move(args)]() mutable { execute(a, seq, *work); });
+  auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
+  exec_.post([this, seq, work, a = std::move(args)]() mutable {
+    work->complete(execute(a, seq, work->what));
+  });
   return Work(work);
 }
 
-void LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
-  const std::string& what = work.what;  // the call's name, made once (collective())
-  const auto deadline = Clock::now() + options_.timeout;
+std::exception_ptr LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, const std::string& what) {
+  // A deadline of seconds: the coarse clock's few ms do not matter, its cost per call does.
+  const auto deadline = coarse_now() + options_.timeout;
   try {
     check_usable(what);
     if (size() == 1) {
@@ -354,15 +366,15 @@ void LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
       run(a, collective_tag(seq, false), what, deadline);
     }
     finish_average(a, rank_, size());
-    work.complete();
+    return nullptr;
   } catch (const TimeoutError& e) {
     mark_broken(e.what());
-    work.complete(std::current_exception());
+    return std::current_exception();
   } catch (const TransportError& e) {
     mark_broken(e.what());
-    work.complete(std::current_exception());
+    return std::current_exception();
   } catch (...) {
-    work.complete(std::current_exception());
+    return std::current_exception();
   }
 }
 

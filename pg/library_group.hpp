@@ -142,7 +142,8 @@ class LibraryGroup : public Backend {
  private:
   struct RecvOp;
   struct SendOp;
-  void execute(CollectiveArgs& args, uint64_t seq, Work::State& work);
+  // Runs one collective; returns its error (null on success). `what`: the call's name.
+  std::exception_ptr execute(CollectiveArgs& args, uint64_t seq, const std::string& what);
   void verify(const CollectiveArgs& args, uint64_t seq, const std::string& what,
               Clock::time_point deadline);
   // Registers a transfer so that shutdown() can abort it; returns it shared.
@@ -168,6 +169,8 @@ class LibraryGroup : public Backend {
   mutable std::mutex m_;  // seq_, broken_, transfers_
   uint64_t seq_ = 0;
   std::string broken_;
+  std::atomic<bool> is_broken_{false};  // broken_ is set (read without m_)
+  std::string inline_what_;  // the name of the call running inline (guarded by exec_'s gate)
   std::list<std::shared_ptr<Transfer>> transfers_;
   std::vector<std::atomic<uint64_t>> payload_ids_;  // next payload id per destination
   std::atomic<bool> closing_{false};

@@ -85,6 +85,11 @@ namespace pg {
 
 using Clock = std::chrono::steady_clock;
 
+// One state, completed without an error, for every call that finished on the calling thread
+// before its Work was made (a blocking call run inline): such a call allocates no state of
+// its own. Nothing may complete it again or set its progress.
+const std::shared_ptr<Work::State>& done_work_state();
+
 // Counts zero-copy frames ZeroMQ still holds. on_zero (if set) runs once when the count
 // drops to zero after close() (for isend: completes the Work).
 struct SendTracker {

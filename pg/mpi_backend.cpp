@@ -491,6 +491,7 @@ class MpiGroup final : public LibraryGroup {
 
   Comms c_;
   std::shared_ptr<std::vector<char>> scratch_ = std::make_shared<std::vector<char>>();
+  MpiDirectContext::Lists lists_;  // run()'s, one call at a time
   std::atomic<uint64_t> children_{0};
   std::atomic<bool> abandoned_{false};  // a request of these communicators was given up
 };
@@ -507,6 +508,7 @@ void MpiGroup::run(CollectiveArgs& a, uint32_t tag, const std::string& what,
     ctx.stop = &closing_flag();
     ctx.what = &what;
     ctx.scratch = &scratch_;
+    ctx.lists = &lists_;
     ctx.give_up = giver();
     run_mpi_direct(a, ctx);
     return;

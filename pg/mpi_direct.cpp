@@ -29,9 +29,10 @@ size_t bytes_of(const local::Tensor& t) {
 class Round {
  public:
   // `a`: the call, whose tensors' storages go with requests that are given up.
-  Round(MpiDirectContext& ctx, const CollectiveArgs& a) : ctx_(ctx), a_(a) {
-    reqs_.reserve(2 * static_cast<size_t>(ctx.size));
-    recv_.reserve(2 * static_cast<size_t>(ctx.size));
+  Round(MpiDirectContext& ctx, const CollectiveArgs& a)
+      : ctx_(ctx), a_(a), reqs_(ctx.lists->reqs), recv_(ctx.lists->is_recv) {
+    reqs_.clear();
+    recv_.clear();
   }
   Round(const Round&) = delete;
   Round& operator=(const Round&) = delete;
@@ -102,8 +103,8 @@ class Round {
   MpiDirectContext& ctx_;
   const CollectiveArgs& a_;
   std::vector<std::shared_ptr<void>> memory_;  // what keep() added
-  std::vector<MPI_Request> reqs_;
-  std::vector<uint8_t> recv_;
+  std::vector<MPI_Request>& reqs_;             // the group's lists (MpiDirectContext::lists)
+  std::vector<uint8_t>& recv_;
 };
 
 // Scratch memory of at least `bytes`.
@@ -135,7 +136,8 @@ void all_reduce_small(CollectiveArgs& a, MpiDirectContext& ctx, Round& round) {
   const int p = ctx.size, r = ctx.rank;
   char* out = static_cast<char*>(t.raw_data());
   char* base = scratch(ctx, bytes * static_cast<size_t>(p));
-  std::vector<const char*> parts(p);
+  std::vector<const char*>& parts = ctx.lists->parts;
+  parts.resize(static_cast<size_t>(p));
   for (int q = 0; q < p; ++q) {
     parts[q] = base + bytes * static_cast<size_t>(q);
     if (q == r) continue;
@@ -186,7 +188,8 @@ void all_reduce_large(CollectiveArgs& a, MpiDirectContext& ctx, Round& round) {
       round.send(q, at(q, k), static_cast<size_t>(c.seg_len(q, k)) * es);
     }
   };
-  std::vector<const char*> parts(p);
+  std::vector<const char*>& parts = ctx.lists->parts;
+  parts.resize(static_cast<size_t>(p));
   auto fold_segment = [&](int64_t k) {
     for (int q = 0; q < p; ++q) parts[q] = slot(q);
     if (c.seg_len(r, k) > 0) fold(at(r, k), parts, r, slot(r), c.seg_len(r, k), dt, a.reduce);

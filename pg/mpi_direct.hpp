@@ -62,6 +62,14 @@ struct MpiDirectContext {
   const std::string* what = nullptr;
   // Reusable scratch memory of the group; replaced when a failed call gives it up.
   std::shared_ptr<std::vector<char>>* scratch = nullptr;
+  // The lists a call fills, kept by the group and reused (one call at a time), so that a
+  // call allocates nothing once they have grown.
+  struct Lists {
+    std::vector<MPI_Request> reqs;
+    std::vector<uint8_t> is_recv;
+    std::vector<const char*> parts;
+  };
+  Lists* lists = nullptr;
   // Keeps a request nobody waits for any more, with the memory it uses.
   std::function<void(MPI_Request, std::shared_ptr<void>)> give_up;
 };

@@ -86,11 +86,22 @@ bool Work::is_success() const {
   return state_->done && !state_->error;
 }
 
+const std::shared_ptr<Work::State>& pg::done_work_state() {
+  static const std::shared_ptr<Work::State> done = [] {
+    auto s = std::make_shared<Work::State>("a completed call");
+    s->complete();
+    return s;
+  }();
+  return done;
+}
+
 void Work::wait(std::chrono::milliseconds timeout) {
   if (!state_) throw InvalidArgument("Work::wait on an empty Work");
+  if (state_ == pg::done_work_state()) return;  // finished inline, without an error
   if (state_->progress && !is_completed()) state_->progress(*state_);
   std::unique_lock lock(state_->m);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+  // done is checked first: wait_for reads the clock even when it need not wait.
+  if (!state_->done && !state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
     throw TimeoutError(
         fmt::format("{}: not complete after waiting {} ms", state_->what, timeout.count()));
   }

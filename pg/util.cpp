@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <ctime>
 
 #include "dtr/error.hpp"
 
@@ -71,7 +72,20 @@ std::string local_address_towards(const std::string& ip) {
 }
 
 std::string collective_name(CommOp op, uint64_t seq, std::string_view suffix) {
-  return concat(comm_op_name(op), " (collective #", seq, ")", suffix);
+  std::string s;
+  collective_name_into(s, op, seq, suffix);
+  return s;
+}
+
+void collective_name_into(std::string& out, CommOp op, uint64_t seq, std::string_view suffix) {
+  concat_into(out, comm_op_name(op), " (collective #", seq, ")", suffix);
+}
+
+std::chrono::steady_clock::time_point coarse_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return std::chrono::steady_clock::time_point(std::chrono::seconds(ts.tv_sec) +
+                                               std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 std::string format_ranks(const std::vector<int>& ranks) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,9 +48,22 @@ std::string concat(const Parts&... parts) {
   (detail::append_part(s, parts), ...);
   return s;
 }
+// The same into `out` (cleared first), which keeps its capacity: no allocation once it is
+// large enough.
+template <typename... Parts>
+void concat_into(std::string& out, const Parts&... parts) {
+  out.clear();
+  (detail::append_part(out, parts), ...);
+}
 
 // A collective's name in messages: "all_reduce (collective #7)" followed by `suffix` (" on
 // rank 1 of a group of 4 (mpi)", made once per group).
 std::string collective_name(CommOp op, uint64_t seq, std::string_view suffix);
+void collective_name_into(std::string& out, CommOp op, uint64_t seq, std::string_view suffix);
+
+// CLOCK_MONOTONIC read at the kernel's tick (the clock of std::chrono::steady_clock, up to
+// one tick, a few ms, behind it), several times cheaper than a full read on VMs: for
+// deadlines of seconds computed on every call.
+std::chrono::steady_clock::time_point coarse_now();
 
 }  // namespace dtr::pg
