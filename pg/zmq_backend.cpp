@@ -767,14 +767,24 @@ class ZmqGroup : public Backend {
   Work collective(CollectiveArgs args) override {
     std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
     const uint64_t seq = ++seq_;
-    auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
     if (args.blocking && exec_.try_begin_inline()) {
       lock.unlock();
-      execute(args, seq, *work);
+      // As in LibraryGroup::collective: the name into the group's buffer (one inline call
+      // at a time), and a call that succeeds shares one completed state.
+      collective_name_into(inline_what_, args.op, seq, call_suffix_);
+      std::exception_ptr error = execute(args, seq, inline_what_);
+      std::shared_ptr<Work::State> work = done_work_state();
+      if (error) {
+        work = std::make_shared<Work::State>(inline_what_);
+        work->complete(std::move(error));
+      }
       exec_.end_inline();
-      return Work(work);
+      return Work(std::move(work));
     }
-    exec_.post([this, seq, work, a = std::move(args)]() mutable { execute(a, seq, *work); });
+    auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
+    exec_.post([this, seq, work, a = std::move(args)]() mutable {
+      work->complete(execute(a, seq, work->what));
+    });
     return Work(work);
   }
 
@@ -893,7 +903,8 @@ class ZmqGroup : public Backend {
     return why;
   }
 
-  void execute(CollectiveArgs& a, uint64_t seq, Work::State& work) {
+  // Runs one collective; returns its error (null on success). `what`: the call's name.
+  std::exception_ptr execute(CollectiveArgs& a, uint64_t seq, const std::string& what) {
     // On the sockets this thread reads its own messages (mesh.hpp). Not on the same-host
     // path: a FastReader scope keeps the I/O thread polling every millisecond, which on a
     // host with as many ranks as cores takes a core from a rank now and then.
@@ -902,24 +913,21 @@ class ZmqGroup : public Backend {
     const local::Tensor* ref = reference_tensor(a);
     const DType dtype = ref != nullptr ? ref->meta().dtype : DType::Float32;
     const int64_t count = ref != nullptr ? ref->meta().numel() : 0;
-    const std::string& what = work.what;  // the call's name, made once (collective())
     try {
       if (mesh_->is_shut_down()) throw Error(what + ": the process group was shut down");
       if (!host_decided_) decide_host_path(what);
     } catch (...) {
-      work.complete(std::current_exception());
-      return;
+      return std::current_exception();
     }
     if (host_) {
       fast.reset();
       try {
         host_->run(a, seq, dtype, count, mesh_->options().timeout, what,
                    [&](int q) { mesh_->check_alive({members_[static_cast<size_t>(q)]}, what); });
-        work.complete();
+        return nullptr;
       } catch (...) {
-        work.complete(std::current_exception());
+        return std::current_exception();
       }
-      return;
     }
     // The sockets' state of this call (step counters, send trackers): built only here.
     Run run(*mesh_, id_, seq, members_, rank_, a, dtype, count, what);
@@ -927,7 +935,7 @@ class ZmqGroup : public Backend {
       run_on_sockets(run, a, dtype, count);
       run.finish();
       mesh_->finish_collective(id_, seq);
-      work.complete();
+      return nullptr;
     } catch (...) {
       auto e = std::current_exception();
       std::string text;
@@ -938,7 +946,7 @@ class ZmqGroup : public Backend {
       }
       mesh_->send_abort(id_, seq, a.op, members_, code_of(e), text);
       mesh_->finish_collective(id_, seq);
-      work.complete(e);
+      return e;
     }
   }
 
@@ -1185,6 +1193,7 @@ class ZmqGroup : public Backend {
   std::vector<int> members_;
   int rank_ = -1;
   std::string call_suffix_;  // " on rank 1 of a group of 4", for collective_name()
+  std::string inline_what_;  // the name of the call running inline (guarded by exec_'s gate)
   std::mutex m_;
   uint64_t seq_ = 0;
   uint64_t children_ = 0;
