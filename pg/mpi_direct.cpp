@@ -250,10 +250,12 @@ bool mpi_direct_takes(const CollectiveArgs& a, bool shared_memory, int size) {
       const size_t bytes = bytes_of(a.outputs[0]);
       return shared_memory || size == 2 || bytes >= kDirectAcrossHostsBytes;
     }
+    // Between two ranks the root's one send is every broadcast algorithm, and one exchange
+    // every all_gather's; among more across hosts, Open MPI's trees do better.
     case CommOp::Broadcast:
-      return shared_memory && bytes_of(a.outputs[0]) <= kDirectBroadcastMax;
+      return (shared_memory || size == 2) && bytes_of(a.outputs[0]) <= kDirectBroadcastMax;
     case CommOp::AllGather:
-      return shared_memory && bytes_of(a.inputs[0]) <= static_cast<size_t>(INT_MAX);
+      return (shared_memory || size == 2) && bytes_of(a.inputs[0]) <= static_cast<size_t>(INT_MAX);
     default:
       return false;
   }

@@ -46,9 +46,10 @@ constexpr size_t kDirectSmallBytes = 8 << 10;
 constexpr size_t kPieceBytes = 4000;
 constexpr size_t kSegmentBytes = 1 << 20;
 constexpr size_t kDirectBroadcastMax = 1 << 30;
-// Across hosts only all_reduce goes direct: between two ranks always (one exchange, or two
-// rounds that are a ring's), among more from 1 MiB; below, Open MPI's recursive doubling
-// measured faster.
+// Across hosts: between two ranks every one of them goes direct (one exchange, one send, or
+// two rounds that are a ring's: what any algorithm does for two, without libnbc's cost);
+// among more only all_reduce from 1 MiB (below, Open MPI's recursive doubling measured
+// faster; its broadcast and all_gather trees beat a linear one).
 constexpr size_t kDirectAcrossHostsBytes = 1 << 20;
 
 // What a direct collective uses of its group.
