@@ -428,9 +428,12 @@ class MpiGroup final : public LibraryGroup {
       return "shared memory (Open MPI's shared-memory transport; dtr's own all_reduce, "
              "broadcast and all_gather)";
     }
-    return "MPI's transports (not every member shares memory with every other, or Open MPI's "
-           "btl selection leaves out shared memory; dtr's own all_reduce between two ranks or "
-           "from 1 MiB)";
+    return size() == 2
+               ? "MPI's transports (not every member shares memory with every other, or Open "
+                 "MPI's btl selection leaves out shared memory; dtr's own all_reduce, broadcast "
+                 "and all_gather, as between any two ranks)"
+               : "MPI's transports (not every member shares memory with every other, or Open "
+                 "MPI's btl selection leaves out shared memory; dtr's own all_reduce from 1 MiB)";
   }
 
  protected:
