@@ -171,7 +171,13 @@ LibraryGroup::LibraryGroup(std::string name, int rank, std::vector<int> world_ra
       members_(std::move(world_ranks)),
       options_(options),
       call_suffix_(fmt::format(" on rank {} of a group of {} ({})", rank_, members_.size(), name_)),
-      payload_ids_(members_.size()) {}
+      payload_ids_(members_.size()) {
+  for (int q = 0; q < size(); ++q) {
+    auto done = std::make_shared<Work::State>("a completed receive");
+    done->complete(nullptr, q);
+    done_from_.push_back(std::move(done));
+  }
+}
 
 LibraryGroup::~LibraryGroup() {
   stop_threads();
@@ -231,21 +237,37 @@ int LibraryGroup::await(const std::shared_ptr<Transfer>& t, Clock::time_point de
   }
 }
 
-void LibraryGroup::complete_with(bool blocking, const std::shared_ptr<Work::State>& work,
-                                 std::function<int()> body) {
-  auto run = [work, body = std::move(body)] {
+namespace {
+std::shared_ptr<Work::State> failed_state(const std::string& what, std::exception_ptr e) {
+  auto work = std::make_shared<Work::State>(what);
+  work->complete(std::move(e));
+  return work;
+}
+}  // namespace
+
+template <typename Body>
+Work LibraryGroup::complete_with(bool blocking, const std::string& what, Body body) {
+  if (blocking) {
+    try {
+      const int source = body();
+      // Shared completed states: a blocking call that succeeds allocates none.
+      return Work(source >= 0 && static_cast<size_t>(source) < done_from_.size()
+                      ? done_from_[static_cast<size_t>(source)]
+                      : done_work_state());
+    } catch (...) {
+      return Work(failed_state(what, std::current_exception()));
+    }
+  }
+  auto work = std::make_shared<Work::State>(what);
+  pool_.post([work, body = std::move(body)] {
     try {
       const int source = body();
       work->complete(nullptr, source);
     } catch (...) {
       work->complete(std::current_exception());
     }
-  };
-  if (blocking) {
-    run();
-  } else {
-    pool_.post(std::move(run));
-  }
+  });
+  return Work(work);
 }
 
 // ---------------------------------------------------------------- point to point
@@ -253,8 +275,7 @@ void LibraryGroup::complete_with(bool blocking, const std::shared_ptr<Work::Stat
 Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking) {
   auto op = std::make_shared<SendOp>();
   op->what = concat("send from rank ", rank_, " to rank ", dst, " (tag ", tag, ", ", name_, ")");
-  op->deadline = Clock::now() + options_.timeout;
-  auto work = std::make_shared<Work::State>(op->what);
+  op->deadline = coarse_now() + options_.timeout;
   try {
     check_usable(op->what);
     check_tag(tag, op->what);
@@ -282,14 +303,12 @@ Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking
       untrack(op->header);
       op->header.reset();
     }
-    work->complete(std::current_exception());
-    return Work(work);
+    return Work(failed_state(op->what, std::current_exception()));
   }
-  complete_with(blocking, work, [this, op] {
+  return complete_with(blocking, op->what, [this, op] {
     finish_send(*op);
     return -1;
   });
-  return Work(work);
 }
 
 void LibraryGroup::finish_send(SendOp& op) {
@@ -303,20 +322,17 @@ Work LibraryGroup::irecv(const local::Tensor& t, int src, int tag, bool blocking
       src == kAnySource
           ? concat("recv on rank ", rank_, " from any rank (tag ", tag, ", ", name_, ")")
           : concat("recv on rank ", rank_, " from rank ", src, " (tag ", tag, ", ", name_, ")");
-  op->deadline = Clock::now() + options_.timeout;
+  op->deadline = coarse_now() + options_.timeout;
   op->tensor = t;
-  auto work = std::make_shared<Work::State>(op->what);
   try {
     check_usable(op->what);
     check_tag(tag, op->what);
     const Channel header{Channel::Kind::Header, static_cast<uint64_t>(static_cast<int64_t>(tag))};
     op->header = track(post_recv(src, header, op->message.data(), op->message.size(), op));
   } catch (...) {
-    work->complete(std::current_exception());
-    return Work(work);
+    return Work(failed_state(op->what, std::current_exception()));
   }
-  complete_with(blocking, work, [this, op] { return finish_recv(*op); });
-  return Work(work);
+  return complete_with(blocking, op->what, [this, op] { return finish_recv(*op); });
 }
 
 int LibraryGroup::finish_recv(RecvOp& op) {

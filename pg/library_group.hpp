@@ -156,9 +156,10 @@ class LibraryGroup : public Backend {
   // Returns the sender's group rank.
   int finish_recv(RecvOp& op);
   void finish_send(SendOp& op);
-  // Runs `body` (a point-to-point wait) inline or on the pool; completes `work` with it.
-  void complete_with(bool blocking, const std::shared_ptr<Work::State>& work,
-                     std::function<int()> body);
+  // Runs `body` (a point-to-point wait, returning the peer's rank or -1) inline when
+  // `blocking`, else on the pool; the Work completes with it. `what`: the call's name.
+  template <typename Body>
+  Work complete_with(bool blocking, const std::string& what, Body body);
 
   const std::string name_;
   const int rank_;
@@ -173,6 +174,8 @@ class LibraryGroup : public Backend {
   std::string inline_what_;  // the name of the call running inline (guarded by exec_'s gate)
   std::list<std::shared_ptr<Transfer>> transfers_;
   std::vector<std::atomic<uint64_t>> payload_ids_;  // next payload id per destination
+  // Completed states of successful blocking receives, by sender (Work::source_rank()).
+  std::vector<std::shared_ptr<Work::State>> done_from_;
   std::atomic<bool> closing_{false};
 
   Executor exec_;

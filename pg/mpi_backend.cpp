@@ -507,6 +507,7 @@ void MpiGroup::run(CollectiveArgs& a, uint32_t tag, const std::string& what,
     ctx.rank = rank();
     ctx.size = size();
     ctx.tag = static_cast<int>(tag % (static_cast<uint32_t>(MpiRuntime::get().tag_ub()) + 1));
+    ctx.shared_memory = c_.shared_memory;
     ctx.deadline = deadline;
     ctx.stop = &closing_flag();
     ctx.what = &what;

@@ -212,11 +212,18 @@ void all_reduce_large(CollectiveArgs& a, MpiDirectContext& ctx, Round& round) {
 void broadcast(CollectiveArgs& a, MpiDirectContext& ctx, Round& round) {
   const local::Tensor& t = a.outputs[0];
   const size_t bytes = bytes_of(t);
-  if (ctx.rank != a.root) {
-    round.recv(a.root, t.raw_data(), bytes);
-  } else {
-    for (int q = 0; q < ctx.size; ++q) {
-      if (q != a.root) round.send(q, t.raw_data(), bytes);
+  char* data = static_cast<char*>(t.raw_data());
+  // A small tensor over shared memory goes in pieces that each fit one eager message (one
+  // message of 4 KiB waits for the receiver's acknowledgement).
+  const size_t piece = ctx.shared_memory && bytes <= kDirectSmallBytes ? kPieceBytes : bytes;
+  for (size_t off = 0; off < bytes; off += piece) {
+    const size_t len = std::min(piece, bytes - off);
+    if (ctx.rank != a.root) {
+      round.recv(a.root, data + off, len);
+    } else {
+      for (int q = 0; q < ctx.size; ++q) {
+        if (q != a.root) round.send(q, data + off, len);
+      }
     }
   }
   round.wait();

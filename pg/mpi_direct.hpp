@@ -15,7 +15,8 @@
 //    rank in rank order, kSegmentBytes at a time, and sends the result to the others
 //    (2(p-1)/p of the tensor in and out per rank, as a ring, with one round per segment
 //    instead of p - 1);
-//  - broadcast: the root sends to every rank; all_gather: every rank sends its block to
+//  - broadcast: the root sends to every rank (over shared memory, up to kDirectSmallBytes
+//    in eager pieces, as the small all_reduce); all_gather: every rank sends its block to
 //    every other.
 // Each element is folded as ((x0 op x1) op x2) ... in rank order, exactly once, and then
 // copied, so every rank holds the same bits, and the same bits as the zmq backend's
@@ -57,7 +58,8 @@ struct MpiDirectContext {
   MPI_Comm comm = MPI_COMM_NULL;  // used by these collectives only
   int rank = 0;
   int size = 1;
-  int tag = 0;  // distinct from the group's previous collective
+  int tag = 0;                 // distinct from the group's previous collective
+  bool shared_memory = false;  // Open MPI's shared-memory transport carries the messages
   Clock::time_point deadline;
   const std::atomic<bool>* stop = nullptr;
   const std::string* what = nullptr;
