@@ -73,6 +73,7 @@ std::string local_address_towards(const std::string& ip) {
 
 std::string collective_name(CommOp op, uint64_t seq, std::string_view suffix) {
   std::string s;
+  s.reserve(96);  // one allocation, as concat()
   collective_name_into(s, op, seq, suffix);
   return s;
 }
