@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "issue_order.hpp"
 #include "reduce.hpp"
 #include "signature.hpp"
 #include "util.hpp"
@@ -367,27 +368,11 @@ int LibraryGroup::finish_recv(RecvOp& op) {
 // ---------------------------------------------------------------- collectives
 
 Work LibraryGroup::collective(CollectiveArgs args) {
-  std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
-  const uint64_t seq = ++seq_;
-  if (args.blocking && exec_.try_begin_inline()) {
-    lock.unlock();
-    // Runs on this thread: the name goes into a buffer of the group (one inline call at a
-    // time), and a call that succeeds shares one completed state; nothing is allocated.
-    collective_name_into(inline_what_, args.op, seq, call_suffix_);
-    std::exception_ptr error = execute(args, seq, inline_what_);
-    std::shared_ptr<Work::State> work = done_work_state();
-    if (error) {
-      work = std::make_shared<Work::State>(inline_what_);
-      work->complete(std::move(error));
-    }
-    exec_.end_inline();
-    return Work(std::move(work));
-  }
-  auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
-  exec_.post([this, seq, work, a = std::move(args)]() mutable {
-    work->complete(execute(a, seq, work->what));
-  });
-  return Work(work);
+  return run_in_issue_order(IssueOrder{m_, seq_, exec_, inline_what_, call_suffix_},
+                            std::move(args),
+                            [this](CollectiveArgs& a, uint64_t seq, const std::string& what) {
+                              return execute(a, seq, what);
+                            });
 }
 
 std::exception_ptr LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, const std::string& what) {

@@ -50,6 +50,7 @@
 
 #include "backend.hpp"
 #include "executor.hpp"
+#include "issue_order.hpp"
 #include "lane.hpp"
 #include "mesh.hpp"
 #include "protocol/same_host.hpp"
@@ -765,27 +766,11 @@ class ZmqGroup : public Backend {
   }
 
   Work collective(CollectiveArgs args) override {
-    std::unique_lock lock(m_);  // numbering and queueing in one step keeps issue order
-    const uint64_t seq = ++seq_;
-    if (args.blocking && exec_.try_begin_inline()) {
-      lock.unlock();
-      // As in LibraryGroup::collective: the name into the group's buffer (one inline call
-      // at a time), and a call that succeeds shares one completed state.
-      collective_name_into(inline_what_, args.op, seq, call_suffix_);
-      std::exception_ptr error = execute(args, seq, inline_what_);
-      std::shared_ptr<Work::State> work = done_work_state();
-      if (error) {
-        work = std::make_shared<Work::State>(inline_what_);
-        work->complete(std::move(error));
-      }
-      exec_.end_inline();
-      return Work(std::move(work));
-    }
-    auto work = std::make_shared<Work::State>(collective_name(args.op, seq, call_suffix_));
-    exec_.post([this, seq, work, a = std::move(args)]() mutable {
-      work->complete(execute(a, seq, work->what));
-    });
-    return Work(work);
+    return run_in_issue_order(IssueOrder{m_, seq_, exec_, inline_what_, call_suffix_},
+                              std::move(args),
+                              [this](CollectiveArgs& a, uint64_t seq, const std::string& what) {
+                                return execute(a, seq, what);
+                              });
   }
 
   void shutdown() override { mesh_->shutdown(); }
