@@ -77,6 +77,46 @@ PG_BACKEND_TEST("failure: mismatched all_reduce fails clearly on every rank, the
   }
 }
 
+// The number in "all_reduce (collective #N)" of a message; -1 when there is none.
+int64_t collective_number(const std::string& message) {
+  const std::string key = "(collective #";
+  const size_t at = message.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stoll(message.substr(at + key.size()));
+}
+
+// A blocking call that runs on the calling thread writes its name into a buffer of the group
+// and, when it succeeds, shares one completed Work state: each failure must still name its
+// own call, and each success must read as one.
+PG_BACKEND_TEST("failure: each failing blocking call names its own collective number") {
+  check_no_errors(run_ranks(backend, 2, [&](ProcessGroup& g) {
+    const int r = g.rank();
+    std::vector<int64_t> numbers;
+    for (int i = 0; i < 3; ++i) {
+      auto t = local::ones(Shape{r == 1 ? 9 : 8});
+      try {
+        g.all_reduce(t);
+        throw Error("a mismatched all_reduce did not fail");
+      } catch (const ShapeError& e) {
+        numbers.push_back(collective_number(e.what()));
+        if (numbers.back() < 0) throw Error(std::string("no collective number in: ") + e.what());
+      }
+      auto ok = local::ones(Shape{8});
+      Work w = g.all_reduce_async(ok);
+      w.wait();
+      if (!w.is_completed() || !w.is_success()) throw Error("a finished all_reduce reads as not");
+      g.all_reduce(ok);
+      if (ok.data<float>()[0] != 4.0f) throw Error("all_reduce gave a wrong sum");
+    }
+    for (size_t i = 1; i < numbers.size(); ++i) {
+      if (numbers[i] <= numbers[i - 1]) {
+        throw Error("failures named collectives #" + std::to_string(numbers[i - 1]) + " then #" +
+                    std::to_string(numbers[i]));
+      }
+    }
+  }));
+}
+
 PG_BACKEND_TEST(
     "failure: AVG on integers and bad list lengths are refused before anything is sent") {
   check_no_errors(run_ranks(backend, 2, [&](ProcessGroup& g) {
