@@ -10,6 +10,8 @@
 //    then the fold (what pg/mpi_direct.cpp posts for a small all_reduce of two ranks, on a
 //    communicator of its own);
 //  - MPI_Bcast from rank 0 (the root's time) against MPI_Isend + MPI_Test on the root;
+//  - a ping-pong (round trip) with MPI_Send / MPI_Recv against MPI_Isend / MPI_Irecv tested
+//    until done (what the backend's point-to-point calls post, without their header);
 // and the ratios library / pattern (>= 1: the pattern is no slower than the library).
 // Two ranks only; the others, if any, wait at the barriers.
 #include <mpi.h>
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
   MPI_Comm_dup(MPI_COMM_WORLD, &direct);
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
   const int peer = 1 - rank;
-  double lib = 0, pattern = 0, bcast = 0, isend = 0;
+  double lib = 0, pattern = 0, bcast = 0, isend = 0, pingpong = 0, tested = 0;
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank < 2) {
     lib = median_us(iters, [&] {
@@ -91,6 +93,31 @@ int main(int argc, char** argv) {
       wait_all(&r, 1);
     });
     MPI_Barrier(pair);
+    pingpong = median_us(iters, [&] {
+      if (rank == 0) {
+        MPI_Send(a.data(), n, MPI_FLOAT, 1, 9, direct);
+        MPI_Recv(b.data(), n, MPI_FLOAT, 1, 9, direct, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(b.data(), n, MPI_FLOAT, 0, 9, direct, MPI_STATUS_IGNORE);
+        MPI_Send(b.data(), n, MPI_FLOAT, 0, 9, direct);
+      }
+    });
+    MPI_Barrier(pair);
+    tested = median_us(iters, [&] {
+      MPI_Request r;
+      if (rank == 0) {
+        MPI_Isend(a.data(), n, MPI_FLOAT, 1, 10, direct, &r);
+        wait_all(&r, 1);
+        MPI_Irecv(b.data(), n, MPI_FLOAT, 1, 10, direct, &r);
+        wait_all(&r, 1);
+      } else {
+        MPI_Irecv(b.data(), n, MPI_FLOAT, 0, 10, direct, &r);
+        wait_all(&r, 1);
+        MPI_Isend(b.data(), n, MPI_FLOAT, 0, 10, direct, &r);
+        wait_all(&r, 1);
+      }
+    });
+    MPI_Barrier(pair);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
@@ -101,6 +128,9 @@ int main(int argc, char** argv) {
     std::printf("MPI_Bcast (root)                %8.3f us\n", bcast);
     std::printf("Isend + Test (root)             %8.3f us   library / pattern %.2f\n", isend,
                 bcast / isend);
+    std::printf("Send / Recv round trip          %8.3f us\n", pingpong);
+    std::printf("Isend / Irecv + Test round trip %8.3f us   library / pattern %.2f\n", tested,
+                pingpong / tested);
   }
   if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
   MPI_Comm_free(&direct);
