@@ -6,6 +6,7 @@
 
 #include "autograd/op_node.hpp"
 #include "dtr/autograd.hpp"
+#include "support/message_of.hpp"
 
 namespace dtr::test {
 namespace {
@@ -14,16 +15,6 @@ using local::Tensor;
 
 std::vector<float> values(const Tensor& t) {
   return t.to_vector<float>();
-}
-
-template <typename E, typename F>
-std::string message_of(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -8,22 +8,13 @@
 #include <string>
 
 #include "dtr/data.hpp"
+#include "support/message_of.hpp"
 
 namespace dtr::test {
 namespace {
 
 using namespace dtr::data;
 using local::Tensor;
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -83,19 +74,21 @@ TEST_CASE("data: IDX round trip, MNIST loading and strict errors") {
     std::ofstream(bad, std::ios::binary | std::ios::trunc) << content;
   };
   write(std::string("\x01\x00\x08\x01", 4) + bytes.substr(4));
-  CHECK(has(error_of([&] { read_idx(bad); }), "bad magic 01 00 08 01"));
+  CHECK(has(message_of<InvalidArgument>([&] { read_idx(bad); }), "bad magic 01 00 08 01"));
   write(bytes.substr(0, bytes.size() - 3));
-  CHECK(has(error_of([&] { read_idx(bad); }), "cut short"));
+  CHECK(has(message_of<InvalidArgument>([&] { read_idx(bad); }), "cut short"));
   write(bytes + "zz");
-  CHECK(has(error_of([&] { read_idx(bad); }), "trailing bytes"));
+  CHECK(has(message_of<InvalidArgument>([&] { read_idx(bad); }), "trailing bytes"));
   write(bytes.substr(0, 6));
-  CHECK(has(error_of([&] { read_idx(bad); }), "cut short in the header"));
-  CHECK(has(error_of([&] { load_mnist(f.labels, f.labels); }), "3-D uint8 image file"));
+  CHECK(has(message_of<InvalidArgument>([&] { read_idx(bad); }), "cut short in the header"));
+  CHECK(has(message_of<InvalidArgument>([&] { load_mnist(f.labels, f.labels); }),
+            "3-D uint8 image file"));
   write_idx(bad, local::from_vector<int32_t>({1, 2, 3}), IdxType::UInt8);
-  CHECK(has(error_of([&] { load_mnist(f.images, bad); }), "50 images but"));
+  CHECK(has(message_of<InvalidArgument>([&] { load_mnist(f.images, bad); }), "50 images but"));
   write_idx(bad, local::from_vector<float>({1.5f, -2}), IdxType::Float32);
   CHECK(read_idx(bad).values.to_vector<float>() == std::vector<float>{1.5f, -2});
-  CHECK(has(error_of([&] { write_idx(bad, local::from_vector<int32_t>({300}), IdxType::UInt8); }),
+  CHECK(has(message_of<InvalidArgument>(
+                [&] { write_idx(bad, local::from_vector<int32_t>({300}), IdxType::UInt8); }),
             "does not fit"));
 }
 

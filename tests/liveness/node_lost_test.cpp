@@ -11,6 +11,7 @@
 #include "dtr/collectives.hpp"
 #include "liveness/liveness_support.hpp"
 #include "master/cluster.hpp"
+#include "support/message_of.hpp"
 
 namespace {
 
@@ -32,19 +33,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs `f`, which must throw RemoteError; returns its text (empty, and a failed check, if
-// it did not).
-template <typename F>
-std::string remote_error_of(F&& f) {
-  try {
-    f();
-  } catch (const RemoteError& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no RemoteError");
-  return {};
-}
-
 struct Stopped {
   pid_t pid;
   explicit Stopped(pid_t p) : pid(p) { REQUIRE(kill(pid, SIGSTOP) == 0); }
@@ -62,7 +50,7 @@ TEST_CASE("a collective with a stopped member fails on the others in time; they 
   Stopped stopped(cluster.worker(2).pid());
   auto t0 = Clock::now();
   all_reduce(ts);  // nodes 0 and 1 wait for node 2 in it
-  std::string why = remote_error_of([&] { (void)ts[0].sum().item<float>(); });
+  std::string why = message_of<RemoteError>([&] { (void)ts[0].sum().item<float>(); });
   double after = seconds_since(t0);
   CHECK_MESSAGE(why.find("node 2 is lost to this session") != std::string::npos, why);
   // The master's bound (its heartbeat timeout), not the collective timeout (300 s).
@@ -82,7 +70,7 @@ TEST_CASE("a copy from a stopped node fails on its receiver in time, naming the 
   Stopped stopped(cluster.worker(2).pid());
   auto t0 = Clock::now();
   DistributedTensor copy = src.to(1);  // node 1 waits for node 2's bytes
-  std::string why = remote_error_of([&] { (void)copy.sum().item<int64_t>(); });
+  std::string why = message_of<RemoteError>([&] { (void)copy.sum().item<int64_t>(); });
   double after = seconds_since(t0);
   CHECK_MESSAGE(why.find("node 2 is lost to this session") != std::string::npos, why);
   CHECK_MESSAGE(after < 3.0 * std::chrono::duration<double>(kTimeout).count() + 1.0, after);

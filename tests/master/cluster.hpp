@@ -20,6 +20,7 @@
 
 #include "dtr/distributed.hpp"
 #include "dtr/tensor.hpp"
+#include "support/message_of.hpp"
 #include "support/worker_process.hpp"
 
 namespace dtr::test {
@@ -120,20 +121,6 @@ class Cluster {
 
 inline bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
-}
-
-// The message of the E that fn() throws; "<no exception>" or "<other: ...>" otherwise, so
-// that a failed CHECK on it says what happened.
-template <typename E, typename F>
-std::string message_of(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<other exception: ") + e.what() + ">";
-  }
-  return "<no exception>";
 }
 
 // Exact equality of dtype, shape and values (NaN equals NaN; the same kernels run on both

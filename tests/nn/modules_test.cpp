@@ -8,6 +8,7 @@
 
 #include "autograd/gradcheck.hpp"
 #include "dtr/nn.hpp"
+#include "support/message_of.hpp"
 
 namespace dtr::test {
 namespace {
@@ -20,16 +21,6 @@ Tensor local_input() {
   static uint64_t seed = 100;
   Generator gen(seed++);
   return local::randn({4, 3}, gen, DType::Float64).t();
-}
-
-template <typename E, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -106,7 +97,7 @@ TEST_CASE("nn: functions against finite differences") {
               return F::dropout(x[0], 0.3, true, &g);
             },
             {local_input()});
-  CHECK(has(error_of<ShapeError>([] {
+  CHECK(has(message_of<ShapeError>([] {
               F::nll_loss(local::ones({3, 4}), local::ones({4}, DType::Int64));
             }),
             "nll_loss"));
@@ -145,24 +136,24 @@ TEST_CASE("nn: state files round trip and refuse bad files") {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
   };
   write("NOTSTATE" + bytes.substr(8));
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path); }), "not a dtr state file"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path); }), "not a dtr state file"));
   std::string v2 = bytes;
   v2[8] = 2;
   write(v2);
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path); }), "format version 2"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path); }), "format version 2"));
   write(bytes.substr(0, bytes.size() - 40));
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path); }), "cut short"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path); }), "cut short"));
   std::string flipped = bytes;
   flipped[bytes.size() - 20] ^= 1;
   write(flipped);
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path); }), "checksum mismatch"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path); }), "checksum mismatch"));
   write(bytes + "x");
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path); }), "follow the checksum"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path); }), "follow the checksum"));
   nn::save_state(path, {{"fc1.weight", local::zeros({3, 5})}});
-  CHECK(has(error_of<ShapeError>([&] { b.load(path); }), "'fc1.weight' has shape [3, 5]"));
+  CHECK(has(message_of<ShapeError>([&] { b.load(path); }), "'fc1.weight' has shape [3, 5]"));
   nn::save_state(path, {{"bogus", local::zeros({1})}});
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path); }), "'bogus' names no parameter"));
-  CHECK(has(error_of<InvalidArgument>([&] { b.load(path + ".missing"); }), "cannot open"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path); }), "'bogus' names no parameter"));
+  CHECK(has(message_of<InvalidArgument>([&] { b.load(path + ".missing"); }), "cannot open"));
   std::remove(path.c_str());
 }
 

@@ -6,21 +6,12 @@
 #include <string>
 
 #include "dtr/optim.hpp"
+#include "support/message_of.hpp"
 
 namespace dtr::test {
 namespace {
 
 using local::Tensor;
-
-template <typename E, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -45,11 +36,11 @@ TEST_CASE("optim: SGD with momentum, dampening, weight decay and nesterov") {
     CHECK(got[0] == doctest::Approx(w[0]).epsilon(1e-12));
     CHECK(got[1] == doctest::Approx(w[1]).epsilon(1e-12));
   }
-  CHECK(has(error_of<InvalidArgument>([] {
+  CHECK(has(message_of<InvalidArgument>([] {
               optim::SGD<Tensor>({local::ones({1}).requires_grad_()}, {.nesterov = true});
             }),
             "nesterov"));
-  CHECK(has(error_of<InvalidArgument>([] { optim::SGD<Tensor>({local::ones({1})}, {}); }),
+  CHECK(has(message_of<InvalidArgument>([] { optim::SGD<Tensor>({local::ones({1})}, {}); }),
             "does not require grad"));
 }
 

@@ -18,12 +18,15 @@
 
 #include "pg/wire.hpp"
 #include "pg_test_util.hpp"
+#include "support/message_of.hpp"
 
 using namespace dtr;
 using namespace dtr::pgtest;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using dtr::test::message_of;
 
 constexpr auto kWait = 5s;  // the most any single wait of these tests takes
 
@@ -142,18 +145,6 @@ std::optional<std::vector<zmq::message_t>> receive(zmq::socket_t& s,
     return frames;
   }
   return std::nullopt;
-}
-
-template <typename E>
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<other exception: ") + e.what() + ">";
-  }
-  return "<no exception>";
 }
 
 bool contains(const std::string& s, const std::string& part) {

@@ -14,11 +14,13 @@
 
 #include "pg/lane.hpp"
 #include "pg_test_util.hpp"
+#include "support/message_of.hpp"
 
 namespace {
 
 using namespace dtr;
 using namespace dtr::pgtest;
+using dtr::test::message_of;
 using pg::Lane;
 using pg::LaneListener;
 using Clock = std::chrono::steady_clock;
@@ -67,18 +69,6 @@ Lane::Sink into(std::vector<char>& buf) {
   return s;
 }
 
-// The message of the T that f() throws; "" (and a failed check) when it throws none.
-template <class T, class F>
-std::string thrown(F&& f) {
-  try {
-    f();
-  } catch (const T& e) {
-    return e.what();
-  }
-  FAIL_CHECK("nothing was thrown");
-  return "";
-}
-
 // In a forked rank: 0 when the group's path holds `want`, else 1 (and says what it holds).
 int path_holds(const ProcessGroup& g, const std::string& want) {
   const std::string path = g.host_path();
@@ -120,7 +110,7 @@ TEST_CASE("lanes: the listener keeps only the connection that presents its token
   ::close(silent);
   // Nobody else comes: the wait ends at its deadline, naming the port.
   const auto t0 = Clock::now();
-  const std::string timeout = thrown<TimeoutError>(
+  const std::string timeout = message_of<TimeoutError>(
       [&] { (void)listener->accept(3, Clock::now() + 200ms, nullptr, "all_reduce (#1)"); });
   CHECK(timeout.find(std::to_string(listener->port())) != std::string::npos);
   CHECK(Clock::now() - t0 < 5s);
@@ -164,14 +154,14 @@ TEST_CASE("lanes: ranks out of step, a deadline, a failed check and a closed pee
       CHECK_THROWS_AS(yy->stamp(6, deadline, nullptr, "test"), ProtocolError);
     });
     const std::string error =
-        thrown<ProtocolError>([&] { x->stamp(5, deadline, nullptr, "all_reduce (#5)"); });
+        message_of<ProtocolError>([&] { x->stamp(5, deadline, nullptr, "all_reduce (#5)"); });
     CHECK(error.find("out of step: expected collective #5 of lane 1, got #6") != std::string::npos);
     other.get();
   }
   SUBCASE("nothing comes before the deadline") {
     std::vector<char> buf(100);
     const auto t0 = Clock::now();
-    const std::string error = thrown<TimeoutError>(
+    const std::string error = message_of<TimeoutError>(
         [&] { x->exchange(nullptr, 0, into(buf), Clock::now() + 300ms, nullptr, "test"); });
     CHECK(error.find("received 0 of 100") != std::string::npos);
     const auto took = Clock::now() - t0;
@@ -196,7 +186,7 @@ TEST_CASE("lanes: ranks out of step, a deadline, a failed check and a closed pee
       yy->exchange(half.data(), half.size(), into(none), deadline, nullptr, "test");
       yy.reset();  // closes its end
     });
-    const std::string error = thrown<TransportError>(
+    const std::string error = message_of<TransportError>(
         [&] { x->exchange(nullptr, 0, into(buf), deadline, nullptr, "test"); });
     CHECK(error.find("rank 0 closed the lane after 40 of 100 bytes") != std::string::npos);
     other.get();

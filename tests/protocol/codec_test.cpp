@@ -17,33 +17,18 @@
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "support/message_of.hpp"
 
 namespace {
 
 using namespace dtr;
 using namespace dtr::protocol;
 
-// The message of the ProtocolError `f` throws; fails the test when it throws nothing or
-// something else.
-template <typename F>
-std::string protocol_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ProtocolError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("expected a ProtocolError, got another exception: " << e.what());
-    return "";
-  }
-  FAIL_CHECK("expected a ProtocolError, nothing was thrown");
-  return "";
-}
-
-#define CHECK_REJECTS(expr, needle)                                  \
-  do {                                                               \
-    std::string message_ = protocol_error_of([&] { (void)(expr); }); \
-    INFO("error message: " << message_);                             \
-    CHECK(message_.find(needle) != std::string::npos);               \
+#define CHECK_REJECTS(expr, needle)                                                     \
+  do {                                                                                  \
+    std::string message_ = dtr::test::message_of<ProtocolError>([&] { (void)(expr); }); \
+    INFO("error message: " << message_);                                                \
+    CHECK(message_.find(needle) != std::string::npos);                                  \
   } while (false)
 
 // Offsets in a batch header: prefix, Cereal's endianness tag, the u32 command count, then
