@@ -201,24 +201,31 @@ std::string read_endpoint(const std::string& file) {
 
 }  // namespace
 
-int pick_free_port(const std::string& addr) {
+ReservedPort::ReservedPort(const std::string& addr) {
   for (bool any : {false, true}) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) break;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = 0;
     if (any || ::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
       sa.sin_addr.s_addr = htonl(INADDR_ANY);
     socklen_t len = sizeof sa;
-    int port = -1;
     if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-      port = ntohs(sa.sin_port);
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0 && sa.sin_port != 0) {
+      fd_ = fd;
+      port_ = ntohs(sa.sin_port);
+      return;
+    }
     ::close(fd);
-    if (port > 0) return port;
   }
   throw TransportError(fmt::format("dtr-exec: cannot find a free TCP port on {}", addr));
+}
+
+ReservedPort::~ReservedPort() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string find_worker_binary(const std::string& explicit_path) {
@@ -253,7 +260,10 @@ std::string find_worker_binary(const std::string& explicit_path) {
 
 int run_ranks(const RankJobOptions& o) {
   const int n = o.nproc;
-  const int port = o.master_port > 0 ? o.master_port : pick_free_port(o.master_addr);
+  // A port of dtr-exec's choosing stays reserved until the job ends (see ReservedPort).
+  std::optional<ReservedPort> reserved;
+  if (o.master_port <= 0) reserved.emplace(o.master_addr);
+  const int port = reserved ? reserved->port() : o.master_port;
   Supervisor sup;
   std::vector<std::size_t> ranks;
   try {

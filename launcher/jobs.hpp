@@ -73,9 +73,24 @@ int run_ranks(const RankJobOptions& options);
 int run_with_workers(const WorkerJobOptions& options);
 [[noreturn]] void run_launched(const LaunchedJobOptions& options);
 
-// A TCP port that was free on `addr` (or on any address when `addr` cannot be bound) a
-// moment ago. Throws dtr::TransportError when none can be had.
-int pick_free_port(const std::string& addr);
+// A free TCP port on `addr` (or on any address when `addr` cannot be bound), held for as
+// long as the object lives: bound with SO_REUSEADDR and not listening. The kernel then
+// gives it to no other process that asks for a free port (bind to port 0, or an outgoing
+// connection), which closes the race between picking a port and rank 0 binding it, while
+// rank 0's store, which binds with SO_REUSEADDR (as ZeroMQ and torch's TCPStore do), can
+// still listen on it. Throws dtr::TransportError when no port can be had.
+class ReservedPort {
+ public:
+  explicit ReservedPort(const std::string& addr);
+  ~ReservedPort();
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 // The dtr-worker binary: `explicit_path` when set, else the one next to this executable
 // (or, in dtr's build tree, the one in worker/ beside this launcher/), else

@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
   l_opt->excludes(w_opt);
   app.add_option("--master-addr", master_addr, "MASTER_ADDR given to the ranks")
       ->capture_default_str();
-  app.add_option("--master-port", master_port,
-                 "MASTER_PORT given to the ranks (default: a free port)")
+  app.add_option(
+         "--master-port", master_port,
+         "MASTER_PORT given to the ranks (default: a free port, reserved until the job ends)")
       ->check(CLI::Range(1, 65535));
   app.add_flag("--no-prefix", no_prefix, "Do not prefix output lines with the rank");
   app.add_option("--grace-ms", grace_ms,

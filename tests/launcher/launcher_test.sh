@@ -63,6 +63,31 @@ env)
   has_out "[0] A=127.0.0.2 P=29999 S=unset O=unset"
   has_out "[1] A=127.0.0.2 P=29999 S=unset O=unset"
   ;;
+port_reserved)
+  # The MASTER_PORT dtr-exec picks stays reserved while the job runs: a plain bind fails (so
+  # the kernel hands it to no other process as a free port), while a server that binds with
+  # SO_REUSEADDR, as rank 0's store does, listens on it and takes connections.
+  run 0 -n 2 python3 -c '
+import errno, os, socket
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+plain = socket.socket()
+try:
+    plain.bind((addr, port))
+    print("plain bind: succeeded")
+except OSError as e:
+    print("plain bind:", errno.errorcode.get(e.errno, e.errno))
+if os.environ["RANK"] == "0":
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((addr, port))
+    server.listen(4)
+    client = socket.create_connection((addr, port), timeout=10)
+    server.accept()
+    print("reuseaddr listen: connected")'
+  has_out "[0] plain bind: EADDRINUSE"
+  has_out "[1] plain bind: EADDRINUSE"
+  has_out "[0] reuseaddr listen: connected"
+  ;;
 prefix)
   # stdout and stderr lines are prefixed and stay on their stream; a partial last line is
   # flushed with a newline; long output arrives complete.
