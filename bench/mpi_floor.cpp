@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace {
@@ -47,7 +48,11 @@ void wait_all(MPI_Request* reqs, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // DTR_FLOOR_THREADS=multiple: the thread level dtr's mpi backend asks for, to price it.
+  const char* level = std::getenv("DTR_FLOOR_THREADS");
+  const bool multiple = level != nullptr && std::string(level) == "multiple";
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -315,7 +315,7 @@ class GlooGroup final : public LibraryGroup {
     }
   }
 
-  std::unique_ptr<Transfer> post_send(int dst, Channel c, const void* data, size_t bytes,
+  std::shared_ptr<Transfer> post_send(int dst, Channel c, const void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
     auto buf = ctx_->createUnboundBuffer(const_cast<void*>(data), bytes);
     NoSigpipe no_sigpipe;  // a send may be written at once, on this thread
@@ -324,10 +324,10 @@ class GlooGroup final : public LibraryGroup {
     } catch (...) {
       rethrow_as_dtr(fmt::format("gloo send to rank {}", dst));
     }
-    return std::make_unique<GlooTransfer>(std::move(buf), true, std::move(keepalive), breaker());
+    return std::make_shared<GlooTransfer>(std::move(buf), true, std::move(keepalive), breaker());
   }
 
-  std::unique_ptr<Transfer> post_recv(int src, Channel c, void* data, size_t bytes,
+  std::shared_ptr<Transfer> post_recv(int src, Channel c, void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
     auto buf = ctx_->createUnboundBuffer(data, bytes);
     NoSigpipe no_sigpipe;  // a receive announces itself with a write
@@ -344,7 +344,7 @@ class GlooGroup final : public LibraryGroup {
     } catch (...) {
       rethrow_as_dtr("gloo receive");
     }
-    return std::make_unique<GlooTransfer>(std::move(buf), false, std::move(keepalive), breaker());
+    return std::make_shared<GlooTransfer>(std::move(buf), false, std::move(keepalive), breaker());
   }
 
   void close_library() override {

@@ -46,18 +46,20 @@ void finish_average(CollectiveArgs& a, int rank, int size) {
 }
 
 // Checks a received header against the receive tensor; throws DTypeError / ShapeError naming
-// both, ProtocolError for a header that cannot be one.
-void check_header(const Header& h, int from, const local::Tensor& t, const std::string& what) {
+// both, ProtocolError for a header that cannot be one. `name()` gives the call's name (only
+// formatted for an error).
+template <typename Name>
+void check_header(const Header& h, int from, const local::Tensor& t, Name&& name) {
   if (h.magic != kHeaderMagic || h.version != kHeaderVersion) {
     throw ProtocolError(
-        fmt::format("{}: rank {} sent a message that is not a dtr header", what, from));
+        fmt::format("{}: rank {} sent a message that is not a dtr header", name(), from));
   }
   if (h.src != from || h.dtype > static_cast<uint8_t>(DType::BFloat16) || h.numel < 0 ||
       h.bytes != static_cast<uint64_t>(h.numel) * element_size(static_cast<DType>(h.dtype)) ||
       h.bytes > kMaxPayloadBytes ||
       (h.inline_payload != 0 && h.bytes > LibraryGroup::kInlineBytes)) {
     throw ProtocolError(fmt::format(
-        "{}: rank {} sent a malformed header (sender {}, dtype {}, {} elements, {} bytes)", what,
+        "{}: rank {} sent a malformed header (sender {}, dtype {}, {} elements, {} bytes)", name(),
         from, h.src, h.dtype, h.numel, h.bytes));
   }
   const auto got = static_cast<DType>(h.dtype);
@@ -65,12 +67,12 @@ void check_header(const Header& h, int from, const local::Tensor& t, const std::
   const int64_t n = t.meta().numel();
   if (got != dt) {
     throw DTypeError(fmt::format(
-        "{}: rank {} sent {} with {} elements, the receive tensor is {} with {} elements", what,
+        "{}: rank {} sent {} with {} elements, the receive tensor is {} with {} elements", name(),
         from, dtype_name(got), h.numel, dtype_name(dt), n));
   }
   if (h.numel != n) {
     throw ShapeError(fmt::format("{}: rank {} sent {} elements, the receive tensor has {} ({})",
-                                 what, from, h.numel, n, describe(t.meta())));
+                                 name(), from, h.numel, n, describe(t.meta())));
   }
 }
 
@@ -129,39 +131,74 @@ void FlatBlocks::copy_out(const std::vector<local::Tensor>& blocks) const {
 }
 
 namespace {
-// A message's bytes: the header's kHeaderBytes zeroed, the rest not initialized.
+// A message's bytes: the header's kHeaderBytes zeroed, the rest not initialized. Up to
+// `Local` bytes after the header lie inside the object (no allocation of their own: the
+// operation holding it is one allocation); a larger message goes to the heap.
+template <size_t Local>
 class MessageBuffer {
  public:
   MessageBuffer() = default;
-  explicit MessageBuffer(size_t size) : data_(new char[size]), size_(size) {
-    std::memset(data_.get(), 0, std::min(size, LibraryGroup::kHeaderBytes));
+  MessageBuffer(const MessageBuffer&) = delete;
+  MessageBuffer& operator=(const MessageBuffer&) = delete;
+  void resize(size_t size) {
+    if (size > sizeof local_) heap_.reset(new char[size]);
+    size_ = size;
+    std::memset(data(), 0, std::min(size, LibraryGroup::kHeaderBytes));
   }
-  char* data() const { return data_.get(); }
+  char* data() { return heap_ ? heap_.get() : local_; }
   size_t size() const { return size_; }
 
  private:
-  std::unique_ptr<char[]> data_;
+  alignas(8) char local_[LibraryGroup::kHeaderBytes + Local];
+  std::unique_ptr<char[]> heap_;
   size_t size_ = 0;
 };
 }  // namespace
 
+// A point-to-point call's name in messages ("send from rank 0 to rank 1 (tag 5, mpi)"),
+// formatted on first use: an error, or a non-blocking call's Work. A blocking call that
+// succeeds never formats it. Used by one thread at a time (the caller, then the pool).
+struct LibraryGroup::P2PName {
+  const LibraryGroup* group;
+  bool send;
+  int peer;  // destination, source, or kAnySource
+  int tag;
+  std::string text;
+
+  const std::string& str() {
+    if (!text.empty()) return text;
+    const int me = group->rank_;
+    if (send) {
+      text =
+          concat("send from rank ", me, " to rank ", peer, " (tag ", tag, ", ", group->name_, ")");
+    } else if (peer == kAnySource) {
+      text = concat("recv on rank ", me, " from any rank (tag ", tag, ", ", group->name_, ")");
+    } else {
+      text =
+          concat("recv on rank ", me, " from rank ", peer, " (tag ", tag, ", ", group->name_, ")");
+    }
+    return text;
+  }
+};
+
 struct LibraryGroup::SendOp {
-  std::string what;
+  P2PName what;
   Clock::time_point deadline;
-  MessageBuffer message;              // header (and inline payload)
+  // Header and inline payload; a payload of up to 192 bytes needs no allocation of its own.
+  MessageBuffer<192> message;
   std::shared_ptr<void> keepalive;    // the tensor's storage while its payload is sent
   std::shared_ptr<Transfer> header;   // the header message
   std::shared_ptr<Transfer> payload;  // the payload message, when not inline
 };
 
 struct LibraryGroup::RecvOp {
-  std::string what;
+  P2PName what;
   Clock::time_point deadline;
   local::Tensor tensor;
-  // Room for a header and the largest inline payload. Only the header's bytes are zeroed
-  // (a message shorter than a header then fails the magic check): a 16 KiB memset per
-  // receive was most of a small receive's time.
-  MessageBuffer message = MessageBuffer(kHeaderBytes + kInlineBytes);
+  // Room for a header and the largest inline payload, inside the operation. Only the
+  // header's bytes are zeroed (a message shorter than a header then fails the magic check):
+  // a 16 KiB memset per receive was most of a small receive's time.
+  MessageBuffer<kInlineBytes> message;
   std::shared_ptr<Transfer> header;
 };
 
@@ -207,35 +244,47 @@ void LibraryGroup::check_usable(const std::string& what) const {
   }
 }
 
-std::shared_ptr<Transfer> LibraryGroup::track(std::unique_ptr<Transfer> t) {
-  std::shared_ptr<Transfer> shared(std::move(t));
+std::shared_ptr<Transfer> LibraryGroup::track(std::shared_ptr<Transfer> t) {
   std::lock_guard lock(m_);
-  transfers_.push_back(shared);
-  if (closing_.load()) shared->abort();
-  return shared;
+  transfers_.push_back(t);
+  if (closing_.load()) t->abort();
+  return t;
 }
 
 void LibraryGroup::untrack(const std::shared_ptr<Transfer>& t) {
   std::lock_guard lock(m_);
-  transfers_.remove(t);
+  // Few transfers are pending at once: a search, and the last moved into the hole, keep the
+  // vector's memory (no allocation per message once it has grown).
+  for (auto& slot : transfers_) {
+    if (slot != t) continue;
+    slot = std::move(transfers_.back());
+    transfers_.pop_back();
+    return;
+  }
 }
 
 int LibraryGroup::await(const std::shared_ptr<Transfer>& t, Clock::time_point deadline,
-                        const std::string& what) {
+                        P2PName& what) {
   try {
     const int peer = t->wait(deadline);
     untrack(t);
     return peer;
   } catch (const TimeoutError& e) {
     untrack(t);
-    throw TimeoutError(what + ": " + e.what());
+    throw TimeoutError(what.str() + ": " + e.what());
   } catch (const TransportError& e) {
     untrack(t);
-    throw TransportError(what + ": " + e.what());
+    throw TransportError(what.str() + ": " + e.what());
   } catch (...) {
     untrack(t);
     throw;
   }
+}
+
+void LibraryGroup::check_p2p(P2PName& what, int tag) const {
+  if (closing_.load() || is_broken_.load()) check_usable(what.str());
+  std::string refused = unsupported_tag(tag);
+  if (!refused.empty()) throw InvalidArgument(what.str() + ": " + refused);
 }
 
 namespace {
@@ -247,7 +296,7 @@ std::shared_ptr<Work::State> failed_state(const std::string& what, std::exceptio
 }  // namespace
 
 template <typename Body>
-Work LibraryGroup::complete_with(bool blocking, const std::string& what, Body body) {
+Work LibraryGroup::complete_with(bool blocking, P2PName& what, Body body) {
   if (blocking) {
     try {
       const int source = body();
@@ -256,10 +305,10 @@ Work LibraryGroup::complete_with(bool blocking, const std::string& what, Body bo
                       ? done_from_[static_cast<size_t>(source)]
                       : done_work_state());
     } catch (...) {
-      return Work(failed_state(what, std::current_exception()));
+      return Work(failed_state(what.str(), std::current_exception()));
     }
   }
-  auto work = std::make_shared<Work::State>(what);
+  auto work = std::make_shared<Work::State>(what.str());
   pool_.post([work, body = std::move(body)] {
     try {
       const int source = body();
@@ -275,11 +324,10 @@ Work LibraryGroup::complete_with(bool blocking, const std::string& what, Body bo
 
 Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking) {
   auto op = std::make_shared<SendOp>();
-  op->what = concat("send from rank ", rank_, " to rank ", dst, " (tag ", tag, ", ", name_, ")");
+  op->what = P2PName{this, true, dst, tag, {}};
   op->deadline = coarse_now() + options_.timeout;
   try {
-    check_usable(op->what);
-    check_tag(tag, op->what);
+    check_p2p(op->what, tag);
     Header h;
     h.dtype = static_cast<uint8_t>(t.meta().dtype);
     h.src = rank_;
@@ -287,7 +335,7 @@ Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking
     h.bytes = static_cast<uint64_t>(h.numel) * element_size(t.meta().dtype);
     h.payload_id = payload_ids_[dst]++;
     h.inline_payload = h.bytes <= kInlineBytes ? 1 : 0;
-    op->message = MessageBuffer(kHeaderBytes + (h.inline_payload ? h.bytes : 0));
+    op->message.resize(kHeaderBytes + (h.inline_payload ? h.bytes : 0));
     std::memcpy(op->message.data(), &h, sizeof h);
     if (h.inline_payload && h.bytes > 0) {
       std::memcpy(op->message.data() + kHeaderBytes, t.raw_data(), h.bytes);
@@ -304,7 +352,7 @@ Work LibraryGroup::isend(const local::Tensor& t, int dst, int tag, bool blocking
       untrack(op->header);
       op->header.reset();
     }
-    return Work(failed_state(op->what, std::current_exception()));
+    return Work(failed_state(op->what.str(), std::current_exception()));
   }
   return complete_with(blocking, op->what, [this, op] {
     finish_send(*op);
@@ -319,19 +367,16 @@ void LibraryGroup::finish_send(SendOp& op) {
 
 Work LibraryGroup::irecv(const local::Tensor& t, int src, int tag, bool blocking) {
   auto op = std::make_shared<RecvOp>();
-  op->what =
-      src == kAnySource
-          ? concat("recv on rank ", rank_, " from any rank (tag ", tag, ", ", name_, ")")
-          : concat("recv on rank ", rank_, " from rank ", src, " (tag ", tag, ", ", name_, ")");
+  op->what = P2PName{this, false, src, tag, {}};
   op->deadline = coarse_now() + options_.timeout;
   op->tensor = t;
   try {
-    check_usable(op->what);
-    check_tag(tag, op->what);
+    check_p2p(op->what, tag);
+    op->message.resize(kHeaderBytes + kInlineBytes);
     const Channel header{Channel::Kind::Header, static_cast<uint64_t>(static_cast<int64_t>(tag))};
     op->header = track(post_recv(src, header, op->message.data(), op->message.size(), op));
   } catch (...) {
-    return Work(failed_state(op->what, std::current_exception()));
+    return Work(failed_state(op->what.str(), std::current_exception()));
   }
   return complete_with(blocking, op->what, [this, op] { return finish_recv(*op); });
 }
@@ -344,12 +389,12 @@ int LibraryGroup::finish_recv(RecvOp& op) {
   const DType dt = t.meta().dtype;
   const int64_t n = t.meta().numel();
   if (h.inline_payload) {
-    check_header(h, from, t, op.what);
+    check_header(h, from, t, [&op]() -> const std::string& { return op.what.str(); });
     copy_elements(t.raw_data(), op.message.data() + kHeaderBytes, n, dt);
     return from;
   }
   try {
-    check_header(h, from, t, op.what);
+    check_header(h, from, t, [&op]() -> const std::string& { return op.what.str(); });
   } catch (const InvalidArgument&) {
     // Take the payload anyway (into scratch memory), so that the sender's send completes
     // and the channel stays clean.

@@ -33,7 +33,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -126,20 +125,22 @@ class LibraryGroup : public Backend {
   // `keepalive` owns `data` (and what else the operation holds); the transfer keeps it
   // until its wait() has returned, and for as long after as the library may still touch
   // `data` (a send MPI cannot cancel).
-  virtual std::unique_ptr<Transfer> post_send(int dst, Channel channel, const void* data,
+  virtual std::shared_ptr<Transfer> post_send(int dst, Channel channel, const void* data,
                                               size_t bytes, std::shared_ptr<void> keepalive) = 0;
   // src: a group rank or kAnySource. The message may be shorter than `bytes`.
-  virtual std::unique_ptr<Transfer> post_recv(int src, Channel channel, void* data, size_t bytes,
+  virtual std::shared_ptr<Transfer> post_recv(int src, Channel channel, void* data, size_t bytes,
                                               std::shared_ptr<void> keepalive) = 0;
-  // Refuses a tag the library cannot carry (InvalidArgument "backend X does not support ...").
-  virtual void check_tag(int tag, const std::string& what) const {
+  // Why the library cannot carry `tag` ("backend X does not support tag ..."), or empty
+  // when it can.
+  virtual std::string unsupported_tag(int tag) const {
     (void)tag;
-    (void)what;
+    return {};
   }
   // Releases the library's connections (shutdown, after pending transfers were aborted).
   virtual void close_library() = 0;
 
  private:
+  struct P2PName;
   struct RecvOp;
   struct SendOp;
   // Runs one collective; returns its error (null on success). `what`: the call's name.
@@ -147,19 +148,20 @@ class LibraryGroup : public Backend {
   void verify(const CollectiveArgs& args, uint64_t seq, const std::string& what,
               Clock::time_point deadline);
   // Registers a transfer so that shutdown() can abort it; returns it shared.
-  std::shared_ptr<Transfer> track(std::unique_ptr<Transfer> t);
+  std::shared_ptr<Transfer> track(std::shared_ptr<Transfer> t);
   void untrack(const std::shared_ptr<Transfer>& t);
   // Waits for `t` and untracks it (the transfer marks the group broken where its library
   // cannot go on after a failure).
-  int await(const std::shared_ptr<Transfer>& t, Clock::time_point deadline,
-            const std::string& what);
+  int await(const std::shared_ptr<Transfer>& t, Clock::time_point deadline, P2PName& what);
+  // Throws when the group is shut down or broken, or the library cannot carry `tag`.
+  void check_p2p(P2PName& what, int tag) const;
   // Returns the sender's group rank.
   int finish_recv(RecvOp& op);
   void finish_send(SendOp& op);
   // Runs `body` (a point-to-point wait, returning the peer's rank or -1) inline when
   // `blocking`, else on the pool; the Work completes with it. `what`: the call's name.
   template <typename Body>
-  Work complete_with(bool blocking, const std::string& what, Body body);
+  Work complete_with(bool blocking, P2PName& what, Body body);
 
   const std::string name_;
   const int rank_;
@@ -172,8 +174,8 @@ class LibraryGroup : public Backend {
   std::string broken_;
   std::atomic<bool> is_broken_{false};  // broken_ is set (read without m_)
   std::string inline_what_;  // the name of the call running inline (guarded by exec_'s gate)
-  std::list<std::shared_ptr<Transfer>> transfers_;
-  std::vector<std::atomic<uint64_t>> payload_ids_;  // next payload id per destination
+  std::vector<std::shared_ptr<Transfer>> transfers_;  // pending, in no order
+  std::vector<std::atomic<uint64_t>> payload_ids_;    // next payload id per destination
   // Completed states of successful blocking receives, by sender (Work::source_rank()).
   std::vector<std::shared_ptr<Work::State>> done_from_;
   std::atomic<bool> closing_{false};

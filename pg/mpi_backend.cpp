@@ -440,32 +440,31 @@ class MpiGroup final : public LibraryGroup {
   void run(CollectiveArgs& a, uint32_t tag, const std::string& what,
            Clock::time_point deadline) override;
 
-  std::unique_ptr<Transfer> post_send(int dst, Channel c, const void* data, size_t bytes,
+  std::shared_ptr<Transfer> post_send(int dst, Channel c, const void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
-    const std::string what = concat("MPI send to rank ", dst);
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Isend(data, to_int(static_cast<int64_t>(bytes), what), MPI_BYTE, dst, tag_of(c),
-                    comm_of(c), &req),
-          what);
-    return std::make_unique<MpiTransfer>(req, true, dst, std::move(keepalive), breaker(), giver());
+    // The call's name is formatted only for an error.
+    if (bytes > INT_MAX) to_int(static_cast<int64_t>(bytes), concat("MPI send to rank ", dst));
+    const int rc =
+        MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dst, tag_of(c), comm_of(c), &req);
+    if (rc != MPI_SUCCESS) check(rc, concat("MPI send to rank ", dst));
+    return std::make_shared<MpiTransfer>(req, true, dst, std::move(keepalive), breaker(), giver());
   }
 
-  std::unique_ptr<Transfer> post_recv(int src, Channel c, void* data, size_t bytes,
+  std::shared_ptr<Transfer> post_recv(int src, Channel c, void* data, size_t bytes,
                                       std::shared_ptr<void> keepalive) override {
-    const std::string what = "MPI receive";
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Irecv(data, to_int(static_cast<int64_t>(bytes), what), MPI_BYTE,
-                    src == kAnySource ? MPI_ANY_SOURCE : src, tag_of(c), comm_of(c), &req),
-          what);
-    return std::make_unique<MpiTransfer>(req, false, src, std::move(keepalive), breaker(), giver());
+    if (bytes > INT_MAX) to_int(static_cast<int64_t>(bytes), "MPI receive");
+    const int rc = MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE,
+                             src == kAnySource ? MPI_ANY_SOURCE : src, tag_of(c), comm_of(c), &req);
+    if (rc != MPI_SUCCESS) check(rc, "MPI receive");
+    return std::make_shared<MpiTransfer>(req, false, src, std::move(keepalive), breaker(), giver());
   }
 
-  void check_tag(int tag, const std::string& what) const override {
-    if (tag < 0 || tag > MpiRuntime::get().tag_ub()) {
-      throw InvalidArgument(
-          fmt::format("{}: backend mpi does not support tag {} (MPI tags lie in [0, {}])", what,
-                      tag, MpiRuntime::get().tag_ub()));
-    }
+  std::string unsupported_tag(int tag) const override {
+    if (tag >= 0 && tag <= MpiRuntime::get().tag_ub()) return {};
+    return fmt::format("backend mpi does not support tag {} (MPI tags lie in [0, {}])", tag,
+                       MpiRuntime::get().tag_ub());
   }
 
   void close_library() override {}  // MPI has no goodbye; the communicators go with the group
