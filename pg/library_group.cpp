@@ -257,7 +257,7 @@ void LibraryGroup::untrack(const std::shared_ptr<Transfer>& t) {
   // vector's memory (no allocation per message once it has grown).
   for (auto& slot : transfers_) {
     if (slot != t) continue;
-    slot = std::move(transfers_.back());
+    if (&slot != &transfers_.back()) slot = std::move(transfers_.back());
     transfers_.pop_back();
     return;
   }
