@@ -110,8 +110,11 @@ PG_BACKEND_TEST("p2p: a receive that does not fit the message fails with both si
         g.recv(small, 0);
         throw Error("no ShapeError");
       } catch (const ShapeError& e) {
-        if (std::string(e.what()).find("10") == std::string::npos)
-          throw Error("message lacks size");
+        // The call's name (formatted only for an error on gloo and mpi), then both sizes.
+        const std::string m = e.what();
+        if (m.find("recv on rank 1 from rank 0 (tag 0") != 0 ||
+            m.find("rank 0 sent 10 elements, the receive tensor has 12") == std::string::npos)
+          throw Error("ShapeError lacks the call or the sizes: " + m);
       }
       auto wrong = local::zeros(Shape{4});
       try {
@@ -139,9 +142,12 @@ PG_BACKEND_TEST("p2p: argument errors are InvalidArgument") {
     CHECK_THROWS_AS(g.recv(undefined, 0), InvalidArgument);
     if (backend.is("mpi")) {  // a library's limit, said as torch says it
       auto v = local::zeros(Shape{4});
-      CHECK_THROWS_WITH_AS(g.send(v, 1 - g.rank(), -1),
-                           doctest::Contains("backend mpi does not support tag -1"),
-                           InvalidArgument);
+      const std::string call = "send from rank " + std::to_string(g.rank()) + " to rank " +
+                               std::to_string(1 - g.rank()) + " (tag -1, mpi): ";
+      CHECK_THROWS_WITH_AS(
+          g.send(v, 1 - g.rank(), -1),
+          doctest::Contains((call + "backend mpi does not support tag -1").c_str()),
+          InvalidArgument);
       CHECK_THROWS_AS(g.recv(v, 1 - g.rank(), -2), InvalidArgument);
     }
     g.barrier();
@@ -163,7 +169,8 @@ PG_BACKEND_TEST("p2p: a receive with nobody sending times out") {
             g.recv(t, 0, 42);
             throw Error("no timeout");
           } catch (const TimeoutError& e) {
-            if (std::string(e.what()).find("rank 0") == std::string::npos) throw Error(e.what());
+            if (std::string(e.what()).find("recv on rank 1 from rank 0 (tag 42") != 0)
+              throw Error(std::string("TimeoutError does not open with the call: ") + e.what());
           }
           // Work::wait's own timeout: the operation is still pending, then completes.
           auto w = side.irecv(t, 0, 43);
