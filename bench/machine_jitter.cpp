@@ -2,7 +2,8 @@
 // and how fast it copies memory right now. Benchmarks print it beside their figures
 // (bench/collectives_compare.sh writes it to machine.txt before and after its rounds), so
 // a table taken during one of a VM's slow phases, or on a machine whose CPUs are
-// interrupted often, says so. See docs/performance.md, "The machine's own tail".
+// interrupted often, says so. See docs/performance/history/collectives-issue-17.md,
+// "The same-host path's tail, and the machine's own".
 //
 //   dtr_machine_jitter [SECONDS (default 2)]
 //

@@ -1,6 +1,7 @@
 // The floor under dtr's mpi backend for small calls (issue 17's wrapper goal; see
-// docs/performance.md, "The call's fixed cost"): what the backend's own message pattern
-// costs in MPI alone, with no dtr code, against the MPI collective it replaces, in one run.
+// docs/performance/history/collectives-issue-17.md, "The call's fixed cost"): what the
+// backend's own message pattern costs in MPI alone, with no dtr code, against the MPI
+// collective it replaces, in one run.
 //
 //   mpirun -np 2 --mca btl vader,self build-dev/bench/dtr_mpi_floor [BYTES] [ITERS]
 //

@@ -8,7 +8,7 @@
 //    ranks);
 //  - turns: the same halves, one direction at a time.
 // With SPIN 1 the poll never sleeps. It is the baseline for "move bulk payloads on the
-// calling thread's own sockets" (docs/performance.md, issue 17).
+// calling thread's own sockets" (docs/performance/history/collectives-issue-17.md).
 //
 //   dtr_tcp_exchange_bench [BYTES (default 4194304)] [ROUNDS (default 50)] [SOCKBUF (0: OS)]
 //                          [SPIN (0)] [MODE (whole)]

@@ -6,7 +6,7 @@
 // the I/O thread, whose reads sleep in epoll between segments). On the lane the calling
 // thread spins while bytes move and reads 256 KiB at a time, folding each piece while it
 // is in the cache. Over loopback that made a two-rank 4 MiB all_reduce 1.4-2.9x faster
-// and a 64 MiB one up to 2.7x (docs/performance.md, "Lanes").
+// and a 64 MiB one up to 2.7x (docs/performance/history/collectives-issue-17.md, "Lanes").
 //
 // Setup happens in band, inside a collective: rank 0 of the group listens (LaneListener)
 // on the address its group endpoint publishes, on a port the kernel picks, and sends the
