@@ -812,11 +812,30 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
 }
 
 namespace {
+// The inputs' count, and that each is a well-formed metadata (infer is public: a caller's
+// TensorMeta may have strides that do not match its shape, or a dtype code out of range).
 void check_input_count(const OpDef& d, std::span<const TensorMeta> in) {
   int n = static_cast<int>(in.size());
   if (n < d.min_inputs || n > d.max_inputs)
     fail<InvalidArgument>(d.name, "takes {} to {} tensor inputs, got {}", d.min_inputs,
                           d.max_inputs, n);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const TensorMeta& m = in[i];
+    if (!is_valid_dtype(static_cast<uint8_t>(m.dtype)))
+      fail<DTypeError>(d.name, "input {} has an invalid dtype code {}", i,
+                       static_cast<int>(m.dtype));
+    if (m.strides.size() != m.shape.size())
+      fail<InvalidArgument>(d.name, "input {} has {} sizes but {} strides", i, m.shape.size(),
+                            m.strides.size());
+  }
+}
+
+// An in-place call writes input 0: there must be one.
+void check_inplace_target(const OpDef& d, std::span<const TensorMeta> in) {
+  if (in.empty())
+    fail<InvalidArgument>(d.name,
+                          "an in-place call needs the tensor it writes (input 0); "
+                          "got no inputs");
 }
 
 void check_writable(const OpDef& d, const TensorMeta& x) {
@@ -832,6 +851,7 @@ void check_writable(const OpDef& d, const TensorMeta& x) {
 DType infer_inplace(OpId op, std::span<const TensorMeta> in, const OpAttrs& a) {
   const OpDef& d = op_def(op);
   check_input_count(d, in);
+  check_inplace_target(d, in);
   check_writable(d, in[0]);
   if (d.kind == OpKind::Mutate) return infer_mutate(d, in, a).computed_dtype;
   if (!d.has_inplace_form) fail<InvalidArgument>(d.name, "has no in-place form");
@@ -852,6 +872,7 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
   if (inplace) {
     if (d.kind == OpKind::Mutate) {
       check_input_count(d, in);
+      check_inplace_target(d, in);
       check_writable(d, in[0]);
       return infer_mutate(d, in, a);
     }

@@ -260,3 +260,25 @@ TEST_CASE("conversions: floats past an integer dtype's range saturate, NaN becom
   CHECK(dtr::Scalar(-1e300).to_int() == INT64_MIN);
   CHECK(std::isinf(local::full({1}, 1e300, dtr::DType::Float32).to_vector<double>()[0]));
 }
+
+TEST_CASE("errors: infer refuses malformed arguments instead of reading past them") {
+  // Every op, in place with no inputs: the refusal names the op (an in-place full with no
+  // inputs read input 0 of an empty list: fuzz_worker_batch stopped on it).
+  for (const dtr::OpDef& op : dtr::all_ops()) {
+    INFO("op: " << std::string(op.name));
+    CHECK_THROWS_AS(dtr::infer(op.id, {}, {}, true), dtr::Error);
+    CHECK_THROWS_AS(dtr::infer_inplace(op.id, {}, {}), dtr::Error);
+  }
+  DTR_CHECK_ERROR(dtr::InvalidArgument, dtr::infer(OpId::full, {}, {}, true), "full",
+                  "in-place call needs the tensor it writes");
+  // Strides that do not match the shape, and a dtype code out of range.
+  dtr::TensorMeta bad = dtr::TensorMeta::contiguous(dtr::DType::Float32, {2, 3});
+  bad.strides.pop_back();
+  std::vector<dtr::TensorMeta> in = {dtr::TensorMeta::contiguous(dtr::DType::Float32, {2, 3}), bad};
+  DTR_CHECK_ERROR(dtr::InvalidArgument, dtr::infer(OpId::add, in, {}), "add", "input 1",
+                  "2 sizes but 1 strides");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, dtr::infer(OpId::add, in, {}, true), "add", "input 1");
+  in[1] = in[0];
+  in[1].dtype = static_cast<dtr::DType>(200);
+  DTR_CHECK_ERROR(dtr::DTypeError, dtr::infer(OpId::mul, in, {}), "mul", "invalid dtype code 200");
+}
