@@ -2,6 +2,7 @@
 // number of ranks:
 //
 //   dtr-exec -n 4 ./pg_reduce_broadcast
+//   mpirun -np 4 ./pg_reduce_broadcast mpi     (the backend, when given, is argument 1)
 //
 // reduce_tensor: every rank contributes rank + 1; all_reduce(SUM) divided by the world size
 // leaves the mean, (n + 1) / 2, on every rank (bit-identical everywhere). ReduceOp::Avg
@@ -38,9 +39,11 @@ void broadcast_tensor(dtr::local::Tensor& t, int root) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    dtr::init_process_group();  // env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    // The backend may be named (zmq by default; mpi takes its ranks from mpirun).
+    const std::string backend = argc > 1 ? argv[1] : "zmq";
+    dtr::init_process_group(backend);  // env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     const int rank = dtr::get_rank();
     const int size = dtr::get_world_size();
 

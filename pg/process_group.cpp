@@ -154,8 +154,17 @@ void check_options(const ProcessGroupOptions& o) {
   if (o.timeout.count() <= 0) throw InvalidArgument("process group: timeout must be positive");
 }
 
+// Whether this process may make plain links beyond loopback, or has a key for CURVE ones.
+bool may_leave_host(const ProcessGroupOptions& o) {
+  const SecurityConfig sec = o.security ? *o.security : resolve_security();
+  return sec.key.has_value() || sec.insecure;
+}
+
 // The address this rank binds: Options::bind_address, $DTR_PG_ADDR, or the one that routes
-// to the rendezvous host.
+// to the rendezvous host. A file:// rendezvous may span hosts (a shared file system): with
+// a key (or insecure) the ranks bind the address that faces the network; without one only
+// loopback links are allowed at all, so they stay on loopback, and ranks that turn out to
+// be on several hosts are refused at the rendezvous (check_one_host).
 std::string bind_host(const ProcessGroupOptions& o, const std::string& rendezvous) {
   std::string addr = o.bind_address;
   if (addr.empty()) {
@@ -167,7 +176,8 @@ std::string bind_host(const ProcessGroupOptions& o, const std::string& rendezvou
       auto colon = hp.rfind(':');
       addr = pg::local_address_towards(pg::resolve_ipv4(hp.substr(0, colon)));
     } else if (rendezvous.starts_with("file://")) {
-      addr = pg::local_address_towards("192.0.2.1");  // the default route's address
+      // The default route's address, or loopback (see above).
+      addr = may_leave_host(o) ? pg::local_address_towards("192.0.2.1") : "127.0.0.1";
     } else {
       addr = "127.0.0.1";
     }
@@ -234,12 +244,36 @@ int assign_rank(Store& store, const std::string& prefix, int world_size,
 
 // The zmq world: binds, publishes its endpoint, connects to every peer. `rank` -1 is
 // assigned here (in arrival order).
+// Ranks that bound loopback after a rendezvous that may span hosts (file://) must all be on
+// this host: each publishes its host name, and a rank on another host is refused naming
+// both hosts and what to set (a peer's loopback address would lead to this host's port,
+// not to that peer).
+void check_one_host(Store& store, int rank, int world_size, bool loopback,
+                    const ProcessGroupOptions& o, const std::string& prefix) {
+  if (!loopback || !store.describe().starts_with("file://")) return;
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  store.set(prefix + "host/" + std::to_string(rank), name);
+  for (int i = 0; i < world_size; ++i) {
+    const std::string other = store.get(prefix + "host/" + std::to_string(i), o.timeout);
+    if (other == name) continue;
+    throw InvalidArgument(fmt::format(
+        "process group ({}): rank {} runs on host '{}' and rank {} on host '{}', but the ranks "
+        "bound loopback addresses, as a process without a cluster key must: across hosts set "
+        "DTR_KEY_FILE to the cluster key on every rank (or DTR_INSECURE=1 on a trusted "
+        "network)",
+        store.describe(), rank, name, i, other));
+  }
+}
+
 std::shared_ptr<pg::Backend> zmq_world(Store& store, int& rank, int world_size,
                                        const ProcessGroupOptions& options,
                                        const std::string& prefix) {
   auto mesh =
       std::make_shared<pg::Mesh>(world_size, options, bind_endpoint(options, store.describe()));
   if (rank < 0) rank = assign_rank(store, prefix, world_size, options);
+  check_one_host(store, rank, world_size, mesh->bound_endpoint().starts_with("tcp://127."), options,
+                 prefix);
   uint64_t token;
   if (rank == 0) {
     std::random_device rd;
@@ -281,6 +315,7 @@ ProcessGroup ProcessGroup::create(std::shared_ptr<Store> store, int rank, int wo
   if (backend == "gloo") {
     const std::string addr = bind_host(options, store->describe());
     if (rank < 0) rank = assign_rank(*store, prefix, world_size, options);
+    check_one_host(*store, rank, world_size, addr.starts_with("127."), options, prefix);
     host = pg::make_gloo_world(store, rank, world_size, addr, options);
   } else {
     host = zmq_world(*store, rank, world_size, options, prefix);
@@ -290,7 +325,12 @@ ProcessGroup ProcessGroup::create(std::shared_ptr<Store> store, int rank, int wo
     // subgroups meet later under the same prefix (and the world's own gloo keys are gone):
     // only the rank counter goes.
     try {
-      store->delete_prefix(backend == "gloo" ? prefix + "rank" : prefix);
+      if (backend == "gloo") {
+        store->delete_prefix(prefix + "rank");
+        store->delete_prefix(prefix + "host/");
+      } else {
+        store->delete_prefix(prefix);
+      }
     } catch (const Error&) {
     }
   }
@@ -851,6 +891,30 @@ int env_int(std::initializer_list<const char*> names, const char* what) {
       fmt::format("init_process_group(env://): {} unknown: none of {} is set", what, list));
 }
 
+// Backend mpi takes rank and size from MPI. A launcher that starts its ranks without MPI
+// (dtr-exec, torchrun: RANK and WORLD_SIZE in each rank's environment; srun with no PMI)
+// makes each process an MPI world of one, rank 0 of 1, and every all_reduce would return
+// the caller's own value: refuse when the launcher's world and MPI's disagree.
+void check_mpi_launcher(int mpi_rank, int mpi_size) {
+  const char* size_var = env("WORLD_SIZE");
+  const char* rank_var = env("RANK");
+  const char* names = "RANK and WORLD_SIZE";
+  if (size_var == nullptr && rank_var == nullptr && mpi_size == 1 && env("SLURM_STEP_ID")) {
+    size_var = env("SLURM_STEP_NUM_TASKS");
+    rank_var = env("SLURM_PROCID");
+    names = "SLURM_PROCID and SLURM_STEP_NUM_TASKS (srun)";
+  }
+  const int64_t size = size_var ? pg::parse_int(size_var, "WORLD_SIZE") : mpi_size;
+  const int64_t rank = rank_var ? pg::parse_int(rank_var, "RANK") : mpi_rank;
+  if (size == mpi_size && rank == mpi_rank) return;
+  throw InvalidArgument(fmt::format(
+      "init_process_group(mpi): the launcher started this process as rank {} of {} ({}), "
+      "but MPI sees rank {} of {}: processes started without an MPI launcher are each an MPI "
+      "world of one. Start mpi programs with mpirun -np {} (or srun with MPI support), or use "
+      "backend 'gloo' or 'tcp' under this launcher",
+      rank, size, names, mpi_rank, mpi_size, size));
+}
+
 std::pair<std::string, int> host_port(const std::string& hp, const std::string& method) {
   auto colon = hp.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size()) {
@@ -888,6 +952,7 @@ void init_process_group(const std::string& backend, const std::string& init_meth
   if (canonical_backend(backend) == "mpi") {
     // Rank and size are MPI's; init_method is not used (as in torch).
     const auto [mpi_rank, mpi_size] = pg::mpi_world_rank_size();
+    check_mpi_launcher(mpi_rank, mpi_size);
     if (world_size < 0) world_size = mpi_size;
     if (rank < 0) rank = mpi_rank;
     store = make_hash_store();
