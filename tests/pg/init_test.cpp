@@ -2,6 +2,8 @@
 // with ranks assigned in arrival order, two jobs sharing one file through group_name,
 // explicit endpoint lists, ipc transport, and the global API's argument errors.
 #include <doctest/doctest.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <set>
@@ -91,31 +93,45 @@ TEST_CASE("init: file:// with assigned ranks and two jobs sharing one file by gr
   ::unlink(path.c_str());
 }
 
-TEST_CASE("init: file:// without a key on a non-loopback address says what an SPMD program sets") {
-  const std::string addr = pg::local_address_towards("192.0.2.1");
-  if (addr.starts_with("127.")) {
-    MESSAGE("skipped: this machine has no non-loopback address for file:// to pick");
-    return;
-  }
+TEST_CASE("init: file:// without a key stays on loopback, on one host only") {
+  // Without a key only loopback links are allowed: the ranks bind 127.0.0.1 by themselves
+  // (every rank failed unless DTR_PG_ADDR=127.0.0.1 was set).
   const std::string path = "/tmp/dtr-pg-nokey-" + std::to_string(getpid());
   ::unlink(path.c_str());
-  auto codes = fork_ranks(1, [&](int) {
+  auto no_key = [] {
     ::unsetenv("DTR_PG_ADDR");
     ::unsetenv("DTR_KEY_FILE");
+    ::unsetenv("DTR_KEY");
     ::unsetenv("DTR_INSECURE");
-    try {
-      init_process_group("zmq", "file://" + path, 1, 0, "", std::chrono::seconds(10));
-    } catch (const AuthenticationError& e) {
-      const std::string m = e.what();
-      bool names_fix = m.find("DTR_PG_ADDR=127.0.0.1") != std::string::npos &&
-                       m.find("DTR_KEY_FILE") != std::string::npos &&
-                       m.find(addr) != std::string::npos;
-      if (!names_fix) std::fprintf(stderr, "message: %s\n", m.c_str());
-      return names_fix ? 0 : 2;
-    }
-    return 1;  // accepted a plain non-loopback bind
+  };
+  auto codes = fork_ranks(2, [&](int) {
+    no_key();
+    return global_api_check("file://" + path, 2, -1);
   });
-  CHECK(codes == std::vector<int>{0});
+  CHECK(codes == std::vector<int>{0, 0});
+  ::unlink(path.c_str());
+  // Ranks on two hosts (rank 1 in a UTS namespace of its own, another host name) are
+  // refused by both, naming both hosts and what to set; nothing waits for a timeout.
+  auto hosts = fork_ranks(2, [&](int i) {
+    no_key();
+    if (i == 1 && (::unshare(CLONE_NEWUTS) != 0 || ::sethostname("dtr-other-host", 14) != 0))
+      return 77;  // no namespaces here
+    try {
+      init_process_group("zmq", "file://" + path, 2, i, "", std::chrono::seconds(20));
+    } catch (const InvalidArgument& e) {
+      const std::string m = e.what();
+      const bool names = m.find("'dtr-other-host'") != std::string::npos &&
+                         m.find("DTR_KEY_FILE") != std::string::npos;
+      if (!names) std::fprintf(stderr, "message: %s\n", m.c_str());
+      return names ? 0 : 2;
+    }
+    return 1;  // joined a group across hosts on loopback addresses
+  });
+  if (hosts[1] == 77) {
+    MESSAGE("skipped the two-host case: no UTS namespace (unshare needs CAP_SYS_ADMIN)");
+  } else {
+    CHECK(hosts == std::vector<int>{0, 0});
+  }
   ::unlink(path.c_str());
 }
 
