@@ -50,9 +50,10 @@ Two modes, exactly one of them:
 
 constexpr const char* kExamples = R"(
 Examples:
-  dtr-worker --listen tcp://*:5555
   dtr-worker --listen tcp://127.0.0.1:* --endpoint-file /tmp/worker0.endpoint
-  dtr-worker --master tcp://head-node:6000 --name gpu-box-1 --log-level debug)";
+  dtr-keygen -o cluster.key     # once; copy it (mode 0600) to every node and the master's
+  dtr-worker --listen tcp://*:5555 --key cluster.key
+  dtr-worker --master tcp://head-node:6000 --key cluster.key --name gpu-box-1 --log-level debug)";
 
 std::string default_name() {
   char host[256] = {};
