@@ -17,6 +17,8 @@
 # build-fuzz/artifacts/<target>/ and the script exits non-zero. Inputs that reach a known
 # finding (tests/fuzz/known_findings.supp) are set aside in build-fuzz/known/<target>/
 # instead of being kept.
+# Each run prints one line per target (executions, executions per second, edges and features
+# covered, corpus size) and appends it to build-fuzz/logs/summary.tsv.
 # Logs: build-fuzz/logs/<target>.log. Environment: FUZZ_JOBS (build jobs, default 2),
 # FUZZ_MAX_LEN (default 2048), FUZZ_ARGS (more libFuzzer flags).
 set -euo pipefail
@@ -30,7 +32,7 @@ targets=()
 seeds=0
 for arg in "$@"; do
   case "${arg}" in
-    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --seeds) seeds=1 ;;
     [0-9]*) seconds="${arg}" ;;
     *) targets+=("${arg}") ;;
@@ -56,10 +58,14 @@ fi
 
 # ---- build ----
 if [[ ! -f "${build_dir}/CMakeCache.txt" ]]; then
-  # setup.sh installs the Debian packages dtr needs, then configures.
-  bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" --no-build \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DDTR_FUZZ=ON \
-    -DDTR_WITH_CUDA=OFF -DDTR_BUILD_BENCH=OFF -DDTR_BUILD_EXAMPLES=OFF
+  # setup.sh installs the Debian packages dtr needs, then configures. Only what the targets
+  # link is built: no CUDA, gloo, MPI or Python module (the worker's process groups are
+  # dtr's own transport here), at -O1 -g1 with assertions on (half the compile time of -O2
+  # -g; the sanitizers keep file and line).
+  DTR_SKIP_PYTHON=1 bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" --no-build \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+    -DCMAKE_CXX_COMPILER=clang++ -DDTR_FUZZ=ON -DDTR_WITH_CUDA=OFF -DDTR_WITH_GLOO=OFF \
+    -DDTR_WITH_MPI=OFF -DDTR_WITH_PYTHON=OFF -DDTR_BUILD_BENCH=OFF -DDTR_BUILD_EXAMPLES=OFF
 fi
 build_targets=(fuzz_make_seeds)
 for t in "${targets[@]}"; do build_targets+=("fuzz_${t}"); done
@@ -101,6 +107,26 @@ set_aside_known() {
   done
 }
 
+# One line per run: executions, their rate, and the coverage libFuzzer reached (cov: edges
+# covered, ft: features; both only grow within a run), also appended to
+# build-fuzz/logs/summary.tsv (date, commit, target, seconds, execs, execs/s, cov, ft,
+# corpus, status) for the cumulative figures of docs/fuzzing.md.
+summarize() {
+  local t="$1" log="$2" execs rate cov ft corp result
+  execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "${log}" | tail -n 1)"
+  rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "${log}" | tail -n 1)"
+  cov="$(grep -oE 'cov: [0-9]+' "${log}" | tail -n 1 | cut -d' ' -f2)"
+  ft="$(grep -oE 'ft: [0-9]+' "${log}" | tail -n 1 | cut -d' ' -f2)"
+  corp="$(grep -oE 'corp: [0-9]+' "${log}" | tail -n 1 | cut -d' ' -f2)"
+  result=ok
+  grep -qE '^==[0-9]+==ERROR|^SUMMARY: |runtime error:' "${log}" && result=finding
+  echo "fuzz.sh: ${t}: ${seconds} s, ${execs:-?} executions (${rate:-?}/s), coverage ${cov:-?} edges, ${ft:-?} features, corpus ${corp:-?}, ${result}"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
+    "$(git -C "${repo_root}" rev-parse --short HEAD 2>/dev/null || echo unknown)" "${t}" \
+    "${seconds}" "${execs:-0}" "${rate:-0}" "${cov:-0}" "${ft:-0}" "${corp:-0}" "${result}" \
+    >>"${build_dir}/logs/summary.tsv"
+}
+
 status=0
 for t in "${targets[@]}"; do
   bin="${build_dir}/tests/fuzz/fuzz_${t}"
@@ -118,7 +144,7 @@ for t in "${targets[@]}"; do
     echo "fuzz.sh: ${t}: FINDING, see ${log} and ${artifacts}/" >&2
     status=1
   fi
-  grep -E '^#[0-9]+[[:space:]]+(DONE|INITED)|^stat::' "${log}" || tail -n 5 "${log}"
+  summarize "${t}" "${log}"
   # Re-minimize the kept corpus: the seeds, then the fewest inputs (smallest first) of the
   # kept corpus and the working copy that cover every feature seen.
   before="$(find "${corpus_root}/${t}" -type f | wc -l) files, $(du -sh --apparent-size "${corpus_root}/${t}" | cut -f1)"

@@ -6,11 +6,16 @@ dtr-repl does.
     >>> x = randn(4, 4)
     >>> with node(1): y = ones(4)
     >>> (x * 2).sum(1, keepdim=True)
+
+Input that is not a terminal (a pipe, a file) runs as a script, as ``python -`` runs it: no
+banner, and the first uncaught exception prints its traceback and ends the run with exit
+status 1.
 """
 
 import argparse
 import code
 import sys
+import traceback
 
 import dtr
 
@@ -57,13 +62,28 @@ def main(argv=None):
         readline.parse_and_bind("tab: complete")
     except ImportError:
         pass
-    where = ", ".join(dtr.local_worker_endpoints()) or args.connect
-    banner = (f"dtr {dtr.__version__}: {dtr.node_count()} nodes ({where}); "
-              "dtr's names are imported (zeros, randn, node, ...). Ctrl-D quits.")
     try:
+        if not sys.stdin.isatty():
+            return _run_script(sys.stdin.read(), namespace)
+        where = ", ".join(dtr.local_worker_endpoints()) or args.connect
+        banner = (f"dtr {dtr.__version__}: {dtr.node_count()} nodes ({where}); "
+                  "dtr's names are imported (zeros, randn, node, ...). Ctrl-D quits.")
         code.interact(banner="" if args.quiet else banner, local=namespace, exitmsg="")
     finally:
         dtr.shutdown_master_worker()
+    return 0
+
+
+def _run_script(source, namespace):
+    """Runs piped input as one script: 0 when it ends, 1 (and the traceback) at the first
+    uncaught exception, as ``python -`` does; SystemExit passes through."""
+    try:
+        exec(compile(source, "<stdin>", "exec"), namespace)
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        return 1
     return 0
 
 

@@ -133,6 +133,9 @@ T index_view(const T& x, nb::handle index) {
     }
   }
   if (ellipses > 1) throw IndexError("an index can only have one ellipsis ('...')");
+  if (consuming > 0 && x.dim() == 0)  // torch's words, with its hint
+    throw IndexError(
+        "invalid index of a 0-dim tensor: use x.item() to read its value as a Python number");
   if (consuming > x.dim())
     throw IndexError("too many indices for a tensor of dimension " + std::to_string(x.dim()) +
                      ": " + std::to_string(consuming));

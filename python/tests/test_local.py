@@ -172,6 +172,10 @@ def test_bad_input_raises_the_matching_classes():
     assert isinstance(e.value, IndexError)
     with pytest.raises(dtr.IndexError, match="too many indices"):
         a[0, 0, 0]
+    # A 0-d tensor: torch's words and its hint (it said "too many indices").
+    with pytest.raises(dtr.IndexError, match=r"invalid index of a 0-dim tensor: use x.item\(\)"):
+        local.ones(()).data[0]
+    assert local.ones(())[None].shape == (1,) and local.ones(())[...].shape == ()
     with pytest.raises(dtr.IndexError, match="advanced indexing"):
         a[[0, 1]]
     with pytest.raises(dtr.InvalidArgument, match="ambiguous"):

@@ -192,6 +192,30 @@ def test_local_and_remote_operands_are_refused_naming_both(session):
         x + dtr.ones(3, node=0)
 
 
+def test_a_remote_module_refuses_local_inputs_naming_both_places(session):
+    # A local tensor into a module on node 1 raised nanobind's TypeError about the *weight*;
+    # a numpy array "'numpy.ndarray' object has no attribute 'linear'".
+    fc = dtr.nn.Linear(3, 2, node=1)
+    with pytest.raises(dtr.InvalidArgument, match=r"linear: the input is a local tensor "
+                       r"\(float32\[4, 3\]\) and the weight a tensor on node 1 "
+                       r"\(float32\[2, 3\]\): send the input there first"):
+        fc(local.ones(4, 3))
+    with pytest.raises(TypeError, match=r"linear: the input is a numpy.ndarray, expected a dtr "
+                       r"tensor"):
+        fc(np.ones((4, 3), dtype=np.float32))
+    with pytest.raises(dtr.InvalidArgument, match=r"the weight a tensor on node 1 .*"
+                       r"module.to\(node=0\)"):
+        fc(dtr.ones(4, 3, node=0))
+    conv = dtr.nn.Conv2d(1, 2, 3, node=1)
+    with pytest.raises(dtr.InvalidArgument, match="conv2d: the input is a local tensor"):
+        conv(local.ones(1, 1, 5, 5))
+    logp = dtr.ones(4, 3, node=1)
+    with pytest.raises(dtr.InvalidArgument, match=r"nll_loss: the input is a tensor on node 1 "
+                       r"\(float32\[4, 3\]\) and the target a local tensor"):
+        dtr.nn.functional.nll_loss(logp, local.zeros(4, dtype=dtr.int64))
+    assert fc(dtr.ones(4, 3, node=1)).shape == (4, 2)  # the same place: runs
+
+
 def test_memory_stats_and_node_info(session):
     before = dtr.memory_stats(1)
     x = dtr.zeros(1 << 20, node=1)

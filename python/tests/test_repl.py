@@ -32,7 +32,7 @@ def test_repl_with_local_workers_stops_them_on_exit():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sum 6.0" in r.stdout and "node 1 2" in r.stdout
     assert "builtins 4 2.0 False True" in r.stdout  # dtr's names hide no builtin
-    assert "2 nodes" in r.stderr  # the banner
+    assert "2 nodes" not in r.stderr  # piped input runs as a script: no banner
     endpoints = next(x for x in r.stdout.splitlines() if "endpoints" in x).split()[-1]
     for e in endpoints.split(","):
         assert e.startswith("tcp://127.0.0.1:") and not port_open(e), e
@@ -73,3 +73,18 @@ def test_repl_options_are_checked():
     with pytest.raises(dtr.InvalidArgument, match="local_workers must be a whole number of at "
                        "least 1, got 0"):
         dtr.init_master_worker(local_workers=0)
+
+
+def test_piped_script_stops_at_its_first_error():
+    # Piped input runs as a script: the first uncaught exception prints its traceback and
+    # the run exits 1 (it exited 0, the interactive console going on past the error).
+    script = ("print('before')\n"
+              "x = ones(2) + ones(3)\n"
+              "print('after')\n")
+    r = run_python(["-m", "dtr", "-q"], input=script, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "before" in r.stdout and "after" not in r.stdout
+    assert "Traceback" in r.stderr and "ShapeError" in r.stderr, r.stderr
+    # SystemExit keeps its status.
+    r = run_python(["-m", "dtr", "-q"], input="import sys\nsys.exit(7)\n", timeout=60)
+    assert r.returncode == 7, r.stderr

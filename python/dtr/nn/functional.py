@@ -11,6 +11,46 @@ __all__ = ["relu", "tanh", "sigmoid", "linear", "conv2d", "max_pool2d", "avg_poo
            "flatten", "all_reduce"]
 
 
+_TENSORS = (_dtr.Tensor, _dtr.LocalTensor)
+
+
+def _place(t):
+    """Where a tensor operand lives, in words, with its dtype and shape."""
+    what = f"{str(t.dtype).removeprefix('dtr.')}{list(t.shape)}"
+    if isinstance(t, _dtr.Tensor):
+        return f"a tensor on node {t.get_node()} ({what})"
+    return f"a local tensor ({what})"
+
+
+def _check_operands(name, input, **others):
+    """A function of a module takes dtr tensors that live in one place: all on one node, or
+    all local. Anything else raises here naming both places and what to do (nanobind's
+    TypeError named a mismatched *weight*, numpy's AttributeError the method)."""
+    if not isinstance(input, _TENSORS):
+        kind = type(input).__module__ + "." + type(input).__qualname__
+        raise TypeError(
+            f"{name}: the input is a {kind.removeprefix('builtins.')}, expected a dtr tensor: "
+            "make one first (dtr.local.from_numpy(a), or dtr.tensor(...) on a node)")
+    for label, other in others.items():
+        if other is None or not isinstance(other, _TENSORS):
+            continue
+        if type(other) is type(input) and (isinstance(input, _dtr.LocalTensor) or
+                                            other.get_node() == input.get_node()):
+            continue
+        remote = input if isinstance(input, _dtr.Tensor) else other
+        if isinstance(input, _dtr.LocalTensor):
+            hint = (f"send the input there first (dtr.dist_send(x, node={remote.get_node()})), "
+                    "or bring the module here (module.to_local())")
+        elif isinstance(other, _dtr.LocalTensor):
+            hint = (f"send that one there first (dtr.dist_send(t, node={remote.get_node()})), "
+                    "or bring the input here (x.to_local())")
+        else:
+            hint = (f"move one of them (x.to(node={other.get_node()}), or "
+                    f"module.to(node={input.get_node()}))")
+        raise _dtr.InvalidArgument(f"{name}: the input is {_place(input)} and the {label} "
+                                   f"{_place(other)}: {hint}")
+
+
 def relu(input, inplace: bool = False):
     """max(x, 0) (inplace=True is accepted and ignored: the result is a new tensor)."""
     return input.relu()
@@ -26,12 +66,14 @@ def sigmoid(input):
 
 def linear(input, weight, bias=None):
     """input @ weight.t() + bias; weight (out, in), input (..., in)."""
+    _check_operands("linear", input, weight=weight, bias=bias)
     return input.linear(weight, bias)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of input (N, C, H, W) with weight (O, C / groups, kH, kW);
     stride, padding and dilation an int or a pair."""
+    _check_operands("conv2d", input, weight=weight, bias=bias)
     return input.conv2d(weight, bias, stride, padding, dilation, groups)
 
 
@@ -91,6 +133,7 @@ def softmax(input, dim=None):
 def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
     """Negative log likelihood of log-probabilities input (N, C) at int64 targets (N);
     reduction 'mean' (weighted), 'sum' or 'none'."""
+    _check_operands("nll_loss", input, target=target, weight=weight)
     return input.nll_loss(target, weight, reduction, ignore_index)
 
 
