@@ -1,9 +1,10 @@
 # What makes dtr's build faster without changing what it builds (issue 39: CI in 30 minutes
 # on two cores; .ci/run's header gives the measured effect).
 #
-#   dtr_choose_linker()       before the targets: links with mold, else lld, where installed
-#                             (DTR_LINKER; scripts/setup.sh installs lld). GNU ld spent most
-#                             of its time on the test binaries' and libraries' links.
+#   dtr_choose_linker()       before the targets: links with lld where installed (DTR_LINKER;
+#                             scripts/setup.sh installs it). Release links were already cheap
+#                             with GNU ld (0.1-0.2 CPU-s each); the sanitizer build's, with
+#                             debug info, are the larger ones.
 #   dtr_precompile_headers()  after the targets: each target of ours with at least
 #                             DTR_PCH_MIN_SOURCES C++ sources parses the standard headers most
 #                             sources include and {fmt} once, into a precompiled header,
@@ -15,7 +16,7 @@ include(CheckLinkerFlag)
 
 set(DTR_LINKER "auto" CACHE STRING
     "Linker: auto (lld where installed), lld, mold, or default (the compiler's)")
-set_property(CACHE DTR_LINKER PROPERTY STRINGS auto mold lld default)
+set_property(CACHE DTR_LINKER PROPERTY STRINGS auto lld mold default)
 
 function(dtr_choose_linker)
   if(DTR_LINKER STREQUAL "default")
