@@ -28,20 +28,10 @@
 //
 // Every wait is bounded (ZeroMQ receive timeouts, the session's sync timeout); the workers
 // and the baseline child are killed at the end.
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <functional>
-#include <stdexcept>
+#include <cstdlib>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -50,6 +40,7 @@
 #include "dtr/dtr.hpp"
 #include "master_sgd_step.hpp"
 #include "worker_daemon.hpp"
+#include "zmq_baseline.hpp"
 
 namespace {
 
@@ -61,90 +52,9 @@ using dtr::bench::percentile;
 using dtr::bench::seconds_since;
 using dtr::bench::WorkerDaemon;
 
-constexpr int kRecvTimeoutMs = 60000;
-
-// ---- the raw baseline: a forked PULL child that acks the message whose first byte is 1 ----
-
-struct RatePeer {
-  pid_t pid = -1;
-  std::string pull, ack;
-
-  // Forks the child (before this process has threads) and waits (bounded) for its ports.
-  RatePeer() {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    std::fflush(stdout);
-    pid = fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      close(fds[0]);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      serve(fds[1]);
-      _exit(0);
-    }
-    close(fds[1]);
-    std::string line;
-    auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (line.find('\n') == std::string::npos && Clock::now() < deadline) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char buf[256];
-      ssize_t n = read(fds[0], buf, sizeof buf);
-      if (n <= 0) break;
-      line.append(buf, static_cast<size_t>(n));
-    }
-    close(fds[0]);
-    size_t space = line.find(' ');
-    if (space == std::string::npos) throw std::runtime_error("the PUSH/PULL child did not start");
-    pull = line.substr(0, space);
-    ack = line.substr(space + 1, line.find('\n') - space - 1);
-  }
-  ~RatePeer() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);  // bounded: SIGKILL cannot be ignored
-    }
-  }
-  static void serve(int out) {
-    zmq::context_t ctx(1);
-    zmq::socket_t in(ctx, zmq::socket_type::pull), back(ctx, zmq::socket_type::push);
-    in.set(zmq::sockopt::rcvtimeo, 600000);
-    in.bind("tcp://127.0.0.1:*");
-    back.bind("tcp://127.0.0.1:*");
-    std::string line =
-        in.get(zmq::sockopt::last_endpoint) + " " + back.get(zmq::sockopt::last_endpoint) + "\n";
-    if (write(out, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(3);
-    close(out);
-    uint64_t count = 0;
-    zmq::message_t m;
-    while (in.recv(m)) {
-      ++count;
-      if (m.size() > 0 && m.data<uint8_t>()[0] == 1) {
-        zmq::message_t reply(&count, sizeof count);
-        back.send(reply, zmq::send_flags::none);
-        count = 0;
-      }
-    }
-  }
-};
-
-// PUSH/PULL 64-byte messages per second, `count` messages until the child's ack.
-double push_pull_rate(zmq::socket_t& push, zmq::socket_t& ack, int64_t count, bool* ok) {
-  char buf[64] = {};
-  auto t0 = Clock::now();
-  for (int64_t i = 0; i < count; ++i) {
-    buf[0] = i == count - 1 ? 1 : 0;
-    zmq::message_t m(buf, sizeof buf);
-    push.send(m, zmq::send_flags::none);
-  }
-  zmq::message_t reply;
-  if (!ack.recv(reply)) throw std::runtime_error("PUSH/PULL child: no ack within 60 s");
-  double dt = seconds_since(t0);
-  uint64_t got = 0;
-  if (reply.size() == sizeof got) std::memcpy(&got, reply.data(), sizeof got);
-  if (got != static_cast<uint64_t>(count)) *ok = false;
-  return static_cast<double>(count) / dt;
-}
+// The raw baseline (bench/zmq_baseline.hpp): a forked PULL peer that counts 64-byte messages
+// and acks the last one of each rep.
+using dtr::bench::PeerProcess;
 
 struct Report {
   std::vector<std::string> goals, results;
@@ -169,7 +79,7 @@ struct Report {
 
 // ---- 1. a chain of 1,000 tiny in-place ops ----
 
-void bench_chain(RatePeer& peer, bool quick, Report& rep) {
+void bench_chain(const PeerProcess& peer, bool quick, Report& rep) {
   const int kChain = 1000;
   const int replays = quick ? 200 : 2000;
   const int64_t raw_count = quick ? 200000 : 1000000;
@@ -178,11 +88,14 @@ void bench_chain(RatePeer& peer, bool quick, Report& rep) {
   std::printf("\n[1] chain: %d x.add_(1) captured, %d replays; eager %lld; raw %lld msgs\n", kChain,
               replays, static_cast<long long>(eager_count), static_cast<long long>(raw_count));
   zmq::context_t ctx(1);
-  zmq::socket_t push(ctx, zmq::socket_type::push), ack(ctx, zmq::socket_type::pull);
-  ack.set(zmq::sockopt::rcvtimeo, kRecvTimeoutMs);
-  push.connect(peer.pull);
-  ack.connect(peer.ack);
+  zmq::socket_t push =
+      dtr::bench::connected_socket(ctx, zmq::socket_type::push, peer.endpoints.at(0));
+  zmq::socket_t ack =
+      dtr::bench::connected_socket(ctx, zmq::socket_type::pull, peer.endpoints.at(1));
   bool raw_ok = true, values_ok = true;
+  auto raw_once = [&](int64_t n) {
+    return static_cast<double>(n) / dtr::bench::push_pull_seconds(push, ack, n, &raw_ok);
+  };
 
   DistributedTensor x = dtr::zeros({1}, dtr::DType::Float64);
   dtr::Graph chain = dtr::capture([&] {
@@ -208,7 +121,7 @@ void bench_chain(RatePeer& peer, bool quick, Report& rep) {
     values_ok = values_ok && y.item<double>() == static_cast<double>(n);
     return rate;
   };
-  push_pull_rate(push, ack, raw_count / 10, &raw_ok);  // warm-up
+  raw_once(raw_count / 10);  // warm-up
   graph_once(replays / 10);
   eager_once(eager_count / 10);
   std::vector<double> raw, graph, eager;
@@ -216,7 +129,7 @@ void bench_chain(RatePeer& peer, bool quick, Report& rep) {
     for (int j = 0; j < 3; ++j) {
       switch ((r + j) % 3) {
         case 0:
-          raw.push_back(push_pull_rate(push, ack, raw_count, &raw_ok));
+          raw.push_back(raw_once(raw_count));
           break;
         case 1:
           graph.push_back(graph_once(replays));
@@ -390,7 +303,8 @@ int main(int argc, char** argv) {
 #endif
   Report rep;
   try {
-    RatePeer peer;  // forked before this process has threads
+    PeerProcess peer;  // forked before this process has threads
+    peer.spawn("rate", [](auto tell) { dtr::bench::rate_peer(tell); });
     WorkerDaemon w0, w1;
     std::printf("dtr_graph_bench%s; load average %s\n", quick ? " --quick" : "",
                 load_average().c_str());

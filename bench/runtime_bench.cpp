@@ -93,131 +93,26 @@
 #include "dtr/tensor.hpp"
 #include "protocol/transport.hpp"
 #include "worker_daemon.hpp"
+#include "zmq_baseline.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using dtr::bench::bound_socket;
+using dtr::bench::connected_socket;
 using dtr::bench::load_average;
 using dtr::bench::median;
+using dtr::bench::PeerProcess;
 using dtr::bench::percentile;
+using dtr::bench::rate_peer;
+using dtr::bench::recv_or_throw;
 using dtr::bench::seconds_since;
+using dtr::bench::WorkerDaemon;
 using dtr::local::Tensor;
 
-constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
-constexpr int kRecvTimeoutMs = 60000;  // every raw receive in the parent
-constexpr int kChildIdleMs = 600000;   // a child exits after this long without traffic
-
 // ---------------------------------------------------------------------------------------
-// Baseline peers: children forked at start, before this process has any thread.
-
-class PeerProcess {
- public:
-  PeerProcess() = default;
-  PeerProcess(const PeerProcess&) = delete;
-  PeerProcess& operator=(const PeerProcess&) = delete;
-  ~PeerProcess() { stop(); }
-
-  // Forks a child running body(tell); body binds its sockets and calls tell(endpoints)
-  // once, then serves. Waits (bounded) for the endpoints.
-  template <typename Body>
-  void spawn(const char* name, Body body) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_t parent = getpid();
-    std::fflush(stdout);
-    std::fflush(stderr);
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      close(fds[0]);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(0);
-      auto tell = [&](const std::vector<std::string>& eps) {
-        std::string line;
-        for (const std::string& e : eps) line += e + " ";
-        line += "\n";
-        if (write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(3);
-        close(fds[1]);
-      };
-      try {
-        body(tell);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "baseline peer %s: %s\n", name, e.what());
-        std::fflush(stderr);
-        _exit(1);
-      }
-      _exit(0);
-    }
-    close(fds[1]);
-    std::string line;
-    auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (line.find('\n') == std::string::npos) {
-      int left = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      pollfd p{fds[0], POLLIN, 0};
-      if (left <= 0 || poll(&p, 1, left) <= 0) break;
-      char buf[512];
-      ssize_t n = read(fds[0], buf, sizeof buf);
-      if (n <= 0) break;
-      line.append(buf, static_cast<size_t>(n));
-    }
-    close(fds[0]);
-    std::istringstream in(line);
-    for (std::string e; in >> e;) endpoints.push_back(e);
-    if (endpoints.empty()) {
-      stop();
-      throw std::runtime_error(std::string("baseline peer ") + name +
-                               " did not report its endpoints within 20 s");
-    }
-  }
-
-  void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);  // bounded: SIGKILL cannot be ignored
-    pid_ = -1;
-  }
-
-  pid_t pid() const { return pid_; }
-  std::vector<std::string> endpoints;
-
- private:
-  pid_t pid_ = -1;
-};
-
-// The dtr-worker daemon of this build (or $DTR_WORKER_BIN), listening on an ephemeral
-// loopback port: fork/exec, then a bounded wait for its endpoint file. Stopped with
-// SIGTERM, then SIGKILL after 10 s.
-using dtr::bench::WorkerDaemon;
-
-zmq::socket_t bound_socket(zmq::context_t& ctx, zmq::socket_type type) {
-  zmq::socket_t s(ctx, type);
-  dtr::protocol::configure_socket(s, kMaxMessageBytes);
-  s.set(zmq::sockopt::rcvtimeo, kChildIdleMs);
-  s.bind("tcp://127.0.0.1:*");
-  return s;
-}
-
-// PULL counts 64-byte messages; the one whose first byte is 1 ends a rep and is answered
-// on the PUSH socket with the count (8 bytes).
-template <typename Tell>
-void rate_peer(Tell tell) {
-  zmq::context_t ctx(1);
-  zmq::socket_t pull = bound_socket(ctx, zmq::socket_type::pull);
-  zmq::socket_t ack = bound_socket(ctx, zmq::socket_type::push);
-  tell({pull.get(zmq::sockopt::last_endpoint), ack.get(zmq::sockopt::last_endpoint)});
-  uint64_t count = 0;
-  zmq::message_t m;
-  while (pull.recv(m)) {
-    ++count;
-    if (m.size() > 0 && m.data<uint8_t>()[0] == 1) {
-      zmq::message_t reply(&count, sizeof count);
-      ack.send(reply, zmq::send_flags::none);
-      count = 0;
-    }
-  }
-}
+// Baseline peers: children forked at start, before this process has any thread (the rate
+// pair's peer and PeerProcess are in bench/zmq_baseline.hpp, shared with dtr_graph_bench).
 
 // ROUTER echo: [id][msg] -> [id][the same msg].
 template <typename Tell>
@@ -277,11 +172,7 @@ struct RawClients {
   // Connects to the peers that were spawned (those with endpoints).
   RawClients(const PeerProcess& rate, const PeerProcess& echo_peer, const PeerProcess& bulk_peer) {
     auto make = [&](zmq::socket_type type, const std::string& ep) {
-      zmq::socket_t s(ctx, type);
-      dtr::protocol::configure_socket(s, kMaxMessageBytes);
-      s.set(zmq::sockopt::rcvtimeo, kRecvTimeoutMs);
-      s.connect(ep);
-      return s;
+      return connected_socket(ctx, type, ep);
     };
     if (!rate.endpoints.empty()) {
       push = make(zmq::socket_type::push, rate.endpoints.at(0));
@@ -293,10 +184,6 @@ struct RawClients {
       bulk = make(zmq::socket_type::dealer, bulk_peer.endpoints.at(0));
   }
 };
-
-void recv_or_throw(zmq::socket_t& s, zmq::message_t& m, const char* what) {
-  if (!s.recv(m)) throw std::runtime_error(std::string(what) + ": no answer within 60 s");
-}
 
 // ---------------------------------------------------------------------------------------
 // Process figures from /proc.
@@ -491,22 +378,9 @@ void bench_dispatch(RawClients& raw, pid_t worker, bool quick, Report& rep) {
       "\n[1] dispatch: %lld x.add_(1) then synchronize(), vs %lld raw 64 B PUSH/PULL msgs; "
       "%d reps interleaved\n",
       static_cast<long long>(n), static_cast<long long>(n), reps);
-  char buf[64] = {};
-  uint64_t raw_count_bad = 0;
+  bool raw_counted_all = true;
   auto raw_once = [&](int64_t count) {
-    auto t0 = Clock::now();
-    for (int64_t i = 0; i < count; ++i) {
-      buf[0] = i == count - 1 ? 1 : 0;
-      zmq::message_t m(buf, sizeof buf);
-      raw.push.send(m, zmq::send_flags::none);
-    }
-    zmq::message_t ack;
-    recv_or_throw(raw.ack, ack, "PUSH/PULL receiver");
-    double dt = seconds_since(t0);
-    uint64_t got = 0;
-    if (ack.size() == sizeof got) std::memcpy(&got, ack.data(), sizeof got);
-    if (got != static_cast<uint64_t>(count)) ++raw_count_bad;
-    return dt;
+    return dtr::bench::push_pull_seconds(raw.push, raw.ack, count, &raw_counted_all);
   };
   struct DtrRun {
     double total, enqueue, worker_cpu, self_cpu;
@@ -548,7 +422,7 @@ void bench_dispatch(RawClients& raw, pid_t worker, bool quick, Report& rep) {
     }
   }
   rep.check(values_ok, fmt("x.item() == %lld after every dtr rep", static_cast<long long>(n)));
-  rep.check(raw_count_bad == 0, "raw receiver counted every message");
+  rep.check(raw_counted_all, "raw receiver counted every message");
 
   auto rates = [&](const std::vector<double>& s) {
     std::vector<double> r;

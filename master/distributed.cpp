@@ -624,25 +624,17 @@ DistributedTensor arange(Scalar start, Scalar end, Scalar step) {
 DistributedTensor linspace(double start, double end, int64_t steps, DType dtype) {
   return DistributedTensor::create(OpId::linspace, creation::linspace(start, end, steps, dtype));
 }
-namespace {
-DistributedTensor random(OpId op, const Shape& shape, RandomDraw d, DType dtype) {
-  return DistributedTensor::create(op, creation::random(shape, dtype, d.seed, d.offset));
-}
-uint64_t draws(const Shape& shape) {
-  return static_cast<uint64_t>(numel_of(shape));
-}
-}  // namespace
 DistributedTensor rand(const Shape& shape, Generator& gen, DType dtype) {
-  return random(OpId::rand, shape, {gen.seed(), gen.advance(draws(shape))}, dtype);
+  return DistributedTensor::create(OpId::rand, creation::random(shape, dtype, &gen));
 }
 DistributedTensor randn(const Shape& shape, Generator& gen, DType dtype) {
-  return random(OpId::randn, shape, {gen.seed(), gen.advance(draws(shape))}, dtype);
+  return DistributedTensor::create(OpId::randn, creation::random(shape, dtype, &gen));
 }
 DistributedTensor rand(const Shape& shape, DType dtype) {
-  return random(OpId::rand, shape, default_generator_advance(draws(shape)), dtype);
+  return DistributedTensor::create(OpId::rand, creation::random(shape, dtype, nullptr));
 }
 DistributedTensor randn(const Shape& shape, DType dtype) {
-  return random(OpId::randn, shape, default_generator_advance(draws(shape)), dtype);
+  return DistributedTensor::create(OpId::randn, creation::random(shape, dtype, nullptr));
 }
 
 }  // namespace dtr

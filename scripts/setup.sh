@@ -43,10 +43,13 @@ case "${build_dir}" in
   *) build_dir="$(pwd)/${build_dir}" ;;
 esac
 
+source "${repo_root}/scripts/phase_time.sh"
+
 # ---- Debian packages ----
+phase_start
 packages=(cmake g++ ninja-build pkg-config libzmq3-dev cppzmq-dev libcereal-dev libeigen3-dev
           doctest-dev libcli11-dev libspdlog-dev libfmt-dev libreadline-dev iproute2 iptables
-          libgloo-dev libopenmpi-dev openmpi-bin)
+          libgloo-dev libopenmpi-dev openmpi-bin lld)
 if [[ "${DTR_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for pkg in "${packages[@]}"; do
@@ -69,10 +72,12 @@ if [[ "${DTR_SKIP_APT:-0}" != 1 ]]; then
     "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
 fi
+phase_end packages
 
 # ---- Python: headers, pip, and nanobind / numpy / pytest for the python3 on PATH ----
 # nanobind is pinned: the committed stubs (python/dtr/_dtr/*.pyi) are its stubgen's output.
 python_packages=("nanobind==3.1.0" "numpy" "pytest")
+phase_start
 if [[ "${DTR_SKIP_PYTHON:-0}" != 1 ]]; then
   as_root=()
   [[ "$(id -u)" -eq 0 ]] || as_root=(sudo)
@@ -108,6 +113,7 @@ assert m.version("nanobind") == "3.1.0"' 2>/dev/null; then
       "${python_packages[@]}"
   fi
 fi
+phase_end python-packages
 
 # ---- CUDA toolkit on PATH, when there is one ----
 if [[ -d /usr/local/cuda/bin ]] && ! command -v nvcc >/dev/null; then
@@ -122,8 +128,12 @@ if [[ ! -f "${build_dir}/CMakeCache.txt" ]]; then
   generator_args=(-G Ninja)
 fi
 echo "setup.sh: configuring ${build_dir}"
+phase_start
 cmake -S "${repo_root}" -B "${build_dir}" "${generator_args[@]}" "${cmake_args[@]}"
+phase_end configure
 if [[ "${do_build}" == 1 ]]; then
   echo "setup.sh: building ${build_dir} with ${jobs} jobs"
+  phase_start
   cmake --build "${build_dir}" --parallel "${jobs}"
+  phase_end build
 fi

@@ -1,34 +1,48 @@
 #!/usr/bin/env bash
 # Builds dtr (scripts/setup.sh installs what is missing) and runs the whole test suite.
 #
-# Usage: scripts/test.sh [--sanitize | --tsan] [CTEST_ARG...]
+# Usage: scripts/test.sh [--sanitize | --tsan] [--no-bench] [CTEST_ARG...]
 #   (no flag)    build/       the normal build, then ctest
 #   --sanitize   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build, then ctest
 #   --tsan       build-tsan/  ThreadSanitizer build, then ctest
+#   --no-bench   the normal build without the benchmarks (no test runs one; .ci/run)
 #   CTEST_ARG... passed to ctest, e.g. -L unit or -R tensor/
 #
 # Sanitizer builds are RelWithDebInfo at -O1 -g1 without the benchmarks, and without CUDA
 # (nvcc's device code is not instrumented, and CI has no GPU): they are also the check that dtr builds
-# and passes where there is no CUDA toolkit. Under --tsan every process
+# and passes where there is no CUDA toolkit. The normal build compiles the CUDA sources for
+# sm_90 (CMakeLists.txt) where nvidia-smi sees a GPU, and only to PTX (compute_90, no ptxas)
+# where it sees none: they are still compiled, and nothing could run their code. Under --tsan every process
 # (workers and ranks too) writes its reports to build-tsan/tsan-logs/, printed at the end;
 # any report there fails the run. Exits non-zero when the build or any test fails.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode=normal
+bench_args=()
 ctest_args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --sanitize | --asan) mode=address; shift ;;
     --tsan) mode=thread; shift ;;
-    -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-bench) bench_args=(-DDTR_BUILD_BENCH=OFF); shift ;;
+    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) ctest_args+=("$1"); shift ;;
   esac
 done
 
+# Phase times (scripts/phase_time.sh), labelled with the pass for .ci/run's table.
+source "${repo_root}/scripts/phase_time.sh"
+case "${mode}" in
+  normal) export DTR_PHASE_PASS=normal ;;
+  address) export DTR_PHASE_PASS=asan ;;
+  thread) export DTR_PHASE_PASS=tsan ;;
+esac
+
 # The seed's Net is checked against torch (tests/training/seed_net_torch_test.sh): Debian's
 # python3-torch for /usr/bin/python3. Without it (no apt, DTR_SKIP_APT=1) that test is
 # reported skipped.
+phase_start
 if [[ "${DTR_SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null &&
   ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   as_root=()
@@ -41,6 +55,7 @@ if [[ "${DTR_SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null &&
         --no-install-recommends python3-torch; } ||
     echo "test.sh: python3-torch could not be installed; the torch comparison will be skipped"
 fi
+phase_end torch-package
 
 # -O1 -g1 (line tables): the sanitizers' reports keep file and line, and the build takes half
 # the time of -O2 -g (measured on the two largest sources under ASan+UBSan: 47 s against 98 s).
@@ -49,7 +64,12 @@ sanitizer_args=(-DDTR_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 case "${mode}" in
   normal)
     build_dir="${repo_root}/build"
-    bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}"
+    cuda_args=()
+    if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+      cuda_args=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual)
+    fi
+    bash "${repo_root}/scripts/setup.sh" --build-dir "${build_dir}" "${bench_args[@]}" \
+      "${cuda_args[@]}"
     ;;
   address)
     build_dir="${repo_root}/build-asan"
@@ -73,8 +93,10 @@ case "${mode}" in
 esac
 
 rc=0
+phase_start
 ctest --test-dir "${build_dir}" --output-on-failure --no-tests=error --timeout 600 -j "$(nproc)" \
   "${ctest_args[@]}" || rc=$?
+phase_end tests
 if [[ "${mode}" == thread ]]; then
   reports=("${tsan_logs}"/tsan.*)
   if [[ -e "${reports[0]}" ]]; then

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "check.hpp"
+#include "dtr/generator.hpp"
 #include "op_rules.hpp"
 
 namespace dtr {
@@ -762,6 +763,11 @@ OpAttrs random(const Shape& s, DType dtype, uint64_t seed, uint64_t offset) {
   a.seed = seed;
   a.offset = offset;
   return a;
+}
+OpAttrs random(const Shape& s, DType dtype, Generator* gen) {
+  const auto n = static_cast<uint64_t>(numel_of(s));
+  RandomDraw d = gen ? RandomDraw{gen->seed(), gen->advance(n)} : default_generator_advance(n);
+  return random(s, dtype, d.seed, d.offset);
 }
 }  // namespace creation
 

@@ -389,12 +389,6 @@ namespace {
 Tensor create(OpId op, const OpAttrs& attrs) {
   return execute(op, {}, attrs, false);
 }
-uint64_t count(const Shape& shape) {
-  return static_cast<uint64_t>(numel_of(shape));
-}
-Tensor random(OpId op, const Shape& shape, RandomDraw draw, DType dtype) {
-  return create(op, creation::random(shape, dtype, draw.seed, draw.offset));
-}
 }  // namespace
 
 Tensor empty(const Shape& shape, DType dtype) {
@@ -435,16 +429,16 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   return create(OpId::linspace, creation::linspace(start, end, steps, dtype));
 }
 Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
-  return random(OpId::rand, shape, {gen.seed(), gen.advance(count(shape))}, dtype);
+  return create(OpId::rand, creation::random(shape, dtype, &gen));
 }
 Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
-  return random(OpId::randn, shape, {gen.seed(), gen.advance(count(shape))}, dtype);
+  return create(OpId::randn, creation::random(shape, dtype, &gen));
 }
 Tensor rand(const Shape& shape, DType dtype) {
-  return random(OpId::rand, shape, default_generator_advance(count(shape)), dtype);
+  return create(OpId::rand, creation::random(shape, dtype, nullptr));
 }
 Tensor randn(const Shape& shape, DType dtype) {
-  return random(OpId::randn, shape, default_generator_advance(count(shape)), dtype);
+  return create(OpId::randn, creation::random(shape, dtype, nullptr));
 }
 
 template <typename T>

@@ -507,6 +507,8 @@ DType infer_inplace(OpId op, std::span<const TensorMeta> inputs, const OpAttrs& 
 // float32; an integer scalar makes a bool tensor int64). Comparisons compute in it.
 DType binary_operand_dtype(std::span<const TensorMeta> inputs, const OpAttrs& attrs);
 
+class Generator;
+
 // Attributes of the creation ops, shared by every tensor type's creation functions.
 namespace creation {
 OpAttrs shape(const Shape& shape, DType dtype);
@@ -515,6 +517,9 @@ OpAttrs full(const Shape& shape, Scalar value, DType dtype);
 OpAttrs arange(Scalar start, Scalar end, Scalar step);
 OpAttrs linspace(double start, double end, int64_t steps, DType dtype);
 OpAttrs random(const Shape& shape, DType dtype, uint64_t seed, uint64_t offset);
+// rand and randn: reserves numel(shape) positions of gen's stream, or of the default
+// generator's when gen is null, for the draw.
+OpAttrs random(const Shape& shape, DType dtype, Generator* gen);
 }  // namespace creation
 
 // True when arange's start, end and step are all integers (or bools): it then counts in

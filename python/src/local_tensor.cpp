@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "autograd_methods.hpp"
 #include "bindings.hpp"
@@ -229,26 +230,19 @@ void bind_local_creation(nb::module_& local) {
 // The random creation functions and the ones over data here.
 void bind_local_random(nb::module_& local) {
   using nb::arg;
-  local.def(
-      "rand",
-      [](nb::args shape, Generator* gen, nb::handle dtype, bool requires_grad) {
-        Shape s = shape_from_args(shape, "rand");
-        return with_requires_grad(
-            gen ? local::rand(s, *gen, dtype_arg(dtype)) : local::rand(s, dtype_arg(dtype)),
-            requires_grad);
-      },
-      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
-      arg("requires_grad") = false);
-  local.def(
-      "randn",
-      [](nb::args shape, Generator* gen, nb::handle dtype, bool requires_grad) {
-        Shape s = shape_from_args(shape, "randn");
-        return with_requires_grad(
-            gen ? local::randn(s, *gen, dtype_arg(dtype)) : local::randn(s, dtype_arg(dtype)),
-            requires_grad);
-      },
-      arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
-      arg("requires_grad") = false);
+  for (bool normal : {false, true}) {
+    local.def(
+        normal ? "randn" : "rand",
+        [normal](nb::args shape, Generator* gen, nb::handle dtype, bool requires_grad) {
+          Shape s = shape_from_args(shape, normal ? "randn" : "rand");
+          DType t = dtype_arg(dtype);
+          LocalTensor r = gen ? (normal ? local::randn(s, *gen, t) : local::rand(s, *gen, t))
+                              : (normal ? local::randn(s, t) : local::rand(s, t));
+          return with_requires_grad(std::move(r), requires_grad);
+        },
+        arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
+        arg("requires_grad") = false);
+  }
   local.def("from_dlpack", &local_from_object, arg("array"),
             "A LocalTensor sharing the memory of any object with __dlpack__ or the buffer "
             "protocol (numpy, torch CPU tensors); no copy.");

@@ -1,0 +1,111 @@
+# What makes dtr's build faster without changing what it builds (issue 39: CI in 30 minutes
+# on two cores; .ci/run's header gives the measured effect).
+#
+#   dtr_choose_linker()       before the targets: links with lld where installed (DTR_LINKER;
+#                             scripts/setup.sh installs it). Release links were already cheap
+#                             with GNU ld (0.1-0.2 CPU-s each); the sanitizer build's, with
+#                             debug info, are the larger ones.
+#   dtr_precompile_headers()  after the targets: each target of ours with at least
+#                             DTR_PCH_MIN_SOURCES C++ sources parses the standard headers most
+#                             sources include and {fmt} once, into a precompiled header,
+#                             instead of once per source (DTR_PCH).
+#
+# Neither changes a compiler or sanitizer flag of any source.
+
+include(CheckLinkerFlag)
+
+set(DTR_LINKER "auto" CACHE STRING
+    "Linker: auto (lld where installed), lld, mold, or default (the compiler's)")
+set_property(CACHE DTR_LINKER PROPERTY STRINGS auto lld mold default)
+
+function(dtr_choose_linker)
+  if(DTR_LINKER STREQUAL "default")
+    return()
+  endif()
+  if(DTR_LINKER STREQUAL "auto")
+    set(candidates lld)
+  else()
+    set(candidates ${DTR_LINKER})
+  endif()
+  foreach(linker IN LISTS candidates)
+    check_linker_flag(CXX "-fuse-ld=${linker}" DTR_HAVE_LINKER_${linker})
+    if(DTR_HAVE_LINKER_${linker})
+      message(STATUS "dtr: linking with ${linker}")
+      add_link_options("-fuse-ld=${linker}")
+      return()
+    endif()
+  endforeach()
+  if(NOT DTR_LINKER STREQUAL "auto")
+    message(FATAL_ERROR "DTR_LINKER is ${DTR_LINKER}, but -fuse-ld=${DTR_LINKER} does not link")
+  endif()
+endfunction()
+
+# Precompiled headers are on by default except under a compiler launcher (ccache): ccache
+# cannot cache a source that uses one unless its sloppiness allows it, and a warm ccache
+# saves more than they do.
+if(CMAKE_CXX_COMPILER_LAUNCHER)
+  set(_dtr_pch_default OFF)
+else()
+  set(_dtr_pch_default ON)
+endif()
+option(DTR_PCH "Precompile the headers most sources include (default: on without a compiler launcher)"
+       ${_dtr_pch_default})
+
+# System headers only: CMake's precompiled header is a system header, and dtr's own headers
+# inside it would have their warnings silenced. These are the ones most sources include
+# (parsing them took about 1.3 s of each source's compile; a header takes about 6 s to build,
+# so a target needs DTR_PCH_MIN_SOURCES sources for it to pay).
+set(DTR_PCH_HEADERS
+    <algorithm> <array> <atomic> <chrono> <cmath> <cstdint> <cstring> <functional> <map>
+    <memory> <mutex> <optional> <sstream> <string> <string_view> <thread> <unordered_map>
+    <vector> <fmt/format.h>)
+set(DTR_PCH_MIN_SOURCES 5)
+
+# out: every buildsystem target defined in dir and the directories below it.
+function(_dtr_targets_below dir out)
+  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(sub IN LISTS subdirs)
+    _dtr_targets_below("${sub}" below)
+    list(APPEND targets ${below})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+function(dtr_precompile_headers)
+  if(NOT DTR_PCH)
+    return()
+  endif()
+  _dtr_targets_below("${PROJECT_SOURCE_DIR}" targets)
+  foreach(target IN LISTS targets)
+    get_target_property(type ${target} TYPE)
+    if(NOT type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|STATIC_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$")
+      continue()
+    endif()
+    # Ours only (nanobind's own library is built from its sources in site-packages).
+    get_target_property(sources ${target} SOURCES)
+    get_target_property(source_dir ${target} SOURCE_DIR)
+    set(ours 0)
+    foreach(src IN LISTS sources)
+      if(src MATCHES "\\.(cpp|cc|cxx)$")
+        if(NOT IS_ABSOLUTE "${src}")
+          set(src "${source_dir}/${src}")
+        endif()
+        string(FIND "${src}" "${PROJECT_SOURCE_DIR}/" at)
+        if(at EQUAL 0)
+          math(EXPR ours "${ours} + 1")
+        endif()
+      endif()
+    endforeach()
+    if(ours LESS DTR_PCH_MIN_SOURCES)
+      continue()
+    endif()
+    # C++ sources only: nvcc compiles the CUDA ones.
+    set(cxx_headers "")
+    foreach(header IN LISTS DTR_PCH_HEADERS)
+      string(REPLACE ">" "$<ANGLE-R>" header "${header}")
+      list(APPEND cxx_headers "$<$<COMPILE_LANGUAGE:CXX>:${header}>")
+    endforeach()
+    target_precompile_headers(${target} PRIVATE ${cxx_headers})
+  endforeach()
+endfunction()
