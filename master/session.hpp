@@ -25,6 +25,14 @@
 // (which runs before the I/O thread starts) the ZeroMQ sockets are used only under
 // io_mu_, by the I/O thread or by one waiting requester; the heartbeat connections of
 // connect mode only by the heartbeat thread.
+//
+// Where it is implemented, one job per file: master/session.cpp (start, shutdown),
+// master/connect.cpp (the handshake: HELLO, heartbeat connections, Setup, same-host attach),
+// master/requests.cpp (queuing commands, requests and the wait for their replies),
+// master/io_loop.cpp (the I/O thread, flushes and sends), master/replies.cpp (reading and
+// routing what the workers send), master/liveness.cpp (heartbeats, silence, lost nodes),
+// master/observability.cpp (clocks, traces, flight reports), master/graph.cpp (captures).
+// One node's state is a WorkerNode (master/worker_node.hpp).
 #pragma once
 
 #include <poll.h>
@@ -35,7 +43,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -45,6 +52,7 @@
 #include "dtr/distributed.hpp"
 #include "dtr/observability.hpp"
 #include "master/trace.hpp"
+#include "master/worker_node.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
@@ -69,6 +77,10 @@ std::string device_name(int device);
 RemoteError remote_error(int node, const protocol::RemoteFailure& f);
 // The id of this thread's current stream on `node` (master/stream.cpp).
 uint32_t current_stream_id(const MasterSession& s, int node);
+// What Setup carries for MasterOptions::backend (its value, else $DTR_BACKEND): "" for the
+// workers' default, "gloo" or "mpi"; InvalidArgument for any other name
+// (master/connect.cpp).
+std::string setup_backend(std::string name);
 
 class MasterSession : public std::enable_shared_from_this<MasterSession> {
  public:
@@ -123,7 +135,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // The same for an op (the hot path: no variant to build); true when a capture on this
   // thread took it (master/capture.hpp) instead.
   bool enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
-  // Same-host payloads with `node` (see Node): whether, why not, and the worker's process.
+  // Same-host payloads with `node` (see WorkerNode): whether, why not, and the worker's process.
   bool same_host(int node) const { return nodes_[node]->same_host; }
   const std::string& same_host_note(int node) const { return nodes_[node]->same_host_note; }
   uint32_t worker_pid(int node) const { return nodes_[node]->hello.pid; }
@@ -162,61 +174,17 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void hold_io_for_test(std::chrono::milliseconds how_long);
 
  private:
-  struct Node {
-    int index = 0;
-    std::string endpoint;
-    // The data connection's routing id: ours (connect mode, random) or the worker's
-    // (listen mode); the heartbeat connection's is protocol::beat_identity() of it.
-    std::string identity;
-    std::unique_ptr<zmq::socket_t> dealer;  // connect mode: the data connection
-    // Connect mode: the heartbeat connection, on beat_context_, used by the heartbeat
-    // thread only (after the handshake).
-    std::unique_ptr<zmq::socket_t> beat;
-    protocol::HelloReply hello;
-    std::mutex mu;  // guards batch and payloads
-    protocol::BatchWriter batch;
-    std::vector<local::Tensor> payloads;
-    std::atomic<bool> lost{false};
-    std::string lost_reason;  // set once, before `lost`
-    // When anything last came from it (steady clock): written by whoever reads its
-    // sockets (the I/O owner, the heartbeat thread).
-    std::atomic<Clock::rep> last_heard{0};
-    // The heartbeat thread's, while the node looks silent: the receive pass that must end
-    // before it is blamed (0: not suspected), and since when (data_read_since_silent).
-    uint64_t suspect_pass = 0;
-    Clock::time_point suspect_since;
-    // A batch message the worker could not take yet (its queue and ours at their
-    // high-water marks), sent before anything else; under io_mu_.
-    std::shared_ptr<const std::string> unsent;
-    std::vector<local::Tensor> unsent_payloads;
-    // Observability: under flight_mu, the latest flight dump the worker sent unasked and
-    // when; once lost, the report the WorkerLost errors name (made once).
-    std::mutex flight_mu;
-    std::optional<protocol::FlightDump> reported;
-    Clock::time_point reported_at;
-    std::optional<std::string> lost_report;
-    // Its clock offset (clock_mu_).
-    int64_t clock_offset_ns = 0;
-    int64_t clock_error_ns = -1;  // -1: not measured
-    // Same-host payloads (protocol/same_host.hpp), set while the session starts: whether
-    // tensor bytes move by direct copy between this process and the worker's, and if not,
-    // why not. `orphans`: tensors a PutFrom named whose dist_send ended without its reply
-    // (the worker may still read them), kept until a later dist_send's reply.
-    bool same_host = false;
-    std::string same_host_note;
-    uint64_t held_challenge = 0;  // the worker's, where Attach says it is
-    std::mutex orphan_mu;
-    std::vector<local::Tensor> orphans;
-  };
+  using Node = WorkerNode;
 
+  // ---- master/session.cpp: start and end ----
   explicit MasterSession(const MasterOptions& options);
-  // While a thread captures: the command is the capture's (true), or goes out (false).
-  bool divert(int node, const protocol::Command& c, Wake how);
-  bool divert(int node, const protocol::cmd::RunOp& c, Wake how);
-  // Throws InvalidArgument when the calling thread captures: `c` is a sync point.
-  void refuse_sync_point_in_capture(const protocol::Command& c) const;
+
+  // ---- master/connect.cpp: the handshake ----
   void connect_workers();
   void accept_workers();
+  // Connect mode, after the worker's HELLO reply: the heartbeat connection to it, up
+  // (handshake done) by `deadline` or TimeoutError.
+  void open_beat(Node& node, Clock::time_point deadline);
   // Tells each worker its node index and where the other workers listen for peers.
   void send_setup();
   // Finds out, per node, whether tensor bytes can move by direct copy (Node::same_host):
@@ -224,17 +192,12 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   void attach_same_host();
   // That for one node: "" when attached, else why not.
   std::string attach(Node& node);
-  void io_loop();
-  // One round of the I/O work, under io_mu_: flush the batches (`flush`), heartbeats and
-  // the silence check, then read every socket until it has nothing.
-  void service(bool flush);
-  // Sleeps until a socket (with `with_sockets`) or the wake fd (with `with_wake`) may have
-  // input, or timeout; without io_mu_.
-  void wait_sockets(std::chrono::milliseconds timeout, bool with_wake, bool with_sockets);
-  void receive_all();
-  // Under io_mu_: whether a socket has a message to read (ZMQ_EVENTS; its ZMQ_FD need not
-  // signal for one that arrived while the socket was in use).
-  bool input_waiting();
+
+  // ---- master/requests.cpp: queuing commands, requests ----
+  // After a command was queued for `n` (`queued` commands are waiting): tells the I/O
+  // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and
+  // holds the caller at the backpressure limit.
+  void after_enqueue(Node& n, size_t queued, Wake how);
   // request(): until `future` is ready or `deadline`, this thread does the I/O itself
   // whenever the I/O thread is not (it sends the request and takes the reply with no
   // hand-off between threads); false on timeout.
@@ -244,6 +207,19 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // here (true) or `until`.
   bool hold_io(std::future<ReplyMessage>& future, Clock::time_point until,
                Clock::time_point spin_until);
+
+  // ---- master/io_loop.cpp: the I/O thread, flushes and sends ----
+  void wake();
+  void io_loop();
+  // One round of the I/O work, under io_mu_: flush the batches (`flush`), heartbeats and
+  // the silence check, then read every socket until it has nothing.
+  void service(bool flush);
+  // Sleeps until a socket (with `with_sockets`) or the wake fd (with `with_wake`) may have
+  // input, or timeout; without io_mu_.
+  void wait_sockets(std::chrono::milliseconds timeout, bool with_wake, bool with_sockets);
+  // Under io_mu_: whether a socket has a message to read (ZMQ_EVENTS; its ZMQ_FD need not
+  // signal for one that arrived while the socket was in use).
+  bool input_waiting();
   void flush_all();
   // Sends a batch message without blocking: false when the worker's queue is full (the
   // message is kept as the node's `unsent`) or the node is lost (fail_node).
@@ -258,17 +234,27 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
                                    std::span<const local::Tensor> payloads);
   // A message outside the batches (heartbeat, goodbye): dropped when the queue is full.
   void send_control(Node& node, std::string header);
+  // In a burst of commands, the I/O thread's next flush waits until this long after the
+  // last one (io_loop).
+  static constexpr std::chrono::microseconds kCork{30};
+  // Outside a burst the I/O thread waits this long before it flushes work it was woken
+  // for, unless a requester holds the I/O: a program's async commands followed by a
+  // request (`(x + 1).item()`) then leave as one message, which the requester sends.
+  static constexpr std::chrono::microseconds kFirstDelay{15};
+  // While anything was flushed within kDozeWindow the idle I/O thread looks again after
+  // kDoze (so Wake::kLazy work waits at most that long); then it sleeps for kIdlePoll.
+  static constexpr std::chrono::milliseconds kDoze{1};
+  static constexpr std::chrono::milliseconds kDozeWindow{100};
+
+  // ---- master/replies.cpp: reading what the workers send ----
+  void receive_all();
   // node < 0: a ROUTER whose first frame names the worker.
   void receive(zmq::socket_t& socket, int node);
   void dispatch(int node, protocol::Received& msg, size_t first);
+
+  // ---- master/liveness.cpp: heartbeats, silence, lost nodes ----
   // Marks the node lost (once) and fails its pending requests with WorkerLost(why).
   void fail_node(int node, const std::string& why);
-  // Throws the WorkerLost of lost node `node`, with the flight report (made once).
-  [[noreturn]] void throw_lost(int node);
-  // Measures each live node's clock offset (a few ClockSync round trips each).
-  void measure_clocks();
-  // A flight dump node `node` sent unasked (I/O thread).
-  void note_flight(int node, protocol::FlightDump d);
   // The silence check, by the I/O owner in listen mode, by the heartbeat thread in connect
   // mode; and in connect mode the heartbeats to the workers.
   void liveness(Clock::time_point now);
@@ -287,27 +273,23 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   bool data_read_since_silent(Node& node, Clock::time_point now);
   // How soon the heartbeat thread looks again at a node it suspects.
   static constexpr std::chrono::milliseconds kSuspectLook{2};
-  // Connect mode, after the worker's HELLO reply: the heartbeat connection to it, up
-  // (handshake done) by `deadline` or TimeoutError.
-  void open_beat(Node& node, Clock::time_point deadline);
   // One heartbeat to `node`, on its heartbeat connection when that is up.
   void send_beat(Node& node);
-  void wake();
-  // After a command was queued for `n` (`queued` commands are waiting): tells the I/O
-  // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and
-  // holds the caller at the backpressure limit.
-  void after_enqueue(Node& n, size_t queued, Wake how);
-  // In a burst of commands, the I/O thread's next flush waits until this long after the
-  // last one (io_loop).
-  static constexpr std::chrono::microseconds kCork{30};
-  // Outside a burst the I/O thread waits this long before it flushes work it was woken
-  // for, unless a requester holds the I/O: a program's async commands followed by a
-  // request (`(x + 1).item()`) then leave as one message, which the requester sends.
-  static constexpr std::chrono::microseconds kFirstDelay{15};
-  // While anything was flushed within kDozeWindow the idle I/O thread looks again after
-  // kDoze (so Wake::kLazy work waits at most that long); then it sleeps for kIdlePoll.
-  static constexpr std::chrono::milliseconds kDoze{1};
-  static constexpr std::chrono::milliseconds kDozeWindow{100};
+
+  // ---- master/observability.cpp ----
+  // Throws the WorkerLost of lost node `node`, with the flight report (made once).
+  [[noreturn]] void throw_lost(int node);
+  // Measures each live node's clock offset (a few ClockSync round trips each).
+  void measure_clocks();
+  // A flight dump node `node` sent unasked (I/O thread).
+  void note_flight(int node, protocol::FlightDump d);
+
+  // ---- master/graph.cpp: captures ----
+  // While a thread captures: the command is the capture's (true), or goes out (false).
+  bool divert(int node, const protocol::Command& c, Wake how);
+  bool divert(int node, const protocol::cmd::RunOp& c, Wake how);
+  // Throws InvalidArgument when the calling thread captures: `c` is a sync point.
+  void refuse_sync_point_in_capture(const protocol::Command& c) const;
 
   MasterOptions options_;
   zmq::context_t context_;

@@ -45,125 +45,165 @@ std::string describe(const Token& t) {
   }
 }
 
-LexResult lex(std::string_view text) {
-  LexResult r;
-  std::string line(text);
-  std::vector<char> brackets;
-  size_t i = 0;
-  auto fail = [&](size_t at, std::string msg) -> void {
-    throw SyntaxError(std::move(msg), static_cast<int>(at) + 1, line);
-  };
-  while (i < text.size()) {
-    char c = text[i];
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
-      ++i;
-      continue;
-    }
-    if (c == '#') break;
-    Token t;
-    t.column = static_cast<int>(i) + 1;
-    if (is_name_start(c)) {
-      size_t j = i;
-      while (j < text.size() && is_name_char(text[j])) ++j;
-      t.text = std::string(text.substr(i, j - i));
-      t.kind = TokenKind::Name;
-      for (std::string_view k : kKeywords)
-        if (t.text == k) t.kind = TokenKind::Keyword;
-      i = j;
-    } else if (is_digit(c) || (c == '.' && i + 1 < text.size() && is_digit(text[i + 1]))) {
-      size_t j = i;
-      bool floating = false;
-      while (j < text.size() && is_digit(text[j])) ++j;
-      if (j < text.size() && text[j] == '.' &&
-          !(j + 2 < text.size() && text.substr(j, 3) == "...")) {
-        floating = true;
-        ++j;
-        while (j < text.size() && is_digit(text[j])) ++j;
+namespace {
+
+// One line's scan: each scan_* reads the token that starts at `i` into `t` and returns
+// where it ends; `brackets` holds the ( and [ not closed yet.
+class Scanner {
+ public:
+  explicit Scanner(std::string_view text) : text_(text) {}
+
+  LexResult run() {
+    LexResult r;
+    size_t i = 0;
+    while (i < text_.size()) {
+      char c = text_[i];
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        ++i;
+        continue;
       }
-      if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
-        size_t k = j + 1;
-        if (k < text.size() && (text[k] == '+' || text[k] == '-')) ++k;
-        if (k < text.size() && is_digit(text[k])) {
-          floating = true;
-          j = k;
-          while (j < text.size() && is_digit(text[j])) ++j;
-        } else {
-          fail(j, "malformed number: exponent without digits");
-        }
-      }
-      if (j < text.size() && is_name_char(text[j]))
-        fail(j, fmt::format("invalid character '{}' in a number", text[j]));
-      t.text = std::string(text.substr(i, j - i));
-      errno = 0;
-      if (floating) {
-        t.kind = TokenKind::Float;
-        t.float_value = std::strtod(t.text.c_str(), nullptr);
+      if (c == '#') break;
+      Token t;
+      t.column = static_cast<int>(i) + 1;
+      if (is_name_start(c)) {
+        i = scan_name(i, t);
+      } else if (is_digit(c) || (c == '.' && i + 1 < text_.size() && is_digit(text_[i + 1]))) {
+        i = scan_number(i, t);
+      } else if (c == '"' || c == '\'') {
+        i = scan_string(i, t);
       } else {
-        t.kind = TokenKind::Int;
-        t.int_value = std::strtoll(t.text.c_str(), nullptr, 10);
-        if (errno == ERANGE) fail(i, fmt::format("integer {} is too large (64 bits)", t.text));
+        i = scan_punct(i, t);
       }
-      i = j;
-    } else if (c == '"' || c == '\'') {
-      size_t j = i + 1;
-      std::string value;
-      bool closed = false;
-      while (j < text.size()) {
-        char d = text[j];
-        if (d == c) {
-          closed = true;
-          ++j;
-          break;
-        }
-        if (d == '\\' && j + 1 < text.size()) {
-          char e = text[j + 1];
-          switch (e) {
-            case 'n':
-              value += '\n';
-              break;
-            case 't':
-              value += '\t';
-              break;
-            default:
-              value += e;  // \\ \' \" and anything else: the character itself
-          }
-          j += 2;
-          continue;
-        }
-        value += d;
-        ++j;
-      }
-      if (!closed) fail(i, "unterminated string");
-      t.kind = TokenKind::String;
-      t.text = std::move(value);
-      i = j;
-    } else {
-      std::string_view found;
-      for (std::string_view p : kPunct)
-        if (text.substr(i, p.size()) == p) {
-          found = p;
-          break;
-        }
-      if (found.empty()) fail(i, fmt::format("unexpected character '{}'", c));
-      t.kind = TokenKind::Punct;
-      t.text = std::string(found);
-      if (found == "(" || found == "[") {
-        brackets.push_back(found[0]);
-      } else if (found == ")" || found == "]") {
-        char open = found == ")" ? '(' : '[';
-        if (brackets.empty() || brackets.back() != open)
-          fail(i, fmt::format("'{}' does not match any open bracket", found));
-        brackets.pop_back();
-      }
-      i += found.size();
+      r.tokens.push_back(std::move(t));
     }
-    r.tokens.push_back(std::move(t));
+    Token end;
+    end.column = static_cast<int>(text_.size()) + 1;
+    r.tokens.push_back(end);
+    r.open_brackets = static_cast<int>(brackets_.size());
+    return r;
   }
-  Token end;
-  end.column = static_cast<int>(text.size()) + 1;
-  r.tokens.push_back(end);
-  r.open_brackets = static_cast<int>(brackets.size());
-  return r;
+
+ private:
+  [[noreturn]] void fail(size_t at, std::string msg) const {
+    throw SyntaxError(std::move(msg), static_cast<int>(at) + 1, std::string(text_));
+  }
+
+  size_t scan_name(size_t i, Token& t) const {
+    size_t j = i;
+    while (j < text_.size() && is_name_char(text_[j])) ++j;
+    t.text = std::string(text_.substr(i, j - i));
+    t.kind = TokenKind::Name;
+    for (std::string_view k : kKeywords)
+      if (t.text == k) t.kind = TokenKind::Keyword;
+    return j;
+  }
+
+  // Digits, a fraction (not the start of "..."), an exponent; an Int too large for 64
+  // bits, an exponent without digits or a name character right after is an error.
+  size_t scan_number(size_t i, Token& t) const {
+    size_t j = i;
+    bool floating = false;
+    while (j < text_.size() && is_digit(text_[j])) ++j;
+    if (j < text_.size() && text_[j] == '.' &&
+        !(j + 2 < text_.size() && text_.substr(j, 3) == "...")) {
+      floating = true;
+      ++j;
+      while (j < text_.size() && is_digit(text_[j])) ++j;
+    }
+    if (j < text_.size() && (text_[j] == 'e' || text_[j] == 'E')) {
+      size_t k = j + 1;
+      if (k < text_.size() && (text_[k] == '+' || text_[k] == '-')) ++k;
+      if (k < text_.size() && is_digit(text_[k])) {
+        floating = true;
+        j = k;
+        while (j < text_.size() && is_digit(text_[j])) ++j;
+      } else {
+        fail(j, "malformed number: exponent without digits");
+      }
+    }
+    if (j < text_.size() && is_name_char(text_[j]))
+      fail(j, fmt::format("invalid character '{}' in a number", text_[j]));
+    t.text = std::string(text_.substr(i, j - i));
+    errno = 0;
+    if (floating) {
+      t.kind = TokenKind::Float;
+      t.float_value = std::strtod(t.text.c_str(), nullptr);
+    } else {
+      t.kind = TokenKind::Int;
+      t.int_value = std::strtoll(t.text.c_str(), nullptr, 10);
+      if (errno == ERANGE) fail(i, fmt::format("integer {} is too large (64 bits)", t.text));
+    }
+    return j;
+  }
+
+  // A string in the quote at `i`, its escapes decoded (\n, \t; \\, \', \" and any other
+  // escaped character: the character itself).
+  size_t scan_string(size_t i, Token& t) const {
+    const char quote = text_[i];
+    size_t j = i + 1;
+    std::string value;
+    bool closed = false;
+    while (j < text_.size()) {
+      char d = text_[j];
+      if (d == quote) {
+        closed = true;
+        ++j;
+        break;
+      }
+      if (d == '\\' && j + 1 < text_.size()) {
+        char e = text_[j + 1];
+        switch (e) {
+          case 'n':
+            value += '\n';
+            break;
+          case 't':
+            value += '\t';
+            break;
+          default:
+            value += e;  // \\ \' \" and anything else: the character itself
+        }
+        j += 2;
+        continue;
+      }
+      value += d;
+      ++j;
+    }
+    if (!closed) fail(i, "unterminated string");
+    t.kind = TokenKind::String;
+    t.text = std::move(value);
+    return j;
+  }
+
+  // The longest punctuation at `i`; a closing bracket must match the last one open.
+  size_t scan_punct(size_t i, Token& t) {
+    std::string_view found;
+    for (std::string_view p : kPunct)
+      if (text_.substr(i, p.size()) == p) {
+        found = p;
+        break;
+      }
+    if (found.empty()) fail(i, fmt::format("unexpected character '{}'", text_[i]));
+    t.kind = TokenKind::Punct;
+    t.text = std::string(found);
+    if (found == "(" || found == "[") {
+      brackets_.push_back(found[0]);
+    } else if (found == ")" || found == "]") {
+      char open = found == ")" ? '(' : '[';
+      if (brackets_.empty() || brackets_.back() != open)
+        fail(i, fmt::format("'{}' does not match any open bracket", found));
+      brackets_.pop_back();
+    }
+    return i + found.size();
+  }
+
+  std::string_view text_;
+  std::vector<char> brackets_;
+};
+
+}  // namespace
+
+LexResult lex(std::string_view text) {
+  return Scanner(text).run();
 }
 
 }  // namespace dtr::repl

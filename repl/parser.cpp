@@ -273,32 +273,11 @@ class LineParser {
   ExprPtr parse_atom() {
     const Token& t = peek();
     switch (t.kind) {
-      case TokenKind::Int: {
-        ExprPtr e = make(Expr::Kind::Int, t.column);
-        e->int_value = t.int_value;
-        e->text = t.text;
-        advance();
-        return e;
-      }
-      case TokenKind::Float: {
-        ExprPtr e = make(Expr::Kind::Float, t.column);
-        e->float_value = t.float_value;
-        e->text = t.text;
-        advance();
-        return e;
-      }
-      case TokenKind::String: {
-        ExprPtr e = make(Expr::Kind::String, t.column);
-        e->text = t.text;
-        advance();
-        return e;
-      }
-      case TokenKind::Name: {
-        ExprPtr e = make(Expr::Kind::Name, t.column);
-        e->text = t.text;
-        advance();
-        return e;
-      }
+      case TokenKind::Int:
+      case TokenKind::Float:
+      case TokenKind::String:
+      case TokenKind::Name:
+        return parse_leaf();
       case TokenKind::Keyword:
         if (t.text == "True" || t.text == "False") {
           ExprPtr e = make(Expr::Kind::Bool, t.column);
@@ -312,48 +291,67 @@ class LineParser {
         }
         break;
       case TokenKind::Punct:
-        if (t.text == "(") {
-          advance();
-          if (peek().is_punct(")")) {
-            advance();
-            return make(Expr::Kind::Tuple, t.column);
-          }
-          ExprPtr first = parse_expr();
-          if (peek().is_punct(")")) {
-            advance();
-            return first;
-          }
-          ExprPtr tuple = make(Expr::Kind::Tuple, t.column);
-          tuple->items.push_back(std::move(first));
-          while (peek().is_punct(",")) {
-            advance();
-            if (peek().is_punct(")")) break;
-            tuple->items.push_back(parse_expr());
-          }
-          expect(")", "to close the parenthesis");
-          return tuple;
-        }
-        if (t.text == "[") {
-          advance();
-          ExprPtr list = make(Expr::Kind::List, t.column);
-          while (!peek().is_punct("]")) {
-            list->items.push_back(parse_expr());
-            if (peek().is_punct(",")) {
-              advance();
-              continue;
-            }
-            if (!peek().is_punct("]"))
-              fail(peek(),
-                   fmt::format("expected ',' or ']' in the list, found {}", describe(peek())));
-          }
-          advance();
-          return list;
-        }
+        if (t.text == "(") return parse_parenthesized();
+        if (t.text == "[") return parse_list();
         break;
       case TokenKind::End:
         break;
     }
     fail(t, fmt::format("expected an expression, found {}", describe(t)));
+  }
+
+  // A number, a string or a name: one token, its text and value (a token's int_value and
+  // float_value are 0 but for an Int's and a Float's).
+  ExprPtr parse_leaf() {
+    const Token& t = advance();
+    Expr::Kind kind = t.kind == TokenKind::Int      ? Expr::Kind::Int
+                      : t.kind == TokenKind::Float  ? Expr::Kind::Float
+                      : t.kind == TokenKind::String ? Expr::Kind::String
+                                                    : Expr::Kind::Name;
+    ExprPtr e = make(kind, t.column);
+    e->text = t.text;
+    e->int_value = t.int_value;
+    e->float_value = t.float_value;
+    return e;
+  }
+
+  // After '(': `()` (an empty tuple), `(expr)` (the expression itself) or a tuple.
+  ExprPtr parse_parenthesized() {
+    const Token& open = advance();
+    if (peek().is_punct(")")) {
+      advance();
+      return make(Expr::Kind::Tuple, open.column);
+    }
+    ExprPtr first = parse_expr();
+    if (peek().is_punct(")")) {
+      advance();
+      return first;
+    }
+    ExprPtr tuple = make(Expr::Kind::Tuple, open.column);
+    tuple->items.push_back(std::move(first));
+    while (peek().is_punct(",")) {
+      advance();
+      if (peek().is_punct(")")) break;
+      tuple->items.push_back(parse_expr());
+    }
+    expect(")", "to close the parenthesis");
+    return tuple;
+  }
+
+  // After '[': a list, a trailing ',' allowed.
+  ExprPtr parse_list() {
+    ExprPtr list = make(Expr::Kind::List, advance().column);
+    while (!peek().is_punct("]")) {
+      list->items.push_back(parse_expr());
+      if (peek().is_punct(",")) {
+        advance();
+        continue;
+      }
+      if (!peek().is_punct("]"))
+        fail(peek(), fmt::format("expected ',' or ']' in the list, found {}", describe(peek())));
+    }
+    advance();
+    return list;
   }
 
   const SourceLine& line_;

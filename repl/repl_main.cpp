@@ -108,45 +108,107 @@ int run_script(dtr::repl::Interpreter& interp, std::istream& in) {
   return interp.failures() > 0 ? 1 : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app(kDescription, "dtr-repl");
-  app.footer(kFooter);
+// The command line.
+struct Cli {
   std::string file, worker_bin, log_level = "warn";
   int workers = 2;
   std::vector<std::string> connect;
   bool stop_on_error = false;
   double connect_timeout_s = 20, sync_timeout_s = 120;
+};
 
-  app.add_option("FILE", file, "Run this script (the REPL language) instead of a prompt");
+void add_options(CLI::App& app, Cli& cli) {
+  app.add_option("FILE", cli.file, "Run this script (the REPL language) instead of a prompt");
   auto* workers_opt =
-      app.add_option("-w,--workers", workers, "Start this many local dtr-worker daemons")
+      app.add_option("-w,--workers", cli.workers, "Start this many local dtr-worker daemons")
           ->check(CLI::Range(1, 256))
           ->capture_default_str();
-  app.add_option("-c,--connect", connect,
+  app.add_option("-c,--connect", cli.connect,
                  "Attach to running daemons instead (node k is the k-th endpoint), e.g. "
                  "tcp://a:7000,tcp://b:7000")
       ->expected(1)  // one list per --connect: a FILE after it is the script, not an endpoint
       ->allow_extra_args(false)
       ->type_name("ENDPOINTS")
       ->excludes(workers_opt);
-  app.add_flag("--stop-on-error", stop_on_error,
+  app.add_flag("--stop-on-error", cli.stop_on_error,
                "Scripts: stop at the first failed statement (default: report it and go on)");
-  app.add_option("--worker-bin", worker_bin,
+  app.add_option("--worker-bin", cli.worker_bin,
                  "The dtr-worker to start (default: $DTR_WORKER_BIN, or next to dtr-repl)")
       ->type_name("PATH");
-  app.add_option("--worker-log-level", log_level, "Log level of the local workers")
+  app.add_option("--worker-log-level", cli.log_level, "Log level of the local workers")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
-  app.add_option("--connect-timeout", connect_timeout_s, "Seconds to wait for the workers")
+  app.add_option("--connect-timeout", cli.connect_timeout_s, "Seconds to wait for the workers")
       ->check(dtr::cli::kPositive)
       ->capture_default_str();
-  app.add_option("--sync-timeout", sync_timeout_s,
+  app.add_option("--sync-timeout", cli.sync_timeout_s,
                  "Seconds a sync point (printing a tensor, synchronize(), :nodes) waits for a "
                  "worker before it reports a TimeoutError (a worker that died is noticed so)")
       ->check(dtr::cli::kPositive)
       ->capture_default_str();
+}
+
+// The endpoints of the --connect lists: comma-separated, each endpoint trimmed.
+std::vector<std::string> connect_endpoints(const std::vector<std::string>& lists) {
+  std::vector<std::string> out;
+  for (const std::string& list : lists) {
+    std::stringstream ss(list);
+    for (std::string e; std::getline(ss, e, ',');) {
+      e.erase(0, e.find_first_not_of(" \t"));
+      e.erase(e.find_last_not_of(" \t") + 1);
+      if (!e.empty()) out.push_back(e);
+    }
+  }
+  return out;
+}
+
+// Starts the local workers (unless --connect names running ones) and the master session
+// with them; throws what either throws. `local` keeps the local workers.
+dtr::MasterOptions start_session(const Cli& cli, std::unique_ptr<dtr::repl::LocalWorkers>& local) {
+  dtr::MasterOptions options;
+  options.connect_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.connect_timeout_s * 1000));
+  options.sync_timeout = std::chrono::milliseconds(static_cast<int64_t>(cli.sync_timeout_s * 1000));
+  if (!cli.connect.empty()) {
+    options.workers = connect_endpoints(cli.connect);
+  } else {
+    local = std::make_unique<dtr::repl::LocalWorkers>(
+        cli.workers, cli.worker_bin.empty() ? dtr::repl::find_worker_binary() : cli.worker_bin,
+        cli.log_level, options.connect_timeout);
+    options.workers = local->endpoints();
+  }
+  dtr::init_master_worker(options);
+  return options;
+}
+
+std::string banner(size_t workers, bool local) {
+  std::string where =
+      fmt::format("{} {} worker{}", workers, local ? "local" : "attached", workers == 1 ? "" : "s");
+  return fmt::format(
+      "dtr-repl {} on {} (nodes 0-{}). Type help for help, :nodes for the nodes, Ctrl-D to "
+      "quit.\n",
+      DTR_VERSION_STRING, where, workers - 1);
+}
+
+// Runs the prompt or the script (FILE, else stdin) in the running session; the exit status.
+int run(const Cli& cli, bool interactive, std::istream& script, const std::string& greeting) {
+  dtr::repl::InterpreterOptions io;
+  io.interactive = interactive;
+  io.source = cli.file.empty() ? "<stdin>" : cli.file;
+  io.stop_on_error = cli.stop_on_error;
+  dtr::repl::Interpreter interp(std::cout, std::cerr, io);
+  int status = interactive ? run_interactive(interp, greeting) : run_script(interp, script);
+  interp.evaluator().clear_variables();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(kDescription, "dtr-repl");
+  app.footer(kFooter);
+  Cli cli;
+  add_options(app, cli);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -154,63 +216,27 @@ int main(int argc, char** argv) {
   }
 
   std::ifstream script;
-  if (!file.empty()) {
-    script.open(file);
+  if (!cli.file.empty()) {
+    script.open(cli.file);
     if (!script) {
-      std::cerr << "dtr-repl: cannot read " << file << "\n";
+      std::cerr << "dtr-repl: cannot read " << cli.file << "\n";
       return 2;
     }
   }
-  const bool interactive = file.empty() && isatty(STDIN_FILENO);
+  const bool interactive = cli.file.empty() && isatty(STDIN_FILENO);
 
   std::unique_ptr<dtr::repl::LocalWorkers> local;
   dtr::MasterOptions options;
-  options.connect_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
-  options.sync_timeout = std::chrono::milliseconds(static_cast<int64_t>(sync_timeout_s * 1000));
   try {
-    if (!connect.empty()) {
-      for (const std::string& list : connect) {  // comma-separated, each endpoint trimmed
-        std::stringstream ss(list);
-        for (std::string e; std::getline(ss, e, ',');) {
-          e.erase(0, e.find_first_not_of(" \t"));
-          e.erase(e.find_last_not_of(" \t") + 1);
-          if (!e.empty()) options.workers.push_back(e);
-        }
-      }
-    } else {
-      local = std::make_unique<dtr::repl::LocalWorkers>(
-          workers, worker_bin.empty() ? dtr::repl::find_worker_binary() : worker_bin, log_level,
-          options.connect_timeout);
-      options.workers = local->endpoints();
-    }
-    dtr::init_master_worker(options);
+    options = start_session(cli, local);
   } catch (const std::exception& e) {
     std::cerr << "dtr-repl: " << e.what() << "\n";
     return 2;
   }
 
-  int status = 0;
-  {
-    dtr::repl::InterpreterOptions io;
-    io.interactive = interactive;
-    io.source = file.empty() ? "<stdin>" : file;
-    io.stop_on_error = stop_on_error;
-    dtr::repl::Interpreter interp(std::cout, std::cerr, io);
-    if (interactive) {
-      std::string where = local ? fmt::format("{} local worker{}", options.workers.size(),
-                                              options.workers.size() == 1 ? "" : "s")
-                                : fmt::format("{} attached worker{}", options.workers.size(),
-                                              options.workers.size() == 1 ? "" : "s");
-      status = run_interactive(
-          interp, fmt::format("dtr-repl {} on {} (nodes 0-{}). Type help for help, :nodes "
-                              "for the nodes, Ctrl-D to quit.\n",
-                              DTR_VERSION_STRING, where, options.workers.size() - 1));
-    } else {
-      status = run_script(interp, file.empty() ? std::cin : script);
-    }
-    interp.evaluator().clear_variables();
-  }
+  const std::string greeting =
+      interactive ? banner(options.workers.size(), local != nullptr) : std::string();
+  int status = run(cli, interactive, cli.file.empty() ? std::cin : script, greeting);
   dtr::shutdown_master_worker();
   if (local) local->stop();
   return status;
