@@ -84,20 +84,22 @@ std::string encode_batch(protocol::BatchWriter& w, const protocol::Command& c, i
 }
 
 // Runs a cmd::Trace on the session; its reply.
-protocol::Reply trace(worker::Session& session, std::vector<worker::Outgoing>& sent,
-                      protocol::TraceAction action) {
+protocol::reply::Trace trace(worker::Session& session, std::vector<worker::Outgoing>& sent,
+                             protocol::TraceAction action) {
   protocol::Batch b;
   b.commands.push_back(cmd::Trace{.action = action, .request = 9});
   sent.clear();
   session.run(std::make_shared<protocol::Batch>(protocol::decode_batch(protocol::encode(b), 0)),
               {});
   session.wait_idle(std::chrono::seconds(60));
-  return sent.size() == 1 ? protocol::decode_reply(sent[0].header, 0) : protocol::Reply{};
+  return sent.size() == 1
+             ? std::get<protocol::reply::Trace>(protocol::decode_reply(sent[0].header, 0))
+             : protocol::reply::Trace{};
 }
 
 // Stops the trace and collects it: the slices recorded and dropped.
 size_t collect_trace(worker::Session& session, std::vector<worker::Outgoing>& sent) {
-  protocol::Reply r = trace(session, sent, protocol::TraceAction::Stop);
+  protocol::reply::Trace r = trace(session, sent, protocol::TraceAction::Stop);
   size_t slices = r.trace.events.size();
   while (r.trace.more) {
     r = trace(session, sent, protocol::TraceAction::Collect);

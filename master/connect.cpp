@@ -314,12 +314,10 @@ std::string MasterSession::attach(Node& node) {
                                     .address = reinterpret_cast<uint64_t>(&node.held_challenge),
                                     .challenge = mine},
               kAttachTimeout);
-  if (m.reply.type != protocol::ReplyType::Attach)
-    throw ProtocolError(fmt::format("worker {} answered attach with reply type {}", node.endpoint,
-                                    static_cast<int>(m.reply.type)));
-  if (!m.reply.done) return "the worker: " + m.reply.message;
+  const auto& reply = expect_reply<protocol::reply::Attach>(m, node.index, "attach");
+  if (!reply.done) return "the worker: " + reply.message;
   // The worker read ours; now we read the worker's copy of our challenge.
-  std::string problem = protocol::challenge_problem(h.pid, m.reply.address, mine);
+  std::string problem = protocol::challenge_problem(h.pid, reply.address, mine);
   return problem.empty() ? "" : "the master: " + problem;
 }
 

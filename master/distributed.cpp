@@ -281,11 +281,12 @@ local::Tensor DistributedTensor::to_local() const {
   detail::ReplyMessage m = s.request(
       self.node,
       cmd::Get{.stream = detail::current_stream_id(s, self.node), .input = self.id, .pull = pull});
-  if (!m.reply.failures.empty()) throw s.explain(self.node, m.reply.failures[0]);
-  if (!(m.reply.meta.shape == self.meta.shape) || m.reply.meta.dtype != self.meta.dtype)
+  const auto& reply = detail::expect_reply<protocol::reply::Get>(m, self.node, "get");
+  if (reply.failure) throw s.explain(self.node, *reply.failure);
+  if (!(reply.meta.shape == self.meta.shape) || reply.meta.dtype != self.meta.dtype)
     throw ProtocolError(fmt::format("to_local: node {} sent {} for tensor %{} of {}", self.node,
-                                    describe(m.reply.meta), self.id, describe(self.meta)));
-  if (m.reply.address == 0) return m.payload;
+                                    describe(reply.meta), self.id, describe(self.meta)));
+  if (reply.address == 0) return m.payload;
   if (!pull)
     throw ProtocolError(fmt::format(
         "to_local: node {} answered with an address for tensor %{}, which was not asked for",
@@ -293,11 +294,11 @@ local::Tensor DistributedTensor::to_local() const {
   // Same host: the bytes stay on the worker until Release; one copy into ours.
   local::Tensor out = local::empty(self.meta.shape, self.meta.dtype);
   auto release = [&] {
-    s.enqueue(self.node, cmd::Release{.request = m.reply.request}, nullptr,
+    s.enqueue(self.node, cmd::Release{.request = reply.request}, nullptr,
               detail::MasterSession::Wake::kLazy);
   };
   try {
-    protocol::read_process_memory(s.worker_pid(self.node), m.reply.address, out.raw_data(),
+    protocol::read_process_memory(s.worker_pid(self.node), reply.address, out.raw_data(),
                                   meta_bytes(self.meta),
                                   fmt::format("to_local of tensor %{} from node {} ({})", self.id,
                                               self.node, s.endpoint(self.node)));
@@ -531,7 +532,8 @@ void synchronize(int node) {
   size_t more = 0;
   for (int k = first; k <= last; ++k) {
     detail::ReplyMessage m = s->request(k, cmd::Sync{});
-    for (const protocol::RemoteFailure& f : m.reply.failures) {
+    for (const protocol::RemoteFailure& f :
+         detail::expect_reply<protocol::reply::Sync>(m, k, "sync").failures) {
       if (!error)
         error = s->explain(k, f);
       else
@@ -596,9 +598,10 @@ NodeMemoryStats memory_stats(int node, int device) {
   check_node("memory_stats", *s, node);
   check_device("memory_stats", *s, node, device);
   detail::ReplyMessage m = s->request(node, cmd::Stats{.device = device});
-  return NodeMemoryStats{m.reply.stats.bytes_in_use, m.reply.stats.peak_bytes,
-                         m.reply.stats.live_tensors, m.reply.stats.graph_bytes,
-                         m.reply.stats.graph_tensors};
+  const protocol::MemoryStatsWire& stats =
+      detail::expect_reply<protocol::reply::Stats>(m, node, "stats").stats;
+  return NodeMemoryStats{stats.bytes_in_use, stats.peak_bytes, stats.live_tensors,
+                         stats.graph_bytes, stats.graph_tensors};
 }
 
 // ---- creation ----

@@ -59,7 +59,8 @@ void MasterSession::measure_clocks() {
         const int64_t t1 = trace::steady_ns();
         if (best_rtt < 0 || t1 - t0 < best_rtt) {
           best_rtt = t1 - t0;
-          offset = m.reply.time_ns - (t0 + (t1 - t0) / 2);
+          offset = expect_reply<protocol::reply::Clock>(m, node->index, "clock_sync").time_ns -
+                   (t0 + (t1 - t0) / 2);
         }
       } catch (const std::exception&) {
         break;  // the node's offset stays unknown; its slices keep their own clock
@@ -98,8 +99,9 @@ std::string MasterSession::flight_report() {
       try {
         ReplyMessage m =
             request(n.index, cmd::FlightDump{}, std::clamp(left, milliseconds(100), kDumpTimeout));
+        const auto& dump = expect_reply<protocol::reply::Flight>(m, n.index, "flight_dump");
         out += fmt::format("\n  node {} ({}), now:\n{}", n.index, n.endpoint,
-                           protocol::describe(m.reply.flight, 16, 4, "    "));
+                           protocol::describe(dump.flight, 16, 4, "    "));
         continue;
       } catch (const std::exception& e) {
         out += fmt::format("\n  node {} ({}): no answer ({})", n.index, n.endpoint, e.what());
@@ -166,7 +168,7 @@ namespace {
 void collect_node(MasterSession& s, int k, NodeTrace& n) {
   ReplyMessage m = s.request(k, cmd::Trace{.action = protocol::TraceAction::Stop});
   while (true) {
-    protocol::TraceChunk& c = m.reply.trace;
+    protocol::TraceChunk& c = expect_reply<protocol::reply::Trace>(m, k, "trace").trace;
     n.dropped = c.dropped;
     std::move(c.events.begin(), c.events.end(), std::back_inserter(n.events));
     if (!c.more) break;
@@ -232,7 +234,8 @@ std::string flight_recorder(int node, int finished) {
   auto s = detail::current_session("flight_recorder");
   detail::check_node("flight_recorder", *s, node);
   detail::ReplyMessage m = s->request(node, cmd::FlightDump{});
-  const protocol::FlightDump& d = m.reply.flight;
+  const protocol::FlightDump& d =
+      detail::expect_reply<protocol::reply::Flight>(m, node, "flight_dump").flight;
   return fmt::format(
       "node {}: {} commands recorded, the last {} kept\n{}\n", node, d.total, d.capacity,
       protocol::describe(d, d.records.size(), static_cast<size_t>(std::max(finished, 0)), "  "));
@@ -241,7 +244,9 @@ std::string flight_recorder(int node, int finished) {
 NodeMetrics node_metrics(int node) {
   auto s = detail::current_session("node_metrics");
   detail::check_node("node_metrics", *s, node);
-  const protocol::NodeMetrics m = s->request(node, cmd::Metrics{}).reply.metrics;
+  detail::ReplyMessage reply = s->request(node, cmd::Metrics{});
+  const protocol::NodeMetrics& m =
+      detail::expect_reply<protocol::reply::Metrics>(reply, node, "metrics").metrics;
   NodeMetrics out;
   for (const auto& c : m.commands)
     out.commands.emplace_back(std::string(protocol::command_type_label(c.kind)), c.value);

@@ -108,24 +108,26 @@ void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
       throw ProtocolError(fmt::format("unexpected message type {}", static_cast<int>(type)));
     size_t payload_frames = msg.frames.size() - first - 1;
     protocol::Reply reply = protocol::decode_reply(header, payload_frames);
-    if (reply.type == protocol::ReplyType::Flight && reply.request == 0) {
-      note_flight(node, std::move(reply.flight));  // sent unasked: kept for the errors
+    auto* flight = std::get_if<protocol::reply::Flight>(&reply);
+    if (flight && flight->request == 0) {
+      note_flight(node, std::move(flight->flight));  // sent unasked: kept for the errors
       return;
     }
-    if (reply.type == protocol::ReplyType::ProtocolError) {
+    if (auto* error = std::get_if<protocol::reply::ProtocolError>(&reply)) {
       auto e = std::make_exception_ptr(ProtocolError(fmt::format(
-          "node {} ({}) rejected a message: {}", node, nodes_[node]->endpoint, reply.message)));
-      if (reply.request == 0 || !fail_request(reply.request, e))
+          "node {} ({}) rejected a message: {}", node, nodes_[node]->endpoint, error->message)));
+      if (error->request == 0 || !fail_request(error->request, e))
         poison(fmt::format("node {} ({}) rejected a message: {}", node, nodes_[node]->endpoint,
-                           reply.message));
+                           error->message));
       return;
     }
     ReplyMessage out;
-    if (payload_frames == 1)
-      out.payload = get_payload(reply.meta, std::move(msg.frames[first + 1]));
+    if (payload_frames == 1)  // the decoder checked: a Get's bytes
+      out.payload =
+          get_payload(std::get<protocol::reply::Get>(reply).meta, std::move(msg.frames[first + 1]));
     out.reply = std::move(reply);
     std::lock_guard lock(pending_mu_);
-    auto it = pending_.find(out.reply.request);
+    auto it = pending_.find(protocol::reply_request(out.reply));
     if (it == pending_.end()) return;  // the requester timed out and left
     it->second.promise.set_value(std::move(out));
     pending_.erase(it);

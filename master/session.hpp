@@ -44,12 +44,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 #include <zmq.hpp>
 
 #include "dtr/distributed.hpp"
+#include "dtr/error.hpp"
 #include "dtr/observability.hpp"
 #include "master/trace.hpp"
 #include "master/worker_node.hpp"
@@ -64,6 +67,19 @@ struct ReplyMessage {
   protocol::Reply reply;
   local::Tensor payload;  // Get replies: the tensor's values
 };
+
+// The reply of type R in `m`, node `node`'s answer to `what` ("get", "an event request");
+// throws ProtocolError when the node answered with another reply.
+template <class R>
+R& expect_reply(ReplyMessage& m, int node, std::string_view what) {
+  if (R* r = std::get_if<R>(&m.reply)) return *r;
+  throw ProtocolError("node " + std::to_string(node) + " answered " + std::string(what) +
+                      " with a " + std::string(protocol::reply_name(m.reply)) + " reply");
+}
+template <class R>
+R expect_reply(ReplyMessage&& m, int node, std::string_view what) {
+  return std::move(expect_reply<R>(m, node, what));
+}
 
 class MasterSession;
 class Capture;  // master/capture.hpp

@@ -89,13 +89,10 @@ std::optional<Recorded> recorded_state(detail::EventHandle& e) {
 }
 
 // `sync`: EventSync (answered once the record is done), else EventQuery.
-protocol::Reply event_request(const Recorded& r, bool sync) {
+protocol::reply::Event event_request(const Recorded& r, bool sync) {
   detail::ReplyMessage m = sync ? r.session->request(r.node, cmd::EventSync{.event = r.id})
                                 : r.session->request(r.node, cmd::EventQuery{.event = r.id});
-  if (m.reply.type != protocol::ReplyType::Event)
-    throw ProtocolError(fmt::format("node {} answered an event request with reply type {}", r.node,
-                                    static_cast<int>(m.reply.type)));
-  return std::move(m.reply);
+  return detail::expect_reply<protocol::reply::Event>(std::move(m), r.node, "an event request");
 }
 
 }  // namespace
@@ -214,16 +211,16 @@ int Event::node() const {
 bool Event::query() const {
   std::optional<Recorded> r = recorded_state(*handle_);
   if (!r) return true;
-  protocol::Reply reply = event_request(*r, false);
-  if (!reply.failures.empty()) throw r->session->explain(r->node, reply.failures[0]);
+  protocol::reply::Event reply = event_request(*r, false);
+  if (reply.failure) throw r->session->explain(r->node, *reply.failure);
   return reply.done;
 }
 
 void Event::synchronize() const {
   std::optional<Recorded> r = recorded_state(*handle_);
   if (!r) return;
-  protocol::Reply reply = event_request(*r, true);
-  if (!reply.failures.empty()) throw r->session->explain(r->node, reply.failures[0]);
+  protocol::reply::Event reply = event_request(*r, true);
+  if (reply.failure) throw r->session->explain(r->node, *reply.failure);
 }
 
 double Event::elapsed_time(const Event& end) const {
@@ -240,8 +237,8 @@ double Event::elapsed_time(const Event& end) const {
                     "not comparable",
                     a->node, b->node));
   // Failures are for synchronize(); a failed stream still has record times.
-  protocol::Reply ra = event_request(*a, true);
-  protocol::Reply rb = event_request(*b, true);
+  protocol::reply::Event ra = event_request(*a, true);
+  protocol::reply::Event rb = event_request(*b, true);
   return static_cast<double>(rb.time_ns - ra.time_ns) / 1e6;
 }
 

@@ -1,7 +1,7 @@
 // Header-frame codec: a fixed prefix, then a Cereal body in the portable-binary layout
-// (protocol/archive.hpp). Commands are coded generically from their fields()
-// (protocol/commands.hpp); counts and strings are read by hand so that each is checked
-// against its limit and the bytes left before anything is allocated.
+// (protocol/archive.hpp). Commands and replies are coded generically from their fields()
+// (protocol/commands.hpp, protocol/replies.hpp); counts and strings are read by hand so that
+// each is checked against its limit and the bytes left before anything is allocated.
 #include "protocol/codec.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include <cassert>
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "dtr/error.hpp"
@@ -25,6 +26,35 @@ struct CommandAt {
   size_t index = 0;
   size_t upload = kTop;
 };
+
+// Where the fields being read are, named in errors (formatted only then). A command's:
+// "command 3 (op)", with the payload frames of its message.
+struct CommandWhere {
+  static constexpr bool kNamedByOp = true;  // a RunOp's name is its op's
+  CommandAt at;
+  std::string_view name;
+  size_t frames;
+  std::vector<bool>* used;  // per payload frame: referenced already
+};
+// A reply's (or another value's): "trace reply event 3 tensor 0", the reply and the items
+// a field is in.
+struct ItemWhere {
+  static constexpr bool kNamedByOp = false;
+  static constexpr size_t kNoIndex = ~size_t{0};
+  struct Item {
+    const char* label;
+    size_t index;
+  };
+  std::string_view name{};  // of the reply ("" for another value)
+  std::string_view kind{};  // "reply"
+  std::array<Item, 4> items{};
+  size_t depth = 0;
+  void enter(const char* label, size_t index = kNoIndex) {
+    assert(depth < items.size());  // the reply structs nest two deep at most
+    items[depth++] = Item{label, index};
+  }
+  void leave() { --depth; }
+};
 }  // namespace
 }  // namespace dtr::protocol
 
@@ -36,6 +66,31 @@ struct fmt::formatter<dtr::protocol::CommandAt> : fmt::formatter<std::string_vie
       return fmt::format_to(ctx.out(), "command {}", at.index);
     return fmt::format_to(ctx.out(), "command {} of the graph program in command {}", at.index,
                           at.upload);
+  }
+};
+
+template <>
+struct fmt::formatter<dtr::protocol::CommandWhere> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtr::protocol::CommandWhere& w, Ctx& ctx) const {
+    return fmt::format_to(ctx.out(), "{} ({})", w.at, w.name);
+  }
+};
+
+template <>
+struct fmt::formatter<dtr::protocol::ItemWhere> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtr::protocol::ItemWhere& w, Ctx& ctx) const {
+    auto out = ctx.out();
+    bool first = w.name.empty();
+    if (!first) out = fmt::format_to(out, "{} {}", w.name, w.kind);
+    for (size_t i = 0; i < w.depth; ++i, first = false) {
+      if (!first) *out++ = ' ';
+      out = fmt::format_to(out, "{}", w.items[i].label);
+      if (w.items[i].index != dtr::protocol::ItemWhere::kNoIndex)
+        out = fmt::format_to(out, " {}", w.items[i].index);
+    }
+    return out;
   }
 };
 
@@ -63,6 +118,25 @@ bool has_random(const OpAttrs& a) {
   return a.seed != 0 || a.offset != 0;
 }
 
+// A struct whose fields() lists its fields (a command, a reply, a value a reply carries).
+struct AnyField {
+  template <typename... A>
+  void operator()(const char*, A&&...) {}
+};
+template <class T>
+concept HasFields = requires(T& t, AnyField& v) {
+  T::fields(t, v);
+};
+
+template <class T>
+inline constexpr bool is_optional_v = false;
+template <class T>
+inline constexpr bool is_optional_v<std::optional<T>> = true;
+template <class T>
+inline constexpr bool is_vector_v = false;
+template <class T>
+inline constexpr bool is_vector_v<std::vector<T>> = true;
+
 // The encoding of values and fields, over a sink of bytes (`Derived::bytes(p, n, width)`,
 // width: the size of the value, for byte order): the same layout whatever the sink.
 template <class Derived>
@@ -82,15 +156,6 @@ class FieldEncoder {
     put(static_cast<uint8_t>(m.dtype));
     put(static_cast<uint8_t>(m.shape.size()));
     for (int64_t s : m.shape) put(s);
-  }
-  void failure(const RemoteFailure& f) {
-    put(f.tensor);
-    put(f.device);
-    str(f.op);
-    str(f.message);
-    put(f.cause_tensor);
-    str(f.cause_op);
-    str(f.cause_message);
   }
   void attrs(const OpAttrs& a) {
     put(static_cast<uint8_t>(a.ints.size()));
@@ -113,9 +178,9 @@ class FieldEncoder {
                              (a.scalar_first ? kScalarFirst : 0) | (has_random(a) ? kRandom : 0)));
   }
 
-  // One field of a command, by its type (the checks are the reader's).
+  // One field of a command or a reply, by its type (the checks are the reader's).
   template <typename T, typename... Check>
-  void operator()(const char*, const T& v, Check...) {
+  void operator()(const char* field, const T& v, Check...) {
     if constexpr (std::is_same_v<T, bool>)
       put(static_cast<uint8_t>(v));
     else if constexpr (std::is_enum_v<T>)
@@ -128,6 +193,12 @@ class FieldEncoder {
       attrs(v);
     else if constexpr (std::is_same_v<T, Inputs>)
       inputs(v);
+    else if constexpr (std::is_same_v<T, std::string>)
+      str(v);
+    else if constexpr (is_optional_v<T>)
+      optional(field, v);
+    else if constexpr (HasFields<T>)
+      T::fields(v, static_cast<Derived&>(*this));
     else
       static_assert(sizeof(T) == 0, "a field type the codec does not know");
   }
@@ -165,11 +236,19 @@ class FieldEncoder {
     for (size_t i = Inputs::kInline; i < n && i - Inputs::kInline < in.more.size(); ++i)
       put(in.more[i - Inputs::kInline]);
   }
+  // An optional: a flag byte, then the value when there is one.
+  template <typename T>
+  void optional(const char* field, const std::optional<T>& v) {
+    put(static_cast<uint8_t>(v.has_value()));
+    if (v) (*this)(field, *v);
+  }
   template <typename T>
   void item(const T& v) {
     if constexpr (std::is_same_v<T, GraphInput>) {
       put(v.id);
       strided_meta(v.meta);
+    } else if constexpr (HasFields<T>) {
+      T::fields(v, static_cast<Derived&>(*this));
     } else {
       put(v);
     }
@@ -280,6 +359,8 @@ class Reader {
     ar_.loadBinary<sizeof(T)>(&v, sizeof(T));
     return v;
   }
+  // `n` bytes (the caller checked that they are there).
+  void raw(char* data, size_t n) { ar_.loadBinary<1>(data, static_cast<std::streamsize>(n)); }
   size_t left() const { return ar_.left(); }
   // A count of items of at least `min_bytes` each, no more than `limit`.
   size_t count(const char* field, size_t limit, size_t min_bytes, uint64_t raw) {
@@ -291,7 +372,7 @@ class Reader {
   std::string str(const char* field) {
     size_t n = count(field, kMaxStringBytes, 1, get<uint32_t>());
     std::string s(n, '\0');
-    ar_.loadBinary<1>(s.data(), static_cast<std::streamsize>(n));
+    raw(s.data(), n);
     return s;
   }
   // A dtype code; `label()` names the field in errors (made only then).
@@ -345,17 +426,6 @@ class Reader {
       fail("{} spans more elements than int64 can count", label());
     return m;
   }
-  RemoteFailure failure() {
-    RemoteFailure f;
-    f.tensor = get<uint64_t>();
-    f.device = get<int32_t>();
-    f.op = str("failure op");
-    f.message = str("failure message");
-    f.cause_tensor = get<uint64_t>();
-    f.cause_op = str("failure cause op");
-    f.cause_message = str("failure cause message");
-    return f;
-  }
   void finish() {
     if (left() != 0) fail("{} bytes left over after the message", left());
   }
@@ -377,66 +447,153 @@ struct BatchContext {
 };
 void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& ctx);
 
-// Decodes the fields of command `at` of a batch, applying each field's check
-// (commands.hpp states them).
+// The fewest bytes a value of a struct with fields() encodes to (for the count check of a
+// list of them; a field written only when an earlier one says so is not counted).
+struct MinBytes {
+  size_t bytes = 0;
+  template <typename T, typename... Check>
+  void operator()(const char*, const T& v, Check...) {
+    if constexpr (std::is_same_v<T, bool> || is_optional_v<T>)
+      bytes += 1;
+    else if constexpr (std::is_enum_v<T> || std::is_arithmetic_v<T>)
+      bytes += sizeof(T);
+    else if constexpr (std::is_same_v<T, TensorMeta>)
+      bytes += 2;  // dtype, rank
+    else if constexpr (std::is_same_v<T, std::string> || is_vector_v<T>)
+      bytes += 4;  // the count
+    else if constexpr (HasFields<T>)
+      T::fields(v, *this);
+    else
+      static_assert(sizeof(T) == 0, "a field type the codec does not know");
+  }
+};
+template <class T>
+size_t min_bytes() {
+  static const size_t bytes = [] {
+    const T sample{};
+    MinBytes b;
+    T::fields(sample, b);
+    return b.bytes;
+  }();
+  return bytes;
+}
+
+template <typename T>
+using raw_of_t = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
+                                             std::type_identity<T>>::type;
+
+// Decodes the fields of a command (Where: CommandWhere) or of a reply or another value
+// (ItemWhere), applying each field's check (commands.hpp and replies.hpp state them).
+template <class Where>
 class FieldReader {
  public:
-  FieldReader(Reader& r, CommandAt at, std::string_view name, size_t payload_frames,
-              std::vector<bool>& payload_used)
-      : r_(r), index_(at), name_(name), frames_(payload_frames), used_(payload_used) {}
+  FieldReader(Reader& r, Where where) : r_(r), where_(where) {}
 
+  // ---- fields of commands and replies ----
   void operator()(const char* field, bool& v) {
     auto raw = r_.get<uint8_t>();
     if (raw > 1) fail(field, raw, "0 or 1");
     v = raw != 0;
   }
-  void operator()(const char*, uint64_t& v) { v = r_.get<uint64_t>(); }
+  template <typename T>
+  requires std::is_arithmetic_v<T>
+  void operator()(const char*, T& v) { v = r_.get<T>(); }
   void operator()(const char*, OpId& v) {
     auto raw = r_.get<uint16_t>();
     if (!is_valid_op(raw))
-      r_.fail("{} has unknown op code {} (no op has it; the largest code is {})", index_, raw,
+      r_.fail("{} has unknown op code {} (no op has it; the largest code is {})", where_, raw,
               kMaxOpCode);
     v = static_cast<OpId>(raw);
-    name_ = op_def(v).name;
+    if constexpr (Where::kNamedByOp) where_.name = op_def(v).name;
   }
   template <typename T>
   void operator()(const char* field, T& v, Range range) {
-    using Raw = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
-                                            std::type_identity<T>>::type;
-    auto raw = r_.get<Raw>();
+    auto raw = r_.get<raw_of_t<T>>();
     if (static_cast<int64_t>(raw) < range.lo || static_cast<int64_t>(raw) > range.hi)
-      fail(field, static_cast<int64_t>(raw), fmt::format("{} to {}", range.lo, range.hi));
+      fail(field, static_cast<int64_t>(raw), expected(range));
     v = static_cast<T>(raw);
+  }
+  template <typename T>
+  void operator()(const char* field, T& v, RangeOrNone rule) {
+    auto raw = r_.get<raw_of_t<T>>();
+    const auto x = static_cast<int64_t>(raw);
+    if (x != rule.none && (x < rule.range.lo || x > rule.range.hi))
+      fail(field, x, fmt::format("{} or none", expected(rule.range)));
+    v = static_cast<T>(raw);
+  }
+  template <typename T>
+  void operator()(const char* field, T& v, CommandCode) {
+    static_assert(sizeof(raw_of_t<T>) == 1);
+    auto raw = r_.get<uint8_t>();
+    if (command_type_name(raw).empty()) fail(field, raw, "a command type's code");
+    v = static_cast<T>(raw);
+  }
+  template <typename T>
+  void operator()(const char* field, T& v, NonZero) {
+    v = r_.get<T>();
+    if (v == 0) fail(field, 0, "not 0");
+  }
+  void operator()(const char* field, std::string& s) {
+    s.resize(count(field, kMaxStringBytes, 1, r_.get<uint32_t>()));
+    r_.raw(s.data(), s.size());
+  }
+  void operator()(const char* field, TensorMeta& m) {
+    m = r_.meta([&] { return fmt::format("{} {}", where_, field); });
   }
   template <typename T>
   requires std::is_arithmetic_v<T>
   void operator()(const char* field, std::vector<T>& v, Limit limit) {
-    size_t n = r_.count(field, limit.max, sizeof(T), r_.get<uint32_t>());
+    size_t n = count(field, limit.max, sizeof(T), r_.get<uint32_t>());
     v.resize(n);
     for (size_t i = 0; i < n; ++i) v[i] = r_.get<T>();
   }
+  // A struct: its fields, named as part of it ("failure"); a list of them, each named as
+  // its item ("event 3").
+  template <HasFields T>
+  void operator()(const char* field, T& v) {
+    where_.enter(field);
+    T::fields(v, *this);
+    where_.leave();
+  }
+  template <HasFields T>
+  void operator()(const char* field, std::vector<T>& v, Limit limit) {
+    size_t n = count(field, limit.max, min_bytes<T>(), r_.get<uint32_t>());
+    v.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      where_.enter(limit.item ? limit.item : field, i);
+      T::fields(v[i], *this);
+      where_.leave();
+    }
+  }
+  template <typename T>
+  void operator()(const char* field, std::optional<T>& v) {
+    auto flag = r_.get<uint8_t>();
+    if (flag > 1) fail(fmt::format("{} flag", field), flag, "0 or 1");
+    if (flag)
+      (*this)(field, v.emplace());
+    else
+      v.reset();
+  }
+
+  // ---- fields only commands have ----
   void operator()(const char* field, std::vector<GraphInput>& v, Limit limit) {
     // An input is at least its id, dtype, rank and offset.
-    size_t n = r_.count(field, limit.max, 8 + 2 + 8, r_.get<uint32_t>());
+    size_t n = count(field, limit.max, 8 + 2 + 8, r_.get<uint32_t>());
     v.resize(n);
     for (size_t i = 0; i < n; ++i) {
       v[i].id = r_.get<uint64_t>();
-      v[i].meta = r_.strided_meta([&] {
-        return fmt::format("{} ({}) {} {} (tensor %{})", index_, name_, field, i, v[i].id);
-      });
+      v[i].meta = r_.strided_meta(
+          [&] { return fmt::format("{} {} {} (tensor %{})", where_, field, i, v[i].id); });
     }
   }
   void operator()(const char* field, GraphProgram& p, Limit limit);
   void operator()(const char* field, uint32_t& v, PayloadRule) {
     v = r_.get<uint32_t>();
-    if (v < 1 || v > frames_)
-      r_.fail("{} ({}) references {} {}, the message has frames 1 to {}", index_, name_, field, v,
-              frames_);
-    if (used_[v]) r_.fail("{} ({}) reuses {} {}", index_, name_, field, v);
-    used_[v] = true;
-  }
-  void operator()(const char* field, TensorMeta& m) {
-    m = r_.meta([&] { return fmt::format("{} ({}) {}", index_, name_, field); });
+    if (v < 1 || v > where_.frames)
+      r_.fail("{} references {} {}, the message has frames 1 to {}", where_, field, v,
+              where_.frames);
+    if ((*where_.used)[v]) r_.fail("{} reuses {} {}", where_, field, v);
+    (*where_.used)[v] = true;
   }
   void operator()(const char* field, Inputs& in) {
     in.n = r_.get<uint8_t>();
@@ -453,36 +610,49 @@ class FieldReader {
   void operator()(const char* field, OpAttrs& a);
 
  private:
+  static std::string expected(const Range& r) {
+    std::string s =
+        r.hi == kInt64Max ? fmt::format("at least {}", r.lo) : fmt::format("{} to {}", r.lo, r.hi);
+    if (r.note) s += fmt::format(" ({})", r.note);
+    return s;
+  }
+  // A count of items of at least `min_bytes` each, no more than `limit`.
+  size_t count(std::string_view field, size_t limit, size_t min_bytes, uint64_t raw) {
+    if (raw > limit) r_.fail("{} {} count {} exceeds the limit {}", where_, field, raw, limit);
+    if (raw * min_bytes > r_.left())
+      r_.fail("{} {} count {} needs at least {} bytes, {} left", where_, field, raw,
+              raw * min_bytes, r_.left());
+    return static_cast<size_t>(raw);
+  }
   template <typename V>
-  [[noreturn]] void fail(const char* field, V value, std::string_view expected) {
-    r_.fail("{} ({}) has {} {}, expected {}", index_, name_, field, value, expected);
+  [[noreturn]] void fail(std::string_view field, V value, std::string_view expected) {
+    r_.fail("{} has {} {}, expected {}", where_, field, value, expected);
   }
 
   Reader& r_;
-  CommandAt index_;
-  std::string_view name_;
-  size_t frames_;
-  std::vector<bool>& used_;
+  Where where_;
   bool random_ = false;  // the RunOp's flags say that seed and offset follow its attributes
 };
 
-void FieldReader::operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule) {
+template <class Where>
+void FieldReader<Where>::operator()(const char* field, bool& inplace, OpAttrs& a, OpFlagsRule) {
   auto flags = r_.get<uint8_t>();
   if (flags & ~(kInplace | kKeepdim | kScalarFirst | kRandom))
-    r_.fail("{} ({}) has unknown {} bits {:#x}", index_, name_, field, flags);
+    r_.fail("{} has unknown {} bits {:#x}", where_, field, flags);
   inplace = flags & kInplace;
   a.keepdim = flags & kKeepdim;
   a.scalar_first = flags & kScalarFirst;
   random_ = flags & kRandom;
 }
 
-void FieldReader::operator()(const char*, OpAttrs& a) {
+template <class Where>
+void FieldReader<Where>::operator()(const char*, OpAttrs& a) {
   size_t n_ints = r_.count("attribute ints", kMaxDims, 8, r_.get<uint8_t>());
   for (size_t i = 0; i < n_ints; ++i) a.ints.push_back(r_.get<int64_t>());
   for (Scalar& s : a.scalars) {
     auto kind = r_.get<uint8_t>();
     if (kind > static_cast<uint8_t>(Scalar::Kind::Float))
-      r_.fail("{} ({}) has unknown scalar kind {}", index_, name_, kind);
+      r_.fail("{} has unknown scalar kind {}", where_, kind);
     auto k = static_cast<Scalar::Kind>(kind);
     if (k == Scalar::Kind::Float)
       s = Scalar::from_parts(k, 0, r_.get<double>());
@@ -496,17 +666,32 @@ void FieldReader::operator()(const char*, OpAttrs& a) {
   }
 }
 
-// ---- one decoder per command type, found by its wire code ----
+// ---- one decoder per command or reply type, found by its wire code ----
 
-void FieldReader::operator()(const char* field, GraphProgram& p, Limit limit) {
-  if (index_.upload != CommandAt::kTop) r_.fail("{} ({}) holds a graph program", index_, name_);
+template <class Where>
+void FieldReader<Where>::operator()(const char* field, GraphProgram& p, Limit limit) {
+  if (where_.at.upload != CommandAt::kTop) r_.fail("{} holds a graph program", where_);
   // A command is at least its type and stream (5 bytes).
-  size_t n = r_.count(field, limit.max, 5, r_.get<uint32_t>());
+  size_t n = count(field, limit.max, 5, r_.get<uint32_t>());
   auto program = std::make_shared<Batch>();
   program->commands.reserve(std::min<size_t>(n, 16384));
-  BatchContext inner{0, std::vector<bool>(1, false), index_.index};
+  BatchContext inner{0, std::vector<bool>(1, false), where_.at.index};
   for (size_t i = 0; i < n; ++i) decode_one(r_, program->commands, i, inner);
   p = std::move(program);
+}
+
+// A table by wire code of `make(std::type_identity<X>{})` for each alternative X of the
+// variant V (Command, Reply); codes no alternative has hold T{}.
+template <class V, class T, class Make>
+constexpr std::array<T, 256> by_code(Make make) {
+  std::array<T, 256> table{};
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((table[static_cast<uint8_t>(std::variant_alternative_t<I, V>::kType)] =
+          make(std::type_identity<std::variant_alternative_t<I, V>>{})),
+     ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<V>>{});
+  return table;
 }
 
 // Appends command `index` of a batch to `out`, made as its type from the start.
@@ -516,46 +701,20 @@ template <class C>
 void decode_command(Reader& r, std::vector<Command>& out, size_t index, BatchContext& ctx) {
   C& c = *std::get_if<C>(&out.emplace_back(std::in_place_type<C>));
   c.stream = r.get<uint32_t>();
-  FieldReader v(r, CommandAt{index, ctx.upload}, C::kName, ctx.payload_frames, ctx.used);
+  FieldReader<CommandWhere> v(
+      r, CommandWhere{CommandAt{index, ctx.upload}, C::kName, ctx.payload_frames, &ctx.used});
   C::fields(c, v);
 }
 
-constexpr std::array<DecodeFn, 256> kDecoders = [] {
-  std::array<DecodeFn, 256> table{};
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
-          &decode_command<std::variant_alternative_t<I, Command>>),
-     ...);
-  }
-  (std::make_index_sequence<std::variant_size_v<Command>>{});
-  return table;
-}();
+constexpr auto kDecoders = by_code<Command, DecodeFn>(
+    []<class C>(std::type_identity<C>) -> DecodeFn { return &decode_command<C>; });
 
 // The name of each command type that may not be part of a graph's program (null: it may,
 // or no command has the code).
-constexpr std::array<const char*, 256> kNotInGraph = [] {
-  std::array<const char*, 256> table{};
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
-          in_graph_v<std::variant_alternative_t<I, Command>>
-              ? nullptr
-              : std::variant_alternative_t<I, Command>::kName.data()),
-     ...);
-  }
-  (std::make_index_sequence<std::variant_size_v<Command>>{});
-  return table;
-}();
+constexpr auto kNotInGraph = by_code<Command, const char*>(
+    []<class C>(std::type_identity<C>) { return in_graph_v<C> ? nullptr : C::kName.data(); });
 
-// Every command struct has its own wire code (compared as codes: function addresses are
-// not constant expressions under the sanitizers).
-static_assert([]<size_t... I>(std::index_sequence<I...>) {
-  constexpr uint8_t codes[] = {
-      static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)...};
-  for (size_t i = 0; i < sizeof...(I); ++i)
-    for (size_t j = i + 1; j < sizeof...(I); ++j)
-      if (codes[i] == codes[j]) return false;
-  return true;
-}(std::make_index_sequence<std::variant_size_v<Command>>{}));
+static_assert(wire_codes_unique<Command>(), "two command structs share a wire code");
 
 void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& ctx) {
   auto type = r.get<uint8_t>();
@@ -570,279 +729,21 @@ void decode_one(Reader& r, std::vector<Command>& c, size_t index, BatchContext& 
   f(r, c, index, ctx);
 }
 
-// ---- observability replies (messages.hpp): written and read field by field, every
-// enum, range and count checked, as the commands are ----
+// A reply of type R: its request, then its fields.
+using ReplyDecodeFn = Reply (*)(Reader&);
 
-// What a field belongs to, named in errors ("trace event 3", "metrics"): formatted only
-// when a check fails.
-struct Item {
-  const char* kind;
-  size_t index = static_cast<size_t>(-1);
-};
-
-}  // namespace
-}  // namespace dtr::protocol
-
-template <>
-struct fmt::formatter<dtr::protocol::Item> : fmt::formatter<std::string_view> {
-  template <typename Context>
-  auto format(const dtr::protocol::Item& i, Context& ctx) const {
-    if (i.index == static_cast<size_t>(-1)) return fmt::format_to(ctx.out(), "{}", i.kind);
-    return fmt::format_to(ctx.out(), "{} {}", i.kind, i.index);
-  }
-};
-
-namespace dtr::protocol {
-namespace {
-
-bool is_command_code(uint8_t code) {
-  return kDecoders[code] != nullptr;
+template <class R>
+Reply decode_reply_as(Reader& r) {
+  Reply out(std::in_place_type<R>);
+  R& m = *std::get_if<R>(&out);
+  m.request = r.get<uint64_t>();
+  FieldReader<ItemWhere> v(r, ItemWhere{R::kName, "reply"});
+  R::fields(m, v);
+  return out;
 }
 
-void write_trace_event(Writer& w, const TraceEvent& e) {
-  w.put(static_cast<uint8_t>(e.kind));
-  w.put(static_cast<uint16_t>(e.op));
-  w.put(e.stream);
-  w.put(e.device);
-  w.put(e.begin_ns);
-  w.put(e.end_ns);
-  w.put(e.wait_ns);
-  w.put(static_cast<uint8_t>(e.failed));
-  w.put(e.bytes);
-  w.put(e.peer);
-  w.put(static_cast<uint8_t>(e.flow));
-  w.put(e.flow_id);
-  w.put(e.detail);
-  w.put(static_cast<uint8_t>(e.dispatched));
-  w.put(e.inputs);
-  auto n = static_cast<uint8_t>(std::min(e.tensors.size(), kMaxTraceTensors));
-  w.put(n);
-  for (size_t i = 0; i < n; ++i) {
-    w.put(e.tensors[i].id);
-    w.put(static_cast<uint8_t>(e.tensors[i].shaped));
-    if (e.tensors[i].shaped) w.meta(e.tensors[i].meta);
-  }
-}
-
-// Bytes of a trace event without its tensors, and of a flight record (count checks).
-constexpr size_t kTraceEventMinBytes = 1 + 2 + 4 + 4 + 8 * 3 + 1 + 8 + 4 + 1 + 8 + 8 + 1 + 1 + 1;
-constexpr size_t kFlightRecordBytes = 8 + 1 + 2 + 4 + 1 + 1 + 8 + 4 + 8 * 3 + 8 + 8 * 3;
-
-uint8_t read_command_code(Reader& r, const Item& what) {
-  auto kind = r.get<uint8_t>();
-  if (!is_command_code(kind)) r.fail("{} has unknown command kind {}", what, kind);
-  return kind;
-}
-
-OpId read_op(Reader& r, const Item& what) {
-  auto op = r.get<uint16_t>();
-  if (!is_valid_op(op)) r.fail("{} has unknown op code {}", what, op);
-  return static_cast<OpId>(op);
-}
-
-uint32_t read_peer(Reader& r, const Item& what) {
-  auto peer = r.get<uint32_t>();
-  if (peer != kNoPeer && peer >= kMaxNodes)
-    r.fail("{} has peer {}, expected 0 to {} or none", what, peer, kMaxNodes - 1);
-  return peer;
-}
-
-bool read_bool(Reader& r, const Item& what, std::string_view field) {
-  auto v = r.get<uint8_t>();
-  if (v > 1) r.fail("{} has {} {}, expected 0 or 1", what, field, v);
-  return v != 0;
-}
-
-template <typename T>
-T read_at_least(Reader& r, const Item& what, std::string_view field, T lo) {
-  auto v = r.get<T>();
-  if (v < lo) r.fail("{} has {} {}, expected at least {}", what, field, v, lo);
-  return v;
-}
-
-TraceEvent read_trace_event(Reader& r, size_t index) {
-  const Item what{"trace event", index};
-  TraceEvent e;
-  e.kind = static_cast<CmdType>(read_command_code(r, what));
-  e.op = read_op(r, what);
-  e.stream = r.get<uint32_t>();
-  e.device = r.get<int32_t>();
-  if (e.device < -1 || e.device >= static_cast<int32_t>(kMaxDevices))
-    r.fail("{} has device {}, expected -1 to {}", what, e.device, kMaxDevices - 1);
-  e.begin_ns = r.get<int64_t>();
-  e.end_ns = r.get<int64_t>();
-  if (e.end_ns < e.begin_ns)
-    r.fail("{} ends ({}) before it begins ({})", what, e.end_ns, e.begin_ns);
-  e.wait_ns = r.get<int64_t>();
-  if (e.wait_ns < 0 || e.wait_ns > e.end_ns - e.begin_ns)
-    r.fail("{} has wait {} ns, expected 0 to its duration {}", what, e.wait_ns,
-           e.end_ns - e.begin_ns);
-  e.failed = read_bool(r, what, "failed flag");
-  e.bytes = read_at_least<int64_t>(r, what, "bytes", 0);
-  e.peer = read_peer(r, what);
-  auto flow = r.get<uint8_t>();
-  if (flow > 2) r.fail("{} has flow {}, expected 0 to 2", what, flow);
-  e.flow = static_cast<TraceFlow>(flow);
-  e.flow_id = r.get<uint64_t>();
-  e.detail = r.get<uint64_t>();
-  e.dispatched = read_bool(r, what, "dispatch flag");
-  e.inputs = r.get<uint8_t>();
-  auto n = r.get<uint8_t>();
-  if (n > kMaxTraceTensors) r.fail("{} has {} tensors, at most {}", what, n, kMaxTraceTensors);
-  if (e.inputs > n) r.fail("{} has {} inputs of {} tensors", what, e.inputs, n);
-  for (uint8_t i = 0; i < n; ++i) {
-    TraceTensor t;
-    t.id = r.get<uint64_t>();
-    t.shaped = read_bool(r, what, "shape flag");
-    if (t.shaped) t.meta = r.meta([&] { return fmt::format("{} tensor {}", what, i); });
-    e.tensors.push_back(std::move(t));
-  }
-  return e;
-}
-
-void write_flight(Writer& w, const FlightDump& d) {
-  w.str(d.reason);
-  w.put(d.now_ns);
-  w.put(d.total);
-  w.put(d.capacity);
-  auto n = static_cast<uint32_t>(std::min(d.records.size(), kMaxFlightRecords));
-  w.put(n);
-  for (size_t i = 0; i < n; ++i) {
-    const FlightRecord& f = d.records[i];
-    w.put(f.seq);
-    w.put(static_cast<uint8_t>(f.kind));
-    w.put(static_cast<uint16_t>(f.op));
-    w.put(f.stream);
-    w.put(static_cast<uint8_t>(f.state));
-    w.put(static_cast<uint8_t>(f.wait));
-    w.put(f.wait_on);
-    w.put(f.peer);
-    w.put(f.out);
-    w.put(f.in0);
-    w.put(f.in1);
-    w.put(f.detail);
-    w.put(f.queued_ns);
-    w.put(f.started_ns);
-    w.put(f.ended_ns);
-  }
-}
-
-FlightRecord read_flight_record(Reader& r, size_t index) {
-  const Item what{"flight record", index};
-  FlightRecord f;
-  f.seq = r.get<uint64_t>();
-  f.kind = static_cast<CmdType>(read_command_code(r, what));
-  f.op = read_op(r, what);
-  f.stream = r.get<uint32_t>();
-  auto state = r.get<uint8_t>();
-  if (state < 1 || state > 5) r.fail("{} has state {}, expected 1 to 5", what, state);
-  f.state = static_cast<FlightState>(state);
-  auto wait = r.get<uint8_t>();
-  if (wait > 5) r.fail("{} has wait kind {}, expected 0 to 5", what, wait);
-  f.wait = static_cast<WaitKind>(wait);
-  f.wait_on = r.get<uint64_t>();
-  f.peer = read_peer(r, what);
-  f.out = r.get<uint64_t>();
-  f.in0 = r.get<uint64_t>();
-  f.in1 = r.get<uint64_t>();
-  f.detail = r.get<uint64_t>();
-  f.queued_ns = read_at_least<int64_t>(r, what, "queued time", 0);
-  f.started_ns = read_at_least<int64_t>(r, what, "start time", 0);
-  f.ended_ns = read_at_least<int64_t>(r, what, "end time", 0);
-  return f;
-}
-
-FlightDump read_flight(Reader& r) {
-  FlightDump d;
-  d.reason = r.str("flight dump reason");
-  d.now_ns = r.get<int64_t>();
-  d.total = r.get<uint64_t>();
-  d.capacity = r.get<uint32_t>();
-  size_t n = r.count("flight records", kMaxFlightRecords, kFlightRecordBytes, r.get<uint32_t>());
-  d.records.reserve(n);
-  for (size_t i = 0; i < n; ++i) d.records.push_back(read_flight_record(r, i));
-  return d;
-}
-
-void write_counts(Writer& w, const std::vector<NodeMetrics::Count>& v) {
-  auto n = static_cast<uint32_t>(std::min(v.size(), kMaxMetricsEntries));
-  w.put(n);
-  for (size_t i = 0; i < n; ++i) {
-    w.put(v[i].kind);
-    w.put(v[i].value);
-  }
-}
-
-std::vector<NodeMetrics::Count> read_counts(Reader& r, const char* field) {
-  size_t n = r.count(field, kMaxMetricsEntries, 9, r.get<uint32_t>());
-  std::vector<NodeMetrics::Count> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i].kind =
-        read_command_code(r, Item{std::string_view(field) == "commands" ? "metrics commands entry"
-                                                                        : "metrics bytes entry",
-                                  i});
-    v[i].value = r.get<uint64_t>();
-  }
-  return v;
-}
-
-void write_metrics(Writer& w, const NodeMetrics& m) {
-  write_counts(w, m.commands);
-  write_counts(w, m.bytes);
-  auto nq = static_cast<uint32_t>(std::min(m.queues.size(), kMaxMetricsEntries));
-  w.put(nq);
-  for (size_t i = 0; i < nq; ++i) {
-    w.put(m.queues[i].stream);
-    w.put(m.queues[i].depth);
-  }
-  auto nd = static_cast<uint32_t>(std::min(m.devices.size(), kMaxDevices + 1));
-  w.put(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    w.put(m.devices[i].device);
-    w.put(m.devices[i].live_tensors);
-    w.put(m.devices[i].bytes_in_use);
-  }
-  w.put(m.sessions);
-  w.put(static_cast<uint8_t>(m.session_active));
-  w.put(m.refused);
-  w.put(m.master_heartbeat_age_ns);
-  w.put(m.threads);
-  w.put(m.flight_records);
-  w.put(static_cast<uint8_t>(m.tracing));
-  w.put(m.trace_dropped);
-}
-
-NodeMetrics read_metrics(Reader& r) {
-  NodeMetrics m;
-  m.commands = read_counts(r, "commands");
-  m.bytes = read_counts(r, "bytes");
-  size_t nq = r.count("metrics queues", kMaxMetricsEntries, 12, r.get<uint32_t>());
-  m.queues.resize(nq);
-  for (auto& q : m.queues) {
-    q.stream = r.get<uint32_t>();
-    q.depth = r.get<uint64_t>();
-  }
-  size_t nd = r.count("metrics devices", kMaxDevices + 1, 20, r.get<uint32_t>());
-  m.devices.resize(nd);
-  for (size_t i = 0; i < nd; ++i) {
-    const Item what{"metrics device entry", i};
-    NodeMetrics::Device& d = m.devices[i];
-    d.device = r.get<int32_t>();
-    if (d.device < -1 || d.device >= static_cast<int32_t>(kMaxDevices))
-      r.fail("{} has device {}, expected -1 to {}", what, d.device, kMaxDevices - 1);
-    d.live_tensors = read_at_least<int64_t>(r, what, "live tensors", 0);
-    d.bytes_in_use = read_at_least<int64_t>(r, what, "bytes in use", 0);
-  }
-  m.sessions = r.get<uint64_t>();
-  m.session_active = read_bool(r, Item{"metrics"}, "session flag");
-  m.refused = r.get<uint64_t>();
-  m.master_heartbeat_age_ns = read_at_least<int64_t>(r, Item{"metrics"}, "heartbeat age", -1);
-  m.threads = r.get<uint32_t>();
-  m.flight_records = r.get<uint64_t>();
-  m.tracing = read_bool(r, Item{"metrics"}, "tracing flag");
-  m.trace_dropped = r.get<uint64_t>();
-  return m;
-}
+constexpr auto kReplyDecoders = by_code<Reply, ReplyDecodeFn>(
+    []<class R>(std::type_identity<R>) -> ReplyDecodeFn { return &decode_reply_as<R>; });
 
 // Runs a decoder, turning Cereal's truncation exceptions into ProtocolError.
 template <typename F>
@@ -945,7 +846,7 @@ std::string encode(const PeerNotify& m) {
     w.put(m.token);
     const uint8_t form = m.failed ? 1 : m.pid != 0 ? 2 : m.released ? 3 : 0;
     w.put(form);
-    if (form == 1) w.failure(m.failure);
+    if (form == 1) w("failure", m.failure);
     if (form == 2) {
       w.put(m.pid);
       w.put(m.address);
@@ -962,65 +863,13 @@ std::string encode(const Batch& m) {
 
 std::string encode(const Reply& m) {
   return encode_with(MsgType::Reply, [&](Writer& w) {
-    w.put(static_cast<uint8_t>(m.type));
-    w.put(m.request);
-    switch (m.type) {
-      case ReplyType::Get:
-        // 0: failure; 1: meta, the bytes in frame 1; 2: meta and their address here.
-        w.put(static_cast<uint8_t>(!m.failures.empty() ? 0 : m.address == 0 ? 1 : 2));
-        if (!m.failures.empty()) {
-          w.failure(m.failures[0]);
-        } else {
-          w.meta(m.meta);
-          if (m.address != 0) w.put(m.address);
-        }
-        break;
-      case ReplyType::Sync:
-        w.put(static_cast<uint32_t>(std::min(m.failures.size(), kMaxErrorsPerReply)));
-        for (size_t i = 0; i < m.failures.size() && i < kMaxErrorsPerReply; ++i)
-          w.failure(m.failures[i]);
-        break;
-      case ReplyType::Stats:
-        w.put(m.stats.bytes_in_use);
-        w.put(m.stats.peak_bytes);
-        w.put(m.stats.live_tensors);
-        w.put(m.stats.graph_bytes);
-        w.put(m.stats.graph_tensors);
-        break;
-      case ReplyType::ProtocolError:
-        w.str(m.message);
-        break;
-      case ReplyType::Event:
-        w.put(static_cast<uint8_t>(m.done));
-        w.put(m.time_ns);
-        w.put(static_cast<uint8_t>(!m.failures.empty()));
-        if (!m.failures.empty()) w.failure(m.failures[0]);
-        break;
-      case ReplyType::Clock:
-        w.put(m.time_ns);
-        break;
-      case ReplyType::Trace: {
-        auto n = static_cast<uint32_t>(std::min(m.trace.events.size(), kMaxTraceEventsPerReply));
-        w.put(n);
-        for (size_t i = 0; i < n; ++i) write_trace_event(w, m.trace.events[i]);
-        w.put(m.trace.dropped);
-        w.put(static_cast<uint8_t>(m.trace.more));
-        break;
-      }
-      case ReplyType::Flight:
-        write_flight(w, m.flight);
-        break;
-      case ReplyType::Metrics:
-        write_metrics(w, m.metrics);
-        break;
-      case ReplyType::Attach:
-        w.put(static_cast<uint8_t>(m.done));
-        if (m.done)
-          w.put(m.address);
-        else
-          w.str(m.message);
-        break;
-    }
+    std::visit(
+        [&]<class R>(const R& r) {
+          w.put(static_cast<uint8_t>(R::kType));
+          w.put(r.request);
+          R::fields(r, w);
+        },
+        m);
   });
 }
 
@@ -1134,7 +983,7 @@ PeerNotify decode_peer_notify(std::string_view frame) {
     if (form > 3) r.fail("form {}, expected 0 to 3", form);
     m.failed = form == 1;
     m.released = form == 3;
-    if (m.failed) m.failure = r.failure();
+    if (m.failed) FieldReader<ItemWhere>(r, ItemWhere{})("failure", m.failure);
     if (form == 2) {
       m.pid = r.get<uint32_t>();
       m.address = r.get<uint64_t>();
@@ -1173,85 +1022,14 @@ Reply decode_reply(std::string_view frame, size_t payload_frames) {
   expect_type(frame, MsgType::Reply, "reply");
   return guarded("reply", [&] {
     Reader r(frame, "reply");
-    Reply m;
     auto type = r.get<uint8_t>();
-    if (type < static_cast<uint8_t>(ReplyType::Get) ||
-        type > static_cast<uint8_t>(ReplyType::Attach))
-      r.fail("unknown reply type {}", type);
-    m.type = static_cast<ReplyType>(type);
-    m.request = r.get<uint64_t>();
-    size_t want_frames = 0;
-    switch (m.type) {
-      case ReplyType::Get: {
-        auto form = r.get<uint8_t>();
-        if (form > 2) r.fail("get reply has form {}, expected 0, 1 or 2", form);
-        if (form == 0) {
-          m.failures.push_back(r.failure());
-          break;
-        }
-        m.meta = r.meta([] { return "get reply meta"; });
-        if (form == 1) {
-          want_frames = 1;
-        } else if ((m.address = r.get<uint64_t>()) == 0) {
-          r.fail("get reply names address 0 for the tensor's bytes");
-        }
-        break;
-      }
-      case ReplyType::Sync: {
-        size_t n = r.count("failures", kMaxErrorsPerReply, 32, r.get<uint32_t>());
-        for (size_t i = 0; i < n; ++i) m.failures.push_back(r.failure());
-        break;
-      }
-      case ReplyType::Stats:
-        m.stats.bytes_in_use = r.get<int64_t>();
-        m.stats.peak_bytes = r.get<int64_t>();
-        m.stats.live_tensors = r.get<int64_t>();
-        m.stats.graph_bytes = r.get<int64_t>();
-        m.stats.graph_tensors = r.get<int64_t>();
-        break;
-      case ReplyType::ProtocolError:
-        m.message = r.str("message");
-        break;
-      case ReplyType::Event: {
-        auto done = r.get<uint8_t>();
-        if (done > 1) r.fail("event reply has done flag {}, expected 0 or 1", done);
-        m.done = done != 0;
-        m.time_ns = r.get<int64_t>();
-        auto failed = r.get<uint8_t>();
-        if (failed > 1) r.fail("event reply has failure flag {}, expected 0 or 1", failed);
-        if (failed) m.failures.push_back(r.failure());
-        break;
-      }
-      case ReplyType::Clock:
-        m.time_ns = r.get<int64_t>();
-        break;
-      case ReplyType::Trace: {
-        size_t n = r.count("trace events", kMaxTraceEventsPerReply, kTraceEventMinBytes,
-                           r.get<uint32_t>());
-        m.trace.events.reserve(n);
-        for (size_t i = 0; i < n; ++i) m.trace.events.push_back(read_trace_event(r, i));
-        m.trace.dropped = r.get<uint64_t>();
-        m.trace.more = read_bool(r, Item{"trace reply"}, "more flag");
-        break;
-      }
-      case ReplyType::Flight:
-        m.flight = read_flight(r);
-        break;
-      case ReplyType::Metrics:
-        m.metrics = read_metrics(r);
-        break;
-      case ReplyType::Attach:
-        m.done = read_bool(r, Item{"attach reply"}, "done flag");
-        if (!m.done)
-          m.message = r.str("message");
-        else if ((m.address = r.get<uint64_t>()) == 0)
-          r.fail("attach reply names address 0 for the challenge");
-        break;
-    }
+    ReplyDecodeFn decode = kReplyDecoders[type];
+    if (!decode) r.fail("unknown reply type {}", type);
+    Reply m = decode(r);
     r.finish();
-    if (payload_frames != want_frames)
-      r.fail("reply type {} carries {} payload frames, expected {}", type, payload_frames,
-             want_frames);
+    if (const size_t want = reply_payload_frames(m); payload_frames != want)
+      r.fail("{} reply carries {} payload frames, expected {}", reply_name(m), payload_frames,
+             want);
     return m;
   });
 }
@@ -1265,16 +1043,8 @@ uint32_t command_stream(const Command& c) {
 }
 
 std::string_view command_type_name(uint8_t code) {
-  static constexpr std::array<std::string_view, 256> kNames = [] {
-    std::array<std::string_view, 256> table{};
-    [&]<size_t... I>(std::index_sequence<I...>) {
-      ((table[static_cast<uint8_t>(std::variant_alternative_t<I, Command>::kType)] =
-            std::variant_alternative_t<I, Command>::kName),
-       ...);
-    }
-    (std::make_index_sequence<std::variant_size_v<Command>>{});
-    return table;
-  }();
+  static constexpr auto kNames =
+      by_code<Command, std::string_view>([]<class C>(std::type_identity<C>) { return C::kName; });
   return kNames[code];
 }
 

@@ -112,14 +112,17 @@ enum class CollectiveKind : uint8_t {
 
 // ---- field checks (applied by the decoder; see fields() below) ----
 
-// An integer or enum field must lie in [lo, hi].
+// An integer or enum field must lie in [lo, hi]; `note`, if any, says where a bound comes
+// from (errors add it: "expected at least 9 (its begin)").
 struct Range {
   int64_t lo;
   int64_t hi;
+  const char* note = nullptr;
 };
-// A list field holds at most `max` items.
+// A list field holds at most `max` items; `item` names one of them in errors ("event 3").
 struct Limit {
   size_t max;
+  const char* item = nullptr;
 };
 // A payload frame index: one of this message's frames (1..), referenced by one command.
 struct PayloadRule {};
@@ -536,7 +539,7 @@ struct NodeLost {
 // ---- observability (docs/observability.md); each is answered at dispatch, except
 // Trace's Stop, which is a barrier as Sync is ----
 
-// Answers `request` with the worker's steady clock (Reply::time_ns): the master measures
+// Answers `request` with the worker's steady clock (reply::Clock): the master measures
 // each node's clock offset from the round trips.
 struct ClockSync {
   static constexpr CmdType kType = CmdType::ClockSync;
@@ -594,7 +597,7 @@ struct Metrics {
 // Same-host payloads (protocol/same_host.hpp). Attach (26): the master (process `pid`)
 // holds the worker's challenge (HelloReply::challenge) at `address`; the worker answers
 // `request`: done when it found it there, with the address where it now holds the
-// master's `challenge` (Reply::address), else why not (Reply::message). Only after a
+// master's `challenge` (reply::Attach::address), else why not (its message). Only after a
 // done does the master send PutFrom or pulled Gets.
 struct Attach {
   static constexpr CmdType kType = CmdType::Attach;

@@ -5,8 +5,8 @@
 //   master -> worker   Hello, Setup (node index and the session's peer table), Batch
 //                      (coalesced commands, protocol/commands.hpp), Goodbye, Heartbeat
 //   worker -> master   HelloReply, Reply (answers to requests, and protocol errors naming
-//                      what was rejected), Heartbeat, Goodbye (the worker ended the
-//                      session, and why)
+//                      what was rejected, protocol/replies.hpp), Heartbeat, Goodbye (the
+//                      worker ended the session, and why)
 //   worker -> worker   Peer (event notifications for cross-node stream waits)
 //
 // Thread safety: plain value types.
@@ -18,12 +18,14 @@
 
 #include "dtr/tensor_meta.hpp"
 #include "protocol/commands.hpp"
+#include "protocol/replies.hpp"
 
 namespace dtr::protocol {
 
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
-// Bump on any change of the bytes below; HELLO's layout (prefix + Hello) never changes.
-inline constexpr uint16_t kVersion = 7;
+// Bump on any change of the bytes of a message (here, in commands.hpp or in replies.hpp);
+// HELLO's layout (prefix + Hello) never changes. 8: replies through the generic codec.
+inline constexpr uint16_t kVersion = 8;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -88,18 +90,6 @@ struct Setup {
   std::string backend{};
 };
 
-// Why a tensor is failed on a worker. For a tensor that failed because an input had
-// failed, cause_* name the first failure in the chain.
-struct RemoteFailure {
-  TensorId tensor = kNoTensor;
-  int32_t device = -1;  // of the failed tensor: -1 CPU, k CUDA device k
-  std::string op;
-  std::string message;
-  TensorId cause_tensor = kNoTensor;
-  std::string cause_op;
-  std::string cause_message;
-};
-
 // The session ends. From the master: it is over; a reason, when there is one, says why it
 // ended before it began ("the master gave up: only 1 of 2 workers connected ..."). From a
 // worker: the worker ended it (or had ended it when a message of it arrived), `reason` says
@@ -127,193 +117,6 @@ struct PeerNotify {
   uint64_t address = 0;
   uint64_t bytes = 0;
   bool released = false;
-};
-
-struct MemoryStatsWire {
-  int64_t bytes_in_use = 0;
-  int64_t peak_bytes = 0;
-  int64_t live_tensors = 0;
-  // Of those: what the session's captured graphs hold on this device (their tensors that
-  // live inside the graph, and the latest replay's outputs).
-  int64_t graph_bytes = 0;
-  int64_t graph_tensors = 0;
-};
-
-// ---- observability (docs/observability.md) ----
-
-inline constexpr size_t kMaxTraceEventsPerReply = size_t{1} << 16;
-inline constexpr size_t kMaxTraceTensors = 3;
-inline constexpr size_t kMaxFlightRecords = size_t{1} << 16;
-inline constexpr size_t kMaxMetricsEntries = 4096;
-// A trace event or flight record that involves no other node.
-inline constexpr uint32_t kNoPeer = 0xFFFFFFFFu;
-
-// A tensor a traced command read or made: its id, and its dtype and shape when the worker
-// knew them (not for a failed tensor).
-struct TraceTensor {
-  TensorId id = kNoTensor;
-  bool shaped = false;
-  TensorMeta meta;  // when shaped: dtype and shape (contiguous strides)
-  friend bool operator==(const TraceTensor&, const TraceTensor&) = default;
-};
-
-// How a trace event takes part in a cross-node arrow: it sent token `flow_id` to `peer`
-// (a copy's bytes, an event's notification), or it waited for it from `peer`.
-enum class TraceFlow : uint8_t { None = 0, Out = 1, In = 2 };
-
-// One slice of a worker's timeline: a command (or, for `device` >= 0, its work on the
-// stream's CUDA stream of that device) from its start, waits included, to its end, on the
-// worker's steady clock.
-struct TraceEvent {
-  CmdType kind = CmdType::RunOp;
-  OpId op = OpId::neg;  // kind RunOp: the op; kind Collective: the CollectiveKind's code
-  uint32_t stream = 0;
-  int32_t device = -1;  // -1: the stream's own track; k: its CUDA stream on device k
-  int64_t begin_ns = 0;
-  int64_t end_ns = 0;   // >= begin_ns
-  int64_t wait_ns = 0;  // of the slice, how long the command waited (an input, an event)
-  bool failed = false;
-  int64_t bytes = 0;        // bytes made, copied or reduced
-  uint32_t peer = kNoPeer;  // the other node of a copy or cross-node wait
-  TraceFlow flow = TraceFlow::None;
-  uint64_t flow_id = 0;  // the token (copies and cross-node waits)
-  uint64_t detail = 0;   // the event, group or request the command names
-  // Done by the worker's dispatcher as it arrived, not run by its stream (a put, a free,
-  // a notification, ...): on the node's dispatch track.
-  bool dispatched = false;
-  uint8_t inputs = 0;                // tensors[0, inputs) were read, the others made or written
-  std::vector<TraceTensor> tensors;  // at most kMaxTraceTensors
-  friend bool operator==(const TraceEvent&, const TraceEvent&) = default;
-};
-
-// A part of a worker's timeline (Trace's reply): `more` when Collect has more to give.
-// `dropped`: events not recorded because the worker's trace buffer was full.
-struct TraceChunk {
-  std::vector<TraceEvent> events;
-  uint64_t dropped = 0;
-  bool more = false;
-  friend bool operator==(const TraceChunk&, const TraceChunk&) = default;
-};
-
-enum class FlightState : uint8_t { Queued = 1, Waiting = 2, Running = 3, Done = 4, Failed = 5 };
-// What a waiting (or long-running) command waits for.
-enum class WaitKind : uint8_t {
-  None = 0,
-  Tensor = 1,   // tensor `wait_on`, made on another stream
-  Event = 2,    // event `wait_on` of this node
-  Peer = 3,     // token `wait_on` from node `peer` (a copy or a cross-node wait)
-  Group = 4,    // the other members of process group `wait_on` (a collective)
-  Streams = 5,  // the other streams (a barrier: Sync, Stats, Trace's Stop)
-};
-
-// One command in a worker's flight recorder. Times are the worker's steady clock; 0: not
-// reached. queued_ns is the time its batch arrived; started_ns and ended_ns have the
-// resolution of a coarse clock (a few ms).
-struct FlightRecord {
-  uint64_t seq = 0;  // the worker's count of commands, from 1
-  CmdType kind = CmdType::RunOp;
-  OpId op = OpId::neg;  // kind RunOp: the op; kind Collective: the CollectiveKind's code
-  uint32_t stream = 0;
-  FlightState state = FlightState::Queued;
-  WaitKind wait = WaitKind::None;
-  uint64_t wait_on = 0;
-  uint32_t peer = kNoPeer;
-  TensorId out = kNoTensor;
-  TensorId in0 = kNoTensor;
-  TensorId in1 = kNoTensor;
-  uint64_t detail = 0;  // the event, token, group or request the command names
-  int64_t queued_ns = 0;
-  int64_t started_ns = 0;
-  int64_t ended_ns = 0;
-  friend bool operator==(const FlightRecord&, const FlightRecord&) = default;
-};
-
-// A worker's flight recorder: the last commands (oldest first), why it was dumped, and
-// the worker's clock at the dump.
-struct FlightDump {
-  std::string reason;
-  int64_t now_ns = 0;
-  uint64_t total = 0;  // commands recorded since the worker started
-  uint32_t capacity = 0;
-  std::vector<FlightRecord> records;  // at most kMaxFlightRecords
-  friend bool operator==(const FlightDump&, const FlightDump&) = default;
-};
-
-// A worker's live figures (the Metrics reply; dtr-worker --metrics-port serves the same).
-struct NodeMetrics {
-  struct Count {
-    uint8_t kind = 0;  // a CmdType code
-    uint64_t value = 0;
-    friend bool operator==(const Count&, const Count&) = default;
-  };
-  struct Queue {
-    uint32_t stream = 0;
-    uint64_t depth = 0;  // tasks queued and not done
-    friend bool operator==(const Queue&, const Queue&) = default;
-  };
-  struct Device {
-    int32_t device = -1;
-    int64_t live_tensors = 0;
-    int64_t bytes_in_use = 0;
-    friend bool operator==(const Device&, const Device&) = default;
-  };
-  std::vector<Count> commands;  // commands dispatched, by kind (since the worker started)
-  std::vector<Count> bytes;     // bytes moved, by kind (put, get, copies, collectives)
-  std::vector<Queue> queues;    // the session's streams
-  std::vector<Device> devices;  // CPU (-1) and each CUDA device
-  uint64_t sessions = 0;        // sessions started
-  bool session_active = false;
-  uint64_t refused = 0;                  // connections and sessions refused
-  int64_t master_heartbeat_age_ns = -1;  // since the session's master was last heard (-1: none)
-  uint32_t threads = 0;
-  uint64_t flight_records = 0;  // commands the flight recorder has seen
-  bool tracing = false;
-  uint64_t trace_dropped = 0;
-  friend bool operator==(const NodeMetrics&, const NodeMetrics&) = default;
-};
-
-enum class ReplyType : uint8_t {
-  Get = 1,
-  Sync = 2,
-  Stats = 3,
-  ProtocolError = 4,
-  Event = 5,
-  Clock = 6,
-  Trace = 7,
-  Flight = 8,
-  Metrics = 9,
-  Attach = 10
-};
-
-//   Get            request, meta (of the payload in frame 1, or, for a pulled Get, of the
-//                  bytes at `address` in the worker's memory) or failures[0]
-//   Sync           request, failures not reported before (in order)
-//   Stats          request, stats
-//   ProtocolError  request (0 when the message had none), message
-//   Event          request, done, time_ns (steady clock of the worker, when recorded with
-//                  timing), failures[0] when the stream had failed before the record
-//   Clock          request, time_ns (the worker's steady clock when it answered)
-//   Trace          request, trace
-//   Flight         request (0: sent unasked, when a peer was lost, a collective failed
-//                  waiting for its members, or on SIGUSR1), flight
-//   Metrics        request, metrics
-//   Attach         request, done (the worker found its challenge in the master's memory),
-//                  address (where it holds the master's challenge) or message (why not)
-struct Reply {
-  ReplyType type = ReplyType::Sync;
-  uint64_t request = 0;
-  TensorMeta meta;
-  std::vector<RemoteFailure> failures;
-  MemoryStatsWire stats;
-  std::string message;
-  bool done = false;
-  int64_t time_ns = 0;
-  TraceChunk trace;
-  FlightDump flight;
-  NodeMetrics metrics;
-  // Get: where a pulled tensor's bytes are (0: in frame 1); Attach: where the worker holds
-  // the master's challenge.
-  uint64_t address = 0;
 };
 
 }  // namespace dtr::protocol

@@ -110,17 +110,16 @@ size_t FailureLog::dropped() const {
 
 protocol::Reply stats_reply(uint64_t request, int32_t device, int64_t live_tensors,
                             int64_t graph_bytes, int64_t graph_tensors) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Stats;
-  r.request = request;
+  protocol::reply::Stats r{.request = request};
   if (device >= 0) {
     try {
       cuda::DeviceMemoryStats s = cuda::memory_stats(device);
       r.stats =
           protocol::MemoryStatsWire{s.allocated_bytes, s.peak_allocated_bytes, s.live_storages};
     } catch (const std::exception& e) {
-      r.type = protocol::ReplyType::ProtocolError;
-      r.message = fmt::format("memory_stats(cuda:{}): {}", device, e.what());
+      return protocol::reply::ProtocolError{
+          .request = request,
+          .message = fmt::format("memory_stats(cuda:{}): {}", device, e.what())};
     }
   } else {
     MemoryStats s = cpu_memory_stats();

@@ -41,24 +41,19 @@ void Outbox::reply(const protocol::Reply& r) {
 }
 
 void Outbox::reply_event(uint64_t request, bool done, int64_t time_ns, const Failure& failure) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Event;
-  r.request = request;
-  r.done = done;
-  r.time_ns = time_ns;
+  protocol::reply::Event r{.request = request, .done = done, .time_ns = time_ns};
   if (done && failure) {
-    r.failures.push_back(*failure);
+    r.failure = *failure;
     failures_.mark_reported(*failure);
   }
   reply(r);
 }
 
 void Outbox::reply_failure(bool get, uint64_t request, protocol::RemoteFailure f) {
-  protocol::Reply r;
-  r.type = get ? protocol::ReplyType::Get : protocol::ReplyType::Event;
-  r.request = request;
-  r.failures.push_back(std::move(f));
-  reply(r);
+  if (get)
+    reply(protocol::reply::Get{.request = request, .failure = std::move(f)});
+  else
+    reply(protocol::reply::Event{.request = request, .failure = std::move(f)});
 }
 
 void Outbox::send_notify(int32_t peer, uint64_t token, const protocol::RemoteFailure* failure) {
@@ -122,11 +117,7 @@ void Outbox::send_tensor(int32_t peer, uint64_t token, local::Tensor tensor) {
 }
 
 void Outbox::send_flight(protocol::FlightDump d) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Flight;
-  r.request = 0;
-  r.flight = std::move(d);
-  reply(r);
+  reply(protocol::reply::Flight{.request = 0, .flight = std::move(d)});
 }
 
 void Outbox::send_get(const protocol::Reply& r, std::vector<local::Tensor> payloads) {

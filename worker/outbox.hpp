@@ -65,7 +65,7 @@ class Outbox {
   static constexpr size_t kMaxHeld = 4096;
   // Sends a Get's reply with the bytes of `payload` (contiguous, on the host), if any.
   void send_get(const protocol::Reply& r, std::vector<local::Tensor> payloads);
-  // Sends the master a flight recorder dump it did not ask for (Reply::request 0): a peer
+  // Sends the master a flight recorder dump it did not ask for (request 0): a peer
   // was lost, a collective failed waiting for its members, SIGUSR1 (docs/observability.md).
   void send_flight(protocol::FlightDump d);
 

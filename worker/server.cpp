@@ -490,11 +490,8 @@ Server::Impl::~Impl() {
 void Server::Impl::protocol_error(const std::string* identity, std::string message) {
   warn_throttled("protocol error from " + who(identity),
                  fmt::format("protocol error from {}: {}", who(identity), message));
-  proto::Reply r;
-  r.type = proto::ReplyType::ProtocolError;
-  r.request = 0;
-  r.message = std::move(message);
-  send(identity, proto::encode(r));
+  send(identity,
+       proto::encode(proto::reply::ProtocolError{.request = 0, .message = std::move(message)}));
 }
 
 void Server::Impl::end_session(std::string_view what, bool tell_master, bool clean) {
@@ -1163,10 +1160,7 @@ void Server::Impl::serve_requests() {
     }
     protocol::FlightDump d = recorder->dump_to_log(reason);
     if (session) {  // the master gets it too
-      proto::Reply r;
-      r.type = proto::ReplyType::Flight;
-      r.flight = std::move(d);
-      post(Outgoing{proto::encode(r), {}, -1});
+      post(Outgoing{proto::encode(proto::reply::Flight{.flight = std::move(d)}), {}, -1});
     }
   }
   if (metrics_wanted.exchange(false)) {

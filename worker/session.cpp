@@ -506,12 +506,10 @@ void Session::Impl::on(const cmd::Sync& c) {
 
 void Session::Impl::on(const cmd::Stats& c) {
   if (c.device >= options.devices) {
-    protocol::Reply r;
-    r.type = protocol::ReplyType::ProtocolError;
-    r.request = c.request;
-    r.message = fmt::format("memory_stats: this node has no CUDA device {} (it has {})", c.device,
-                            options.devices);
-    outbox.reply(r);
+    outbox.reply(protocol::reply::ProtocolError{
+        .request = c.request,
+        .message = fmt::format("memory_stats: this node has no CUDA device {} (it has {})",
+                               c.device, options.devices)});
     return;
   }
   barrier(CmdType::Stats, c.request, c.device);
@@ -681,29 +679,20 @@ void Session::Impl::on(const cmd::NodeLost& c) {
 }
 
 void Session::Impl::on(const cmd::ClockSync& c) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Clock;
-  r.request = c.request;
-  r.time_ns = trace::steady_ns();
-  outbox.reply(r);
+  outbox.reply(protocol::reply::Clock{.request = c.request, .time_ns = trace::steady_ns()});
 }
 
 void Session::Impl::on(const cmd::Trace& c) {
   switch (c.action) {
     case protocol::TraceAction::Start: {
       rec.tracer.start();
-      protocol::Reply r;
-      r.type = protocol::ReplyType::Trace;
-      r.request = c.request;
-      outbox.reply(r);
+      outbox.reply(protocol::reply::Trace{.request = c.request});
       return;
     }
     case protocol::TraceAction::Stop:  // once every stream has run what came before
       return barrier(CmdType::Trace, c.request, -1);
     case protocol::TraceAction::Collect: {
-      protocol::Reply r;
-      r.type = protocol::ReplyType::Trace;
-      r.request = c.request;
+      protocol::reply::Trace r{.request = c.request};
       // Shapes the slices lack come from the tensors still alive (dispatch thread).
       r.trace = rec.tracer.collect(protocol::kMaxTraceEventsPerReply,
                                    [this](TensorId id) -> std::optional<TensorMeta> {
@@ -713,24 +702,19 @@ void Session::Impl::on(const cmd::Trace& c) {
                                        return std::nullopt;
                                      return s->tensor.meta();
                                    });
-      outbox.reply(r);
+      outbox.reply(std::move(r));
       return;
     }
   }
 }
 
 void Session::Impl::on(const cmd::FlightDump& c) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Flight;
-  r.request = c.request;
-  r.flight = rec.flight.dump("asked by the master");
-  outbox.reply(r);
+  outbox.reply(protocol::reply::Flight{.request = c.request,
+                                       .flight = rec.flight.dump("asked by the master")});
 }
 
 void Session::Impl::on(const cmd::Attach& c) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Attach;
-  r.request = c.request;
+  protocol::reply::Attach r{.request = c.request};
   if (!protocol::same_host_enabled()) {
     r.message = "DTR_SAME_HOST=0 on the worker";
   } else {
@@ -742,7 +726,7 @@ void Session::Impl::on(const cmd::Attach& c) {
     r.address = reinterpret_cast<uint64_t>(&held_challenge);
   }
   master_pid.store(r.done ? c.pid : 0, std::memory_order_relaxed);
-  outbox.reply(r);
+  outbox.reply(std::move(r));
 }
 
 void Session::Impl::on(const cmd::PutFrom& c) {
@@ -774,11 +758,7 @@ void Session::Impl::on(const cmd::Release& c) {
 }
 
 void Session::Impl::on(const cmd::Metrics& c) {
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Metrics;
-  r.request = c.request;
-  r.metrics = session_metrics();
-  outbox.reply(r);
+  outbox.reply(protocol::reply::Metrics{.request = c.request, .metrics = session_metrics()});
 }
 
 // ---- captured graphs (worker/graph.hpp) ----
@@ -1152,12 +1132,10 @@ bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
     waiting_for_tensor(s, t, c.input);
     return false;
   }
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Get;
-  r.request = c.request;
+  protocol::reply::Get r{.request = c.request};
   std::vector<local::Tensor> payloads;
   if (Failure f = t.in[0]->get_failure()) {
-    r.failures.push_back(*f);
+    r.failure = *f;
   } else {
     try {
       local::Tensor packed = use(s.cuda, *t.in[0]);
@@ -1176,10 +1154,10 @@ bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
       else
         payloads.push_back(std::move(packed));
     } catch (const std::exception& e) {
-      r.failures.push_back(make_failure(c.input, "get", e.what()));
+      r.failure = make_failure(c.input, "get", e.what());
     }
   }
-  outbox.send_get(r, std::move(payloads));
+  outbox.send_get(std::move(r), std::move(payloads));
   return true;
 }
 
@@ -1187,28 +1165,24 @@ void Session::Impl::finish_barrier(Barrier& b) {
   rec.flight.finished(b.flight, false, FlightRecorder::coarse_now_ns());
   if (b.type == CmdType::Trace) {  // Trace's Stop: every stream has run what came before
     rec.tracer.stop();
-    protocol::Reply r;
-    r.type = protocol::ReplyType::Trace;
-    r.request = b.request;
+    protocol::reply::Trace r{.request = b.request};
     // The slices follow on Collect, on the dispatch thread (which may read the tensors).
     r.trace.more = true;
     r.trace.dropped = rec.tracer.dropped();
-    return outbox.reply(r);
+    return outbox.reply(std::move(r));
   }
   if (b.type != CmdType::Sync) {
     GraphMemory g = graph_memory(b.graphs, b.device);
     return outbox.reply(stats_reply(b.request, b.device, b.live_tensors, g.bytes, g.tensors));
   }
-  protocol::Reply r;
-  r.type = protocol::ReplyType::Sync;
-  r.request = b.request;
+  protocol::reply::Sync r{.request = b.request};
   std::string device_failure;
   {
     std::lock_guard lock(b.mu);
     device_failure = b.device_failure;
   }
   r.failures = failures.take_for_sync(device_failure);
-  outbox.reply(r);
+  outbox.reply(std::move(r));
 }
 
 // ---- Session ----

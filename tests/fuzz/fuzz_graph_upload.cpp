@@ -98,9 +98,10 @@ struct Harness {
     try {
       if (o.peer < 0) {
         Reply r = decode_reply(o.header, o.payloads.size());
-        if (r.type == ReplyType::Stats) graph_bytes = r.stats.graph_bytes;
-        if (g_verbose)
-          for (const RemoteFailure& f : r.failures)
+        if (const auto* stats = std::get_if<reply::Stats>(&r))
+          graph_bytes = stats->stats.graph_bytes;
+        if (const auto* sync = std::get_if<reply::Sync>(&r); sync && g_verbose)
+          for (const RemoteFailure& f : sync->failures)
             std::fprintf(stderr, "  failed %%%llu %s: %s\n",
                          static_cast<unsigned long long>(f.tensor), f.op.c_str(),
                          f.message.c_str());

@@ -81,16 +81,24 @@ constexpr uint64_t kSession = 42;
 // DTR_FUZZ_VERBOSE=1 prints what the session emits (for checking seeds by hand).
 const bool g_verbose = std::getenv("DTR_FUZZ_VERBOSE") != nullptr;
 
+void print_failure(const RemoteFailure& f) {
+  std::fprintf(stderr, "    failed %%%llu %s: %s (cause %s: %s)\n",
+               static_cast<unsigned long long>(f.tensor), f.op.c_str(), f.message.c_str(),
+               f.cause_op.c_str(), f.cause_message.c_str());
+}
+
 void print_reply(const Reply& r) {
-  static const char* kTypes[] = {"?", "get", "sync", "stats", "protocol-error", "event"};
-  std::fprintf(stderr, "  reply %s request %llu %s%s\n", kTypes[static_cast<int>(r.type)],
-               static_cast<unsigned long long>(r.request),
-               r.type == ReplyType::Get && r.failures.empty() ? describe(r.meta).c_str() : "",
-               r.message.c_str());
-  for (const RemoteFailure& f : r.failures)
-    std::fprintf(stderr, "    failed %%%llu %s: %s (cause %s: %s)\n",
-                 static_cast<unsigned long long>(f.tensor), f.op.c_str(), f.message.c_str(),
-                 f.cause_op.c_str(), f.cause_message.c_str());
+  const auto* get = std::get_if<reply::Get>(&r);
+  const auto* error = std::get_if<reply::ProtocolError>(&r);
+  std::fprintf(stderr, "  reply %s request %llu %s%s\n", std::string(reply_name(r)).c_str(),
+               static_cast<unsigned long long>(reply_request(r)),
+               get && !get->failure ? describe(get->meta).c_str() : "",
+               error ? error->message.c_str() : "");
+  if (get && get->failure) print_failure(*get->failure);
+  if (const auto* event = std::get_if<reply::Event>(&r); event && event->failure)
+    print_failure(*event->failure);
+  if (const auto* sync = std::get_if<reply::Sync>(&r))
+    for (const RemoteFailure& f : sync->failures) print_failure(f);
 }
 
 struct Harness {
@@ -103,10 +111,10 @@ struct Harness {
       if (o.peer < 0) {
         Reply r = decode_reply(header, o.payloads.size());
         if (g_verbose) print_reply(r);
-        if (r.type == ReplyType::Get && o.payloads.size() == 1) {
+        if (const auto* get = std::get_if<reply::Get>(&r); get && o.payloads.size() == 1) {
           const local::Tensor& t = o.payloads[0];
-          if (t.meta().shape != r.meta.shape || t.meta().dtype != r.meta.dtype)
-            finding("a Get reply's payload does not match its meta " + describe(r.meta));
+          if (t.meta().shape != get->meta.shape || t.meta().dtype != get->meta.dtype)
+            finding("a Get reply's payload does not match its meta " + describe(get->meta));
         }
       } else {
         PeerNotify n = decode_peer_notify(header);

@@ -166,16 +166,10 @@ struct Seeds {
   }
 };
 
-// The replies of the observability commands (protocol/messages.hpp).
+// The replies of the observability and same-host commands (protocol/replies.hpp).
 void observability_seeds(Seeds& s) {
-  Reply clock;
-  clock.type = ReplyType::Clock;
-  clock.request = 9;
-  clock.time_ns = 123456789012345;
-  s.codec("reply-clock", encode(clock));
-  Reply trace;
-  trace.type = ReplyType::Trace;
-  trace.request = 10;
+  s.codec("reply-clock", encode(reply::Clock{.request = 9, .time_ns = 123456789012345}));
+  reply::Trace trace{.request = 10};
   TraceEvent e;
   e.kind = CmdType::SendPeer;
   e.stream = 3;
@@ -198,8 +192,7 @@ void observability_seeds(Seeds& s) {
   trace.trace.dropped = 3;
   trace.trace.more = true;
   s.codec("reply-trace", encode(trace));
-  Reply flight;
-  flight.type = ReplyType::Flight;
+  reply::Flight flight;  // request 0: sent unasked
   flight.flight.reason = "SIGUSR1";
   flight.flight.total = 2;
   flight.flight.capacity = 4096;
@@ -214,30 +207,21 @@ void observability_seeds(Seeds& s) {
   r.queued_ns = 5;
   flight.flight.records = {r};
   s.codec("reply-flight", encode(flight));
-  Reply metrics;
-  metrics.type = ReplyType::Metrics;
-  metrics.request = 11;
+  reply::Metrics metrics{.request = 11};
   metrics.metrics.commands = {{static_cast<uint8_t>(CmdType::RunOp), 10}};
   metrics.metrics.bytes = {{static_cast<uint8_t>(CmdType::Get), 4096}};
   metrics.metrics.queues = {{0, 1}};
   metrics.metrics.devices = {{-1, 3, 48}};
   metrics.metrics.master_heartbeat_age_ns = 1000;
   s.codec("reply-metrics", encode(metrics));
-  Reply attach;
-  attach.type = ReplyType::Attach;
-  attach.request = 12;
-  attach.done = true;
-  attach.address = 0x7ffd00000010ull;
-  s.codec("reply-attach", encode(attach));
-  attach.done = false;
-  attach.message = "DTR_SAME_HOST=0 on the worker";
-  s.codec("reply-attach-refused", encode(attach));
-  Reply pulled;
-  pulled.type = ReplyType::Get;
-  pulled.request = 13;
-  pulled.meta = TensorMeta::contiguous(DType::Float32, {1 << 16});
-  pulled.address = 0x7f0000000000ull;
-  s.codec("reply-get-pulled", encode(pulled));
+  s.codec("reply-attach",
+          encode(reply::Attach{.request = 12, .done = true, .address = 0x7ffd00000010ull}));
+  s.codec("reply-attach-refused",
+          encode(reply::Attach{.request = 12, .message = "DTR_SAME_HOST=0 on the worker"}));
+  s.codec("reply-get-pulled",
+          encode(reply::Get{.request = 13,
+                            .meta = TensorMeta::contiguous(DType::Float32, {1 << 16}),
+                            .address = 0x7f0000000000ull}));
 }
 
 // Regression inputs of the findings (fixed in 6c60154), kept in the corpus.
@@ -252,10 +236,9 @@ void write_findings(const fs::path& dir) {
   Batch b{{put(1, DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, 1)}};
   write(dir / "worker_batch" / "regress-1-strides-overflow-put", worker_input(b, {0}));
   write(dir / "codec" / "regress-1-strides-overflow-put", codec_input(encode(b), 1));
-  Reply get;
-  get.type = ReplyType::Get;
-  get.request = 1;
-  get.meta = TensorMeta{DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, {0, 0, 0}, 0};
+  reply::Get get{
+      .request = 1,
+      .meta = TensorMeta{DType::Float32, {0, int64_t{1} << 32, int64_t{1} << 32}, {0, 0, 0}, 0}};
   write(dir / "codec" / "regress-1-strides-overflow-reply", codec_input(encode(get), 1));
 
   // Finding 2: view/reshape with a -1 size: resolve_shape (tensor/op_table.cpp) multiplies
@@ -775,35 +758,17 @@ int main(int argc, char** argv) {
   }
   {
     RemoteFailure f{9, 0, "matmul", "shapes do not match", 3, "put", "payload too small"};
-    Reply get;
-    get.type = ReplyType::Get;
-    get.request = 1;
-    get.meta = TensorMeta::contiguous(DType::Float64, {3, 4});
+    reply::Get get{.request = 1, .meta = TensorMeta::contiguous(DType::Float64, {3, 4})};
     s.codec("reply-get", encode(get), 1);
-    Reply get_failed = get;
-    get_failed.failures = {f};
-    s.codec("reply-get-failed", encode(get_failed));
-    Reply sync;
-    sync.type = ReplyType::Sync;
-    sync.request = 2;
-    sync.failures = {f, f};
-    s.codec("reply-sync", encode(sync));
-    Reply stats;
-    stats.type = ReplyType::Stats;
-    stats.request = 3;
-    stats.stats = MemoryStatsWire{1 << 20, 2 << 20, 17};
-    s.codec("reply-stats", encode(stats));
-    Reply err;
-    err.type = ReplyType::ProtocolError;
-    err.message = "batch: command 3: unknown op code 999";
-    s.codec("reply-protocol-error", encode(err));
-    Reply ev;
-    ev.type = ReplyType::Event;
-    ev.request = 4;
-    ev.done = true;
-    ev.time_ns = std::numeric_limits<int64_t>::max();
+    s.codec("reply-get-failed", encode(reply::Get{.request = 1, .failure = f}));
+    s.codec("reply-sync", encode(reply::Sync{.request = 2, .failures = {f, f}}));
+    s.codec("reply-stats",
+            encode(reply::Stats{.request = 3, .stats = MemoryStatsWire{1 << 20, 2 << 20, 17}}));
+    s.codec("reply-protocol-error",
+            encode(reply::ProtocolError{.message = "batch: command 3: unknown op code 999"}));
+    reply::Event ev{.request = 4, .done = true, .time_ns = std::numeric_limits<int64_t>::max()};
     s.codec("reply-event", encode(ev));
-    ev.failures = {f};
+    ev.failure = f;
     s.codec("reply-event-failed", encode(ev));
     observability_seeds(s);
   }

@@ -30,6 +30,7 @@
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
 #include "support/commands.hpp"
+#include "support/replies.hpp"
 
 namespace {
 
@@ -40,7 +41,8 @@ using protocol::CmdType;
 using protocol::Command;
 using protocol::MsgType;
 using protocol::Reply;
-using protocol::ReplyType;
+using ErrorReply = protocol::reply::ProtocolError;
+using GetReply = protocol::reply::Get;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kWait = std::chrono::seconds(5);  // the most any single wait may take
@@ -108,8 +110,7 @@ class RawClient {
   }
   // Expects a ProtocolError reply (request 0); returns its message.
   std::string protocol_error() {
-    Reply r = reply();
-    CHECK(r.type == ReplyType::ProtocolError);
+    auto r = reply_as<ErrorReply>(reply());
     CHECK(r.request == 0);
     return r.message;
   }
@@ -299,8 +300,7 @@ TEST_CASE("hostile raw clients get protocol errors and never disturb a live sess
     // its tensors comes back.
     for (protocol::TensorId id = 1; id <= 64; ++id) {
       c.send(batch({get_cmd(id, id), free_cmd(id), fill_inplace_cmd(id, -1.0)}));
-      Reply r = c.reply();
-      CHECK(r.type == ReplyType::ProtocolError);
+      auto r = reply_as<ErrorReply>(c.reply());
       CHECK(contains(r.message, busy));
     }
     // A goodbye, a heartbeat and peer notifications from a stranger get no answer (and the
@@ -351,10 +351,11 @@ TEST_CASE("hostile raw clients get protocol errors and never disturb a live sess
             if (!h.accepted && h.reason.rfind(busy, 0) == 0) ++refusals;
             continue;
           }
-          Reply r = protocol::decode_reply(head, msg->frames.size() - 1);
-          if (r.type != ReplyType::ProtocolError) continue;
-          if (contains(r.message, "bad magic") || contains(r.message, "shorter than")) ++errors;
-          if (contains(r.message, busy)) ++busy_batches;
+          Reply reply = protocol::decode_reply(head, msg->frames.size() - 1);
+          const auto* r = std::get_if<ErrorReply>(&reply);
+          if (!r) continue;
+          if (contains(r->message, "bad magic") || contains(r->message, "shorter than")) ++errors;
+          if (contains(r->message, busy)) ++busy_batches;
         }
         if (errors != kEach || refusals != kEach || busy_batches != kEach)
           problems[t] = "errors " + std::to_string(errors) + ", refusals " +
@@ -464,8 +465,7 @@ TEST_CASE("hostile raw master: malformed batches in its own session are named, n
   c.send({batch({put_cmd(1010, Shape{4}, 1), put_cmd(1011, Shape{4}, 2), add_cmd(1012, 1011, 999),
                  add_cmd(0, 1011, 1011), add_cmd(1011, 1011, 1011), sync_cmd(5)}),
           std::string(12, 'p'), four_bytes});
-  Reply sync = c.reply();
-  REQUIRE(sync.type == ReplyType::Sync);
+  auto sync = reply_as<protocol::reply::Sync>(c.reply());
   CHECK(sync.request == 5);
   std::string all;
   for (const auto& f : sync.failures) all += f.op + ": " + f.message + "\n";
@@ -476,19 +476,17 @@ TEST_CASE("hostile raw master: malformed batches in its own session are named, n
   CHECK_MESSAGE(contains(all, "output tensor id %1011 is already in use"), all);
   for (protocol::TensorId id = 1; id <= 40; ++id) {
     c.send(batch({get_cmd(id, 100 + id)}));
-    Reply r = c.reply();
-    REQUIRE(r.type == ReplyType::Get);
+    auto r = reply_as<GetReply>(c.reply());
     CHECK(r.request == 100 + id);
-    REQUIRE(r.failures.size() == 1);
-    CHECK(r.failures[0].message == "tensor %" + std::to_string(id) + " does not exist");
+    REQUIRE(r.failure);
+    CHECK(r.failure->message == "tensor %" + std::to_string(id) + " does not exist");
   }
   // The good put is intact.
   c.send(batch({get_cmd(1011, 77)}));
   auto got = c.next();
   REQUIRE(got.has_value());
-  Reply r = protocol::decode_reply(view_of(got->frames[0]), got->frames.size() - 1);
-  REQUIRE(r.type == ReplyType::Get);
-  REQUIRE(r.failures.empty());
+  auto r = decode_as<GetReply>(view_of(got->frames[0]), got->frames.size() - 1);
+  REQUIRE(!r.failure);
   REQUIRE(got->frames.size() == 2);
   CHECK(std::string(view_of(got->frames[1])) == four_bytes);
 

@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -492,59 +494,52 @@ TEST_SUITE("protocol/codec") {
   }
 
   TEST_CASE("reply round trips") {
+    // After the prefix, endianness tag, type (1) and request (8): the reply's fields.
+    const size_t body = kPrefixBytes + 1 + 1 + 8;
     SUBCASE("get with a tensor") {
-      Reply r;
-      r.type = ReplyType::Get;
-      r.request = 77;
-      r.meta = TensorMeta::contiguous(DType::Float64, {3, 0, 2});
+      reply::Get r{.request = 77, .meta = TensorMeta::contiguous(DType::Float64, {3, 0, 2})};
+      CHECK(r.payload_frames() == 1);
       Reply got = decode_reply(encode(r), 1);
-      CHECK(got.type == ReplyType::Get);
-      CHECK(got.request == 77);
-      CHECK(got.meta == r.meta);
-      CHECK(got.failures.empty());
-      CHECK_REJECTS(decode_reply(encode(r), 0), "expected 1");
+      REQUIRE(std::holds_alternative<reply::Get>(got));
+      CHECK(std::get<reply::Get>(got) == r);
+      CHECK_FALSE(std::get<reply::Get>(got).failure);
+      CHECK(reply_request(got) == 77);
+      CHECK_REJECTS(decode_reply(encode(r), 0), "get reply carries 0 payload frames, expected 1");
     }
     SUBCASE("get of a tensor left on the worker (same host)") {
-      Reply r;
-      r.type = ReplyType::Get;
-      r.request = 76;
-      r.meta = TensorMeta::contiguous(DType::Int32, {1 << 20});
-      r.address = 0x7f1234560000ull;
+      reply::Get r{.request = 76,
+                   .meta = TensorMeta::contiguous(DType::Int32, {1 << 20}),
+                   .address = 0x7f1234560000ull};
+      CHECK(r.payload_frames() == 0);
       std::string frame = encode(r);
-      Reply got = decode_reply(frame, 0);
+      auto got = std::get<reply::Get>(decode_reply(frame, 0));
       CHECK(got.meta == r.meta);
       CHECK(got.address == r.address);
-      CHECK(got.failures.empty());
+      CHECK_FALSE(got.failure);
       CHECK_REJECTS(decode_reply(frame, 1), "expected 0");
-      // The form byte (after prefix, endianness tag, type and request), and the address.
-      const size_t form = kPrefixBytes + 1 + 1 + 8;
-      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, form, 2, 3), 0), "form 3");
-      CHECK_REJECTS(decode_reply(patched<uint64_t>(frame, frame.size() - 8, r.address, 0), 0),
-                    "address 0");
+      // The failure flag leads the get reply's fields.
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, body, 0, 2), 0),
+                    "get reply has failure flag 2, expected 0 or 1");
       for (size_t len = 0; len < frame.size(); ++len) {
         CAPTURE(len);
         CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
       }
     }
     SUBCASE("attach") {
-      Reply r;
-      r.type = ReplyType::Attach;
-      r.request = 75;
-      r.done = true;
-      r.address = 0x7ffd00000008ull;
+      reply::Attach r{.request = 75, .done = true, .address = 0x7ffd00000008ull};
       std::string frame = encode(r);
-      Reply got = decode_reply(frame, 0);
-      CHECK(got.type == ReplyType::Attach);
-      CHECK(got.done);
-      CHECK(got.address == r.address);
+      auto got = std::get<reply::Attach>(decode_reply(frame, 0));
+      CHECK(got == r);
       CHECK(got.message.empty());
-      const size_t done = kPrefixBytes + 1 + 1 + 8;
-      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, done, 1, 2), 0), "done flag");
-      CHECK_REJECTS(decode_reply(patched<uint64_t>(frame, done + 1, r.address, 0), 0), "address 0");
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, body, 1, 2), 0),
+                    "attach reply has done flag 2, expected 0 or 1");
+      CHECK_REJECTS(decode_reply(patched<uint64_t>(frame, body + 1, r.address, 0), 0),
+                    "attach reply has address 0, expected not 0");
       r.done = false;
+      r.address = 0;
       r.message = "reading process 12's memory is not permitted";
       frame = encode(r);
-      got = decode_reply(frame, 0);
+      got = std::get<reply::Attach>(decode_reply(frame, 0));
       CHECK_FALSE(got.done);
       CHECK(got.address == 0);
       CHECK(got.message == r.message);
@@ -554,26 +549,21 @@ TEST_SUITE("protocol/codec") {
       }
     }
     SUBCASE("get of a failed tensor") {
-      Reply r;
-      r.type = ReplyType::Get;
-      r.request = 78;
-      RemoteFailure f;
-      f.tensor = 5;
-      f.device = 1;
-      f.op = "add";
-      f.message = "input %4 is failed";
-      f.cause_tensor = 4;
-      f.cause_op = "matmul";
-      f.cause_message = "shapes do not fit";
-      r.failures = {f};
-      Reply got = decode_reply(encode(r), 0);
-      REQUIRE(got.failures.size() == 1);
-      check_same_failure(got.failures[0], f);
+      RemoteFailure f{5, 1, "add", "input %4 is failed", 4, "matmul", "shapes do not fit"};
+      reply::Get r{.request = 78, .failure = f};
+      CHECK(r.payload_frames() == 0);
+      auto got = std::get<reply::Get>(decode_reply(encode(r), 0));
+      REQUIRE(got.failure);
+      check_same_failure(*got.failure, f);
+      // A failure's fields are named as its own.
+      std::string frame = encode(r);
+      CHECK_REJECTS(decode_reply(patched<int32_t>(frame, body + 1 + 8, 1, 256), 0),
+                    "get reply failure has device 256, expected -1 to 255");
+      CHECK_REJECTS(decode_reply(patched<uint32_t>(frame, body + 1 + 12, 3, 70000), 0),
+                    "get reply failure op count 70000 exceeds the limit 65536");
     }
     SUBCASE("sync") {
-      Reply r;
-      r.type = ReplyType::Sync;
-      r.request = 79;
+      reply::Sync r{.request = 79};
       for (int i = 0; i < 3; ++i) {
         RemoteFailure f;
         f.tensor = static_cast<TensorId>(i + 1);
@@ -581,57 +571,46 @@ TEST_SUITE("protocol/codec") {
         f.message = std::string(static_cast<size_t>(i) * 100, 'x');
         r.failures.push_back(f);
       }
-      Reply got = decode_reply(encode(r), 0);
+      auto got = std::get<reply::Sync>(decode_reply(encode(r), 0));
       REQUIRE(got.failures.size() == 3);
       for (int i = 0; i < 3; ++i) check_same_failure(got.failures[i], r.failures[i]);
       r.failures.clear();
-      CHECK(decode_reply(encode(r), 0).failures.empty());
+      CHECK(std::get<reply::Sync>(decode_reply(encode(r), 0)).failures.empty());
     }
     SUBCASE("stats") {
-      Reply r;
-      r.type = ReplyType::Stats;
-      r.request = 80;
-      r.stats = {int64_t{1} << 40, int64_t{1} << 41, 12345};
-      Reply got = decode_reply(encode(r), 0);
-      CHECK(got.stats.bytes_in_use == r.stats.bytes_in_use);
-      CHECK(got.stats.peak_bytes == r.stats.peak_bytes);
+      reply::Stats r{.request = 80, .stats = {int64_t{1} << 40, int64_t{1} << 41, 12345, 7, 8}};
+      auto got = std::get<reply::Stats>(decode_reply(encode(r), 0));
+      CHECK(got == r);
       CHECK(got.stats.live_tensors == 12345);
     }
     SUBCASE("event") {
-      Reply r;
-      r.type = ReplyType::Event;
-      r.request = 81;
-      r.done = true;
-      r.time_ns = -5;
-      Reply got = decode_reply(encode(r), 0);
-      CHECK(got.type == ReplyType::Event);
+      reply::Event r{.request = 81, .done = true, .time_ns = -5};
+      auto got = std::get<reply::Event>(decode_reply(encode(r), 0));
       CHECK(got.done);
       CHECK(got.time_ns == -5);
-      CHECK(got.failures.empty());
+      CHECK_FALSE(got.failure);
       RemoteFailure f;
       f.op = "div";
       f.message = "bad";
-      r.failures = {f};
+      r.failure = f;
       r.done = false;
-      got = decode_reply(encode(r), 0);
+      got = std::get<reply::Event>(decode_reply(encode(r), 0));
       CHECK_FALSE(got.done);
-      REQUIRE(got.failures.size() == 1);
-      check_same_failure(got.failures[0], f);
+      REQUIRE(got.failure);
+      check_same_failure(*got.failure, f);
       std::string frame = encode(r);
       for (size_t len = 0; len < frame.size(); ++len) {
         CAPTURE(len);
         CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
       }
-      // done flag (after prefix, endianness tag, type and request)
-      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, kPrefixBytes + 1 + 1 + 8, 0, 2), 0),
-                    "done flag 2");
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, body, 0, 2), 0),
+                    "event reply has done flag 2, expected 0 or 1");
+      CHECK_REJECTS(decode_reply(patched<uint8_t>(frame, body + 1 + 8, 1, 2), 0),
+                    "event reply has failure flag 2, expected 0 or 1");
     }
     SUBCASE("protocol error") {
-      Reply r;
-      r.type = ReplyType::ProtocolError;
-      r.message = "batch: something was wrong";
-      Reply got = decode_reply(encode(r), 0);
-      CHECK(got.type == ReplyType::ProtocolError);
+      reply::ProtocolError r{.message = "batch: something was wrong"};
+      auto got = std::get<reply::ProtocolError>(decode_reply(encode(r), 0));
       CHECK(got.request == 0);
       CHECK(got.message == r.message);
     }
@@ -683,6 +662,9 @@ TEST_SUITE("protocol/codec") {
     PeerNotify gf = decode_peer_notify(encode(failed_send));
     CHECK(gf.failed);
     check_same_failure(gf.failure, failed_send.failure);
+    failed_send.failure.device = 256;  // checked as in a reply
+    CHECK_REJECTS(decode_peer_notify(encode(failed_send)),
+                  "peer message: failure has device 256, expected -1 to 255");
 
     PeerNotify n{s.session, 1, 99, false, {}};
     std::string pn = encode(n);
@@ -919,9 +901,7 @@ TEST_SUITE("protocol/codec") {
     CHECK_REJECTS(decode_batch(patched<uint32_t>(good, kCountOffset, 1, 2), 0), "truncated");
     CHECK_REJECTS(decode_batch(good, kMaxPayloadFrames + 1), "payload frames exceed the limit");
 
-    Reply sync;
-    sync.type = ReplyType::Sync;
-    std::string frame = encode(sync);
+    std::string frame = encode(reply::Sync{});
     // type (1) + request (8) after the tag, then the u32 failure count.
     CHECK_REJECTS(decode_reply(patched<uint32_t>(frame, kPrefixBytes + 1 + 9, 0, 0xFFFFFFFFu), 0),
                   "failures count 4294967295 exceeds the limit");
@@ -950,11 +930,8 @@ TEST_SUITE("protocol/codec") {
   }
 
   TEST_CASE("every truncation of valid replies is rejected") {
-    Reply get;
-    get.type = ReplyType::Get;
-    get.meta = TensorMeta::contiguous(DType::Int32, {4, 5});
-    Reply failed;
-    failed.type = ReplyType::Sync;
+    reply::Get get{.meta = TensorMeta::contiguous(DType::Int32, {4, 5})};
+    reply::Sync failed;
     RemoteFailure f;
     f.op = "pow";
     f.message = "bad";
@@ -1017,9 +994,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("trailing bytes and endianness tag") {
     std::string good = one_add();
     CHECK_REJECTS(decode_batch(good + "xyz", 0), "3 bytes left over");
-    Reply r;
-    r.type = ReplyType::Stats;
-    CHECK_REJECTS(decode_reply(encode(r) + std::string(1, '\0'), 0), "1 bytes left over");
+    CHECK_REJECTS(decode_reply(encode(reply::Stats{}) + std::string(1, '\0'), 0),
+                  "1 bytes left over");
     HelloReply hr;
     CHECK_REJECTS(decode_hello_reply(encode(hr) + "!"), "1 bytes left over");
     // The archive's endianness tag is 1 (little) on this side.
@@ -1049,8 +1025,9 @@ TEST_SUITE("protocol/codec") {
   }
 }
 
-// ---- observability replies (Clock, Trace, Flight, Metrics): round trips, a corruption of
-// every checked field, every truncation ----
+// ---- replies (protocol/replies.hpp): round trips of every reply type and form, a
+// corruption of every checked field of every reply (naming the reply, the item and the
+// field), every truncation ----
 
 namespace {
 
@@ -1079,20 +1056,16 @@ TraceEvent sample_event() {
   return e;
 }
 
-Reply trace_reply() {
-  Reply r;
-  r.type = ReplyType::Trace;
-  r.request = 90;
+reply::Trace trace_reply() {
+  reply::Trace r{.request = 90};
   r.trace.events = {sample_event(), TraceEvent{}};
   r.trace.dropped = 17;
   r.trace.more = true;
   return r;
 }
 
-Reply flight_reply() {
-  Reply r;
-  r.type = ReplyType::Flight;
-  r.request = 0;
+reply::Flight flight_reply() {
+  reply::Flight r;  // request 0: sent unasked
   r.flight.reason = "node 1 was lost";
   r.flight.now_ns = 123456789;
   r.flight.total = 5000;
@@ -1119,10 +1092,8 @@ Reply flight_reply() {
   return r;
 }
 
-Reply metrics_reply() {
-  Reply r;
-  r.type = ReplyType::Metrics;
-  r.request = 91;
+reply::Metrics metrics_reply() {
+  reply::Metrics r{.request = 91};
   NodeMetrics& m = r.metrics;
   m.commands = {{static_cast<uint8_t>(CmdType::RunOp), 1000000},
                 {static_cast<uint8_t>(CmdType::Sync), 3}};
@@ -1140,109 +1111,310 @@ Reply metrics_reply() {
   return r;
 }
 
-// Offsets in the trace reply of trace_reply(): count, then event 0.
-constexpr size_t kTraceEvent0 = kReplyBody + 4;
+// Replies of every type, in every form (a failure or not, bytes in a frame or at an
+// address, done or not), with values at their limits.
+std::vector<Reply> every_reply() {
+  const RemoteFailure f{9, 3, "matmul", "shapes do not match", 3, "put", "payload too small"};
+  std::vector<Reply> rs;
+  rs.push_back(reply::Get{.request = 1, .meta = TensorMeta::contiguous(DType::Float64, {3, 4})});
+  rs.push_back(reply::Get{.request = 2,
+                          .meta = TensorMeta::contiguous(DType::BFloat16, {1 << 20}),
+                          .address = 0x7f0000001000ull});
+  rs.push_back(reply::Get{.request = 3, .failure = f});
+  rs.push_back(reply::Sync{.request = 4, .failures = {f, RemoteFailure{}}});
+  rs.push_back(reply::Sync{.request = 5});
+  rs.push_back(reply::Stats{.request = 6, .stats = {1 << 20, 2 << 20, 17, 1 << 10, 2}});
+  rs.push_back(reply::ProtocolError{.message = "batch: command 3 has unknown type 99"});
+  rs.push_back(reply::ProtocolError{.request = 7, .message = "memory_stats: no device 3"});
+  rs.push_back(
+      reply::Event{.request = 8, .done = true, .time_ns = std::numeric_limits<int64_t>::max()});
+  rs.push_back(reply::Event{.request = 9, .failure = f});
+  rs.push_back(reply::Clock{.request = 10, .time_ns = std::numeric_limits<int64_t>::min()});
+  rs.push_back(trace_reply());
+  rs.push_back(reply::Trace{.request = 11});
+  rs.push_back(flight_reply());
+  rs.push_back(metrics_reply());
+  rs.push_back(reply::Attach{.request = 12, .done = true, .address = 0x7ffd00000010ull});
+  rs.push_back(reply::Attach{.request = 13, .message = "DTR_SAME_HOST=0 on the worker"});
+  return rs;
+}
+
+// Walks a reply's fields() as the decoder does, recording where each checked field lies in
+// the encoding, bytes there that the decoder must reject, and the message it must give:
+// "<reply> reply <item> <index> ... has <field> <value>, expected ...".
+struct ReplyProbe {
+  size_t at = 0;
+  std::vector<std::string> where{};  // "trace reply", "event 0", "tensor 1"
+  std::vector<Corruption> out{};
+
+  std::string here() const {
+    std::string s;
+    for (const std::string& w : where) s += (s.empty() ? "" : " ") + w;
+    return s;
+  }
+  template <typename V>
+  void refuse(const char* field, size_t where_at, std::string bytes, V value) {
+    out.push_back({field, where_at, std::move(bytes),
+                   fmt::format("{} has {} {}, expected", here(), field, value)});
+  }
+  void refuse_count(const char* field, size_t where_at, size_t limit) {
+    out.push_back(
+        {field, where_at, bytes_of<uint32_t>(static_cast<uint32_t>(limit + 1)),
+         fmt::format("{} {} count {} exceeds the limit {}", here(), field, limit + 1, limit)});
+  }
+
+  template <typename T>
+  requires std::is_arithmetic_v<T>
+  void operator()(const char*, const T&) { at += sizeof(T); }
+  void operator()(const char* f, const bool&) {
+    refuse(f, at, bytes_of<uint8_t>(2), 2);
+    at += 1;
+  }
+  void operator()(const char* f, const OpId&) {
+    out.push_back({f, at, bytes_of<uint16_t>(kMaxOpCode + 1),
+                   fmt::format("{} has unknown op code {}", here(), kMaxOpCode + 1)});
+    at += 2;
+  }
+  template <typename T>
+  void operator()(const char* f, const T&, Range r) {
+    using Raw = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
+                                            std::type_identity<T>>::type;
+    if (r.hi < static_cast<int64_t>(std::numeric_limits<Raw>::max()))
+      refuse(f, at, bytes_of<Raw>(static_cast<Raw>(r.hi + 1)), r.hi + 1);
+    if (r.lo > static_cast<int64_t>(std::numeric_limits<Raw>::min()))
+      refuse(f, at, bytes_of<Raw>(static_cast<Raw>(r.lo - 1)), r.lo - 1);
+    at += sizeof(Raw);
+  }
+  template <typename T>
+  void operator()(const char* f, const T&, RangeOrNone r) {
+    if (r.range.hi + 1 != r.none)
+      refuse(f, at, bytes_of<T>(static_cast<T>(r.range.hi + 1)), r.range.hi + 1);
+    at += sizeof(T);
+  }
+  template <typename T>
+  void operator()(const char* f, const T&, CommandCode) {
+    refuse(f, at, bytes_of<uint8_t>(0), 0);
+    refuse(f, at, bytes_of<uint8_t>(29), 29);  // 29-39: no command has them
+    at += 1;
+  }
+  void operator()(const char* f, const uint64_t&, NonZero) {
+    refuse(f, at, bytes_of<uint64_t>(0), 0);
+    at += 8;
+  }
+  void operator()(const char* f, const std::string& s) {
+    refuse_count(f, at, kMaxStringBytes);
+    at += 4 + s.size();
+  }
+  void operator()(const char* f, const TensorMeta& m) {
+    const std::string w = here() + " " + f;
+    out.push_back({f, at, bytes_of<uint8_t>(99), w + " has unknown dtype code 99"});
+    out.push_back({f, at + 1, bytes_of<uint8_t>(kMaxDims + 1), w + " has 13 dims, at most 12"});
+    if (!m.shape.empty())
+      out.push_back({f, at + 2, bytes_of<int64_t>(-3), w + " has negative size -3 in dim 0"});
+    at += 2 + 8 * m.shape.size();
+  }
+  template <typename T>
+  void operator()(const char* f, const std::optional<T>& v) {
+    out.push_back(
+        {f, at, bytes_of<uint8_t>(2), fmt::format("{} has {} flag 2, expected 0 or 1", here(), f)});
+    at += 1;
+    if (v) (*this)(f, *v);
+  }
+  // A struct: its fields, under its name.
+  template <typename T>
+  requires std::is_class_v<T>
+  void operator()(const char* f, const T& v) {
+    where.push_back(f);
+    T::fields(v, *this);
+    where.pop_back();
+  }
+  template <typename T>
+  void operator()(const char* f, const std::vector<T>& v, Limit l) {
+    refuse_count(f, at, l.max);
+    at += 4;
+    for (size_t i = 0; i < v.size(); ++i) {
+      where.push_back(fmt::format("{} {}", l.item, i));
+      T::fields(v[i], *this);
+      where.pop_back();
+    }
+  }
+};
+
+// A corruption of a reply's frame at `at`, and what the decoder's error must contain.
+struct Case {
+  std::string frame;
+  size_t at;
+  std::string bytes;
+  std::string needle;
+};
+
+void trace_cases(std::vector<Case>& cases) {
+  const std::string trace = encode(trace_reply());
+  // Event 0: kind (0), op (1), stream (3), device (7), begin (11), end (19), wait (27),
+  // failed (35), bytes (36), peer (44), flow (48), flow id (49), detail (57), dispatched
+  // (65), the tensors' count (66), tensor 0 (70: id, shape flag, meta of 3 dims), tensor
+  // 1 (105: id, shape flag), inputs (114).
+  const size_t e = kReplyBody + 4;
+  auto t = [&](size_t at, std::string bytes, std::string needle) {
+    cases.push_back({trace, at, std::move(bytes), std::move(needle)});
+  };
+  t(kReplyBody, bytes_of<uint32_t>(0xFFFFFFFFu),
+    "trace reply events count 4294967295 exceeds the limit 65536");
+  t(kReplyBody, bytes_of<uint32_t>(1000), "trace reply events count 1000 needs at least");
+  t(e + 0, bytes_of<uint8_t>(0), "trace reply event 0 has kind 0, expected a command type's");
+  t(e + 0, bytes_of<uint8_t>(200), "has kind 200, expected a command type's code");
+  t(e + 1, bytes_of<uint16_t>(kMaxOpCode + 1), "trace reply event 0 has unknown op code");
+  t(e + 7, bytes_of<int32_t>(-2), "trace reply event 0 has device -2, expected -1 to 255");
+  t(e + 7, bytes_of<int32_t>(256), "device 256");
+  t(e + 19, bytes_of<int64_t>(999),
+    "trace reply event 0 has end 999, expected at least 1000 (its begin)");
+  t(e + 27, bytes_of<int64_t>(-1), "has wait -1, expected 0 to 1000 (its duration)");
+  t(e + 27, bytes_of<int64_t>(1001), "has wait 1001");
+  t(e + 35, bytes_of<uint8_t>(2), "failed flag 2, expected 0 or 1");
+  t(e + 36, bytes_of<int64_t>(-1), "bytes -1, expected at least 0");
+  t(e + 44, bytes_of<uint32_t>(4096), "peer 4096, expected 0 to 4095 or none");
+  t(e + 48, bytes_of<uint8_t>(3), "flow 3, expected 0 to 2");
+  t(e + 65, bytes_of<uint8_t>(2), "dispatch flag 2");
+  t(e + 66, bytes_of<uint32_t>(4), "trace reply event 0 tensors count 4 exceeds the limit 3");
+  t(e + 70 + 8, bytes_of<uint8_t>(2), "trace reply event 0 tensor 0 has shape flag 2");
+  t(e + 70 + 9, bytes_of<uint8_t>(99),
+    "trace reply event 0 tensor 0 meta has unknown dtype code 99");
+  t(e + 70 + 10, bytes_of<uint8_t>(kMaxDims + 1), "dims, at most 12 allowed");
+  t(e + 70 + 11, bytes_of<int64_t>(-3), "negative size -3 in dim 0");
+  t(e + 114, bytes_of<uint8_t>(3), "event 0 has inputs 3, expected 0 to 2 (its tensors)");
+  t(trace.size() - 1, bytes_of<uint8_t>(2), "trace reply has more flag 2");
+}
+
+void flight_cases(std::vector<Case>& cases) {
+  const std::string flight = encode(flight_reply());
+  const size_t r0 = kReplyBody + 4 + flight_reply().flight.reason.size() + 8 + 8 + 4 + 4;
+  auto f = [&](size_t at, std::string bytes, std::string needle) {
+    cases.push_back({flight, at, std::move(bytes), std::move(needle)});
+  };
+  f(kReplyBody, bytes_of<uint32_t>(0xFFFFFFFFu), "flight reply reason count");
+  f(r0 - 4, bytes_of<uint32_t>(0xFFFFFFFFu), "flight reply records count 4294967295 exceeds");
+  f(r0 - 4, bytes_of<uint32_t>(3), "flight reply records count 3 needs at least");
+  f(r0 + 8, bytes_of<uint8_t>(0), "flight reply record 0 has kind 0");
+  f(r0 + 9, bytes_of<uint16_t>(kMaxOpCode + 1), "flight reply record 0 has unknown op code");
+  f(r0 + 15, bytes_of<uint8_t>(0), "flight reply record 0 has state 0, expected 1 to 5");
+  f(r0 + 15, bytes_of<uint8_t>(6), "state 6");
+  f(r0 + 16, bytes_of<uint8_t>(6), "wait kind 6, expected 0 to 5");
+  f(r0 + 25, bytes_of<uint32_t>(5000), "flight reply record 0 has peer 5000");
+  f(r0 + 61, bytes_of<int64_t>(-1), "queued time -1");
+  f(r0 + 69, bytes_of<int64_t>(-1), "start time -1");
+  f(r0 + 77, bytes_of<int64_t>(-1), "end time -1");
+}
+
+void metrics_cases(std::vector<Case>& cases) {
+  const std::string metrics = encode(metrics_reply());
+  const size_t bytes0 = kReplyBody + 4 + 2 * 9;  // the bytes count
+  const size_t queues0 = bytes0 + 4 + 9;
+  const size_t devices0 = queues0 + 4 + 2 * 12;
+  const size_t tail = devices0 + 4 + 2 * 20;  // sessions
+  auto m = [&](size_t at, std::string bytes, std::string needle) {
+    cases.push_back({metrics, at, std::move(bytes), std::move(needle)});
+  };
+  m(kReplyBody, bytes_of<uint32_t>(4097), "commands count 4097 exceeds the limit 4096");
+  m(kReplyBody + 4, bytes_of<uint8_t>(0), "metrics reply commands entry 0 has kind 0");
+  m(bytes0 + 4, bytes_of<uint8_t>(0), "metrics reply bytes entry 0 has kind 0");
+  m(queues0, bytes_of<uint32_t>(4097), "metrics reply queues count 4097 exceeds");
+  m(devices0, bytes_of<uint32_t>(258), "metrics reply devices count 258 exceeds the limit 257");
+  m(devices0 + 4, bytes_of<int32_t>(-2), "metrics reply device 0 has device -2");
+  m(devices0 + 8, bytes_of<int64_t>(-1), "live tensors -1");
+  m(devices0 + 16, bytes_of<int64_t>(-1), "bytes in use -1");
+  m(tail + 8, bytes_of<uint8_t>(2), "session flag 2");
+  m(tail + 17, bytes_of<int64_t>(-2), "heartbeat age -2, expected at least -1");
+  m(tail + 37, bytes_of<uint8_t>(2), "tracing flag 2");
+  REQUIRE(metrics.size() == tail + 46);
+}
 
 }  // namespace
 
 TEST_SUITE("protocol/codec") {
-  TEST_CASE("observability replies round trip") {
-    Reply clock;
-    clock.type = ReplyType::Clock;
-    clock.request = 5;
-    clock.time_ns = std::numeric_limits<int64_t>::min();
-    CHECK(decode_reply(encode(clock), 0).time_ns == clock.time_ns);
-    for (const Reply& r : {trace_reply(), flight_reply(), metrics_reply()}) {
-      CAPTURE(static_cast<int>(r.type));
-      Reply got = decode_reply(encode(r), 0);
-      CHECK(got.type == r.type);
-      CHECK(got.request == r.request);
-      CHECK(got.trace == r.trace);
-      CHECK(got.flight == r.flight);
-      CHECK(got.metrics == r.metrics);
+  TEST_CASE("every reply type round trips, in every form") {
+    std::vector<bool> seen(std::variant_size_v<Reply>, false);
+    for (const Reply& r : every_reply()) {
+      CAPTURE(reply_name(r));
+      seen[r.index()] = true;
+      std::string frame = encode(r);
+      CHECK(peek_type(frame) == MsgType::Reply);
+      const size_t frames = reply_payload_frames(r);
+      Reply got = decode_reply(frame, frames);
+      CHECK(got == r);
+      CHECK(reply_type(got) == reply_type(r));
+      CHECK(encode(got) == frame);
+      // The payload frames are the reply's own: one more or one less is refused.
+      CHECK_REJECTS(decode_reply(frame, frames + 1),
+                    fmt::format("{} reply carries {} payload frames, expected {}", reply_name(r),
+                                frames + 1, frames));
     }
-    Reply empty;
-    empty.type = ReplyType::Trace;
-    CHECK(decode_reply(encode(empty), 0).trace == TraceChunk{});
+    CHECK(std::count(seen.begin(), seen.end(), true) == std::variant_size_v<Reply>);
+    CHECK(reply_name(Reply{reply::ProtocolError{}}) == "protocol error");
     CHECK(command_type_name(static_cast<uint8_t>(CmdType::Metrics)) == "metrics");
     CHECK(command_type_name(0).empty());
   }
 
+  TEST_CASE("reply codes: frozen, one per struct, found by the decoder from the variant") {
+    // The frozen codes.
+    CHECK(static_cast<int>(reply::Get::kType) == 1);
+    CHECK(static_cast<int>(reply::Sync::kType) == 2);
+    CHECK(static_cast<int>(reply::Stats::kType) == 3);
+    CHECK(static_cast<int>(reply::ProtocolError::kType) == 4);
+    CHECK(static_cast<int>(reply::Event::kType) == 5);
+    CHECK(static_cast<int>(reply::Clock::kType) == 6);
+    CHECK(static_cast<int>(reply::Trace::kType) == 7);
+    CHECK(static_cast<int>(reply::Flight::kType) == 8);
+    CHECK(static_cast<int>(reply::Metrics::kType) == 9);
+    CHECK(static_cast<int>(reply::Attach::kType) == 10);
+    // A reply struct added to the variant with a code another one has does not compile
+    // (replies.hpp asserts this of Reply); the check itself catches a duplicate.
+    static_assert(wire_codes_unique<Reply>());
+    struct SecondGet : reply::Get {};
+    static_assert(!wire_codes_unique<std::variant<reply::Get, reply::Sync, SecondGet>>());
+    static_assert(wire_codes_unique<Command>());
+    // A code the variant has is decoded as its struct; any other is refused.
+    std::array<bool, 256> known{};
+    for (const Reply& r : every_reply()) known[static_cast<uint8_t>(reply_type(r))] = true;
+    std::string frame = encode(reply::Clock{});
+    for (int code = 0; code < 256; ++code) {
+      CAPTURE(code);
+      std::string f = patched<uint8_t>(frame, kPrefixBytes + 1, 6, static_cast<uint8_t>(code));
+      std::string message = dtr::test::message_of<ProtocolError>([&] { decode_reply(f, 0); });
+      CHECK((message.find("unknown reply type") == std::string::npos) == known[code]);
+    }
+  }
+
+  TEST_CASE("every checked field of every reply rejects a corruption, naming it") {
+    size_t corruptions = 0;
+    for (const Reply& r : every_reply()) {
+      const std::string frame = encode(r);
+      const size_t frames = reply_payload_frames(r);
+      ReplyProbe probe{kReplyBody};
+      std::visit(
+          [&]<class R>(const R& x) {
+            probe.where = {fmt::format("{} reply", R::kName)};
+            R::fields(x, probe);
+          },
+          r);
+      CHECK(probe.at == frame.size());  // the probe walked every byte of the reply
+      for (const Corruption& k : probe.out) {
+        CAPTURE(reply_name(r));
+        CAPTURE(k.field);
+        std::string bad = frame;
+        REQUIRE(k.at + k.bytes.size() <= bad.size());
+        bad.replace(k.at, k.bytes.size(), k.bytes);
+        CHECK_REJECTS(decode_reply(bad, frames), "reply: " + k.needle);
+        ++corruptions;
+      }
+    }
+    CHECK(corruptions > 100);
+  }
+
   TEST_CASE("every checked field of the observability replies rejects a corruption") {
-    struct Case {
-      std::string frame;
-      size_t at;
-      std::string bytes;
-      std::string needle;
-    };
     std::vector<Case> cases;
-    const std::string trace = encode(trace_reply());
-    const size_t e = kTraceEvent0;
-    auto t = [&](size_t at, std::string bytes, std::string needle) {
-      cases.push_back({trace, at, std::move(bytes), std::move(needle)});
-    };
-    t(kReplyBody, bytes_of<uint32_t>(0xFFFFFFFFu), "trace events count 4294967295 exceeds");
-    t(kReplyBody, bytes_of<uint32_t>(1000), "trace events count 1000 needs at least");
-    t(e + 0, bytes_of<uint8_t>(0), "trace event 0 has unknown command kind 0");
-    t(e + 0, bytes_of<uint8_t>(200), "unknown command kind 200");
-    t(e + 1, bytes_of<uint16_t>(kMaxOpCode + 1), "trace event 0 has unknown op code");
-    t(e + 7, bytes_of<int32_t>(-2), "trace event 0 has device -2, expected -1 to 255");
-    t(e + 7, bytes_of<int32_t>(256), "device 256");
-    t(e + 19, bytes_of<int64_t>(999), "trace event 0 ends (999) before it begins (1000)");
-    t(e + 27, bytes_of<int64_t>(-1), "wait -1 ns, expected 0 to its duration 1000");
-    t(e + 27, bytes_of<int64_t>(1001), "wait 1001 ns");
-    t(e + 35, bytes_of<uint8_t>(2), "failed flag 2, expected 0 or 1");
-    t(e + 36, bytes_of<int64_t>(-1), "bytes -1, expected at least 0");
-    t(e + 44, bytes_of<uint32_t>(4096), "peer 4096, expected 0 to 4095 or none");
-    t(e + 48, bytes_of<uint8_t>(3), "flow 3, expected 0 to 2");
-    t(e + 65, bytes_of<uint8_t>(2), "dispatch flag 2");
-    t(e + 66, bytes_of<uint8_t>(3), "3 inputs of 2 tensors");
-    t(e + 67, bytes_of<uint8_t>(4), "4 tensors, at most 3");
-    t(e + 68 + 8, bytes_of<uint8_t>(2), "shape flag 2");
-    t(e + 68 + 9, bytes_of<uint8_t>(99), "trace event 0 tensor 0 has unknown dtype code 99");
-    t(e + 68 + 10, bytes_of<uint8_t>(kMaxDims + 1), "dims, at most 12 allowed");
-    t(e + 68 + 11, bytes_of<int64_t>(-3), "negative size -3 in dim 0");
-    t(trace.size() - 1, bytes_of<uint8_t>(2), "more flag 2");
-
-    const std::string flight = encode(flight_reply());
-    const size_t r0 = kReplyBody + 4 + flight_reply().flight.reason.size() + 8 + 8 + 4 + 4;
-    auto f = [&](size_t at, std::string bytes, std::string needle) {
-      cases.push_back({flight, at, std::move(bytes), std::move(needle)});
-    };
-    f(kReplyBody, bytes_of<uint32_t>(0xFFFFFFFFu), "flight dump reason count");
-    f(r0 - 4, bytes_of<uint32_t>(0xFFFFFFFFu), "flight records count 4294967295 exceeds");
-    f(r0 - 4, bytes_of<uint32_t>(3), "flight records count 3 needs at least");
-    f(r0 + 8, bytes_of<uint8_t>(0), "flight record 0 has unknown command kind 0");
-    f(r0 + 9, bytes_of<uint16_t>(kMaxOpCode + 1), "flight record 0 has unknown op code");
-    f(r0 + 15, bytes_of<uint8_t>(0), "flight record 0 has state 0, expected 1 to 5");
-    f(r0 + 15, bytes_of<uint8_t>(6), "state 6");
-    f(r0 + 16, bytes_of<uint8_t>(6), "wait kind 6, expected 0 to 5");
-    f(r0 + 25, bytes_of<uint32_t>(5000), "flight record 0 has peer 5000");
-    f(r0 + 61, bytes_of<int64_t>(-1), "queued time -1");
-    f(r0 + 69, bytes_of<int64_t>(-1), "start time -1");
-    f(r0 + 77, bytes_of<int64_t>(-1), "end time -1");
-
-    const std::string metrics = encode(metrics_reply());
-    const size_t bytes0 = kReplyBody + 4 + 2 * 9;  // the bytes count
-    const size_t queues0 = bytes0 + 4 + 9;
-    const size_t devices0 = queues0 + 4 + 2 * 12;
-    const size_t tail = devices0 + 4 + 2 * 20;  // sessions
-    auto m = [&](size_t at, std::string bytes, std::string needle) {
-      cases.push_back({metrics, at, std::move(bytes), std::move(needle)});
-    };
-    m(kReplyBody, bytes_of<uint32_t>(4097), "commands count 4097 exceeds the limit 4096");
-    m(kReplyBody + 4, bytes_of<uint8_t>(0), "metrics commands entry 0 has unknown command kind 0");
-    m(bytes0 + 4, bytes_of<uint8_t>(0), "metrics bytes entry 0 has unknown command kind 0");
-    m(queues0, bytes_of<uint32_t>(4097), "metrics queues count 4097 exceeds");
-    m(devices0, bytes_of<uint32_t>(258), "metrics devices count 258 exceeds the limit 257");
-    m(devices0 + 4, bytes_of<int32_t>(-2), "metrics device entry 0 has device -2");
-    m(devices0 + 8, bytes_of<int64_t>(-1), "live tensors -1");
-    m(devices0 + 16, bytes_of<int64_t>(-1), "bytes in use -1");
-    m(tail + 8, bytes_of<uint8_t>(2), "session flag 2");
-    m(tail + 17, bytes_of<int64_t>(-2), "heartbeat age -2, expected at least -1");
-    m(tail + 37, bytes_of<uint8_t>(2), "tracing flag 2");
-    REQUIRE(metrics.size() == tail + 46);
-
+    trace_cases(cases);
+    flight_cases(cases);
+    metrics_cases(cases);
     for (const Case& c : cases) {
       CAPTURE(c.needle);
       std::string bad = c.frame;
@@ -1252,14 +1424,29 @@ TEST_SUITE("protocol/codec") {
     }
   }
 
-  TEST_CASE("every truncation of the observability replies is rejected") {
-    for (const Reply& r : {trace_reply(), flight_reply(), metrics_reply()}) {
+  TEST_CASE("a trace event's duration is taken without overflow") {
+    reply::Trace r{.request = 1};
+    TraceEvent e;
+    e.begin_ns = std::numeric_limits<int64_t>::min();
+    e.end_ns = std::numeric_limits<int64_t>::max();
+    e.wait_ns = std::numeric_limits<int64_t>::max();  // within a duration past int64
+    r.trace.events = {e};
+    CHECK(decode_reply(encode(r), 0) == Reply{r});
+    CHECK(span_ns(e.begin_ns, e.end_ns) == std::numeric_limits<int64_t>::max());
+    CHECK(span_ns(e.end_ns, e.begin_ns) == std::numeric_limits<int64_t>::min());
+    CHECK(span_ns(5, 9) == 4);
+  }
+
+  TEST_CASE("every truncation of the replies is rejected") {
+    for (const Reply& r : every_reply()) {
+      CAPTURE(reply_name(r));
+      const size_t frames = reply_payload_frames(r);
       std::string frame = encode(r);
       for (size_t len = 0; len < frame.size(); ++len) {
         CAPTURE(len);
-        CHECK_THROWS_AS(decode_reply(frame.substr(0, len), 0), ProtocolError);
+        CHECK_THROWS_AS(decode_reply(frame.substr(0, len), frames), ProtocolError);
       }
-      CHECK_REJECTS(decode_reply(frame + "x", 0), "1 bytes left over");
+      CHECK_REJECTS(decode_reply(frame + "x", frames), "1 bytes left over");
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "protocol/codec.hpp"
+#include "support/replies.hpp"
 #include "tests/worker/parts_support.hpp"
 #include "worker/collectives.hpp"
 
@@ -89,8 +90,7 @@ TEST_CASE("collectives: a group that does not form in time, or a session that en
   CHECK(std::chrono::steady_clock::now() - start >= milliseconds(200));
   // Waited out: the flight recorder went to the master, unasked, saying why.
   REQUIRE(r.sent.count() == 1);
-  protocol::Reply dump = protocol::decode_reply(r.sent.take()[0].header, 0);
-  CHECK(dump.type == protocol::ReplyType::Flight);
+  auto dump = dtr::test::decode_as<protocol::reply::Flight>(r.sent.take()[0].header, 0);
   CHECK(dump.request == 0);
   CHECK(dump.flight.reason.find("all_gather on stream 0 failed: the session's process group was "
                                 "not formed") == 0);

@@ -81,19 +81,19 @@ TEST_CASE("a session fails commands naming a CUDA device its worker lacks") {
   REQUIRE(session.wait_idle(std::chrono::seconds(30)));
   std::lock_guard lock(mu);
   REQUIRE(replies.size() == 3);
-  auto of_type = [&](protocol::ReplyType type) -> const protocol::Reply& {
+  auto of_type = [&]<class R>(std::type_identity<R>) -> R {
     for (const protocol::Reply& r : replies)
-      if (r.type == type) return r;
-    FAIL("no reply of type ", static_cast<int>(type));
-    return replies[0];
+      if (const R* x = std::get_if<R>(&r)) return *x;
+    FAIL("no ", R::kName, " reply");
+    return R{};
   };
   // The CPU tensor is fine.
-  CHECK(of_type(protocol::ReplyType::Get).failures.empty());
+  CHECK_FALSE(of_type(std::type_identity<protocol::reply::Get>{}).failure);
   // Stats of a missing device: an error naming it (answered at once, before the Get).
-  CHECK(contains(of_type(protocol::ReplyType::ProtocolError).message,
+  CHECK(contains(of_type(std::type_identity<protocol::reply::ProtocolError>{}).message,
                  "no CUDA device " + std::to_string(missing)));
   // Sync reports both failed commands, each naming the device.
-  const protocol::Reply& sync_reply = of_type(protocol::ReplyType::Sync);
+  const protocol::reply::Sync sync_reply = of_type(std::type_identity<protocol::reply::Sync>{});
   REQUIRE(sync_reply.failures.size() == 2);
   CHECK(sync_reply.failures[0].tensor == 1);
   CHECK(sync_reply.failures[0].op == "full");

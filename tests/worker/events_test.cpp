@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "protocol/codec.hpp"
+#include "support/replies.hpp"
 #include "tests/worker/parts_support.hpp"
 #include "worker/events.hpp"
 
@@ -63,13 +64,12 @@ TEST_CASE("events: a record releases a parked stream, an EventSync and a peer") 
   std::vector<dtr::worker::Outgoing> out = sent.take();
   REQUIRE(out.size() == 2);
   CHECK(out[0].peer == -1);
-  protocol::Reply r = protocol::decode_reply(out[0].header, 0);
-  CHECK(r.type == protocol::ReplyType::Event);
+  auto r = dtr::test::decode_as<protocol::reply::Event>(out[0].header, 0);
   CHECK(r.request == 7);
   CHECK(r.done);
   CHECK(r.time_ns > 0);
-  REQUIRE(r.failures.size() == 1);
-  CHECK(r.failures[0].message == "boom");
+  REQUIRE(r.failure);
+  CHECK(r.failure->message == "boom");
   CHECK(failures.unreported() == 0);  // the sync reported it
   CHECK(out[1].peer == 1);
   protocol::PeerNotify n = protocol::decode_peer_notify(out[1].header);

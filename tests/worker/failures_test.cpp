@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "support/replies.hpp"
 #include "tensor/cuda/cuda.hpp"
 #include "worker/failures.hpp"
 
@@ -84,15 +85,13 @@ TEST_CASE("failures: a stream's CUDA failure is added to the Sync reply when the
 }
 
 TEST_CASE("failures: Stats replies give the host's memory, or say a device cannot") {
-  protocol::Reply host = stats_reply(7, -1, 12);
-  CHECK(host.type == protocol::ReplyType::Stats);
+  auto host = dtr::test::reply_as<protocol::reply::Stats>(stats_reply(7, -1, 12));
   CHECK(host.request == 7);
   CHECK(host.stats.live_tensors == 12);
   CHECK(host.stats.bytes_in_use >= 0);
   CHECK(host.stats.peak_bytes >= host.stats.bytes_in_use);
   const int missing = cuda::device_count();
-  protocol::Reply device = stats_reply(8, missing, 0);
-  CHECK(device.type == protocol::ReplyType::ProtocolError);
+  auto device = dtr::test::reply_as<protocol::reply::ProtocolError>(stats_reply(8, missing, 0));
   CHECK(device.request == 8);
   CHECK(device.message.rfind(fmt::format("memory_stats(cuda:{}): ", missing), 0) == 0);
 }

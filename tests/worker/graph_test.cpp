@@ -15,6 +15,7 @@
 #include "dtr/tensor.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "support/replies.hpp"
 #include "worker/session.hpp"
 
 namespace {
@@ -26,9 +27,9 @@ using protocol::Command;
 namespace cmd = protocol::cmd;
 using protocol::GraphInput;
 using protocol::RemoteFailure;
-using protocol::Reply;
-using protocol::ReplyType;
+namespace reply = protocol::reply;
 using protocol::TensorId;
+using test::decode_as;
 using worker::Outgoing;
 using worker::PayloadFrame;
 
@@ -112,28 +113,28 @@ struct Harness {
               {f})
               .empty());
   }
-  std::pair<Reply, Tensor> fetch(TensorId id) {
+  std::pair<reply::Get, Tensor> fetch(TensorId id) {
     std::vector<Outgoing> out = run({cmd::Get{.input = id, .request = 1000 + id}});
     REQUIRE(out.size() == 1);
-    Reply r = protocol::decode_reply(out[0].header, out[0].payloads.size());
+    auto r = decode_as<reply::Get>(out[0].header, out[0].payloads.size());
     Tensor t;
-    if (r.failures.empty()) t = out[0].payloads.at(0);
+    if (!r.failure) t = out[0].payloads.at(0);
     return {r, t};
   }
   Tensor value(TensorId id) {
     auto [r, t] = fetch(id);
-    REQUIRE_MESSAGE(r.failures.empty(), (r.failures.empty() ? "" : r.failures[0].message));
+    REQUIRE_MESSAGE(!r.failure, (r.failure ? r.failure->message : ""));
     return t;
   }
   RemoteFailure failure(TensorId id) {
     auto [r, t] = fetch(id);
-    REQUIRE(r.failures.size() == 1);
-    return r.failures[0];
+    REQUIRE(r.failure);
+    return *r.failure;
   }
   std::vector<RemoteFailure> sync() {
     std::vector<Outgoing> out = run({cmd::Sync{.request = 7}});
     REQUIRE(out.size() == 1);
-    return protocol::decode_reply(out[0].header, 0).failures;
+    return decode_as<reply::Sync>(out[0].header, 0).failures;
   }
   // The one failure a sync reports, which must contain `needle`.
   void expect_failure(const std::string& needle) {
@@ -145,7 +146,7 @@ struct Harness {
   protocol::MemoryStatsWire stats() {
     std::vector<Outgoing> out = run({cmd::Stats{.request = 8}});
     REQUIRE(out.size() == 1);
-    return protocol::decode_reply(out[0].header, 0).stats;
+    return decode_as<reply::Stats>(out[0].header, 0).stats;
   }
 
   std::mutex mu;

@@ -25,7 +25,7 @@ using protocol::Batch;
 using protocol::CmdType;
 using protocol::Command;
 using protocol::Reply;
-using protocol::ReplyType;
+namespace reply = protocol::reply;
 using protocol::TraceEvent;
 using protocol::TraceFlow;
 namespace cmd = protocol::cmd;
@@ -55,11 +55,12 @@ struct Rig {
     replies.clear();
     return out;
   }
-  // The one reply of type `type` among `rs`.
-  static Reply only(const std::vector<Reply>& rs, ReplyType type) {
-    std::vector<Reply> of;
+  // The one reply of type R among `rs`.
+  template <class R>
+  static R only(const std::vector<Reply>& rs) {
+    std::vector<R> of;
     for (const Reply& r : rs)
-      if (r.type == type) of.push_back(r);
+      if (const R* x = std::get_if<R>(&r)) of.push_back(*x);
     REQUIRE(of.size() == 1);
     return of[0];
   }
@@ -108,8 +109,8 @@ std::vector<std::string> stream_names(const std::vector<TraceEvent>& events, uin
 TEST_CASE("observability: a traced batch, every command a slice on its stream with arrows") {
   Rig r;
   r.session.setup(0, 2, 5);
-  Reply started = Rig::only(
-      r.run({cmd::Trace{.action = protocol::TraceAction::Start, .request = 1}}), ReplyType::Trace);
+  reply::Trace started = Rig::only<reply::Trace>(
+      r.run({cmd::Trace{.action = protocol::TraceAction::Start, .request = 1}}));
   CHECK(started.trace.events.empty());
   const uint32_t x = r.frame_of(local::ones({2, 3}));
   r.run({cmd::CreateStream{.stream = 1},
@@ -122,14 +123,14 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
          cmd::WaitRemote{.stream = 1, .peer = 1, .token = 78},
          cmd::NotifyPeer{.event = 9, .peer = 1, .token = 79}});
   CHECK(r.session.notify(notify(78)));  // node 1's notification: stream 1 goes on
-  Reply stopped = Rig::only(
-      r.run({cmd::Trace{.action = protocol::TraceAction::Stop, .request = 2}}), ReplyType::Trace);
+  reply::Trace stopped = Rig::only<reply::Trace>(
+      r.run({cmd::Trace{.action = protocol::TraceAction::Stop, .request = 2}}));
   CHECK(stopped.request == 2);
   CHECK(stopped.trace.more);  // the slices follow on Collect
   CHECK(stopped.trace.events.empty());
   CHECK(stopped.trace.dropped == 0);
-  Reply all = Rig::only(r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 3}}),
-                        ReplyType::Trace);
+  reply::Trace all = Rig::only<reply::Trace>(
+      r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 3}}));
   CHECK_FALSE(all.trace.more);
   stopped.trace = all.trace;
   std::map<std::string, std::vector<TraceEvent>> by_name;
@@ -178,9 +179,8 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   std::vector<std::string> want{"matmul", "record_event", "wait_event"};
   CHECK(stream_names(stopped.trace.events, 1) == want);
   // Collected: nothing more.
-  Reply more =
-      Rig::only(r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 4}}),
-                ReplyType::Trace);
+  reply::Trace more = Rig::only<reply::Trace>(
+      r.run({cmd::Trace{.action = protocol::TraceAction::Collect, .request = 4}}));
   CHECK(more.trace.events.empty());
 }
 
@@ -196,7 +196,7 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
                        .peer = 1,
                        .token = 40},
          op(OpId::neg, 3, {2}, 3), op(OpId::neg, 4, {1})});
-  Reply dump = Rig::only(r.run({cmd::FlightDump{.request = 5}}), ReplyType::Flight);
+  reply::Flight dump = Rig::only<reply::Flight>(r.run({cmd::FlightDump{.request = 5}}));
   CHECK(dump.request == 5);
   const protocol::FlightDump& d = dump.flight;
   // The dump itself is recorded once answered: not in it.
@@ -215,7 +215,7 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
         std::string::npos);
   CHECK(text.find("neg out %3 in %2 on stream 3: queued for") != std::string::npos);
 
-  Reply m = Rig::only(r.run({cmd::Metrics{.request = 6}}), ReplyType::Metrics);
+  reply::Metrics m = Rig::only<reply::Metrics>(r.run({cmd::Metrics{.request = 6}}));
   std::map<std::string, uint64_t> commands;
   for (const auto& c : m.metrics.commands)
     commands[std::string(protocol::command_type_name(c.kind))] = c.value;
@@ -236,21 +236,21 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
 
   // The peer is lost: its wait fails, and the master gets the dump unasked, first.
   std::vector<Reply> lost = r.run({cmd::NodeLost{.node = 1}});
-  Reply unasked = Rig::only(lost, ReplyType::Flight);
+  reply::Flight unasked = Rig::only<reply::Flight>(lost);
   CHECK(unasked.request == 0);
   CHECK(unasked.flight.reason == "node 1 was lost");
   bool named = false;
   for (const auto& f : unasked.flight.records)
     named = named || (f.kind == CmdType::RecvPeer && f.state == protocol::FlightState::Waiting);
   CHECK(named);
-  Reply after = Rig::only(r.run({cmd::FlightDump{.request = 7}}), ReplyType::Flight);
+  reply::Flight after = Rig::only<reply::Flight>(r.run({cmd::FlightDump{.request = 7}}));
   CHECK(after.flight.records[2].state == protocol::FlightState::Failed);
 }
 
 TEST_CASE("observability: the clock reply is the worker's steady clock") {
   Rig r;
   const int64_t before = trace::steady_ns();
-  Reply c = Rig::only(r.run({cmd::ClockSync{.request = 4}}), ReplyType::Clock);
+  reply::Clock c = Rig::only<reply::Clock>(r.run({cmd::ClockSync{.request = 4}}));
   CHECK(c.request == 4);
   CHECK(c.time_ns >= before);
   CHECK(c.time_ns <= trace::steady_ns());

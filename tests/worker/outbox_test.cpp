@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "protocol/codec.hpp"
+#include "support/replies.hpp"
 #include "tests/worker/parts_support.hpp"
 #include "worker/outbox.hpp"
 
@@ -47,17 +48,15 @@ TEST_CASE("outbox: notifications carry the session and node; event replies repor
   CHECK(out[1].peer == 0);
   REQUIRE(out[1].payloads.size() == 1);
   CHECK_FALSE(protocol::decode_peer_notify(out[1].header).failed);
-  protocol::Reply event = protocol::decode_reply(out[2].header, 0);
-  CHECK(event.type == protocol::ReplyType::Event);
+  auto event = dtr::test::decode_as<protocol::reply::Event>(out[2].header, 0);
   CHECK(event.done);
   CHECK(event.time_ns == 123);
-  REQUIRE(event.failures.size() == 1);
+  REQUIRE(event.failure);
   CHECK(failures.unreported() == 0);
-  protocol::Reply get = protocol::decode_reply(out[3].header, 0);
-  CHECK(get.type == protocol::ReplyType::Get);
+  auto get = dtr::test::decode_as<protocol::reply::Get>(out[3].header, 0);
   CHECK(get.request == 14);
-  REQUIRE(get.failures.size() == 1);
-  CHECK(get.failures[0].message == "gone");
+  REQUIRE(get.failure);
+  CHECK(get.failure->message == "gone");
 }
 
 }  // namespace

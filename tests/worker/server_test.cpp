@@ -20,6 +20,7 @@
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
 #include "support/commands.hpp"
+#include "support/replies.hpp"
 #include "worker/server.hpp"
 
 namespace {
@@ -32,7 +33,8 @@ using protocol::CmdType;
 using protocol::Command;
 using protocol::MsgType;
 using protocol::Reply;
-using protocol::ReplyType;
+using GetReply = protocol::reply::Get;
+using ErrorReply = protocol::reply::ProtocolError;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kWait = 5s;  // the most any single wait in these tests may take
@@ -134,9 +136,10 @@ class Client {
   Reply reply(Tensor* payload = nullptr) {
     protocol::Received msg = receive_message();
     Reply r = protocol::decode_reply(view_of(msg.frames[0]), msg.frames.size() - 1);
-    if (payload && r.type == ReplyType::Get && r.failures.empty()) {
+    const auto* get = std::get_if<GetReply>(&r);
+    if (payload && get && !get->failure) {
       zmq::message_t& f = msg.frames[1];
-      Tensor t = local::empty(r.meta.shape, r.meta.dtype);
+      Tensor t = local::empty(get->meta.shape, get->meta.dtype);
       REQUIRE(f.size() == static_cast<size_t>(t.numel()) * element_size(t.dtype()));
       if (f.size()) std::memcpy(t.raw_data(), f.data(), f.size());
       *payload = t;
@@ -146,8 +149,7 @@ class Client {
   // Sends `header` and expects a ProtocolError reply; returns its message.
   std::string protocol_error_for(std::string header) {
     send(std::move(header));
-    Reply r = reply();
-    CHECK(r.type == ReplyType::ProtocolError);
+    auto r = reply_as<ErrorReply>(reply());
     CHECK(r.request == 0);
     return r.message;
   }
@@ -166,17 +168,15 @@ void check_put_add_get(Client& c, uint64_t request) {
   c.send(batch({put_cmd(1, t, 1), put_cmd(2, t, 2), add_cmd(3, 1, 2), get_cmd(3, request)}),
          payloads);
   Tensor got;
-  Reply r = c.reply(&got);
-  REQUIRE(r.type == ReplyType::Get);
+  auto r = reply_as<GetReply>(c.reply(&got));
   CHECK(r.request == request);
-  REQUIRE(r.failures.empty());
+  REQUIRE(!r.failure);
   CHECK(got.to_vector<float>() == std::vector<float>{2, 4, 6, 8});
 }
 
 int64_t live_tensors(Client& c, uint64_t request) {
   c.send(batch({stats_cmd(request)}));
-  Reply r = c.reply();
-  REQUIRE(r.type == ReplyType::Stats);
+  auto r = reply_as<protocol::reply::Stats>(c.reply());
   CHECK(r.request == request);
   return r.stats.live_tensors;
 }
@@ -342,16 +342,14 @@ TEST_SUITE("worker/server") {
     // Payload frames that no command references, and one that a put references twice.
     Tensor t = local::from_vector<float>({1, 2}, {2});
     c.send(batch({stats_cmd(5)}), std::vector<Tensor>{t});
-    Reply r = c.reply();
-    CHECK(r.type == ReplyType::ProtocolError);
+    auto r = reply_as<ErrorReply>(c.reply());
     CHECK(contains(r.message, "payload frame 1 is not referenced"));
 
     // More frames than any message may have.
     std::vector<std::string> frames(protocol::kMaxPayloadFrames + 2);
     frames[0] = good;
     c.send_frames(frames);
-    r = c.reply();
-    CHECK(r.type == ReplyType::ProtocolError);
+    r = reply_as<ErrorReply>(c.reply());
     CHECK(contains(r.message, "payload frames"));
 
     // None of it ran: a stats request sees no tensors, and real work still works.
@@ -510,10 +508,9 @@ TEST_SUITE("worker/server") {
     Tensor t = local::from_vector<int32_t>({5, 6, 7}, {3});
     send(batch({put_cmd(1, t, 1), add_cmd(2, 1, 1), get_cmd(2, 77)}), std::vector<Tensor>{t});
     protocol::Received got = next();
-    Reply r = protocol::decode_reply(view_of(got.frames[1]), got.frames.size() - 2);
-    REQUIRE(r.type == ReplyType::Get);
+    auto r = decode_as<GetReply>(view_of(got.frames[1]), got.frames.size() - 2);
     CHECK(r.request == 77);
-    REQUIRE(r.failures.empty());
+    REQUIRE(!r.failure);
     REQUIRE(got.frames.size() == 3);
     std::vector<int32_t> values(3);
     REQUIRE(got.frames[2].size() == 12);
@@ -523,8 +520,7 @@ TEST_SUITE("worker/server") {
     // Garbage is answered here too.
     send("garbage!!");
     protocol::Received err = next();
-    Reply e = protocol::decode_reply(view_of(err.frames[1]), 0);
-    CHECK(e.type == ReplyType::ProtocolError);
+    auto e = decode_as<ErrorReply>(view_of(err.frames[1]), 0);
     CHECK(contains(e.message, "bad magic"));
 
     send(protocol::encode_goodbye());

@@ -14,6 +14,7 @@
 #include "dtr/tensor.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/messages.hpp"
+#include "support/replies.hpp"
 #include "worker/session.hpp"
 
 namespace {
@@ -25,9 +26,9 @@ using protocol::CmdType;
 using protocol::Command;
 namespace cmd = protocol::cmd;
 using protocol::RemoteFailure;
-using protocol::Reply;
-using protocol::ReplyType;
+namespace reply = protocol::reply;
 using protocol::TensorId;
+using test::decode_as;
 using worker::Outgoing;
 using worker::PayloadFrame;
 using worker::Session;
@@ -151,14 +152,13 @@ struct Harness {
   }
 
   // The Get reply for `id`: its decoded header and the tensor (undefined when failed).
-  std::pair<Reply, Tensor> fetch(TensorId id) {
+  std::pair<reply::Get, Tensor> fetch(TensorId id) {
     std::vector<Outgoing> out = run({get(id, 1000 + id)});
     REQUIRE(out.size() == 1);
-    Reply r = protocol::decode_reply(out[0].header, out[0].payloads.size());
-    CHECK(r.type == ReplyType::Get);
+    auto r = decode_as<reply::Get>(out[0].header, out[0].payloads.size());
     CHECK(r.request == 1000 + id);
     Tensor t;
-    if (r.failures.empty()) {
+    if (!r.failure) {
       REQUIRE(out[0].payloads.size() == 1);
       t = out[0].payloads[0];
       CHECK(t.is_contiguous());
@@ -169,27 +169,25 @@ struct Harness {
   }
   Tensor value(TensorId id) {
     auto [r, t] = fetch(id);
-    REQUIRE_MESSAGE(r.failures.empty(), (r.failures.empty() ? "" : r.failures[0].message));
+    REQUIRE_MESSAGE(!r.failure, (r.failure ? r.failure->message : ""));
     return t;
   }
   RemoteFailure failure(TensorId id) {
     auto [r, t] = fetch(id);
-    REQUIRE(r.failures.size() == 1);
-    return r.failures[0];
+    REQUIRE(r.failure);
+    return *r.failure;
   }
   std::vector<RemoteFailure> sync() {
     std::vector<Outgoing> out = run({request(CmdType::Sync, 7)});
     REQUIRE(out.size() == 1);
-    Reply r = protocol::decode_reply(out[0].header, 0);
-    CHECK(r.type == ReplyType::Sync);
+    auto r = decode_as<reply::Sync>(out[0].header, 0);
     CHECK(r.request == 7);
     return r.failures;
   }
   protocol::MemoryStatsWire stats() {
     std::vector<Outgoing> out = run({request(CmdType::Stats, 8)});
     REQUIRE(out.size() == 1);
-    Reply r = protocol::decode_reply(out[0].header, 0);
-    CHECK(r.type == ReplyType::Stats);
+    auto r = decode_as<reply::Stats>(out[0].header, 0);
     CHECK(r.request == 8);
     return r.stats;
   }
@@ -252,15 +250,15 @@ TEST_SUITE("worker/session") {
     h.session.run(b, {});
     std::vector<Outgoing> out = h.take();
     REQUIRE(out.size() == 2);
-    Reply r2 = protocol::decode_reply(out[0].header, out[0].payloads.size());
-    Reply r4 = protocol::decode_reply(out[1].header, out[1].payloads.size());
+    auto r2 = decode_as<reply::Get>(out[0].header, out[0].payloads.size());
+    auto r4 = decode_as<reply::Get>(out[1].header, out[1].payloads.size());
     CHECK(r2.request == 1);
-    REQUIRE(r2.failures.empty());
+    REQUIRE(!r2.failure);
     check_equal<float>(out[0].payloads[0], local::zeros({4}, DType::Float32));
     CHECK(r4.request == 2);
-    REQUIRE(r4.failures.size() == 1);
-    CHECK(r4.failures[0].cause_tensor == 3);
-    CHECK(r4.failures[0].cause_op == "add");
+    REQUIRE(r4.failure);
+    CHECK(r4.failure->cause_tensor == 3);
+    CHECK(r4.failure->cause_op == "add");
     REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
     // The failure is reported once, by the next sync, as in the executor's path.
     std::vector<RemoteFailure> f = h.sync();
@@ -280,8 +278,8 @@ TEST_SUITE("worker/session") {
                op(OpId::matmul, 6, {2, 2}), get(5, 1), get(6, 2)});
     REQUIRE(out.size() == 2);
     for (const Outgoing& o : out) {
-      Reply r = protocol::decode_reply(o.header, o.payloads.size());
-      REQUIRE(r.failures.empty());
+      auto r = decode_as<reply::Get>(o.header, o.payloads.size());
+      REQUIRE(!r.failure);
       if (r.request == 1) CHECK(o.payloads[0].item().to<double>() == -2.0 * big);
       if (r.request == 2)
         check_equal<float>(o.payloads[0], local::from_vector<float>({2, 3, 6, 11}, {2, 2}));
@@ -516,9 +514,9 @@ TEST_SUITE("worker/session") {
     std::vector<Outgoing> out =
         h.run({get(1, 1), request(CmdType::Stats, 2), free_cmd(9), request(CmdType::Sync, 3)});
     REQUIRE(out.size() == 3);
-    CHECK(protocol::decode_reply(out[0].header, 1).request == 1);
-    CHECK(protocol::decode_reply(out[1].header, 0).request == 2);
-    Reply sync = protocol::decode_reply(out[2].header, 0);
+    CHECK(decode_as<reply::Get>(out[0].header, 1).request == 1);
+    CHECK(decode_as<reply::Stats>(out[1].header, 0).request == 2);
+    auto sync = decode_as<reply::Sync>(out[2].header, 0);
     CHECK(sync.request == 3);
     CHECK(sync.failures.size() == 1);
   }
@@ -534,11 +532,11 @@ TEST_SUITE("worker/session") {
     s.stream = 3;
     std::vector<Outgoing> out = h.run({n, g, s});
     REQUIRE(out.size() == 2);
-    Reply got = protocol::decode_reply(out[0].header, out[0].payloads.size());
+    auto got = decode_as<reply::Get>(out[0].header, out[0].payloads.size());
     CHECK(got.request == 5);
-    REQUIRE(got.failures.size() == 1);
-    CHECK(contains(got.failures[0].message, "stream 3 does not exist"));
-    CHECK(protocol::decode_reply(out[1].header, 0).request == 6);
+    REQUIRE(got.failure);
+    CHECK(contains(got.failure->message, "stream 3 does not exist"));
+    CHECK(decode_as<reply::Stats>(out[1].header, 0).request == 6);
     CHECK(contains(h.failure(2).message, "stream 3 does not exist"));
   }
 
@@ -591,11 +589,10 @@ TEST_SUITE("worker/session") {
     query.request = 5;
     std::vector<Outgoing> out = h.run({query});
     REQUIRE(out.size() == 1);
-    Reply r = protocol::decode_reply(out[0].header, 0);
-    CHECK(r.type == ReplyType::Event);
+    auto r = decode_as<reply::Event>(out[0].header, 0);
     CHECK(r.request == 5);
-    REQUIRE(r.failures.size() == 1);
-    CHECK(contains(r.failures[0].message, "event 77 was never recorded"));
+    REQUIRE(r.failure);
+    CHECK(contains(r.failure->message, "event 77 was never recorded"));
     CHECK(h.session.streams() == 2);
   }
 
@@ -661,7 +658,7 @@ TEST_SUITE("worker/session") {
     REQUIRE(h.session.wait_idle(std::chrono::seconds(30)));
     std::vector<Outgoing> out = h.take();
     REQUIRE(out.size() == 1);
-    CHECK(protocol::decode_reply(out[0].header, 1).request == 9);
+    CHECK(decode_as<reply::Get>(out[0].header, 1).request == 9);
     // Strangers are turned away: another session, an unknown node.
     CHECK_FALSE(h.session.notify(peer_notify(0xABD, 0, 43)));
     CHECK_FALSE(h.session.notify(peer_notify(0xABC, 3, 43)));
@@ -799,7 +796,7 @@ TEST_SUITE("worker/session") {
     std::vector<Outgoing> out = h.run({cmd::Get{.input = 2, .request = 20, .pull = true}});
     REQUIRE(out.size() == 1);
     CHECK(out[0].payloads.size() == 1);
-    CHECK(protocol::decode_reply(out[0].header, 1).address == 0);
+    CHECK(decode_as<reply::Get>(out[0].header, 1).address == 0);
 
     // Attach naming memory that does not hold the session's challenge: refused, with the
     // reason; naming memory of this process (the session runs in it) that does: attached,
@@ -810,8 +807,7 @@ TEST_SUITE("worker/session") {
     out = h.run({cmd::Attach{
         .request = 21, .pid = pid, .address = reinterpret_cast<uint64_t>(&wrong), .challenge = 5}});
     REQUIRE(out.size() == 1);
-    Reply r = protocol::decode_reply(out[0].header, 0);
-    CHECK(r.type == ReplyType::Attach);
+    auto r = decode_as<reply::Attach>(out[0].header, 0);
     CHECK_FALSE(r.done);
     CHECK(contains(r.message, "does not hold the challenge"));
     h.run({cmd::PutFrom{.out = 5, .meta = m, .address = here}});
@@ -821,7 +817,7 @@ TEST_SUITE("worker/session") {
                              .address = reinterpret_cast<uint64_t>(&theirs),
                              .challenge = 0x5eed}});
     REQUIRE(out.size() == 1);
-    r = protocol::decode_reply(out[0].header, 0);
+    r = decode_as<reply::Attach>(out[0].header, 0);
     REQUIRE(r.done);
     CHECK(r.message.empty());
     CHECK(*reinterpret_cast<const uint64_t*>(r.address) == 0x5eed);
@@ -841,13 +837,13 @@ TEST_SUITE("worker/session") {
     out = h.run({cmd::Get{.input = 3, .request = 23, .pull = true}, free_cmd(3)});
     REQUIRE(out.size() == 1);
     CHECK(out[0].payloads.empty());
-    r = protocol::decode_reply(out[0].header, 0);
-    CHECK(r.meta == m);
-    REQUIRE(r.address != 0);
-    CHECK(std::memcmp(reinterpret_cast<const void*>(r.address), x.raw_data(),
+    auto pulled = decode_as<reply::Get>(out[0].header, 0);
+    CHECK(pulled.meta == m);
+    REQUIRE(pulled.address != 0);
+    CHECK(std::memcmp(reinterpret_cast<const void*>(pulled.address), x.raw_data(),
                       static_cast<size_t>(x.numel()) * 4) == 0);
     CHECK(h.stats().live_tensors == live - 1);  // the table let 3 go; the pin did not
-    CHECK(std::memcmp(reinterpret_cast<const void*>(r.address), x.raw_data(),
+    CHECK(std::memcmp(reinterpret_cast<const void*>(pulled.address), x.raw_data(),
                       static_cast<size_t>(x.numel()) * 4) == 0);
     CHECK(h.run({cmd::Release{.request = 23}, cmd::Release{.request = 23},
                  cmd::Release{.request = 99}})
