@@ -1,5 +1,5 @@
-// The flight recorder in words (protocol/flight_text.hpp).
-#include "protocol/flight_text.hpp"
+// The flight recorder in words (common/flight_text.hpp).
+#include "common/flight_text.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,13 @@
 
 #include "dtr/op_table.hpp"
 
-namespace dtr::protocol {
+namespace dtr::common {
+
+using protocol::CmdType;
+using protocol::FlightDump;
+using protocol::FlightRecord;
+using protocol::FlightState;
+using protocol::WaitKind;
 
 namespace {
 
@@ -74,16 +80,17 @@ std::string event_name(CmdType kind, uint16_t op) {
                                                   "all_gather", "reduce_scatter"};
     return std::string(kNames[op < 5 ? op : 0]);
   }
-  return std::string(command_type_name(static_cast<uint8_t>(kind)));
+  return std::string(protocol::command_type_name(static_cast<uint8_t>(kind)));
 }
 
 std::string describe(const FlightRecord& r, int64_t now_ns) {
   std::string name = event_name(r.kind, static_cast<uint16_t>(r.op));
   std::string text = fmt::format("#{} {}", r.seq, name);
-  if (r.out != kNoTensor) text += fmt::format(" out %{}", r.out);
-  if (r.in0 != kNoTensor) text += fmt::format(" in %{}", r.in0);
-  if (r.in1 != kNoTensor) text += fmt::format(", %{}", r.in1);
-  if (r.peer != kNoPeer && r.wait != WaitKind::Peer) text += fmt::format(" node {}", r.peer);
+  if (r.out != protocol::kNoTensor) text += fmt::format(" out %{}", r.out);
+  if (r.in0 != protocol::kNoTensor) text += fmt::format(" in %{}", r.in0);
+  if (r.in1 != protocol::kNoTensor) text += fmt::format(", %{}", r.in1);
+  if (r.peer != protocol::kNoPeer && r.wait != WaitKind::Peer)
+    text += fmt::format(" node {}", r.peer);
   text += fmt::format(" on stream {}: {}", r.stream, state_name(r.state));
   auto since = [&](int64_t t) { return seconds(std::max<int64_t>(now_ns - t, 0)); };
   if (r.state == FlightState::Waiting || r.state == FlightState::Running) {
@@ -125,4 +132,4 @@ std::string describe(const FlightDump& d, size_t max_pending, size_t max_done,
   return text;
 }
 
-}  // namespace dtr::protocol
+}  // namespace dtr::common

@@ -15,18 +15,18 @@
 
 #include "protocol/messages.hpp"
 
-namespace dtr::protocol {
+namespace dtr::common {
 
 // The name a record or trace slice of command `kind` goes by: the op's name for RunOp
 // (`op` its code), the collective's (all_reduce, ...) for Collective, else the command's.
-std::string event_name(CmdType kind, uint16_t op);
+std::string event_name(protocol::CmdType kind, uint16_t op);
 // One record, its times relative to `now_ns` (the dump's clock).
-std::string describe(const FlightRecord& r, int64_t now_ns);
+std::string describe(const protocol::FlightRecord& r, int64_t now_ns);
 // The dump's records that are not finished (queued, waiting, running; at most
 // `max_pending`, the newest), then its last `max_done` finished ones (the failed ones
 // first; asking for dumps, figures or the clock left out), one per line, each line
 // starting with `indent`; "(no commands recorded)" when there are none.
-std::string describe(const FlightDump& d, size_t max_pending = 16, size_t max_done = 4,
+std::string describe(const protocol::FlightDump& d, size_t max_pending = 16, size_t max_done = 4,
                      const std::string& indent = "  ");
 
-}  // namespace dtr::protocol
+}  // namespace dtr::common

@@ -1,5 +1,5 @@
-// Same-host payloads: the challenge check and the copy (protocol/same_host.hpp).
-#include "protocol/same_host.hpp"
+// Same-host payloads: the challenge check and the copy (common/same_host.hpp).
+#include "common/same_host.hpp"
 
 #include <fmt/format.h>
 #include <sys/uio.h>
@@ -13,7 +13,7 @@
 
 #include "dtr/error.hpp"
 
-namespace dtr::protocol {
+namespace dtr::common {
 namespace {
 
 // One process_vm_readv call moves at most this much (the kernel caps a call near 2 GiB).
@@ -76,4 +76,4 @@ void read_process_memory(uint32_t pid, uint64_t address, void* dst, size_t bytes
   }
 }
 
-}  // namespace dtr::protocol
+}  // namespace dtr::common

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <string>
 
-namespace dtr::protocol {
+namespace dtr::common {
 
 // Payloads take the path from this size on (master and workers alike): below it the
 // socket's copy into the message costs less than a task and a system call.
@@ -43,4 +43,4 @@ std::string challenge_problem(uint32_t pid, uint64_t address, uint64_t expected)
 void read_process_memory(uint32_t pid, uint64_t address, void* dst, size_t bytes,
                          const std::string& what);
 
-}  // namespace dtr::protocol
+}  // namespace dtr::common

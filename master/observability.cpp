@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 #include "master/capture.hpp"
 #include "master/session.hpp"
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
 
 namespace dtr {
 
@@ -99,7 +99,7 @@ std::string MasterSession::flight_report() {
         ReplyMessage m =
             request(n.index, cmd::FlightDump{}, std::clamp(left, milliseconds(100), kDumpTimeout));
         out += fmt::format("\n  node {} ({}), now:\n{}", n.index, n.endpoint,
-                           protocol::describe(m.reply.flight, 16, 4, "    "));
+                           common::describe(m.reply.flight, 16, 4, "    "));
         continue;
       } catch (const std::exception& e) {
         out += fmt::format("\n  node {} ({}): no answer ({})", n.index, n.endpoint, e.what());
@@ -109,7 +109,7 @@ std::string MasterSession::flight_report() {
     if (n.reported)
       out += fmt::format("\n  node {} ({}){}, {} before ({}):\n{}", n.index, n.endpoint,
                          n.lost.load() ? " (lost)" : "", ago(n.reported_at), n.reported->reason,
-                         protocol::describe(*n.reported, 16, 4, "    "));
+                         common::describe(*n.reported, 16, 4, "    "));
     else if (n.lost.load())
       out += fmt::format("\n  node {} ({}): lost; it reported nothing", n.index, n.endpoint);
   }
@@ -235,7 +235,7 @@ std::string flight_recorder(int node, int finished) {
   const protocol::FlightDump& d = m.reply.flight;
   return fmt::format(
       "node {}: {} commands recorded, the last {} kept\n{}\n", node, d.total, d.capacity,
-      protocol::describe(d, d.records.size(), static_cast<size_t>(std::max(finished, 0)), "  "));
+      common::describe(d, d.records.size(), static_cast<size_t>(std::max(finished, 0)), "  "));
 }
 
 NodeMetrics node_metrics(int node) {

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <random>
 
+#include "common/same_host.hpp"
+#include "common/trace_clock.hpp"
 #include "master/wait_interrupt.hpp"
 #include "pg/mpi_backend.hpp"
-#include "protocol/same_host.hpp"
-#include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -377,7 +377,7 @@ constexpr std::chrono::milliseconds kAttachTimeout{10000};
 }  // namespace
 
 void MasterSession::attach_same_host() {
-  const bool enabled = options_.same_host && protocol::same_host_enabled();
+  const bool enabled = options_.same_host && common::same_host_enabled();
   for (auto& node : nodes_) {
     if (!enabled) {
       node->same_host_note =
@@ -397,7 +397,7 @@ std::string MasterSession::attach(Node& node) {
   const protocol::HelloReply& h = node.hello;
   if (h.pid == 0 || h.challenge == 0) return "the worker offered no challenge";
   node.held_challenge = h.challenge;
-  const uint64_t mine = protocol::random_challenge();
+  const uint64_t mine = common::random_challenge();
   ReplyMessage m =
       request(node.index,
               protocol::cmd::Attach{.pid = static_cast<uint32_t>(getpid()),
@@ -409,7 +409,7 @@ std::string MasterSession::attach(Node& node) {
                                     static_cast<int>(m.reply.type)));
   if (!m.reply.done) return "the worker: " + m.reply.message;
   // The worker read ours; now we read the worker's copy of our challenge.
-  std::string problem = protocol::challenge_problem(h.pid, m.reply.address, mine);
+  std::string problem = common::challenge_problem(h.pid, m.reply.address, mine);
   return problem.empty() ? "" : "the master: " + problem;
 }
 
@@ -469,7 +469,7 @@ uint64_t made_by(const protocol::Command& c) {
       c);
 }
 
-// The op code a slice of `c` carries (protocol::event_name).
+// The op code a slice of `c` carries (common::event_name).
 uint16_t op_code(const protocol::Command& c) {
   if (const auto* op = std::get_if<protocol::cmd::RunOp>(&c)) return static_cast<uint16_t>(op->op);
   if (const auto* col = std::get_if<protocol::cmd::Collective>(&c))

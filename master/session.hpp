@@ -198,7 +198,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     // Its clock offset (clock_mu_).
     int64_t clock_offset_ns = 0;
     int64_t clock_error_ns = -1;  // -1: not measured
-    // Same-host payloads (protocol/same_host.hpp), set while the session starts: whether
+    // Same-host payloads (common/same_host.hpp), set while the session starts: whether
     // tensor bytes move by direct copy between this process and the worker's, and if not,
     // why not. `orphans`: tensors a PutFrom named whose dist_send ended without its reply
     // (the worker may still read them), kept until a later dist_send's reply.
@@ -220,7 +220,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Tells each worker its node index and where the other workers listen for peers.
   void send_setup();
   // Finds out, per node, whether tensor bytes can move by direct copy (Node::same_host):
-  // Attach, then the challenge read back (protocol/same_host.hpp).
+  // Attach, then the challenge read back (common/same_host.hpp).
   void attach_same_host();
   // That for one node: "" when attached, else why not.
   std::string attach(Node& node);

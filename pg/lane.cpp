@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/same_host.hpp"
 #include "dtr/error.hpp"
-#include "protocol/same_host.hpp"
 
 namespace dtr::pg {
 namespace {
@@ -157,7 +157,7 @@ std::unique_ptr<LaneListener> LaneListener::open(const std::string& host, std::s
   const uint16_t port = bound.ss_family == AF_INET6
                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                             : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return std::unique_ptr<LaneListener>(new LaneListener(fd, port, protocol::random_challenge()));
+  return std::unique_ptr<LaneListener>(new LaneListener(fd, port, common::random_challenge()));
 }
 
 LaneListener::~LaneListener() {

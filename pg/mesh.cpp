@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "protocol/same_host.hpp"
+#include "common/same_host.hpp"
 #include "protocol/transport.hpp"
 #include "reduce.hpp"
 #include "util.hpp"
@@ -659,8 +659,8 @@ void Mesh::read_by_address(const Incoming& msg, void* dst, uint64_t bytes, const
           "this host",
           what, src_group));
     }
-    protocol::read_process_memory(static_cast<uint32_t>(pid), at.address, dst,
-                                  static_cast<size_t>(bytes), what);
+    common::read_process_memory(static_cast<uint32_t>(pid), at.address, dst,
+                                static_cast<size_t>(bytes), what);
     g_by_address.fetch_add(1, std::memory_order_relaxed);
     if (static_cast<DType>(msg.h.dtype) == DType::Bool) {
       copy_elements(dst, dst, static_cast<int64_t>(bytes), DType::Bool);  // bytes to 0 or 1

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/same_host.hpp"
 #include "mesh.hpp"
-#include "protocol/same_host.hpp"
 #include "reduce.hpp"
 
 namespace dtr::pg::shm {
@@ -159,7 +159,7 @@ std::shared_ptr<Arena> Arena::create(std::string* why) {
   // Default-initialized, not value-initialized: the memfd reads as zeros already, and
   // zeroing the whole arena would touch every page of it (the inline buffers are 4 MiB).
   a->layout_ = new (p) ArenaLayout;
-  a->layout_->nonce = protocol::random_challenge();
+  a->layout_->nonce = common::random_challenge();
   std::atomic_thread_fence(std::memory_order_release);
   a->layout_->magic = kMagic;
   a->used_.assign(kSlots, false);
@@ -268,7 +268,7 @@ std::unique_ptr<GroupPath> GroupPath::open(std::shared_ptr<Arena> mine, uint64_t
       *why = fmt::format("rank {}'s arena ({}) does not hold its nonce", q, path);
       return nullptr;
     }
-    const std::string problem = protocol::challenge_problem(
+    const std::string problem = common::challenge_problem(
         peer->pid, static_cast<uint64_t>(d.nonce_address), static_cast<uint64_t>(d.nonce));
     if (!problem.empty()) {
       *why = fmt::format("rank {}: {}", q, problem);
@@ -553,8 +553,8 @@ void GroupPath::Call::copy(int q, int b, size_t off, size_t len, char* dst, cons
 // for briefly and thrown instead; else the read's own error.
 void GroupPath::Call::read_peer(int q, uint64_t address, char* dst, size_t len) {
   try {
-    protocol::read_process_memory(g_.peers_[q]->pid, address, dst, len,
-                                  fmt::format("{}: reading rank {}'s tensor", what_, q));
+    common::read_process_memory(g_.peers_[q]->pid, address, dst, len,
+                                fmt::format("{}: reading rank {}'s tensor", what_, q));
   } catch (const TransportError&) {
     const auto until = std::min<Clock::time_point>(deadline_, Clock::now() + kVerdictWait);
     while (Clock::now() < until) {

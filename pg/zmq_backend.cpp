@@ -49,11 +49,11 @@
 #include <thread>
 
 #include "backend.hpp"
+#include "common/same_host.hpp"
 #include "executor.hpp"
 #include "issue_order.hpp"
 #include "lane.hpp"
 #include "mesh.hpp"
-#include "protocol/same_host.hpp"
 #include "reduce.hpp"
 #include "shm_path.hpp"
 #include "util.hpp"
@@ -1206,7 +1206,7 @@ std::shared_ptr<Backend> make_zmq_world(std::shared_ptr<Mesh> mesh) {
   std::vector<int> all(mesh->size());
   for (int i = 0; i < mesh->size(); ++i) all[i] = i;
   auto host = std::make_shared<HostArena>();
-  if (mesh->options().same_host && protocol::same_host_enabled()) {
+  if (mesh->options().same_host && common::same_host_enabled()) {
     host->arena = shm::Arena::create(&host->why);
     host->refusal = -1;
   }

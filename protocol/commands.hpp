@@ -416,7 +416,7 @@ struct SendPeer {
   uint32_t peer = 0;
   uint64_t token = 0;
   // Both nodes share the master's host: the bytes may stay here for the peer to read
-  // (protocol/same_host.hpp; PeerNotify's bytes at an address).
+  // (common/same_host.hpp; PeerNotify's bytes at an address).
   bool by_address = false;
   template <class S, class V>
   static void fields(S& c, V& v) {
@@ -591,7 +591,7 @@ struct Metrics {
   friend bool operator==(const Metrics&, const Metrics&) = default;
 };
 
-// Same-host payloads (protocol/same_host.hpp). Attach (26): the master (process `pid`)
+// Same-host payloads (common/same_host.hpp). Attach (26): the master (process `pid`)
 // holds the worker's challenge (HelloReply::challenge) at `address`; the worker answers
 // `request`: done when it found it there, with the address where it now holds the
 // master's `challenge` (Reply::address), else why not (Reply::message). Only after a

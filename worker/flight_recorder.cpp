@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "protocol/trace_clock.hpp"
+#include "common/trace_clock.hpp"
 
 namespace dtr::worker::detail {
 

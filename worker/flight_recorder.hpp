@@ -15,7 +15,7 @@
 // move a record on with the coarse clock (CLOCK_MONOTONIC_COARSE: a few ms of resolution, a few ns
 // to read) and a compare-and-swap on the slot's tag (seq and state), so a late update of a command
 // whose slot was reused changes nothing but, at worst, a time. dump() joins slots and batches into
-// wire records (protocol::FlightDump); protocol/flight_text.hpp puts them into words.
+// wire records (protocol::FlightDump); common/flight_text.hpp puts them into words.
 //
 // Thread safety: add_batch() and dispatched() from one dispatch thread at a time; the
 // updates from any thread; dump(), total() from any thread (a record being rewritten while

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "common/same_host.hpp"
 #include "protocol/commands.hpp"
-#include "protocol/same_host.hpp"
 #include "worker/recorder.hpp"
 
 namespace dtr::worker::detail {
@@ -23,8 +23,8 @@ bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size
       throw ProtocolError(fmt::format("node {} sent {} bytes, {} needs {}", c.peer, at.bytes,
                                       describe(c.meta), expected));
     local::Tensor received = local::empty(c.meta.shape, c.meta.dtype);
-    protocol::read_process_memory(at.pid, at.address, received.raw_data(), expected,
-                                  fmt::format("reading node {}'s tensor", c.peer));
+    common::read_process_memory(at.pid, at.address, received.raw_data(), expected,
+                                fmt::format("reading node {}'s tensor", c.peer));
     outbox.send_released(sender, at.token);
     s.owner.recorder.counters.add_bytes(protocol::CmdType::RecvPeer,
                                         static_cast<int64_t>(expected));
@@ -66,7 +66,7 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
     s.owner.recorder.counters.add_bytes(protocol::CmdType::SendPeer, bytes);
     // Same host: the peer reads the bytes here (held until it releases them); small ones,
     // or past the limit of held copies, go in the message.
-    if (c.by_address && static_cast<size_t>(bytes) >= protocol::kSameHostMinBytes &&
+    if (c.by_address && static_cast<size_t>(bytes) >= common::kSameHostMinBytes &&
         outbox.send_tensor_at(peer, c.token, packed))
       return true;
     outbox.send_tensor(peer, c.token, std::move(packed));

@@ -4,7 +4,7 @@
 // message whose frame 1 is the tensor's bytes (a CUDA tensor is copied to the host on the
 // stream's CUDA stream first), or, when the input failed or cannot be read, the failure,
 // so that the receiver does not wait forever. With `by_address` (both nodes share the
-// master's host; protocol/same_host.hpp) a copy of 64 KiB or more stays here instead, held
+// master's host; common/same_host.hpp) a copy of 64 KiB or more stays here instead, held
 // by the outbox, and the message says where; the receiver reads it with one direct copy
 // and answers `released`. RecvPeer runs on the receiving node's stream once the token has
 // arrived (worker/events.hpp, RemoteWait): it makes its output from the bytes, checked

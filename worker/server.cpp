@@ -30,12 +30,12 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/flight_text.hpp"
+#include "common/same_host.hpp"
+#include "common/trace_clock.hpp"
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
-#include "protocol/flight_text.hpp"
-#include "protocol/same_host.hpp"
-#include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 #include "security/log_throttle.hpp"
@@ -504,7 +504,7 @@ void Server::Impl::end_session(std::string_view what, bool tell_master, bool cle
   std::string summary;
   if (!clean) {
     protocol::FlightDump d = recorder->dump_to_log(fmt::format("the session ended: {}", what));
-    summary = fmt::format("; its last commands:\n{}", protocol::describe(d, 8, 4, "  "));
+    summary = fmt::format("; its last commands:\n{}", common::describe(d, 8, 4, "  "));
   }
   if (tell_master) {
     std::string reason = std::string(what) + summary;
@@ -649,7 +649,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   reply.threads = session->threads();
   reply.peer_endpoint = peer_endpoint;
   reply.pg_endpoint = reserve_pg_endpoint(pg_host, pg_port_hold);
-  if (proto::same_host_enabled()) {
+  if (common::same_host_enabled()) {
     reply.pid = static_cast<uint32_t>(getpid());
     reply.challenge = session->same_host_challenge();
   }

@@ -7,9 +7,9 @@
 #include <array>
 #include <optional>
 
+#include "common/same_host.hpp"
+#include "common/trace_clock.hpp"
 #include "protocol/codec.hpp"
-#include "protocol/same_host.hpp"
-#include "protocol/trace_clock.hpp"
 #include "worker/collectives.hpp"
 #include "worker/device_order.hpp"
 #include "worker/events.hpp"
@@ -209,12 +209,12 @@ struct Session::Impl final : TaskRunner {
   std::optional<TensorMeta> traced_meta;  // Free, tracing: the freed tensor's
   bool inline_failed = false;
   bool traced_here = false;
-  // Same-host payloads (protocol/same_host.hpp): the attached master's process (0: none;
+  // Same-host payloads (common/same_host.hpp): the attached master's process (0: none;
   // set by Attach on the dispatch thread before any PutFrom or pulled Get it orders), and
   // the bytes of pulled Gets awaiting their Release (executor threads add, dispatch drops).
   std::atomic<uint32_t> master_pid{0};
-  const uint64_t challenge = protocol::random_challenge();  // HelloReply's, for the master
-  uint64_t held_challenge = 0;                              // the master's (Attach)
+  const uint64_t challenge = common::random_challenge();  // HelloReply's, for the master
+  uint64_t held_challenge = 0;                            // the master's (Attach)
   std::mutex pulled_mu;
   std::unordered_map<uint64_t, local::Tensor> pulled;
   static constexpr size_t kMaxPulled = 4096;
@@ -731,10 +731,10 @@ void Session::Impl::on(const cmd::Attach& c) {
   protocol::Reply r;
   r.type = protocol::ReplyType::Attach;
   r.request = c.request;
-  if (!protocol::same_host_enabled()) {
+  if (!common::same_host_enabled()) {
     r.message = "DTR_SAME_HOST=0 on the worker";
   } else {
-    r.message = protocol::challenge_problem(c.pid, c.address, challenge);
+    r.message = common::challenge_problem(c.pid, c.address, challenge);
     r.done = r.message.empty();
   }
   if (r.done) {
@@ -1122,8 +1122,8 @@ bool Session::Impl::run_put_from(Stream& s, const StreamPtr&, Task& t) {
     const TensorMeta& m = c.meta;
     local::Tensor host = local::empty(m.shape, m.dtype);
     const size_t bytes = static_cast<size_t>(m.numel()) * element_size(m.dtype);
-    protocol::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
-                                  host.raw_data(), bytes, "reading the master's tensor");
+    common::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
+                                host.raw_data(), bytes, "reading the master's tensor");
     rec.counters.add_bytes(CmdType::Put, static_cast<int64_t>(bytes));
     if (c.device < 0) {
       t.out->publish(std::move(host));

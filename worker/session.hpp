@@ -157,7 +157,7 @@ class Session {
   size_t backlog() const;
   unsigned threads() const;
   // The challenge a master must hold in its memory for this session to read it there
-  // (HelloReply::challenge; protocol/same_host.hpp). Fixed for the session.
+  // (HelloReply::challenge; common/same_host.hpp). Fixed for the session.
   uint64_t same_host_challenge() const;
   protocol::MemoryStatsWire stats() const;
   // The live figures (docs/observability.md): the recorder's, and the session's streams'

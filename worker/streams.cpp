@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "protocol/trace_clock.hpp"
+#include "common/trace_clock.hpp"
 #include "worker/recorder.hpp"
 #include "worker/trace_slices.hpp"
 

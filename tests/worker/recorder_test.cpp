@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 #include "worker/recorder.hpp"
 
 namespace {
@@ -112,7 +112,7 @@ TEST_CASE("flight recorder: a wait the command names, and the text of it") {
   CHECK(d.records[0].wait == WaitKind::Peer);
   CHECK(d.records[0].wait_on == 77);
   CHECK(d.records[0].peer == 1);
-  std::string text = protocol::describe(d);
+  std::string text = common::describe(d);
   INFO(text);
   CHECK(text.find("#1 recv_from_node out %15 on stream 2: waiting for token 77 from node 1 for "
                   "1.5 s") != std::string::npos);
