@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "dtr/op_table.hpp"
-#include "dtr/process_group.hpp"
+#include "dtr/reduce_op.hpp"
 #include "dtr/tensor_meta.hpp"
 
 namespace dtr::protocol {
