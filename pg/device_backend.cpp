@@ -12,7 +12,7 @@
 #include "mesh.hpp"
 #include "nccl.hpp"
 #include "signature.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "util.hpp"
 
 namespace dtr::pg {

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "backend.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 namespace dtr::pg {
 

@@ -111,7 +111,7 @@ struct GraphInputCheck {
 
 // A run of a part's steps that are all CUDA element ops of one device (unary, binary, clamp
 // and mutate ops, views): from the first replay in which everything it touches is fixed
-// (inputs and bound temporaries) it is captured into a CUDA graph (tensor/cuda/cuda.hpp,
+// (inputs and bound temporaries) it is captured into a CUDA graph (tensor/device_runtime.hpp,
 // cuda::Graph), and each replay launches it once. One that cannot be captured (an op that
 // allocates, a capture CUDA refuses) runs step by step for good, `refused` saying why.
 struct CudaSegment {

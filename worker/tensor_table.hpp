@@ -29,7 +29,7 @@
 
 #include "dtr/tensor.hpp"
 #include "protocol/messages.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/failures.hpp"
 #include "worker/session.hpp"
 

@@ -30,7 +30,7 @@
 #include "common/thread_log.hpp"
 #include "common/trace_clock.hpp"
 #include "protocol/messages.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 namespace dtr::worker::detail {
 

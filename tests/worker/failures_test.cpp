@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/failures.hpp"
 
 namespace {
