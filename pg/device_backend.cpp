@@ -1,4 +1,4 @@
-#include "device_backend.hpp"
+#include "pg/device_backend.hpp"
 
 #include <fmt/format.h>
 
@@ -8,12 +8,12 @@
 #include <map>
 #include <mutex>
 
-#include "executor.hpp"
-#include "mesh.hpp"
-#include "nccl.hpp"
-#include "signature.hpp"
+#include "pg/nccl/nccl.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/signature.hpp"
+#include "pg/util.hpp"
+#include "pg/work_state.hpp"
 #include "tensor/device_runtime.hpp"
-#include "util.hpp"
 
 namespace dtr::pg {
 namespace {

@@ -16,10 +16,10 @@
 #include <string_view>
 #include <utility>
 
-#include "backend.hpp"
-#include "executor.hpp"
-#include "mesh.hpp"
-#include "util.hpp"
+#include "pg/backend.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/util.hpp"
+#include "pg/work_state.hpp"
 
 namespace dtr::pg {
 

@@ -1,13 +1,13 @@
-#include "library_group.hpp"
+#include "pg/library_group.hpp"
 
 #include <fmt/format.h>
 
 #include <cstring>
 
-#include "issue_order.hpp"
-#include "reduce.hpp"
-#include "signature.hpp"
-#include "util.hpp"
+#include "pg/issue_order.hpp"
+#include "pg/reduce.hpp"
+#include "pg/signature.hpp"
+#include "pg/util.hpp"
 
 namespace dtr::pg {
 namespace {

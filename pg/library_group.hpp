@@ -38,10 +38,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "executor.hpp"
-#include "mesh.hpp"
-#include "task_pool.hpp"
+#include "pg/backend.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/task_pool.hpp"
+#include "pg/work_state.hpp"
 
 namespace dtr::pg {
 

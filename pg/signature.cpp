@@ -1,4 +1,4 @@
-#include "signature.hpp"
+#include "pg/signature.hpp"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 
 namespace dtr::pg {
 

@@ -1,5 +1,5 @@
 // The gloo backend: LibraryGroup over a gloo context (see gloo_backend.hpp).
-#include "gloo_backend.hpp"
+#include "pg/gloo/gloo_backend.hpp"
 
 #include <fmt/format.h>
 
@@ -24,8 +24,8 @@
 #include <cstring>
 #include <optional>
 
-#include "library_group.hpp"
-#include "reduce.hpp"
+#include "pg/library_group.hpp"
+#include "pg/reduce.hpp"
 
 namespace dtr::pg {
 namespace {

@@ -1,5 +1,5 @@
-// Internal: the gloo backend (pg/gloo_backend.cpp, built with DTR_WITH_GLOO from Debian's
-// libgloo-dev; pg/no_gloo.cpp otherwise). Collectives are gloo's own algorithms over its
+// Internal: the gloo backend (pg/gloo/gloo_backend.cpp, built with DTR_WITH_GLOO from Debian's
+// libgloo-dev; pg/gloo/no_gloo.cpp otherwise). Collectives are gloo's own algorithms over its
 // TCP transport (one gloo context per group, connected through the rendezvous Store; a
 // subgroup gets a context of its own); dtr's reduction kernels (pg/reduce.hpp) are gloo's
 // reduce function, so bool, float16 and bfloat16 reduce as on zmq. reduce_scatter is an
@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 
 namespace dtr::pg {
 

@@ -1,6 +1,6 @@
-// pg/gloo_backend.hpp in a build without gloo (DTR_WITH_GLOO=OFF).
+// pg/gloo/gloo_backend.hpp in a build without gloo (DTR_WITH_GLOO=OFF).
 #include "dtr/error.hpp"
-#include "gloo_backend.hpp"
+#include "pg/gloo/gloo_backend.hpp"
 
 namespace dtr::pg {
 

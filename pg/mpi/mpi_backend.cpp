@@ -1,5 +1,5 @@
 // The mpi backend: LibraryGroup over MPI communicators (see mpi_backend.hpp).
-#include "mpi_backend.hpp"
+#include "pg/mpi/mpi_backend.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "library_group.hpp"
-#include "mpi_direct.hpp"
-#include "reduce.hpp"
-#include "spin_wait.hpp"
-#include "util.hpp"
+#include "pg/library_group.hpp"
+#include "pg/mpi/mpi_direct.hpp"
+#include "pg/mpi/spin_wait.hpp"
+#include "pg/reduce.hpp"
+#include "pg/util.hpp"
 
 namespace dtr::pg {
 namespace {
@@ -329,7 +329,7 @@ class MpiTransfer final : public Transfer {
 
 // A group's communicators (owned; MPI_COMM_NULL for a non-member): `comm` for MPI's
 // collectives and point-to-point headers, `data` for payloads, `direct` for the messages of
-// dtr's own collectives (pg/mpi_direct.hpp). Each has MPI_ERRORS_RETURN.
+// dtr's own collectives (pg/mpi/mpi_direct.hpp). Each has MPI_ERRORS_RETURN.
 struct Comms {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm data = MPI_COMM_NULL;

@@ -1,12 +1,12 @@
-// Internal: the mpi backend (pg/mpi_backend.cpp, built with DTR_WITH_MPI from Debian's
-// libopenmpi-dev; pg/no_mpi.cpp otherwise). Rank and size are MPI's (MPI_COMM_WORLD of a job
+// Internal: the mpi backend (pg/mpi/mpi_backend.cpp, built with DTR_WITH_MPI from Debian's
+// libopenmpi-dev; pg/mpi/no_mpi.cpp otherwise). Rank and size are MPI's (MPI_COMM_WORLD of a job
 // started by mpirun or srun; a process started alone is a world of one). MPI is initialized
 // at the first mpi group with MPI_THREAD_MULTIPLE (refused when the library cannot give it)
 // and finalized at exit once no mpi group is left (call destroy_process_group() first).
 //
 // Each group owns three communicators: one for MPI's collectives and point-to-point headers,
 // one for payloads (LibraryGroup's protocol), one for dtr's own collectives over
-// point-to-point messages (pg/mpi_direct.hpp: all_reduce, broadcast and all_gather when
+// point-to-point messages (pg/mpi/mpi_direct.hpp: all_reduce, broadcast and all_gather when
 // every member shares memory with every other, else all_reduce between two ranks or of 1 MiB
 // or more; Open MPI's non-blocking collectives cost several times its blocking ones). All
 // have MPI_ERRORS_RETURN, so an MPI error becomes a TransportError naming the op instead of
@@ -34,7 +34,7 @@
 #include <string>
 #include <utility>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 
 namespace dtr::pg {
 

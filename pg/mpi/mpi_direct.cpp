@@ -1,5 +1,5 @@
 // The mpi backend's own collectives over point-to-point messages (see mpi_direct.hpp).
-#include "mpi_direct.hpp"
+#include "pg/mpi/mpi_direct.hpp"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <climits>
 #include <cstring>
 
-#include "library_group.hpp"
-#include "reduce.hpp"
-#include "spin_wait.hpp"
+#include "pg/library_group.hpp"
+#include "pg/mpi/spin_wait.hpp"
+#include "pg/reduce.hpp"
 
 namespace dtr::pg {
 namespace {

@@ -1,5 +1,5 @@
 // Internal: the mpi backend's own collectives over MPI point-to-point messages
-// (pg/mpi_direct.cpp), for all_reduce, broadcast up to kDirectBroadcastMax bytes and
+// (pg/mpi/mpi_direct.cpp), for all_reduce, broadcast up to kDirectBroadcastMax bytes and
 // all_gather; which calls take them is mpi_direct_takes().
 //
 // Why: the backend must bound every wait by the group's timeout, so it cannot call MPI's
@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "mesh.hpp"
+#include "pg/backend.hpp"
+#include "pg/work_state.hpp"
 
 namespace dtr::pg {
 
@@ -84,7 +84,7 @@ bool mpi_direct_takes(const CollectiveArgs& a, bool shared_memory, int size);
 // Runs the collective (Avg as Sum). Throws as described above.
 void run_mpi_direct(CollectiveArgs& a, MpiDirectContext& ctx);
 
-// Shared with pg/mpi_backend.cpp: throws TransportError naming `what` for an MPI error code.
+// Shared with pg/mpi/mpi_backend.cpp: throws TransportError naming `what` for an MPI error code.
 void mpi_check(int rc, const std::string& what);
 
 }  // namespace dtr::pg

@@ -1,6 +1,6 @@
-// pg/mpi_backend.hpp in a build without MPI (DTR_WITH_MPI=OFF).
+// pg/mpi/mpi_backend.hpp in a build without MPI (DTR_WITH_MPI=OFF).
 #include "dtr/error.hpp"
-#include "mpi_backend.hpp"
+#include "pg/mpi/mpi_backend.hpp"
 
 namespace dtr::pg {
 

@@ -1,8 +1,8 @@
-// The NCCL communicator of a process group (pg/nccl.hpp). Communicators are non-blocking
+// The NCCL communicator of a process group (pg/nccl/nccl.hpp). Communicators are non-blocking
 // (ncclConfig_t::blocking = 0) so that initialization and every wait can be bounded and
 // aborted: a call that answers ncclInProgress is polled with ncclCommGetAsyncError until
 // it settles or the deadline passes.
-#include "nccl.hpp"
+#include "pg/nccl/nccl.hpp"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
 // Internal: the NCCL communicator of one process group, for collectives on CUDA tensors
 // (pg/device_backend.cpp decides when it is used). Built when DTR_WITH_NCCL is on
-// (pg/nccl.cpp); otherwise pg/no_nccl.cpp provides the same functions and nccl_built() is
+// (pg/nccl/nccl.cpp); otherwise pg/nccl/no_nccl.cpp provides the same functions and nccl_built() is
 // false, so CUDA tensors of every group go through host staging.
 //
 // One communicator per group, bound to one device per rank (the device of the group's
@@ -21,7 +21,7 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 #include "tensor/device_runtime.hpp"
 
 namespace dtr::pg {

@@ -1,8 +1,8 @@
-// pg/nccl.hpp in a build without NCCL: CUDA tensors of every group go through host staging.
+// pg/nccl/nccl.hpp in a build without NCCL: CUDA tensors of every group go through host staging.
 #include <fmt/format.h>
 
 #include "dtr/error.hpp"
-#include "nccl.hpp"
+#include "pg/nccl/nccl.hpp"
 
 namespace dtr::pg {
 

@@ -1,5 +1,5 @@
 // Lanes: see lane.hpp.
-#include "lane.hpp"
+#include "pg/zmq/lane.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>

@@ -1,5 +1,5 @@
 // Internal: a lane, dtr's own TCP connection between the two ranks of a two-rank zmq group
-// on the sockets (pg/zmq_backend.cpp), on which the group's large all_reduces move their
+// on the sockets (pg/zmq/zmq_backend.cpp), on which the group's large all_reduces move their
 // bytes from the calling thread instead of through ZeroMQ's I/O threads.
 //
 // Why: through ZeroMQ a payload crosses two threads per process (the caller hands it to
@@ -37,7 +37,7 @@
 #include <memory>
 #include <string>
 
-#include "util.hpp"
+#include "pg/util.hpp"
 
 namespace dtr::pg {
 

@@ -1,4 +1,4 @@
-#include "mesh.hpp"
+#include "pg/zmq/mesh.hpp"
 
 #include <fmt/format.h>
 #include <sys/eventfd.h>
@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "common/same_host.hpp"
+#include "pg/reduce.hpp"
+#include "pg/util.hpp"
 #include "protocol/transport.hpp"
-#include "reduce.hpp"
-#include "util.hpp"
 
 namespace dtr::pg {
 namespace {

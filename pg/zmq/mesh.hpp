@@ -26,7 +26,7 @@
 // not, exactly as the I/O thread does.
 //
 // Same-host point to point: a group whose members agreed on the same-host path registers
-// its rings (add_rings, pg/p2p_ring.hpp), and its sends go through them (send_ring). The
+// its rings (add_rings, pg/zmq/p2p_ring.hpp), and its sends go through them (send_ring). The
 // ROUTER's holder reads the rings with the ROUTER: in the reader's spin, and before it
 // sleeps in poll() it sets the rings' bell, so that a peer's next record comes with a Ring
 // message that wakes it. Records are filed as the ROUTER's point-to-point messages are.
@@ -50,45 +50,13 @@
 #include <zmq.hpp>
 
 #include "dtr/process_group.hpp"
-#include "p2p_ring.hpp"
+#include "pg/util.hpp"
+#include "pg/work_state.hpp"
+#include "pg/zmq/p2p_ring.hpp"
+#include "pg/zmq/wire.hpp"
 #include "security/curve.hpp"
-#include "util.hpp"
-#include "wire.hpp"
 
-namespace dtr {
-
-// The shared state behind a Work handle.
-struct Work::State {
-  explicit State(std::string what_) : what(std::move(what_)) {}
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-  int source = -1;
-  std::string what;  // "all_reduce on rank 1", for wait() timeouts
-  // Set (if at all) before the Work is handed out: Work::wait() calls it on its own thread
-  // before it sleeps, so that a backend can make progress there (the zmq backend polls a
-  // same-host group's rings for a short while).
-  std::function<void(State&)> progress;
-  // First call wins; later calls are ignored.
-  void complete(std::exception_ptr e = nullptr, int src = -1) {
-    std::lock_guard lock(m);
-    if (done) return;
-    done = true;
-    error = std::move(e);
-    source = src;
-    cv.notify_all();
-  }
-};
-
-namespace pg {
-
-using Clock = std::chrono::steady_clock;
-
-// One state, completed without an error, for every call that finished on the calling thread
-// before its Work was made (a blocking call run inline): such a call allocates no state of
-// its own. Nothing may complete it again or set its progress.
-const std::shared_ptr<Work::State>& done_work_state();
+namespace dtr::pg {
 
 // Counts zero-copy frames ZeroMQ still holds. on_zero (if set) runs once when the count
 // drops to zero after close() (for isend: completes the Work).
@@ -241,7 +209,7 @@ class Mesh {
                        Clock::time_point deadline, std::string what);
   void withdraw(uint64_t offer);
 
-  // -- point to point through shared memory (pg/p2p_ring.hpp) --
+  // -- point to point through shared memory (pg/zmq/p2p_ring.hpp) --
   // Group `group`'s rings, `members` its world ranks in group-rank order: from now on what
   // its peers write to this rank is read with the ROUTER's messages. remove_rings() stops
   // that (the group ends).
@@ -439,5 +407,4 @@ class Mesh {
   std::string bad_peer_text_;
 };
 
-}  // namespace pg
-}  // namespace dtr
+}  // namespace dtr::pg

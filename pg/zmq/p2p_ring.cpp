@@ -1,5 +1,5 @@
-// Point-to-point rings of the same-host path (pg/p2p_ring.hpp).
-#include "p2p_ring.hpp"
+// Point-to-point rings of the same-host path (pg/zmq/p2p_ring.hpp).
+#include "pg/zmq/p2p_ring.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

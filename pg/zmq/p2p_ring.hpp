@@ -1,4 +1,4 @@
-// Point-to-point rings of a zmq group on the same-host path (pg/shm_path.hpp): once a
+// Point-to-point rings of a zmq group on the same-host path (pg/zmq/shm_path.hpp): once a
 // group's members agreed that they share a host, every point-to-point message of the group
 // between two of them travels through shared memory instead of the sockets. Payloads that
 // fit a record (fits(): up to half a ring, 128 KiB less the record's head) are carried in
@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include "wire.hpp"
+#include "pg/zmq/wire.hpp"
 
 namespace dtr::pg::shm {
 

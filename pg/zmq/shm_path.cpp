@@ -1,5 +1,5 @@
-// The zmq backend's same-host path (pg/shm_path.hpp).
-#include "shm_path.hpp"
+// The zmq backend's same-host path (pg/zmq/shm_path.hpp).
+#include "pg/zmq/shm_path.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "common/same_host.hpp"
-#include "mesh.hpp"
-#include "reduce.hpp"
+#include "pg/reduce.hpp"
+#include "pg/zmq/mesh.hpp"
 
 namespace dtr::pg::shm {
 namespace {

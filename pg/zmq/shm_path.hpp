@@ -28,7 +28,7 @@
 // Whether a group uses the path is agreed at its first collective, over the sockets: the
 // members all-gather a Desc (pid, memfd, the arena's random nonce and where it lies in the
 // owner's memory, slot, boot id, PID namespace, the group's point-to-point rings,
-// pg/p2p_ring.hpp), each maps every peer's arena (and rings) and checks
+// pg/zmq/p2p_ring.hpp), each maps every peer's arena (and rings) and checks
 // the nonce there and by process_vm_readv at the announced address (which proves the
 // file is that process's arena and that its memory may be read), then they all-gather a
 // yes/no; the path is used only when every rank said yes. Memory is bounded: one arena of
@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 
 namespace dtr::pg::shm {
 
@@ -72,7 +72,7 @@ struct Desc {
   int64_t nonce_address = 0;
   int64_t boot = 0;       // hash of /proc/sys/kernel/random/boot_id
   int64_t pidns = 0;      // inode of /proc/self/ns/pid
-  int64_t rings_fd = -1;  // the group's point-to-point rings (pg/p2p_ring.hpp)
+  int64_t rings_fd = -1;  // the group's point-to-point rings (pg/zmq/p2p_ring.hpp)
 };
 inline constexpr int kDescWords = 9;
 static_assert(sizeof(Desc) == kDescWords * sizeof(int64_t));

@@ -10,7 +10,7 @@
 // Released (seq: the offer's id), after which the sender lets the tensor go.
 //
 // Version 3 added Ring (no payload): the sender has written records to the receiver's
-// shared-memory point-to-point ring (pg/p2p_ring.hpp) while the receiver slept; reading the
+// shared-memory point-to-point ring (pg/zmq/p2p_ring.hpp) while the receiver slept; reading the
 // message wakes it, and it reads its rings.
 //
 // Thread safety: value types and pure functions.

@@ -48,15 +48,17 @@
 #include <optional>
 #include <thread>
 
-#include "backend.hpp"
+#include "pg/zmq/zmq_backend.hpp"
+
 #include "common/same_host.hpp"
-#include "executor.hpp"
-#include "issue_order.hpp"
-#include "lane.hpp"
-#include "mesh.hpp"
-#include "reduce.hpp"
-#include "shm_path.hpp"
-#include "util.hpp"
+#include "pg/backend.hpp"
+#include "pg/issue_order.hpp"
+#include "pg/reduce.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/util.hpp"
+#include "pg/zmq/lane.hpp"
+#include "pg/zmq/mesh.hpp"
+#include "pg/zmq/shm_path.hpp"
 
 namespace dtr::pg {
 namespace {

@@ -1,4 +1,4 @@
-// Lanes (pg/lane.hpp): a two-rank zmq group on the sockets moves its all_reduces of 128
+// Lanes (pg/zmq/lane.hpp): a two-rank zmq group on the sockets moves its all_reduces of 128
 // KiB or more on a TCP connection of its own. First the lane's pieces alone (a stranger at the
 // listener, both directions at once with the fold, a peer that closes, a deadline, ranks out
 // of step), then whole groups: the lane is taken, gives the rank-order bits for every dtype
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <future>
 
-#include "pg/lane.hpp"
+#include "pg/zmq/lane.hpp"
 #include "pg_test_util.hpp"
 #include "support/message_of.hpp"
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "dtr/process_group.hpp"
-#include "pg/mpi_backend.hpp"
+#include "pg/mpi/mpi_backend.hpp"
 #include "support/worker_process.hpp"
 
 namespace dtr::pgtest {
