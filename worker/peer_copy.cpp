@@ -14,7 +14,7 @@ namespace cmd = protocol::cmd;
 namespace {
 
 // RecvPeer of bytes the sender holds at an address (same host): read, then released.
-bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size_t expected) {
+bool recv_peer_at(StreamQueue& s, Task& t, FailureLog& failures, Outbox& outbox, size_t expected) {
   const auto& c = t.command<cmd::RecvPeer>();
   const RemoteWait::At at = *t.remote->at;
   const auto sender = static_cast<int32_t>(t.remote->from);
@@ -43,7 +43,7 @@ bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size
 
 }  // namespace
 
-bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
+bool run_send_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
                    Outbox& outbox) {
   const auto& c = t.command<cmd::SendPeer>();
   if (!t.in[0]->ready_or_park(self)) {
@@ -78,7 +78,7 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
   return true;
 }
 
-bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
+bool run_recv_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
                    Outbox& outbox) {
   const auto& c = t.command<cmd::RecvPeer>();
   RemoteWait& w = *t.remote;

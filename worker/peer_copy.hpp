@@ -27,8 +27,10 @@
 namespace dtr::worker::detail {
 
 // True when done; false when `self` was parked until the input is ready.
-bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures, Outbox& outbox);
+bool run_send_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
+                   Outbox& outbox);
 // True when done; false when `self` was parked until the token arrives.
-bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures, Outbox& outbox);
+bool run_recv_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
+                   Outbox& outbox);
 
 }  // namespace dtr::worker::detail

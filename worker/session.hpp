@@ -18,7 +18,7 @@
 // dtr::worker::detail), in its own header, which states its thread-safety contract:
 //  - worker/tensor_table.hpp  Slot (a tensor's readiness, failure, parked streams, CUDA
 //                             write event) and the id -> slot table with its id checks;
-//  - worker/streams.hpp       Task, Stream (serial queue, park and wake, slices), the
+//  - worker/streams.hpp       Task, StreamQueue (serial queue, park and wake, slices), the
 //                             staging and flush of dispatched tasks, stream create and
 //                             destroy, retired streams, barriers (Sync, Stats);
 //  - worker/events.hpp        EventState (records, waiters), the record's run, the
