@@ -30,7 +30,6 @@
 // and the baseline child are killed at the end.
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +47,7 @@
 
 #include "bench_stats.hpp"
 #include "dtr/dtr.hpp"
+#include "launcher/spawn.hpp"
 #include "master_sgd_step.hpp"
 #include "worker_daemon.hpp"
 
@@ -66,22 +66,18 @@ constexpr int kRecvTimeoutMs = 60000;
 // ---- the raw baseline: a forked PULL child that acks the message whose first byte is 1 ----
 
 struct RatePeer {
-  pid_t pid = -1;
+  dtr::launcher::Child child;
   std::string pull, ack;
 
   // Forks the child (before this process has threads) and waits (bounded) for its ports.
   RatePeer() {
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    std::fflush(stdout);
-    pid = fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
+    child = dtr::launcher::fork_child([&] {  // dies with this process (launcher/spawn.hpp)
       close(fds[0]);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
       serve(fds[1]);
-      _exit(0);
-    }
+      return 0;
+    });
     close(fds[1]);
     std::string line;
     auto deadline = Clock::now() + std::chrono::seconds(20);
@@ -99,12 +95,8 @@ struct RatePeer {
     pull = line.substr(0, space);
     ack = line.substr(space + 1, line.find('\n') - space - 1);
   }
-  ~RatePeer() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);  // bounded: SIGKILL cannot be ignored
-    }
-  }
+  ~RatePeer() { child.stop(SIGKILL, std::chrono::milliseconds(0)); }
+
   static void serve(int out) {
     zmq::context_t ctx(1);
     zmq::socket_t in(ctx, zmq::socket_type::pull), back(ctx, zmq::socket_type::push);
