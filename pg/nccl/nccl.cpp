@@ -145,7 +145,7 @@ class Comm final : public NcclComm {
         fmt::format("{} (nccl, cuda:{}, rank {} of {})", comm_op_name(a.op), device_, rank_, size_);
     cuda::StreamScope scope(device_, stream_.handle());
     ready.block(stream_.handle());
-    enqueue(a, what, deadline, closing);
+    enqueue(a, Call{what, deadline, closing, static_cast<cudaStream_t>(stream_.handle())});
     cuda::Event done(device_);
     done.record(stream_.handle());
     int spins = 0;
@@ -195,114 +195,143 @@ class Comm final : public NcclComm {
     }
   }
 
-  void enqueue(const CollectiveArgs& a, const std::string& what, Clock::time_point deadline,
-               const std::atomic<bool>& closing) {
-    cudaStream_t s = static_cast<cudaStream_t>(stream_.handle());
-    auto ok = [&](ncclResult_t r, const char* call) { settle(r, call, what, deadline, closing); };
+  // One run()'s NCCL calls: the stream they go to and what settle() needs.
+  struct Call {
+    const std::string& what;
+    Clock::time_point deadline;
+    const std::atomic<bool>& closing;
+    cudaStream_t stream;
+  };
+  void ok(const Call& c, ncclResult_t r, const char* name) {
+    settle(r, name, c.what, c.deadline, c.closing);
+  }
+
+  // Queues collective `a` on the communicator's stream.
+  void enqueue(const CollectiveArgs& a, const Call& c) {
     switch (a.op) {
       case CommOp::Broadcast: {
         const auto& t = a.outputs[0];
-        ok(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.meta().numel()),
-                         nccl_type(t.dtype()), a.root, comm_, s),
+        ok(c,
+           ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.meta().numel()),
+                         nccl_type(t.dtype()), a.root, comm_, c.stream),
            "ncclBroadcast");
         return;
       }
       case CommOp::AllReduce: {
         const auto& t = a.outputs[0];
-        ok(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.meta().numel()),
-                         nccl_type(t.dtype()), nccl_op(a.reduce, t.dtype()), comm_, s),
+        ok(c,
+           ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.meta().numel()),
+                         nccl_type(t.dtype()), nccl_op(a.reduce, t.dtype()), comm_, c.stream),
            "ncclAllReduce");
         return;
       }
       case CommOp::Reduce: {
         const auto& t = a.outputs[0];
-        ok(ncclReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.meta().numel()),
-                      nccl_type(t.dtype()), nccl_op(a.reduce, t.dtype()), a.root, comm_, s),
+        ok(c,
+           ncclReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.meta().numel()),
+                      nccl_type(t.dtype()), nccl_op(a.reduce, t.dtype()), a.root, comm_, c.stream),
            "ncclReduce");
         return;
       }
-      case CommOp::AllGather: {
-        const auto& in = a.inputs[0];
-        const int64_t n = in.meta().numel();
-        const auto type = nccl_type(in.dtype());
-        if (consecutive_blocks(a.outputs)) {
-          ok(ncclAllGather(in.raw_data(), a.outputs[0].raw_data(), static_cast<size_t>(n), type,
-                           comm_, s),
-             "ncclAllGather");
-          return;
-        }
-        // Separate output tensors: gather into one buffer (allocated for this stream),
-        // then copy the blocks out on the same stream.
-        local::Tensor tmp = local::empty(Shape{n * size_}, in.dtype(), device_);
-        ok(ncclAllGather(in.raw_data(), tmp.raw_data(), static_cast<size_t>(n), type, comm_, s),
-           "ncclAllGather");
-        for (int i = 0; i < size_; ++i) cuda::copy_between(flat(a.outputs[i]), block(tmp, i, n));
-        return;
-      }
-      case CommOp::Gather: {
-        const auto& in = a.inputs[0];
-        const int64_t n = in.meta().numel();
-        const auto type = nccl_type(in.dtype());
-        if (rank_ == a.root) cuda::copy_between(flat(a.outputs[rank_]), flat(in));
-        ok(ncclGroupStart(), "ncclGroupStart");
-        if (rank_ == a.root) {
-          for (int r = 0; r < size_; ++r) {
-            if (r == rank_) continue;
-            ok(ncclRecv(a.outputs[r].raw_data(), static_cast<size_t>(n), type, r, comm_, s),
-               "ncclRecv");
-          }
-        } else {
-          ok(ncclSend(in.raw_data(), static_cast<size_t>(n), type, a.root, comm_, s), "ncclSend");
-        }
-        ok(ncclGroupEnd(), "ncclGroupEnd");
-        return;
-      }
-      case CommOp::Scatter: {
-        const auto& out = a.outputs[0];
-        const int64_t n = out.meta().numel();
-        const auto type = nccl_type(out.dtype());
-        if (rank_ == a.root) cuda::copy_between(flat(out), flat(a.inputs[rank_]));
-        ok(ncclGroupStart(), "ncclGroupStart");
-        if (rank_ == a.root) {
-          for (int r = 0; r < size_; ++r) {
-            if (r == rank_) continue;
-            ok(ncclSend(a.inputs[r].raw_data(), static_cast<size_t>(n), type, r, comm_, s),
-               "ncclSend");
-          }
-        } else {
-          ok(ncclRecv(out.raw_data(), static_cast<size_t>(n), type, a.root, comm_, s), "ncclRecv");
-        }
-        ok(ncclGroupEnd(), "ncclGroupEnd");
-        return;
-      }
-      case CommOp::ReduceScatter: {
-        const auto& out = a.outputs[0];
-        const int64_t n = out.meta().numel();
-        const auto type = nccl_type(out.dtype());
-        const auto op = nccl_op(a.reduce, out.dtype());
-        if (consecutive_blocks(a.inputs)) {
-          ok(ncclReduceScatter(a.inputs[0].raw_data(), out.raw_data(), static_cast<size_t>(n), type,
-                               op, comm_, s),
-             "ncclReduceScatter");
-          return;
-        }
-        local::Tensor tmp = local::empty(Shape{n * size_}, out.dtype(), device_);
-        for (int i = 0; i < size_; ++i) cuda::copy_between(block(tmp, i, n), flat(a.inputs[i]));
-        ok(ncclReduceScatter(tmp.raw_data(), out.raw_data(), static_cast<size_t>(n), type, op,
-                             comm_, s),
-           "ncclReduceScatter");
-        return;
-      }
+      case CommOp::AllGather:
+        return all_gather(a, c);
+      case CommOp::Gather:
+        return gather(a, c);
+      case CommOp::Scatter:
+        return scatter(a, c);
+      case CommOp::ReduceScatter:
+        return reduce_scatter(a, c);
       case CommOp::Barrier: {
         local::Tensor one = local::empty(Shape{1}, DType::Float32, device_);
-        ok(ncclAllReduce(one.raw_data(), one.raw_data(), 1, ncclFloat32, ncclSum, comm_, s),
+        ok(c,
+           ncclAllReduce(one.raw_data(), one.raw_data(), 1, ncclFloat32, ncclSum, comm_, c.stream),
            "ncclAllReduce");
         return;
       }
       default:
         break;
     }
-    throw InvalidArgument(fmt::format("{}: not a collective NCCL runs here", what));
+    throw InvalidArgument(fmt::format("{}: not a collective NCCL runs here", c.what));
+  }
+
+  void all_gather(const CollectiveArgs& a, const Call& c) {
+    const auto& in = a.inputs[0];
+    const int64_t n = in.meta().numel();
+    const auto type = nccl_type(in.dtype());
+    if (consecutive_blocks(a.outputs)) {
+      ok(c,
+         ncclAllGather(in.raw_data(), a.outputs[0].raw_data(), static_cast<size_t>(n), type, comm_,
+                       c.stream),
+         "ncclAllGather");
+      return;
+    }
+    // Separate output tensors: gather into one buffer (allocated for this stream), then
+    // copy the blocks out on the same stream.
+    local::Tensor tmp = local::empty(Shape{n * size_}, in.dtype(), device_);
+    ok(c,
+       ncclAllGather(in.raw_data(), tmp.raw_data(), static_cast<size_t>(n), type, comm_, c.stream),
+       "ncclAllGather");
+    for (int i = 0; i < size_; ++i) cuda::copy_between(flat(a.outputs[i]), block(tmp, i, n));
+  }
+
+  // The root copies its own block, then receives every other rank's; the others send.
+  void gather(const CollectiveArgs& a, const Call& c) {
+    const auto& in = a.inputs[0];
+    const int64_t n = in.meta().numel();
+    const auto type = nccl_type(in.dtype());
+    if (rank_ == a.root) cuda::copy_between(flat(a.outputs[rank_]), flat(in));
+    ok(c, ncclGroupStart(), "ncclGroupStart");
+    if (rank_ == a.root) {
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        ok(c, ncclRecv(a.outputs[r].raw_data(), static_cast<size_t>(n), type, r, comm_, c.stream),
+           "ncclRecv");
+      }
+    } else {
+      ok(c, ncclSend(in.raw_data(), static_cast<size_t>(n), type, a.root, comm_, c.stream),
+         "ncclSend");
+    }
+    ok(c, ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  // The root copies its own block, then sends every other rank its block; the others receive.
+  void scatter(const CollectiveArgs& a, const Call& c) {
+    const auto& out = a.outputs[0];
+    const int64_t n = out.meta().numel();
+    const auto type = nccl_type(out.dtype());
+    if (rank_ == a.root) cuda::copy_between(flat(out), flat(a.inputs[rank_]));
+    ok(c, ncclGroupStart(), "ncclGroupStart");
+    if (rank_ == a.root) {
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        ok(c, ncclSend(a.inputs[r].raw_data(), static_cast<size_t>(n), type, r, comm_, c.stream),
+           "ncclSend");
+      }
+    } else {
+      ok(c, ncclRecv(out.raw_data(), static_cast<size_t>(n), type, a.root, comm_, c.stream),
+         "ncclRecv");
+    }
+    ok(c, ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  void reduce_scatter(const CollectiveArgs& a, const Call& c) {
+    const auto& out = a.outputs[0];
+    const int64_t n = out.meta().numel();
+    const auto type = nccl_type(out.dtype());
+    const auto op = nccl_op(a.reduce, out.dtype());
+    if (consecutive_blocks(a.inputs)) {
+      ok(c,
+         ncclReduceScatter(a.inputs[0].raw_data(), out.raw_data(), static_cast<size_t>(n), type, op,
+                           comm_, c.stream),
+         "ncclReduceScatter");
+      return;
+    }
+    local::Tensor tmp = local::empty(Shape{n * size_}, out.dtype(), device_);
+    for (int i = 0; i < size_; ++i) cuda::copy_between(block(tmp, i, n), flat(a.inputs[i]));
+    ok(c,
+       ncclReduceScatter(tmp.raw_data(), out.raw_data(), static_cast<size_t>(n), type, op, comm_,
+                         c.stream),
+       "ncclReduceScatter");
   }
 
   ncclComm_t comm_;
