@@ -293,7 +293,7 @@ class DeviceBackend final : public Backend {
   std::shared_ptr<NcclComm> nccl_;
 
   std::map<int, std::unique_ptr<cuda::Stream>> streams_;  // finisher thread only
-  Executor finisher_;  // last: stopped (joined) before the members its tasks use go
+  SerialExecutor finisher_;  // last: stopped (joined) before the members its tasks use go
 };
 
 }  // namespace

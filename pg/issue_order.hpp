@@ -27,7 +27,7 @@ namespace dtr::pg {
 struct IssueOrder {
   std::mutex& m;             // numbering and queueing in one step keeps issue order
   uint64_t& seq;             // the last call's number
-  Executor& exec;            // the group's executor
+  SerialExecutor& exec;      // the group's executor
   std::string& inline_what;  // the name of the call running inline
   std::string_view suffix;   // collective_name()'s suffix
 };

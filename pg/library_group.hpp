@@ -180,7 +180,7 @@ class LibraryGroup : public Backend {
   std::vector<std::shared_ptr<Work::State>> done_from_;
   std::atomic<bool> closing_{false};
 
-  Executor exec_;
+  SerialExecutor exec_;
   TaskPool pool_;
 };
 

@@ -1,6 +1,7 @@
-// Internal: Executor, one thread that runs posted tasks one at a time, in order (the zmq
-// backend's per-group collective queue, the device router's finisher). The thread starts
-// at the first post(); stop() (and the destructor) runs what is queued, then joins it.
+// Internal: SerialExecutor, one thread that runs posted tasks one at a time, in order (a
+// group's collective queue in the zmq and library backends, the device router's finisher;
+// not the worker's pool of stream threads, worker::Executor). The thread starts at the
+// first post(); stop() (and the destructor) runs what is queued, then joins it.
 // try_begin_inline()/end_inline() let a caller run a task itself when nothing is queued.
 //
 // Thread safety: every method may be called from any thread; tasks must not throw, and
@@ -15,9 +16,9 @@
 
 namespace dtr::pg {
 
-class Executor {
+class SerialExecutor {
  public:
-  ~Executor() { stop(); }
+  ~SerialExecutor() { stop(); }
   void post(std::function<void()> task) {
     std::lock_guard lock(m_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });

@@ -1199,7 +1199,7 @@ class ZmqGroup : public Backend {
   std::unique_ptr<LaneListener> listener_;
   std::vector<char> lane_chunk_;
   std::string lane_refused_;  // set when a lane could not be opened: none is tried again
-  Executor exec_;
+  SerialExecutor exec_;
 };
 
 }  // namespace
