@@ -11,8 +11,8 @@
 namespace dtr::common {
 
 using protocol::CmdType;
-using protocol::FlightDump;
 using protocol::FlightRecord;
+using protocol::FlightSnapshot;
 using protocol::FlightState;
 using protocol::WaitKind;
 
@@ -105,7 +105,7 @@ std::string describe(const FlightRecord& r, int64_t now_ns) {
   return text;
 }
 
-std::string describe(const FlightDump& d, size_t max_pending, size_t max_done,
+std::string describe(const FlightSnapshot& d, size_t max_pending, size_t max_done,
                      const std::string& indent) {
   std::vector<const FlightRecord*> pending, failed, done;
   for (auto it = d.records.rbegin(); it != d.records.rend(); ++it) {

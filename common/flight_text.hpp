@@ -1,5 +1,5 @@
 // The flight recorder in words: what a worker's log and the master's errors say about a
-// worker's last commands (protocol::FlightDump, docs/observability.md). One formatter, so
+// worker's last commands (protocol::FlightSnapshot, docs/observability.md). One formatter, so
 // that the log line and the error name a command the same way:
 //
 //   #1234 all_reduce in %7 on stream 0: waiting for the members of group 0 for 2.3 s
@@ -26,7 +26,7 @@ std::string describe(const protocol::FlightRecord& r, int64_t now_ns);
 // `max_pending`, the newest), then its last `max_done` finished ones (the failed ones
 // first; asking for dumps, figures or the clock left out), one per line, each line
 // starting with `indent`; "(no commands recorded)" when there are none.
-std::string describe(const protocol::FlightDump& d, size_t max_pending = 16, size_t max_done = 4,
-                     const std::string& indent = "  ");
+std::string describe(const protocol::FlightSnapshot& d, size_t max_pending = 16,
+                     size_t max_done = 4, const std::string& indent = "  ");
 
 }  // namespace dtr::common

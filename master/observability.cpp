@@ -77,7 +77,7 @@ std::pair<int64_t, int64_t> MasterSession::clock_offset(int node) {
   return {nodes_[node]->clock_offset_ns, nodes_[node]->clock_error_ns};
 }
 
-void MasterSession::note_flight(int node, protocol::FlightDump d) {
+void MasterSession::note_flight(int node, protocol::FlightSnapshot d) {
   Node& n = *nodes_[node];
   std::lock_guard lock(n.flight_mu);
   n.reported = std::move(d);
@@ -232,7 +232,7 @@ std::string flight_recorder(int node, int finished) {
   auto s = detail::current_session("flight_recorder");
   detail::check_node("flight_recorder", *s, node);
   detail::ReplyMessage m = s->request(node, cmd::FlightDump{});
-  const protocol::FlightDump& d = m.reply.flight;
+  const protocol::FlightSnapshot& d = m.reply.flight;
   return fmt::format(
       "node {}: {} commands recorded, the last {} kept\n{}\n", node, d.total, d.capacity,
       common::describe(d, d.records.size(), static_cast<size_t>(std::max(finished, 0)), "  "));

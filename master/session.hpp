@@ -192,7 +192,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     // Observability: under flight_mu, the latest flight dump the worker sent unasked and
     // when; once lost, the report the WorkerLost errors name (made once).
     std::mutex flight_mu;
-    std::optional<protocol::FlightDump> reported;
+    std::optional<protocol::FlightSnapshot> reported;
     Clock::time_point reported_at;
     std::optional<std::string> lost_report;
     // Its clock offset (clock_mu_).
@@ -268,7 +268,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Measures each live node's clock offset (a few ClockSync round trips each).
   void measure_clocks();
   // A flight dump node `node` sent unasked (I/O thread).
-  void note_flight(int node, protocol::FlightDump d);
+  void note_flight(int node, protocol::FlightSnapshot d);
   // The silence check, by the I/O owner in listen mode, by the heartbeat thread in connect
   // mode; and in connect mode the heartbeats to the workers.
   void liveness(Clock::time_point now);

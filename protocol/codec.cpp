@@ -700,7 +700,7 @@ TraceEvent read_trace_event(Reader& r, size_t index) {
   return e;
 }
 
-void write_flight(Writer& w, const FlightDump& d) {
+void write_flight(Writer& w, const FlightSnapshot& d) {
   w.str(d.reason);
   w.put(d.now_ns);
   w.put(d.total);
@@ -752,8 +752,8 @@ FlightRecord read_flight_record(Reader& r, size_t index) {
   return f;
 }
 
-FlightDump read_flight(Reader& r) {
-  FlightDump d;
+FlightSnapshot read_flight(Reader& r) {
+  FlightSnapshot d;
   d.reason = r.str("flight dump reason");
   d.now_ns = r.get<int64_t>();
   d.total = r.get<uint64_t>();

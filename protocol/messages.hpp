@@ -228,15 +228,16 @@ struct FlightRecord {
   friend bool operator==(const FlightRecord&, const FlightRecord&) = default;
 };
 
-// A worker's flight recorder: the last commands (oldest first), why it was dumped, and
-// the worker's clock at the dump.
-struct FlightDump {
+// A snapshot of a worker's flight recorder (the Flight reply's content; the command that
+// asks for one is cmd::FlightDump): the last commands (oldest first), why it was dumped,
+// and the worker's clock at the dump.
+struct FlightSnapshot {
   std::string reason;
   int64_t now_ns = 0;
   uint64_t total = 0;  // commands recorded since the worker started
   uint32_t capacity = 0;
   std::vector<FlightRecord> records;  // at most kMaxFlightRecords
-  friend bool operator==(const FlightDump&, const FlightDump&) = default;
+  friend bool operator==(const FlightSnapshot&, const FlightSnapshot&) = default;
 };
 
 // A worker's live figures (the Metrics reply; dtr-worker --metrics-port serves the same).
@@ -309,7 +310,7 @@ struct Reply {
   bool done = false;
   int64_t time_ns = 0;
   TraceChunk trace;
-  FlightDump flight;
+  FlightSnapshot flight;
   NodeMetrics metrics;
   // Get: where a pulled tensor's bytes are (0: in frame 1); Attach: where the worker holds
   // the master's challenge.

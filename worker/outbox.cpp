@@ -121,7 +121,7 @@ void Outbox::send_tensor(int32_t peer, uint64_t token, local::Tensor tensor) {
   emit_(Outgoing{protocol::encode(n), {std::move(tensor)}, peer});
 }
 
-void Outbox::send_flight(protocol::FlightDump d) {
+void Outbox::send_flight(protocol::FlightSnapshot d) {
   protocol::Reply r;
   r.type = protocol::ReplyType::Flight;
   r.request = 0;

@@ -44,8 +44,8 @@ std::string device_label(int32_t device) {
 
 }  // namespace
 
-protocol::FlightDump Recorder::dump_to_log(const std::string& reason) const {
-  protocol::FlightDump d = flight.dump(reason);
+protocol::FlightSnapshot Recorder::dump_to_log(const std::string& reason) const {
+  protocol::FlightSnapshot d = flight.dump(reason);
   spdlog::warn("flight recorder ({}; {} commands recorded, the last {} kept):\n{}", reason, d.total,
                d.capacity, common::describe(d, 64, 16, "  "));
   return d;

@@ -503,7 +503,7 @@ void Server::Impl::end_session(std::string_view what, bool tell_master, bool cle
   recorder->counters.session_active.store(false, std::memory_order_relaxed);
   std::string summary;
   if (!clean) {
-    protocol::FlightDump d = recorder->dump_to_log(fmt::format("the session ended: {}", what));
+    protocol::FlightSnapshot d = recorder->dump_to_log(fmt::format("the session ended: {}", what));
     summary = fmt::format("; its last commands:\n{}", common::describe(d, 8, 4, "  "));
   }
   if (tell_master) {
@@ -1161,7 +1161,7 @@ void Server::Impl::serve_requests() {
       std::lock_guard lock(requests_mu);
       reason = flight_reason;
     }
-    protocol::FlightDump d = recorder->dump_to_log(reason);
+    protocol::FlightSnapshot d = recorder->dump_to_log(reason);
     if (session) {  // the master gets it too
       proto::Reply r;
       r.type = proto::ReplyType::Flight;

@@ -198,7 +198,7 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
          op(OpId::neg, 3, {2}, 3), op(OpId::neg, 4, {1})});
   Reply dump = Rig::only(r.run({cmd::FlightDump{.request = 5}}), ReplyType::Flight);
   CHECK(dump.request == 5);
-  const protocol::FlightDump& d = dump.flight;
+  const protocol::FlightSnapshot& d = dump.flight;
   // The dump itself is recorded once answered: not in it.
   CHECK(d.total == 6);
   REQUIRE(d.records.size() == 5);
