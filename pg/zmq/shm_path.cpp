@@ -432,8 +432,10 @@ void GroupPath::Call::check_peers(int q) {
     }
   }
   if (slot(q).group.load() != g_.group_) {
-    throw TransportError(
-        fmt::format("{}: rank {} left the group (its process group was destroyed)", what_, q));
+    // Its group was destroyed, in order: named as the mesh names a goodbye (which may not
+    // have arrived yet), so that callers tell an orderly leave from a failure alike.
+    throw TransportError(fmt::format(
+        "{}: rank {} left the process group (shut down): its group was destroyed", what_, q));
   }
 }
 
