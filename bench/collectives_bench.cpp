@@ -8,7 +8,7 @@
 //                 --transport mpi-shm ...
 //
 // zmq reports the collectives of ranks on one host as transport "shm" (the same-host path,
-// pg/shm_path.hpp; DTR_SAME_HOST=0 keeps them on --transport's sockets), and their ping-pong
+// pg/zmq/shm_path.hpp; DTR_SAME_HOST=0 keeps them on --transport's sockets), and their ping-pong
 // too (sends of 64 KiB or more go by address; smaller ones use --transport's sockets).
 // --backend gloo reports transport "gloo"; with --backend mpi, --transport is only the label
 // of the rows (mpirun's --mca btl chooses the transport). gloo and mpi run without the

@@ -8,7 +8,7 @@
 // Rows (median of ITERS calls, on rank 0; BYTES default 4, ITERS default 200000):
 //  - MPI_Allreduce in place, float32 SUM: the library called directly;
 //  - direct all_reduce: MPI_Irecv + MPI_Isend to the peer, MPI_Testall until both are done,
-//    then the fold (what pg/mpi_direct.cpp posts for a small all_reduce of two ranks, on a
+//    then the fold (what pg/mpi/mpi_direct.cpp posts for a small all_reduce of two ranks, on a
 //    communicator of its own);
 //  - MPI_Bcast from rank 0 (the root's time) against MPI_Isend + MPI_Test on the root;
 //  - a ping-pong (round trip) with MPI_Send / MPI_Recv against MPI_Isend / MPI_Irecv tested

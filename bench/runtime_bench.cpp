@@ -25,7 +25,7 @@
 //                 dist_send is compared with zmq_send, to_local with zmq_fetch. Also
 //                 reported: the receiving process's minor page faults per message. The
 //                 worker shares this host, so dtr's bytes take the same-host path (direct
-//                 memory copies, protocol/same_host.hpp) unless DTR_SAME_HOST=0 is set,
+//                 memory copies, common/same_host.hpp) unless DTR_SAME_HOST=0 is set,
 //                 which keeps them on the sockets as between hosts. At 64 MiB both are
 //                 also compared with memcpy into a buffer this process touched before
 //                 (goal >= 0.7) and with Ray's same-host figure, 8.1 GB/s (goal >= 1.2x).

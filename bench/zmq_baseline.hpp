@@ -14,7 +14,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include <zmq.hpp>
 
 #include "bench_stats.hpp"
+#include "launcher/spawn.hpp"
 #include "protocol/transport.hpp"
 
 namespace dtr::bench {
@@ -50,15 +50,9 @@ class PeerProcess {
   void spawn(const char* name, Body body) {
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_t parent = getpid();
-    std::fflush(stdout);
-    std::fflush(stderr);
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
+    // Dies with this process (launcher/spawn.hpp).
+    child_ = dtr::launcher::fork_child([&]() -> int {
       close(fds[0]);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(0);
       auto tell = [&](const std::vector<std::string>& eps) {
         std::string line;
         for (const std::string& e : eps) line += e + " ";
@@ -71,10 +65,10 @@ class PeerProcess {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "baseline peer %s: %s\n", name, e.what());
         std::fflush(stderr);
-        _exit(1);
+        return 1;
       }
-      _exit(0);
-    }
+      return 0;
+    });
     close(fds[1]);
     std::string line;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -99,19 +93,16 @@ class PeerProcess {
     }
   }
 
+  // SIGKILL and a bounded wait (SIGKILL cannot be ignored).
   void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);  // bounded: SIGKILL cannot be ignored
-    pid_ = -1;
+    if (child_) child_.stop(SIGKILL, std::chrono::milliseconds(0));
   }
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
   std::vector<std::string> endpoints;
 
  private:
-  pid_t pid_ = -1;
+  dtr::launcher::Child child_;
 };
 
 // A peer's socket: dtr's options (protocol::configure_socket), bound to an ephemeral

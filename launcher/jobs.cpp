@@ -364,6 +364,7 @@ int run_with_workers(const WorkerJobOptions& o) {
                    files.back(), "--log-level", o.worker_log_level};
       spec.env = make_env({}, {});
       spec.prefix = o.common.prefix ? fmt::format("[w{}] ", w) : "";
+      spec.parent_death_signal = SIGKILL;
       workers.push_back(sup.start(std::move(spec)));
     }
   } catch (const InvalidArgument& e) {

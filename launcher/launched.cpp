@@ -17,6 +17,7 @@
 
 #include "dtr/error.hpp"
 #include "launcher/jobs.hpp"
+#include "launcher/spawn.hpp"
 
 namespace dtr::launcher {
 namespace {
@@ -87,16 +88,6 @@ bool port_in_use(const std::string& addr, int port) {
   return taken;
 }
 
-[[noreturn]] void exec_or_die(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execvp(args[0], args.data());
-  std::fprintf(stderr, "dtr-exec: cannot start %s: %s\n", argv[0].c_str(), std::strerror(errno));
-  std::fflush(stderr);
-  _exit(127);
-}
-
 }  // namespace
 
 void run_launched(const LaunchedJobOptions& o) {
@@ -147,7 +138,7 @@ void run_launched(const LaunchedJobOptions& o) {
                                      o.worker_log_level,
                                      "--name",
                                      fmt::format("rank{}", rank)};
-    exec_or_die(argv);
+    exec_or_exit(argv, "dtr-exec");
   }
   // The master: init_master_worker() from the environment listens on MASTER_ADDR:MASTER_PORT
   // for WORLD_SIZE - 1 workers; the other ways it could read are removed.
@@ -155,7 +146,7 @@ void run_launched(const LaunchedJobOptions& o) {
   setenv("MASTER_ADDR", addr.c_str(), 1);
   setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
-  exec_or_die(o.command);
+  exec_or_exit(o.command, "dtr-exec");
 }
 
 }  // namespace dtr::launcher

@@ -1,10 +1,9 @@
-// Supervisor: fork/exec with an exec-status pipe, output pipes, a signalfd, reaping.
+// Supervisor: children started by launcher/spawn.hpp, their output pipes, a signalfd, reaping.
 #include "launcher/supervisor.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "dtr/error.hpp"
+#include "launcher/spawn.hpp"
 
 namespace dtr::launcher {
 
@@ -41,6 +41,7 @@ void close_fd(int& fd) {
 
 struct Supervisor::Child {
   ChildSpec spec;
+  launcher::Child process;
   pid_t pid = -1;
   bool running = true;
   int status = 0;
@@ -79,22 +80,16 @@ Supervisor::Supervisor() : saved_(std::make_unique<SavedSignals>()) {
 
 Supervisor::~Supervisor() {
   for (auto& c : children_)
-    if (c->running) {
-      if (c->spec.own_process_group) ::kill(-c->pid, SIGKILL);
-      ::kill(c->pid, SIGKILL);
-    }
+    if (c->running) c->process.signal(SIGKILL);
   // SIGKILL cannot be caught; a process in uninterruptible sleep is the only thing that can
   // delay the exit, so the wait is bounded and then abandoned.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (auto& c : children_) {
-    while (c->running && std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      pid_t r = ::waitpid(c->pid, &status, WNOHANG);
-      if (r == c->pid || r < 0) {
-        c->running = false;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (c->running) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (!c->process.wait_for(std::max(left, std::chrono::milliseconds(0)))) c->process.release();
+      c->running = false;
     }
     close_fd(c->out_fd);
     close_fd(c->err_fd);
@@ -111,86 +106,33 @@ std::size_t Supervisor::start(ChildSpec spec) {
   child->spec = std::move(spec);
   const ChildSpec& s = child->spec;
 
-  // Everything the forked child needs is prepared before fork().
-  std::vector<char*> argv, envp;
-  for (const std::string& a : s.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : s.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  SpawnOptions o;
+  o.argv = s.argv;
+  o.env = s.env;
+  o.replace_env = true;
+  if (s.own_process_group) o.stdin_from = Input::Null;
+  o.own_process_group = s.own_process_group;
+  if (s.capture_output) o.stdout_to = o.stderr_to = Output::Pipe;
+  o.parent_death_signal = s.parent_death_signal;
   sigset_t child_mask = saved_->mask;
   for (int sig : kHandledSignals) sigdelset(&child_mask, sig);
-
-  int exec_pipe[2], out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0)
-    throw Error(fmt::format("dtr-exec: pipe: {}", errno_text(errno)));
-  if (s.capture_output &&
-      (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
-    int err = errno;
-    for (int fd : {exec_pipe[0], exec_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
-      if (fd >= 0) ::close(fd);
-    throw Error(fmt::format("dtr-exec: pipe: {}", errno_text(err)));
+  o.signal_mask = child_mask;
+  try {
+    child->process = launcher::Child::spawn(o);
+  } catch (const ExecFailed& e) {
+    throw InvalidArgument(fmt::format("dtr-exec: cannot run '{}' ({}): {}", e.program(), s.name,
+                                      errno_text(e.error())));
+  } catch (const Error& e) {
+    throw Error(fmt::format("dtr-exec: {}", e.what()));
   }
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int err = errno;
-    for (int fd : {exec_pipe[0], exec_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
-      if (fd >= 0) ::close(fd);
-    throw Error(fmt::format("dtr-exec: fork: {}", errno_text(err)));
-  }
-  if (pid == 0) {
-    // The child: dtr-exec is single-threaded, but only simple calls are made here anyway.
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &child_mask, nullptr);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) _exit(126);  // dtr-exec died before prctl took effect
-    if (s.own_process_group) {
-      ::setpgid(0, 0);
-      int null_fd = ::open("/dev/null", O_RDONLY);
-      if (null_fd >= 0) {
-        ::dup2(null_fd, STDIN_FILENO);
-        if (null_fd != STDIN_FILENO) ::close(null_fd);
-      }
-    }
-    if (s.capture_output) {
-      ::dup2(out_pipe[1], STDOUT_FILENO);
-      ::dup2(err_pipe[1], STDERR_FILENO);
-    }
-    ::execvpe(argv[0], argv.data(), envp.data());
-    int err = errno;
-    ssize_t ignored = ::write(exec_pipe[1], &err, sizeof err);
-    (void)ignored;
-    _exit(127);
-  }
-
-  ::close(exec_pipe[1]);
+  child->pid = child->process.pid();
   if (s.capture_output) {
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    child->out_fd = out_pipe[0];
-    child->err_fd = err_pipe[0];
+    child->out_fd = child->process.release_stdout();
+    child->err_fd = child->process.release_stderr();
     ::fcntl(child->out_fd, F_SETFL, O_NONBLOCK);
     ::fcntl(child->err_fd, F_SETFL, O_NONBLOCK);
     child->out = LineRelay(STDOUT_FILENO, s.prefix);
     child->err = LineRelay(STDERR_FILENO, s.prefix);
-  }
-  // EOF on the exec pipe means execvpe succeeded (the pipe is close-on-exec); an errno
-  // means it failed. The child either execs or exits right away, so this read is short.
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (n < 0 && errno == EINTR);
-  ::close(exec_pipe[0]);
-  child->pid = pid;
-  if (n > 0) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    close_fd(child->out_fd);
-    close_fd(child->err_fd);
-    throw InvalidArgument(fmt::format("dtr-exec: cannot run '{}' ({}): {}", s.argv[0], s.name,
-                                      errno_text(exec_errno)));
   }
   children_.push_back(std::move(child));
   return children_.size() - 1;
@@ -212,21 +154,12 @@ void Supervisor::read_pipe(int& fd, LineRelay& relay) {
 }
 
 void Supervisor::reap(PollEvents& ev) {
-  for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
-      if (pid < 0 && errno == EINTR) continue;
-      return;
-    }
-    for (std::size_t i = 0; i < children_.size(); ++i) {
-      Child& c = *children_[i];
-      if (c.pid == pid && c.running) {
-        c.running = false;
-        c.status = status;
-        ev.exited.push_back(i);
-        break;
-      }
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    Child& c = *children_[i];
+    if (c.running && !c.process.running()) {
+      c.running = false;
+      c.status = c.process.status().value_or(1 << 8);  // not ours to wait for: exit status 1
+      ev.exited.push_back(i);
     }
   }
 }
@@ -273,9 +206,7 @@ PollEvents Supervisor::poll(std::chrono::milliseconds max_wait) {
 
 void Supervisor::signal(std::size_t i, int sig) {
   Child& c = *children_.at(i);
-  if (!c.running) return;
-  if (c.spec.own_process_group && ::kill(-c.pid, sig) == 0) return;
-  ::kill(c.pid, sig);
+  if (c.running) c.process.signal(sig);  // its process group when it leads one
 }
 
 void Supervisor::signal_all(int sig) {

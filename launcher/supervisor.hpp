@@ -3,9 +3,10 @@
 // all from one poll() loop that the caller drives with bounded waits.
 //
 // - On construction SIGINT, SIGTERM, SIGHUP and SIGCHLD are blocked and read from a
-//   signalfd; SIGPIPE is ignored. Children get the default dispositions and an unblocked
-//   mask back before exec, and SIGTERM as their parent-death signal (so they do not outlive
-//   a dtr-exec that was killed).
+//   signalfd; SIGPIPE is ignored. Children are started by launcher/spawn.hpp: they get
+//   the default dispositions and an unblocked mask back before exec, and a parent-death
+//   signal (ChildSpec::parent_death_signal), so that they do not outlive a dtr-exec that
+//   was killed.
 // - A child with `own_process_group` leads a new process group, reads stdin from
 //   /dev/null, and signals go to its whole group (its own children included). Otherwise it
 //   stays in dtr-exec's group and inherits stdin (so it can use the terminal).
@@ -20,6 +21,7 @@
 // dtr-exec has no other threads (a second thread would receive the blocked signals).
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -39,6 +41,10 @@ struct ChildSpec {
   bool capture_output = true;     // relay stdout/stderr with `prefix`; else inherit them
   std::string prefix;             // prepended to each relayed line, e.g. "[2] "
   bool own_process_group = true;  // new group and /dev/null stdin; else dtr-exec's group
+  // What the child gets when dtr-exec dies: SIGTERM for the user's programs (the ranks, the
+  // master program), as dtr-exec's own stops begin; SIGKILL for dtr-worker daemons, which
+  // hold nothing once the job is gone.
+  int parent_death_signal = SIGTERM;
 };
 
 // A signal dtr-exec received. `from_terminal`: sent by the kernel (the terminal's Ctrl-C to

@@ -16,7 +16,7 @@
 
 #include "master/frames.hpp"
 #include "master/wait_interrupt.hpp"
-#include "protocol/same_host.hpp"
+#include "common/same_host.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -287,7 +287,7 @@ void MasterSession::send_setup() {
 }
 
 void MasterSession::attach_same_host() {
-  const bool enabled = options_.same_host && protocol::same_host_enabled();
+  const bool enabled = options_.same_host && common::same_host_enabled();
   for (auto& node : nodes_) {
     if (!enabled) {
       node->same_host_note =
@@ -307,7 +307,7 @@ std::string MasterSession::attach(Node& node) {
   const protocol::HelloReply& h = node.hello;
   if (h.pid == 0 || h.challenge == 0) return "the worker offered no challenge";
   node.held_challenge = h.challenge;
-  const uint64_t mine = protocol::random_challenge();
+  const uint64_t mine = common::random_challenge();
   ReplyMessage m =
       request(node.index,
               protocol::cmd::Attach{.pid = static_cast<uint32_t>(getpid()),
@@ -317,7 +317,7 @@ std::string MasterSession::attach(Node& node) {
   const auto& reply = expect_reply<protocol::reply::Attach>(m, node.index, "attach");
   if (!reply.done) return "the worker: " + reply.message;
   // The worker read ours; now we read the worker's copy of our challenge.
-  std::string problem = protocol::challenge_problem(h.pid, reply.address, mine);
+  std::string problem = common::challenge_problem(h.pid, reply.address, mine);
   return problem.empty() ? "" : "the master: " + problem;
 }
 

@@ -7,9 +7,9 @@
 #include <mutex>
 #include <sstream>
 
+#include "common/same_host.hpp"
 #include "master/capture.hpp"
 #include "master/session.hpp"
-#include "protocol/same_host.hpp"
 
 namespace dtr {
 
@@ -20,7 +20,7 @@ namespace cmd = protocol::cmd;
 
 namespace {
 
-using protocol::kSameHostMinBytes;
+using common::kSameHostMinBytes;
 
 size_t meta_bytes(const TensorMeta& m) {
   return static_cast<size_t>(m.numel()) * element_size(m.dtype);
@@ -298,7 +298,7 @@ local::Tensor DistributedTensor::to_local() const {
               detail::MasterSession::Wake::kLazy);
   };
   try {
-    protocol::read_process_memory(s.worker_pid(self.node), reply.address, out.raw_data(),
+    common::read_process_memory(s.worker_pid(self.node), reply.address, out.raw_data(),
                                   meta_bytes(self.meta),
                                   fmt::format("to_local of tensor %{} from node {} ({})", self.id,
                                               self.node, s.endpoint(self.node)));
@@ -318,7 +318,7 @@ DistributedTensor DistributedTensor::to(int node) const {
   self.session->check_alive(node);
   uint64_t token = self.session->new_id();
   // Both nodes on this host (each attached to the master): the receiver reads the bytes
-  // from the sender's memory (protocol/same_host.hpp).
+  // from the sender's memory (common/same_host.hpp).
   const bool by_address = self.session->same_host(self.node) && self.session->same_host(node) &&
                           meta_bytes(self.meta) >= kSameHostMinBytes;
   cmd::SendPeer send{.stream = detail::current_stream_id(*self.session, self.node),

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 #include "master/capture.hpp"
 #include "master/session.hpp"
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
 
 namespace dtr {
 
@@ -78,7 +78,7 @@ std::pair<int64_t, int64_t> MasterSession::clock_offset(int node) {
   return {nodes_[node]->clock_offset_ns, nodes_[node]->clock_error_ns};
 }
 
-void MasterSession::note_flight(int node, protocol::FlightDump d) {
+void MasterSession::note_flight(int node, protocol::FlightSnapshot d) {
   Node& n = *nodes_[node];
   std::lock_guard lock(n.flight_mu);
   n.reported = std::move(d);
@@ -101,7 +101,7 @@ std::string MasterSession::flight_report() {
             request(n.index, cmd::FlightDump{}, std::clamp(left, milliseconds(100), kDumpTimeout));
         const auto& dump = expect_reply<protocol::reply::Flight>(m, n.index, "flight_dump");
         out += fmt::format("\n  node {} ({}), now:\n{}", n.index, n.endpoint,
-                           protocol::describe(dump.flight, 16, 4, "    "));
+                           common::describe(dump.flight, 16, 4, "    "));
         continue;
       } catch (const std::exception& e) {
         out += fmt::format("\n  node {} ({}): no answer ({})", n.index, n.endpoint, e.what());
@@ -111,7 +111,7 @@ std::string MasterSession::flight_report() {
     if (n.reported)
       out += fmt::format("\n  node {} ({}){}, {} before ({}):\n{}", n.index, n.endpoint,
                          n.lost.load() ? " (lost)" : "", ago(n.reported_at), n.reported->reason,
-                         protocol::describe(*n.reported, 16, 4, "    "));
+                         common::describe(*n.reported, 16, 4, "    "));
     else if (n.lost.load())
       out += fmt::format("\n  node {} ({}): lost; it reported nothing", n.index, n.endpoint);
   }
@@ -234,11 +234,11 @@ std::string flight_recorder(int node, int finished) {
   auto s = detail::current_session("flight_recorder");
   detail::check_node("flight_recorder", *s, node);
   detail::ReplyMessage m = s->request(node, cmd::FlightDump{});
-  const protocol::FlightDump& d =
+  const protocol::FlightSnapshot& d =
       detail::expect_reply<protocol::reply::Flight>(m, node, "flight_dump").flight;
   return fmt::format(
       "node {}: {} commands recorded, the last {} kept\n{}\n", node, d.total, d.capacity,
-      protocol::describe(d, d.records.size(), static_cast<size_t>(std::max(finished, 0)), "  "));
+      common::describe(d, d.records.size(), static_cast<size_t>(std::max(finished, 0)), "  "));
 }
 
 NodeMetrics node_metrics(int node) {

@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "master/wait_interrupt.hpp"
-#include "protocol/trace_clock.hpp"
+#include "common/trace_clock.hpp"
 
 namespace dtr::detail {
 
@@ -30,7 +30,7 @@ uint64_t made_by(const protocol::Command& c) {
       c);
 }
 
-// The op code a slice of `c` carries (protocol::event_name).
+// The op code a slice of `c` carries (common::event_name).
 uint16_t op_code(const protocol::Command& c) {
   if (const auto* op = std::get_if<protocol::cmd::RunOp>(&c)) return static_cast<uint16_t>(op->op);
   if (const auto* col = std::get_if<protocol::cmd::Collective>(&c))

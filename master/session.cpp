@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "pg/mpi_backend.hpp"
+#include "pg/mpi/mpi_backend.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -121,7 +121,7 @@ std::shared_ptr<MasterSession> MasterSession::start(const MasterOptions& options
   }
   s->io_thread_ = std::thread([raw = s.get()] { raw->io_loop(); });
   // The workers split MPI's world among themselves on Setup; the master takes part and
-  // stays out (pg/mpi_backend.hpp). Its heartbeats go on meanwhile: the workers end a
+  // stays out (pg/mpi/mpi_backend.hpp). Its heartbeats go on meanwhile: the workers end a
   // session whose master is silent for heartbeat_timeout, and MPI_Init can take longer.
   if (mpi) pg::mpi_stand_aside(options.connect_timeout, "init_master_worker (backend mpi)");
   s->measure_clocks();

@@ -204,7 +204,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Tells each worker its node index and where the other workers listen for peers.
   void send_setup();
   // Finds out, per node, whether tensor bytes can move by direct copy (Node::same_host):
-  // Attach, then the challenge read back (protocol/same_host.hpp).
+  // Attach, then the challenge read back (common/same_host.hpp).
   void attach_same_host();
   // That for one node: "" when attached, else why not.
   std::string attach(Node& node);
@@ -298,7 +298,7 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // Measures each live node's clock offset (a few ClockSync round trips each).
   void measure_clocks();
   // A flight dump node `node` sent unasked (I/O thread).
-  void note_flight(int node, protocol::FlightDump d);
+  void note_flight(int node, protocol::FlightSnapshot d);
 
   // ---- master/graph.cpp: captures ----
   // While a thread captures: the command is the capture's (true), or goes out (false).

@@ -13,10 +13,10 @@
 #include <set>
 #include <tuple>
 
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 #include "dtr/error.hpp"
 #include "dtr/op_table.hpp"
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
 
 namespace dtr::detail {
 
@@ -356,7 +356,7 @@ int64_t write_master(JsonOut& o, const TraceFile& t) {
     o.next();
     o.put("{{\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":{},\"dur\":{},\"name\":", e.thread,
           us(e.begin_ns - t.start_ns), us(e.end_ns - e.begin_ns));
-    o.str(protocol::event_name(e.kind, e.op));
+    o.str(common::event_name(e.kind, e.op));
     o.put(",\"cat\":\"{}\",\"args\":{{\"node\":{},\"stream\":{}", e.sync ? "sync point" : "call",
           e.node, e.stream);
     if (e.count > 1) o.put(",\"calls\":{}", e.count);
@@ -397,7 +397,7 @@ int64_t write_node(JsonOut& o, const TraceFile& t, size_t k) {
     o.next();
     o.put("{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"name\":", pid, tid,
           us(begin), us(end - begin));
-    o.str(protocol::event_name(e.kind, static_cast<uint16_t>(e.op)));
+    o.str(common::event_name(e.kind, static_cast<uint16_t>(e.op)));
     o.put(",\"cat\":\"{}\",\"args\":", category(e.kind));
     slice_args(o, e);
     o.put("}}");

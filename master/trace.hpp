@@ -13,7 +13,7 @@
 // (MasterSession::clock_offset).
 //
 // Thread safety: MasterTrace::record() from any thread (each thread writes its own log,
-// protocol/thread_log.hpp); start(), stop() and collect() from any thread, not
+// common/thread_log.hpp); start(), stop() and collect() from any thread, not
 // concurrently with each other. write_chrome_trace is a plain function.
 #pragma once
 
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "common/thread_log.hpp"
 #include "protocol/messages.hpp"
-#include "protocol/thread_log.hpp"
 
 namespace dtr::detail {
 

@@ -56,13 +56,13 @@ struct WorkerNode {
   // Observability: under flight_mu, the latest flight dump the worker sent unasked and
   // when; once lost, the report the WorkerLost errors name (made once).
   std::mutex flight_mu;
-  std::optional<protocol::FlightDump> reported;
+  std::optional<protocol::FlightSnapshot> reported;
   Clock::time_point reported_at;
   std::optional<std::string> lost_report;
   // Its clock offset (the session's clock_mu_).
   int64_t clock_offset_ns = 0;
   int64_t clock_error_ns = -1;  // -1: not measured
-  // Same-host payloads (protocol/same_host.hpp), set while the session starts: whether
+  // Same-host payloads (common/same_host.hpp), set while the session starts: whether
   // tensor bytes move by direct copy between this process and the worker's, and if not,
   // why not. `orphans`: tensors a PutFrom named whose dist_send ended without its reply
   // (the worker may still read them), kept until a later dist_send's reply.

@@ -65,9 +65,4 @@ class Backend {
   virtual std::string host_path() const { return ""; }
 };
 
-class Mesh;
-
-// The zmq backend's world group over a connected mesh.
-std::shared_ptr<Backend> make_zmq_world(std::shared_ptr<Mesh> mesh);
-
 }  // namespace dtr::pg

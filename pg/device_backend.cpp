@@ -1,4 +1,4 @@
-#include "device_backend.hpp"
+#include "pg/device_backend.hpp"
 
 #include <fmt/format.h>
 
@@ -8,12 +8,12 @@
 #include <map>
 #include <mutex>
 
-#include "executor.hpp"
-#include "mesh.hpp"
-#include "nccl.hpp"
-#include "signature.hpp"
-#include "tensor/cuda/cuda.hpp"
-#include "util.hpp"
+#include "pg/nccl/nccl.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/signature.hpp"
+#include "pg/util.hpp"
+#include "pg/work_state.hpp"
+#include "tensor/device_runtime.hpp"
 
 namespace dtr::pg {
 namespace {
@@ -243,19 +243,10 @@ class DeviceBackend final : public Backend {
     const int n = size();
     const auto props = cuda::device_properties(device);
     const auto uuid = uuid_words(props.uuid);
-    local::Tensor mine = local::from_vector<int64_t>({uuid[0], uuid[1], nccl_built() ? 1 : 0});
-    local::Tensor all = local::empty(Shape{3 * n}, DType::Int64);
-    CollectiveArgs g;
-    g.op = CommOp::AllGather;
-    g.inputs = {mine};
-    for (int r = 0; r < n; ++r) {
-      TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{3});
-      m.offset = 3 * r;
-      g.outputs.emplace_back(all.storage(), m);
-    }
-    g.blocking = true;
-    host_->collective(std::move(g)).wait(timeout_ * 2 + 10s);
-    const std::string staging = staging_reason(all.data<int64_t>(), n);
+    WordGather g = all_gather_words({uuid[0], uuid[1], nccl_built() ? 1 : 0}, n);
+    g.args.blocking = true;
+    host_->collective(std::move(g.args)).wait(timeout_ * 2 + 10s);
+    const std::string staging = staging_reason(g.all.data<int64_t>(), n);
     setup_done_ = true;
     if (!staging.empty()) {
       path_ = "host staging: " + staging;
@@ -272,18 +263,9 @@ class DeviceBackend final : public Backend {
   }
 
   Work nccl_collective(CollectiveArgs a, int device, std::shared_ptr<NcclComm> comm) {
-    const int n = size();
-    local::Tensor mine = local::from_vector<int64_t>(nccl_signature(a, device, comm->device()));
-    local::Tensor all = local::empty(Shape{kSignatureWords * n}, DType::Int64);
-    CollectiveArgs g;
-    g.op = CommOp::AllGather;
-    g.inputs = {mine};
-    for (int r = 0; r < n; ++r) {
-      TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{kSignatureWords});
-      m.offset = kSignatureWords * r;
-      g.outputs.emplace_back(all.storage(), m);
-    }
-    Work signatures = host_->collective(std::move(g));  // in program order, like the op
+    WordGather g = all_gather_words(nccl_signature(a, device, comm->device()), size());
+    local::Tensor all = g.all;
+    Work signatures = host_->collective(std::move(g.args));  // in program order, like the op
     auto ready = std::make_shared<cuda::Event>(device);
     ready->record(cuda::current_stream(device));
     auto state = std::make_shared<Work::State>(
@@ -311,7 +293,7 @@ class DeviceBackend final : public Backend {
   std::shared_ptr<NcclComm> nccl_;
 
   std::map<int, std::unique_ptr<cuda::Stream>> streams_;  // finisher thread only
-  Executor finisher_;  // last: stopped (joined) before the members its tasks use go
+  SerialExecutor finisher_;  // last: stopped (joined) before the members its tasks use go
 };
 
 }  // namespace

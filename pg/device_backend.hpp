@@ -2,7 +2,7 @@
 // tensors live:
 //  - host tensors go straight to the host transport (the zmq backend), unchanged;
 //  - CUDA tensors of a "nccl" group's collectives run on the group's NCCL communicator
-//    (pg/nccl.hpp), set up at the group's first collective on CUDA tensors;
+//    (pg/nccl/nccl.hpp), set up at the group's first collective on CUDA tensors;
 //  - every other CUDA-tensor call goes through host staging: the inputs are copied to host
 //    memory at issue (on the caller's current stream, in order with its earlier work), the
 //    host transport runs the operation, and the results are copied back to the device
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 
 namespace dtr::pg {
 

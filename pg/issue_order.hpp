@@ -16,10 +16,10 @@
 #include <string_view>
 #include <utility>
 
-#include "backend.hpp"
-#include "executor.hpp"
-#include "mesh.hpp"
-#include "util.hpp"
+#include "pg/backend.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/util.hpp"
+#include "pg/work_state.hpp"
 
 namespace dtr::pg {
 
@@ -27,7 +27,7 @@ namespace dtr::pg {
 struct IssueOrder {
   std::mutex& m;             // numbering and queueing in one step keeps issue order
   uint64_t& seq;             // the last call's number
-  Executor& exec;            // the group's executor
+  SerialExecutor& exec;      // the group's executor
   std::string& inline_what;  // the name of the call running inline
   std::string_view suffix;   // collective_name()'s suffix
 };

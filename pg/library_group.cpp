@@ -1,13 +1,13 @@
-#include "library_group.hpp"
+#include "pg/library_group.hpp"
 
 #include <fmt/format.h>
 
 #include <cstring>
 
-#include "issue_order.hpp"
-#include "reduce.hpp"
-#include "signature.hpp"
-#include "util.hpp"
+#include "pg/issue_order.hpp"
+#include "pg/reduce.hpp"
+#include "pg/signature.hpp"
+#include "pg/util.hpp"
 
 namespace dtr::pg {
 namespace {
@@ -446,19 +446,9 @@ std::exception_ptr LibraryGroup::execute(CollectiveArgs& a, uint64_t seq, const 
 
 void LibraryGroup::verify(const CollectiveArgs& a, uint64_t seq, const std::string& what,
                           Clock::time_point deadline) {
-  const int n = size();
-  local::Tensor mine = local::from_vector<int64_t>(collective_signature(a, -1, -1));
-  local::Tensor all = local::empty(Shape{kSignatureWords * n}, DType::Int64);
-  CollectiveArgs g;
-  g.op = CommOp::AllGather;
-  g.inputs = {mine};
-  for (int r = 0; r < n; ++r) {
-    TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{kSignatureWords});
-    m.offset = kSignatureWords * r;
-    g.outputs.emplace_back(all.storage(), m);
-  }
-  run(g, collective_tag(seq, true), what + " (signature check)", deadline);
-  check_signatures(what, a.op, all.data<int64_t>(), n);
+  WordGather g = all_gather_words(collective_signature(a, -1, -1), size());
+  run(g.args, collective_tag(seq, true), what + " (signature check)", deadline);
+  check_signatures(what, a.op, g.all.data<int64_t>(), size());
 }
 
 void LibraryGroup::run_in_order(const std::string& what, const std::function<void()>& body) {

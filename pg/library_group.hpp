@@ -38,10 +38,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "executor.hpp"
-#include "mesh.hpp"
-#include "task_pool.hpp"
+#include "pg/backend.hpp"
+#include "pg/serial_executor.hpp"
+#include "pg/task_pool.hpp"
+#include "pg/work_state.hpp"
 
 namespace dtr::pg {
 
@@ -180,7 +180,7 @@ class LibraryGroup : public Backend {
   std::vector<std::shared_ptr<Work::State>> done_from_;
   std::atomic<bool> closing_{false};
 
-  Executor exec_;
+  SerialExecutor exec_;
   TaskPool pool_;
 };
 

@@ -11,13 +11,14 @@
 #include <random>
 #include <set>
 
-#include "backend.hpp"
-#include "device_backend.hpp"
 #include "dtr/config.hpp"
-#include "gloo_backend.hpp"
-#include "mesh.hpp"
-#include "mpi_backend.hpp"
-#include "util.hpp"
+#include "pg/backend.hpp"
+#include "pg/device_backend.hpp"
+#include "pg/gloo/gloo_backend.hpp"
+#include "pg/mpi/mpi_backend.hpp"
+#include "pg/util.hpp"
+#include "pg/zmq/mesh.hpp"
+#include "pg/zmq/zmq_backend.hpp"
 
 namespace dtr {
 

@@ -1,4 +1,4 @@
-#include "reduce.hpp"
+#include "pg/reduce.hpp"
 
 #include <fmt/format.h>
 

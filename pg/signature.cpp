@@ -1,4 +1,4 @@
-#include "signature.hpp"
+#include "pg/signature.hpp"
 
 #include <fmt/format.h>
 
@@ -80,6 +80,20 @@ void check_signatures(std::string_view what, CommOp op, const int64_t* w, int n)
       throw InvalidArgument(msg);
     }
   }
+}
+
+WordGather all_gather_words(const std::vector<int64_t>& mine, int n) {
+  const auto words = static_cast<int64_t>(mine.size());
+  WordGather g;
+  g.all = local::empty(Shape{words * n}, DType::Int64);
+  g.args.op = CommOp::AllGather;
+  g.args.inputs = {local::from_vector<int64_t>(mine)};
+  for (int r = 0; r < n; ++r) {
+    TensorMeta m = TensorMeta::contiguous(DType::Int64, Shape{words});
+    m.offset = words * r;
+    g.args.outputs.emplace_back(g.all.storage(), m);
+  }
+  return g;
 }
 
 }  // namespace dtr::pg

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backend.hpp"
+#include "pg/backend.hpp"
 
 namespace dtr::pg {
 
@@ -30,5 +30,15 @@ std::vector<int64_t> collective_signature(const CollectiveArgs& args, int device
 // (DTypeError) or the element count (ShapeError). Messages start with `what`: "all_reduce
 // (nccl): rank 0 has element count 10, rank 1 has 11".
 void check_signatures(std::string_view what, CommOp op, const int64_t* all, int n);
+
+// An all-gather of the same number of int64 words from every rank of a group of `n`: the
+// way ranks exchange what they must agree on before anything else moves (signatures, the
+// device router's per-rank facts). `args` gathers `mine` into `all`, rank r's words at
+// [r * mine.size(), (r + 1) * mine.size()); run `args` on the group, then read `all`.
+struct WordGather {
+  local::Tensor all;
+  CollectiveArgs args;
+};
+WordGather all_gather_words(const std::vector<int64_t>& mine, int n);
 
 }  // namespace dtr::pg

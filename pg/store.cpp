@@ -17,8 +17,8 @@
 #include <zmq.hpp>
 
 #include "dtr/process_group.hpp"
+#include "pg/util.hpp"
 #include "security/curve.hpp"
-#include "util.hpp"
 
 namespace dtr {
 namespace {

@@ -1,4 +1,4 @@
-#include "util.hpp"
+#include "pg/util.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

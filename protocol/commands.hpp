@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "dtr/op_table.hpp"
-#include "dtr/process_group.hpp"
+#include "dtr/reduce_op.hpp"
 #include "dtr/tensor_meta.hpp"
 
 namespace dtr::protocol {
@@ -419,7 +419,7 @@ struct SendPeer {
   uint32_t peer = 0;
   uint64_t token = 0;
   // Both nodes share the master's host: the bytes may stay here for the peer to read
-  // (protocol/same_host.hpp; PeerNotify's bytes at an address).
+  // (common/same_host.hpp; PeerNotify's bytes at an address).
   bool by_address = false;
   template <class S, class V>
   static void fields(S& c, V& v) {
@@ -594,7 +594,7 @@ struct Metrics {
   friend bool operator==(const Metrics&, const Metrics&) = default;
 };
 
-// Same-host payloads (protocol/same_host.hpp). Attach (26): the master (process `pid`)
+// Same-host payloads (common/same_host.hpp). Attach (26): the master (process `pid`)
 // holds the worker's challenge (HelloReply::challenge) at `address`; the worker answers
 // `request`: done when it found it there, with the address where it now holds the
 // master's `challenge` (reply::Attach::address), else why not (its message). Only after a

@@ -66,7 +66,7 @@ struct HelloReply {
   std::string peer_endpoint;
   // Where this worker's rank of the session's process group will bind.
   std::string pg_endpoint;
-  // Same-host payloads (protocol/same_host.hpp): the worker's process and the challenge the
+  // Same-host payloads (common/same_host.hpp): the worker's process and the challenge the
   // master must hold for it to read (0 and 0: not offered).
   uint32_t pid = 0;
   uint64_t challenge = 0;
@@ -102,7 +102,7 @@ struct Goodbye {
 // event's record has run; for a copy (SendPeer / RecvPeer) the message carries the tensor's
 // bytes in frame 1, or `failed` and why the source tensor could not be sent.
 //
-// Same host (protocol/same_host.hpp; the master says so in SendPeer::by_address): the bytes
+// Same host (common/same_host.hpp; the master says so in SendPeer::by_address): the bytes
 // stay with the sender, `bytes` of them at `address` in its process `pid`, until the
 // receiver has read them and answers with `released` for the token. On the wire one form
 // byte says which of these a message is: plain (0), failed (1), bytes at an address (2),

@@ -247,9 +247,10 @@ struct FlightRecord {
   friend bool operator==(const FlightRecord&, const FlightRecord&) = default;
 };
 
-// A worker's flight recorder: the last commands (oldest first), why it was dumped, and
-// the worker's clock at the dump.
-struct FlightDump {
+// A snapshot of a worker's flight recorder (the Flight reply's content; the command that
+// asks for one is cmd::FlightDump): the last commands (oldest first), why it was dumped,
+// and the worker's clock at the dump.
+struct FlightSnapshot {
   std::string reason;
   int64_t now_ns = 0;
   uint64_t total = 0;  // commands recorded since the worker started
@@ -263,7 +264,7 @@ struct FlightDump {
     v("capacity", c.capacity);
     v("records", c.records, Limit{kMaxFlightRecords, "record"});
   }
-  friend bool operator==(const FlightDump&, const FlightDump&) = default;
+  friend bool operator==(const FlightSnapshot&, const FlightSnapshot&) = default;
 };
 
 // A worker's live figures (the Metrics reply; dtr-worker --metrics-port serves the same).
@@ -454,16 +455,16 @@ struct Trace {
   friend bool operator==(const Trace&, const Trace&) = default;
 };
 
-// Answers a cmd::FlightDump with the worker's flight recorder; request 0: sent unasked
+// Answers a cmd::FlightSnapshot with the worker's flight recorder; request 0: sent unasked
 // (a peer was lost, a collective failed waiting for its members, SIGUSR1).
 struct Flight {
   static constexpr ReplyType kType = ReplyType::Flight;
   static constexpr std::string_view kName = "flight";
   uint64_t request = 0;
-  FlightDump flight{};
+  FlightSnapshot flight{};
   template <class S, class V>
   static void fields(S& c, V& v) {
-    FlightDump::fields(c.flight, v);
+    FlightSnapshot::fields(c.flight, v);
   }
   friend bool operator==(const Flight&, const Flight&) = default;
 };

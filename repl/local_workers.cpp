@@ -2,9 +2,7 @@
 #include "repl/local_workers.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +17,7 @@
 #include <thread>
 
 #include "dtr/error.hpp"
+#include "launcher/spawn.hpp"
 
 namespace dtr::repl {
 
@@ -64,40 +63,24 @@ LocalWorkers::LocalWorkers(int count, const std::string& worker_binary,
   if (!mkdtemp(tmpl))
     throw Error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
   dir_ = tmpl;
-  const pid_t parent = getpid();
   std::vector<std::string> files;
   for (int i = 0; i < count; ++i) {
     std::string file = fmt::format("{}/worker{}.endpoint", dir_, i);
     std::string name = fmt::format("repl-worker-{}", i);
-    std::vector<std::string> args = {worker_binary,     "--listen", "tcp://127.0.0.1:*",
-                                     "--endpoint-file", file,       "--log-level",
-                                     log_level,         "--name",   name};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) {
-      int err = errno;
+    launcher::SpawnOptions o;
+    o.argv = {worker_binary,     "--listen", "tcp://127.0.0.1:*",
+              "--endpoint-file", file,       "--log-level",
+              log_level,         "--name",   name};
+    o.stdin_from = launcher::Input::Null;
+    o.own_process_group = true;
+    o.parent_death_signal = SIGKILL;
+    try {
+      workers_.push_back(launcher::Child::spawn(o));
+    } catch (const Error& e) {
       stop();
-      throw Error(fmt::format("cannot start dtr-worker: fork failed: {}", std::strerror(err)));
+      throw Error(fmt::format("cannot start dtr-worker: {}", e.what()));
     }
-    if (pid == 0) {
-      // Only async-signal-safe calls between fork and exec.
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(126);
-      int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) {
-        dup2(devnull, STDIN_FILENO);
-        close(devnull);
-      }
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    pids_.push_back(pid);
+    pids_.push_back(workers_.back().pid());
     files.push_back(file);
   }
   auto deadline = Clock::now() + timeout;
@@ -106,9 +89,8 @@ LocalWorkers::LocalWorkers(int count, const std::string& worker_binary,
     while (true) {
       std::ifstream in(files[i]);
       if (in && std::getline(in, endpoint) && !endpoint.empty()) break;
-      int status = 0;
-      if (waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
-        pids_[i] = -1;
+      if (!workers_[i].running()) {
+        const int status = workers_[i].status().value_or(0);
         stop();
         throw Error(fmt::format("dtr-worker ({}) exited {} {} before reporting its endpoint",
                                 worker_binary, WIFEXITED(status) ? "with status" : "on signal",
@@ -133,26 +115,14 @@ LocalWorkers::~LocalWorkers() {
 }
 
 void LocalWorkers::stop(std::chrono::milliseconds timeout) {
-  for (pid_t p : pids_)
-    if (p > 0) kill(p, SIGTERM);
+  for (launcher::Child& w : workers_) w.signal(SIGTERM);
   auto deadline = Clock::now() + timeout;
-  for (pid_t& p : pids_) {
-    while (p > 0) {
-      int status = 0;
-      pid_t r = waitpid(p, &status, WNOHANG);
-      if (r == p || (r < 0 && errno == ECHILD)) {
-        p = -1;
-        break;
-      }
-      if (Clock::now() >= deadline) {
-        kill(p, SIGKILL);
-        waitpid(p, &status, 0);
-        p = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+  for (launcher::Child& w : workers_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (!w.wait_for(std::max(left, std::chrono::milliseconds(0))))
+      w.stop(SIGKILL, std::chrono::milliseconds(0));
   }
+  workers_.clear();
   pids_.clear();
   if (!dir_.empty()) {
     if (DIR* d = opendir(dir_.c_str())) {

@@ -2,9 +2,10 @@
 // loopback (`--listen tcp://127.0.0.1:* --endpoint-file F`), waits (bounded) for the
 // endpoints they bound, and stops them when it ends: SIGTERM, a bounded wait, then SIGKILL.
 //
-// The daemons run in their own process group, so the terminal's Ctrl-C reaches only the
-// REPL, and with PR_SET_PDEATHSIG, so they get SIGTERM if the REPL dies without stopping
-// them. Their stdin is /dev/null; their stderr is the REPL's (warnings and errors only).
+// The daemons are started by launcher/spawn.hpp in their own process group, so the
+// terminal's Ctrl-C reaches only the REPL, and with SIGKILL as their parent-death signal, so
+// they die with a REPL that dies without stopping them. Their stdin is /dev/null; their
+// stderr is the REPL's (warnings and errors only).
 //
 // Thread safety: not synchronized; create, query and stop from one thread (the REPL's
 // main thread, which must outlive the workers: PDEATHSIG follows the forking thread).
@@ -15,6 +16,8 @@
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "launcher/spawn.hpp"
 
 namespace dtr::repl {
 
@@ -40,6 +43,7 @@ class LocalWorkers {
   void stop(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
  private:
+  std::vector<launcher::Child> workers_;
   std::vector<pid_t> pids_;
   std::vector<std::string> endpoints_;
   std::string dir_;  // temporary directory of the endpoint files, removed once read

@@ -57,7 +57,7 @@ Examples:
 volatile sig_atomic_t g_interrupts = 0;
 
 // Ctrl-C while a statement runs: the master may be waiting on a worker and cannot be
-// interrupted; a second Ctrl-C ends the REPL (the local workers get SIGTERM by
+// interrupted; a second Ctrl-C ends the REPL (the local workers get SIGKILL by
 // PR_SET_PDEATHSIG).
 void on_sigint_while_running(int) {
   if (g_interrupts == 0) {

@@ -169,7 +169,7 @@ namespace {
 // One collective task's run, in steps; every step returns the failure that ends it, or
 // null to go on.
 struct CollectiveRun {
-  CollectiveRun(Stream& s, Task& t, const CollectiveContext& ctx, std::string_view name)
+  CollectiveRun(StreamQueue& s, Task& t, const CollectiveContext& ctx, std::string_view name)
       : s(s),
         t(t),
         ctx(ctx),
@@ -177,7 +177,7 @@ struct CollectiveRun {
         name(name),
         target(t.out == t.in[0] ? c.input : c.out) {}
 
-  Stream& s;
+  StreamQueue& s;
   Task& t;
   const CollectiveContext& ctx;
   const cmd::Collective& c;
@@ -308,7 +308,8 @@ void report_stuck(const CollectiveContext& ctx, const std::string& reason) {
 
 }  // namespace
 
-bool run_collective(Stream& s, const StreamPtr& self, Task& t, const CollectiveContext& ctx) {
+bool run_collective(StreamQueue& s, const StreamQueuePtr& self, Task& t,
+                    const CollectiveContext& ctx) {
   const auto& c = t.command<cmd::Collective>();
   if (!t.in[0]->ready_or_park(self)) {
     waiting_for_tensor(s, t, c.input);

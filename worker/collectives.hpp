@@ -120,6 +120,7 @@ struct CollectiveContext {
 
 // Runs collective task `t` of stream `s`: true when done (its output published or
 // failed); false when `self` was parked until the input is ready.
-bool run_collective(Stream& s, const StreamPtr& self, Task& t, const CollectiveContext& ctx);
+bool run_collective(StreamQueue& s, const StreamQueuePtr& self, Task& t,
+                    const CollectiveContext& ctx);
 
 }  // namespace dtr::worker::detail

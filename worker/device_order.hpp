@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/tensor_table.hpp"
 
 namespace dtr::worker::detail {

@@ -6,7 +6,7 @@
 #include <charconv>
 
 #include "dtr/error.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 namespace dtr::worker {
 

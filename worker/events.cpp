@@ -20,7 +20,7 @@ int64_t now_ns() {
 
 }  // namespace
 
-bool EventState::reached_or_park(uint64_t target, const StreamPtr& s) {
+bool EventState::reached_or_park(uint64_t target, const StreamQueuePtr& s) {
   std::lock_guard lock(mu);
   if (completed >= target) return true;
   waiters.push_back({target, s, 0, -1, 0});
@@ -63,7 +63,8 @@ std::optional<EventState::Status> EventState::answer(uint64_t request, bool sync
   return Status{done, time_ns, sync ? failure : nullptr};
 }
 
-void run_record(Stream& s, EventState& e, uint64_t target, FailureLog& failures, Outbox& outbox) {
+void run_record(StreamQueue& s, EventState& e, uint64_t target, FailureLog& failures,
+                Outbox& outbox) {
   // The event completes when the device work queued before it has run too (waiters on
   // this node and on other nodes are told then).
   std::string why = s.cuda.finish();
@@ -116,7 +117,7 @@ void EventTable::drop_waiters() {
   }
 }
 
-bool RemoteWait::arrived_or_park(const StreamPtr& s) {
+bool RemoteWait::arrived_or_park(const StreamQueuePtr& s) {
   std::lock_guard lock(mu);
   if (arrived) return true;
   waiter = s;
@@ -141,7 +142,7 @@ RemoteWaitPtr Tokens::wait(uint64_t token, uint32_t peer, std::string* problem) 
 }
 
 size_t Tokens::fail_from(uint32_t peer, const protocol::RemoteFailure& failure) {
-  std::vector<StreamPtr> wake_up;
+  std::vector<StreamQueuePtr> wake_up;
   size_t failed = 0;
   for (auto it = waits_.begin(); it != waits_.end();) {
     RemoteWait& w = *it->second;
@@ -157,7 +158,7 @@ size_t Tokens::fail_from(uint32_t peer, const protocol::RemoteFailure& failure) 
     it = waits_.erase(it);
     ++failed;
   }
-  for (const StreamPtr& s : wake_up) wake(s);  // no lock held (session.hpp)
+  for (const StreamQueuePtr& s : wake_up) wake(s);  // no lock held (session.hpp)
   return failed;
 }
 
@@ -180,7 +181,7 @@ bool Tokens::arrive(uint64_t token, uint32_t from, const PayloadFrame* payload,
     return true;
   }
   RemoteWaitPtr w = it->second;
-  StreamPtr waiter;
+  StreamQueuePtr waiter;
   {
     std::lock_guard lock(w->mu);
     // A second notification of one token, before its wait: refused, and the first one

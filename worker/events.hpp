@@ -43,9 +43,9 @@ namespace dtr::worker::detail {
 struct EventState {
   struct Waiter {
     uint64_t target = 0;
-    StreamPtr stream;      // a stream parked on a wait
-    uint64_t request = 0;  // or an EventSync request to answer
-    int32_t peer = -1;     // or a peer to notify of `token`
+    StreamQueuePtr stream;  // a stream parked on a wait
+    uint64_t request = 0;   // or an EventSync request to answer
+    int32_t peer = -1;      // or a peer to notify of `token`
     uint64_t token = 0;
   };
   // The waiters a record released, and what the event holds after it.
@@ -63,7 +63,7 @@ struct EventState {
 
   // Executor threads: true when record `target` has completed; otherwise `s` is woken
   // once it has.
-  bool reached_or_park(uint64_t target, const StreamPtr& s);
+  bool reached_or_park(uint64_t target, const StreamQueuePtr& s);
   // Completes record `target` (unless a later one has) with `failure`, at the time now.
   Released complete(uint64_t target, Failure failure);
   // Dispatch thread: true when every issued record has completed; otherwise peer `peer`
@@ -86,7 +86,8 @@ using EventPtr = std::shared_ptr<EventState>;
 // Runs a record task of stream `s`: waits for the CUDA work `s` queued (a failure becomes
 // a root failure), completes record `target` of `e` with the stream's pending failure,
 // and serves the released waiters.
-void run_record(Stream& s, EventState& e, uint64_t target, FailureLog& failures, Outbox& outbox);
+void run_record(StreamQueue& s, EventState& e, uint64_t target, FailureLog& failures,
+                Outbox& outbox);
 // Wakes, answers and notifies the released waiters.
 void release(const EventState::Released& r, Outbox& outbox);
 
@@ -108,11 +109,11 @@ class EventTable {
 struct RemoteWait {
   // Executor threads: true when the notification has come; otherwise `s` is woken when it
   // comes.
-  bool arrived_or_park(const StreamPtr& s);
+  bool arrived_or_park(const StreamQueuePtr& s);
 
   std::mutex mu;
   bool arrived = false;
-  StreamPtr waiter;
+  StreamQueuePtr waiter;
   uint32_t from = 0;
   // A copy's bytes, or why the sender could not send them.
   std::optional<PayloadFrame> payload;

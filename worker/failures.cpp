@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "dtr/tensor.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 namespace dtr::worker::detail {
 

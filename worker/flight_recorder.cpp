@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "protocol/trace_clock.hpp"
+#include "common/trace_clock.hpp"
 
 namespace dtr::worker::detail {
 
@@ -165,8 +165,8 @@ protocol::FlightRecord record_of(uint64_t seq, const CommandFields& f, uint64_t 
 
 }  // namespace
 
-protocol::FlightDump FlightRecorder::dump(std::string reason) const {
-  protocol::FlightDump d;
+protocol::FlightSnapshot FlightRecorder::dump(std::string reason) const {
+  protocol::FlightSnapshot d;
   d.reason = std::move(reason);
   d.now_ns = trace::steady_ns();
   d.capacity = static_cast<uint32_t>(capacity_);

@@ -15,7 +15,7 @@
 // move a record on with the coarse clock (CLOCK_MONOTONIC_COARSE: a few ms of resolution, a few ns
 // to read) and a compare-and-swap on the slot's tag (seq and state), so a late update of a command
 // whose slot was reused changes nothing but, at worst, a time. dump() joins slots and batches into
-// wire records (protocol::FlightDump); protocol/flight_text.hpp puts them into words.
+// wire records (protocol::FlightSnapshot); common/flight_text.hpp puts them into words.
 //
 // Thread safety: add_batch() and dispatched() from one dispatch thread at a time; the
 // updates from any thread; dump(), total() from any thread (a record being rewritten while
@@ -65,7 +65,7 @@ class FlightRecorder {
   void resumed(uint64_t seq);
 
   // The ring's records, oldest first, and the clock now.
-  protocol::FlightDump dump(std::string reason) const;
+  protocol::FlightSnapshot dump(std::string reason) const;
   uint64_t total() const { return total_.load(std::memory_order_relaxed); }
   size_t capacity() const { return capacity_; }
 

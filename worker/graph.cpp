@@ -224,7 +224,7 @@ TensorMeta Builder::resolve(const C& c, GraphStep& st, std::span<const TensorMet
 uint32_t Builder::part_of(uint32_t stream) {
   auto it = part_of_stream_.find(stream);
   if (it != part_of_stream_.end()) return it->second;
-  const StreamPtr& s = env_.streams.find(stream);
+  const StreamQueuePtr& s = env_.streams.find(stream);
   if (!s) refuse("runs on stream {}, which does not exist on this worker", stream);
   auto part = static_cast<uint32_t>(g_->parts.size());
   g_->parts.emplace_back().stream = s;
@@ -458,7 +458,7 @@ void fail_outputs(Graph& g, TensorTable& table, const Failure& failure) {
     if (t.output && table.contains(t.id)) table.set(t.id, Slot::failed_with(failure));
 }
 
-bool previous_done_or_park(Graph& g, uint64_t replay, const StreamPtr* park) {
+bool previous_done_or_park(Graph& g, uint64_t replay, const StreamQueuePtr* park) {
   std::lock_guard lock(g.mu);
   if (g.finished + 1 >= replay) return true;
   if (park) g.waiting.push_back(*park);
@@ -468,14 +468,14 @@ bool previous_done_or_park(Graph& g, uint64_t replay, const StreamPtr* park) {
 void finish_part(GraphRun& run, uint32_t) {
   if (run.parts_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   Graph& g = *run.graph;
-  std::vector<StreamPtr> woken;
+  std::vector<StreamQueuePtr> woken;
   {
     std::lock_guard lock(g.mu);
     g.finished = run.replay;
     g.device_done[(run.replay + 1) % 2].clear();  // the previous replay's: every part has waited
     woken.swap(g.waiting);
   }
-  for (const StreamPtr& s : woken) wake(s);  // no lock held (session.hpp)
+  for (const StreamQueuePtr& s : woken) wake(s);  // no lock held (session.hpp)
 }
 
 std::string input_mismatch(Graph& g, const GraphStep& st, Slot* const* in) {
@@ -554,7 +554,7 @@ void queue_segment(const Graph& g, const GraphPart& part, const CudaSegment& seg
 
 }  // namespace
 
-SegmentOutcome run_cuda_segment(Stream& s, const StreamPtr& self, GraphRun& run,
+SegmentOutcome run_cuda_segment(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run,
                                 const GraphPart& part, CudaSegment& seg, FailureLog& failures) {
   Graph& g = *run.graph;
   if (!seg.refused.empty()) return SegmentOutcome::kStepwise;

@@ -111,7 +111,7 @@ struct GraphInputCheck {
 
 // A run of a part's steps that are all CUDA element ops of one device (unary, binary, clamp
 // and mutate ops, views): from the first replay in which everything it touches is fixed
-// (inputs and bound temporaries) it is captured into a CUDA graph (tensor/cuda/cuda.hpp,
+// (inputs and bound temporaries) it is captured into a CUDA graph (tensor/device_runtime.hpp,
 // cuda::Graph), and each replay launches it once. One that cannot be captured (an op that
 // allocates, a capture CUDA refuses) runs step by step for good, `refused` saying why.
 struct CudaSegment {
@@ -124,7 +124,7 @@ struct CudaSegment {
 };
 
 struct GraphPart {
-  StreamPtr stream;
+  StreamQueuePtr stream;
   std::vector<uint32_t> steps;        // Graph::steps, in program order
   std::vector<CudaSegment> segments;  // in order, not overlapping
   // When the whole part may run at once on the dispatch thread (CPU ops other than matrix
@@ -152,10 +152,10 @@ struct Graph {
 
   uint64_t last_replay = 0;  // dispatch thread: the latest replay started
   std::mutex mu;
-  std::string broken;              // why no replay may start any more (a lost node, a lost stream)
-  uint64_t finished = 0;           // every part of replays up to this one has run
-  std::vector<StreamPtr> waiting;  // parts of the next replay, parked until then
-  std::shared_ptr<GraphRun> current;  // the latest replay (its temporaries live until the next)
+  std::string broken;     // why no replay may start any more (a lost node, a lost stream)
+  uint64_t finished = 0;  // every part of replays up to this one has run
+  std::vector<StreamQueuePtr> waiting;  // parts of the next replay, parked until then
+  std::shared_ptr<GraphRun> current;    // the latest replay (its temporaries live until the next)
   // The device work of replays with an odd and an even number (events on the CUDA streams
   // their parts used), waited for by the next replay's parts.
   std::vector<std::shared_ptr<cuda::Event>> device_done[2];
@@ -206,7 +206,7 @@ void fail_outputs(Graph& g, TensorTable& table, const Failure& failure);
 
 // A part of run `replay` may start: every part of the previous replay has run. Otherwise
 // false, and `park` (when given) is woken once it has.
-bool previous_done_or_park(Graph& g, uint64_t replay, const StreamPtr* park);
+bool previous_done_or_park(Graph& g, uint64_t replay, const StreamQueuePtr* park);
 // Part `part` of `run` has run all its steps; the run's last part lets the next replay start.
 void finish_part(GraphRun& run, uint32_t part);
 
@@ -229,7 +229,7 @@ void prepare_fast(Graph& g, GraphStep& st, const protocol::cmd::RunOp& c, Slot* 
 // woken then); kStepwise when it cannot run this way now (not all bound yet, an operand
 // failed) or ever (refused): its steps then run one by one.
 enum class SegmentOutcome { kRan, kParked, kStepwise };
-SegmentOutcome run_cuda_segment(Stream& s, const StreamPtr& self, GraphRun& run,
+SegmentOutcome run_cuda_segment(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run,
                                 const GraphPart& part, CudaSegment& seg, FailureLog& failures);
 // CUDA order between replays: a part of run `replay` makes its CUDA streams wait for the
 // device work every part of the previous replay queued (begin), and notes its own (end).

@@ -116,7 +116,7 @@ void Outbox::send_tensor(int32_t peer, uint64_t token, local::Tensor tensor) {
   emit_(Outgoing{protocol::encode(n), {std::move(tensor)}, peer});
 }
 
-void Outbox::send_flight(protocol::FlightDump d) {
+void Outbox::send_flight(protocol::FlightSnapshot d) {
   reply(protocol::reply::Flight{.request = 0, .flight = std::move(d)});
 }
 

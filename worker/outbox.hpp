@@ -67,7 +67,7 @@ class Outbox {
   void send_get(const protocol::Reply& r, std::vector<local::Tensor> payloads);
   // Sends the master a flight recorder dump it did not ask for (request 0): a peer
   // was lost, a collective failed waiting for its members, SIGUSR1 (docs/observability.md).
-  void send_flight(protocol::FlightDump d);
+  void send_flight(protocol::FlightSnapshot d);
 
  private:
   Emit emit_;

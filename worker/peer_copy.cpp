@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "common/same_host.hpp"
 #include "protocol/commands.hpp"
-#include "protocol/same_host.hpp"
 #include "worker/recorder.hpp"
 
 namespace dtr::worker::detail {
@@ -14,7 +14,7 @@ namespace cmd = protocol::cmd;
 namespace {
 
 // RecvPeer of bytes the sender holds at an address (same host): read, then released.
-bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size_t expected) {
+bool recv_peer_at(StreamQueue& s, Task& t, FailureLog& failures, Outbox& outbox, size_t expected) {
   const auto& c = t.command<cmd::RecvPeer>();
   const RemoteWait::At at = *t.remote->at;
   const auto sender = static_cast<int32_t>(t.remote->from);
@@ -23,8 +23,8 @@ bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size
       throw ProtocolError(fmt::format("node {} sent {} bytes, {} needs {}", c.peer, at.bytes,
                                       describe(c.meta), expected));
     local::Tensor received = local::empty(c.meta.shape, c.meta.dtype);
-    protocol::read_process_memory(at.pid, at.address, received.raw_data(), expected,
-                                  fmt::format("reading node {}'s tensor", c.peer));
+    common::read_process_memory(at.pid, at.address, received.raw_data(), expected,
+                                fmt::format("reading node {}'s tensor", c.peer));
     outbox.send_released(sender, at.token);
     s.owner.recorder.counters.add_bytes(protocol::CmdType::RecvPeer,
                                         static_cast<int64_t>(expected));
@@ -43,7 +43,7 @@ bool recv_peer_at(Stream& s, Task& t, FailureLog& failures, Outbox& outbox, size
 
 }  // namespace
 
-bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
+bool run_send_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
                    Outbox& outbox) {
   const auto& c = t.command<cmd::SendPeer>();
   if (!t.in[0]->ready_or_park(self)) {
@@ -66,7 +66,7 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
     s.owner.recorder.counters.add_bytes(protocol::CmdType::SendPeer, bytes);
     // Same host: the peer reads the bytes here (held until it releases them); small ones,
     // or past the limit of held copies, go in the message.
-    if (c.by_address && static_cast<size_t>(bytes) >= protocol::kSameHostMinBytes &&
+    if (c.by_address && static_cast<size_t>(bytes) >= common::kSameHostMinBytes &&
         outbox.send_tensor_at(peer, c.token, packed))
       return true;
     outbox.send_tensor(peer, c.token, std::move(packed));
@@ -78,7 +78,7 @@ bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failur
   return true;
 }
 
-bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures,
+bool run_recv_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
                    Outbox& outbox) {
   const auto& c = t.command<cmd::RecvPeer>();
   RemoteWait& w = *t.remote;

@@ -4,7 +4,7 @@
 // message whose frame 1 is the tensor's bytes (a CUDA tensor is copied to the host on the
 // stream's CUDA stream first), or, when the input failed or cannot be read, the failure,
 // so that the receiver does not wait forever. With `by_address` (both nodes share the
-// master's host; protocol/same_host.hpp) a copy of 64 KiB or more stays here instead, held
+// master's host; common/same_host.hpp) a copy of 64 KiB or more stays here instead, held
 // by the outbox, and the message says where; the receiver reads it with one direct copy
 // and answers `released`. RecvPeer runs on the receiving node's stream once the token has
 // arrived (worker/events.hpp, RemoteWait): it makes its output from the bytes, checked
@@ -27,8 +27,10 @@
 namespace dtr::worker::detail {
 
 // True when done; false when `self` was parked until the input is ready.
-bool run_send_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures, Outbox& outbox);
+bool run_send_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
+                   Outbox& outbox);
 // True when done; false when `self` was parked until the token arrives.
-bool run_recv_peer(Stream& s, const StreamPtr& self, Task& t, FailureLog& failures, Outbox& outbox);
+bool run_recv_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureLog& failures,
+                   Outbox& outbox);
 
 }  // namespace dtr::worker::detail

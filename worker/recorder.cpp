@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 
 namespace dtr::worker::detail {
 
@@ -44,10 +44,10 @@ std::string device_label(int32_t device) {
 
 }  // namespace
 
-protocol::FlightDump Recorder::dump_to_log(const std::string& reason) const {
-  protocol::FlightDump d = flight.dump(reason);
+protocol::FlightSnapshot Recorder::dump_to_log(const std::string& reason) const {
+  protocol::FlightSnapshot d = flight.dump(reason);
   spdlog::warn("flight recorder ({}; {} commands recorded, the last {} kept):\n{}", reason, d.total,
-               d.capacity, protocol::describe(d, 64, 16, "  "));
+               d.capacity, common::describe(d, 64, 16, "  "));
   return d;
 }
 

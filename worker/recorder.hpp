@@ -65,7 +65,7 @@ class Recorder {
 
   // The flight recorder now, also written to the worker's log (spdlog, as a warning)
   // with `reason`.
-  protocol::FlightDump dump_to_log(const std::string& reason) const;
+  protocol::FlightSnapshot dump_to_log(const std::string& reason) const;
   // True for the first failed command of a burst: when no failure dumped the recorder in
   // the last kFailureDumpGap. A lost node fails every collective queued behind the stuck
   // one, each of which would otherwise log the same recorder again.

@@ -30,12 +30,12 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/flight_text.hpp"
+#include "common/same_host.hpp"
+#include "common/trace_clock.hpp"
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
 #include "protocol/codec.hpp"
-#include "protocol/flight_text.hpp"
-#include "protocol/same_host.hpp"
-#include "protocol/trace_clock.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 #include "security/log_throttle.hpp"
@@ -500,8 +500,8 @@ void Server::Impl::end_session(std::string_view what, bool tell_master, bool cle
   recorder->counters.session_active.store(false, std::memory_order_relaxed);
   std::string summary;
   if (!clean) {
-    protocol::FlightDump d = recorder->dump_to_log(fmt::format("the session ended: {}", what));
-    summary = fmt::format("; its last commands:\n{}", protocol::describe(d, 8, 4, "  "));
+    protocol::FlightSnapshot d = recorder->dump_to_log(fmt::format("the session ended: {}", what));
+    summary = fmt::format("; its last commands:\n{}", common::describe(d, 8, 4, "  "));
   }
   if (tell_master) {
     std::string reason = std::string(what) + summary;
@@ -646,7 +646,7 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
   reply.threads = session->threads();
   reply.peer_endpoint = peer_endpoint;
   reply.pg_endpoint = reserve_pg_endpoint(pg_host, pg_port_hold);
-  if (proto::same_host_enabled()) {
+  if (common::same_host_enabled()) {
     reply.pid = static_cast<uint32_t>(getpid());
     reply.challenge = session->same_host_challenge();
   }
@@ -1158,7 +1158,7 @@ void Server::Impl::serve_requests() {
       std::lock_guard lock(requests_mu);
       reason = flight_reason;
     }
-    protocol::FlightDump d = recorder->dump_to_log(reason);
+    protocol::FlightSnapshot d = recorder->dump_to_log(reason);
     if (session) {  // the master gets it too
       post(Outgoing{proto::encode(proto::reply::Flight{.flight = std::move(d)}), {}, -1});
     }

@@ -7,9 +7,9 @@
 #include <array>
 #include <optional>
 
+#include "common/same_host.hpp"
+#include "common/trace_clock.hpp"
 #include "protocol/codec.hpp"
-#include "protocol/same_host.hpp"
-#include "protocol/trace_clock.hpp"
 #include "worker/collectives.hpp"
 #include "worker/device_order.hpp"
 #include "worker/events.hpp"
@@ -134,7 +134,7 @@ struct Session::Impl final : TaskRunner {
   // The command's stream, and its device exists here; otherwise null, the failure
   // recorded (for the command's output when it makes one), a request answered.
   template <class C>
-  const StreamPtr& stream_of(const C& c);
+  const StreamQueuePtr& stream_of(const C& c);
   // A command's device exists here; otherwise the failure is recorded (for its output when
   // it makes one) and false returned.
   template <class C>
@@ -153,25 +153,27 @@ struct Session::Impl final : TaskRunner {
   // Small CPU work on an idle stream whose inputs (`in`, n_inputs of them) are ready: true
   // when it may run at once on the dispatch thread (it is then charged to this batch's
   // inline budget).
-  bool may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs);
+  bool may_run_inline(const StreamQueuePtr& s, Slot* const* in, uint8_t n_inputs);
   // Op `c`, just run at once on the dispatch thread (may_run_inline): its slice.
-  void trace_inline(Stream& s, const cmd::RunOp& c, Slot& out);
+  void trace_inline(StreamQueue& s, const cmd::RunOp& c, Slot& out);
 
   // ---- execution (any executor thread) ----
-  bool execute(Stream& s, const StreamPtr& self, Task& t) override;
-  bool run_op(Stream& s, const StreamPtr& self, Task& t);
+  bool execute(StreamQueue& s, const StreamQueuePtr& self, Task& t) override;
+  bool run_op(StreamQueue& s, const StreamQueuePtr& self, Task& t);
   // Runs op `c` on `s` once its inputs are ready (the task path and the inline path); with
   // `into` (a graph's bound temporary), into that tensor. False when it failed the output.
-  bool run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out,
+  bool run_op_ready(StreamQueue& s, const cmd::RunOp& c, Slot* const* in, Slot& out,
                     const local::Tensor* into = nullptr);
   // A part of a graph's replay from its cursor: true when done; false when it waits (its
   // stream parked), or, `now` (on the dispatch thread), at a step that cannot run at once.
-  bool run_graph_part(Stream& s, const StreamPtr& self, Task& t, bool now);
-  bool run_graph_step(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st, bool now);
-  bool run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st, bool now);
-  bool run_get(Stream& s, const StreamPtr& self, Task& t);
-  bool run_to_device(Stream& s, const StreamPtr& self, Task& t);
-  bool run_put_from(Stream& s, const StreamPtr& self, Task& t);
+  bool run_graph_part(StreamQueue& s, const StreamQueuePtr& self, Task& t, bool now);
+  bool run_graph_step(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run, GraphStep& st,
+                      bool now);
+  bool run_graph_op(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run, GraphStep& st,
+                    bool now);
+  bool run_get(StreamQueue& s, const StreamQueuePtr& self, Task& t);
+  bool run_to_device(StreamQueue& s, const StreamQueuePtr& self, Task& t);
+  bool run_put_from(StreamQueue& s, const StreamQueuePtr& self, Task& t);
   // A pulled Get's bytes stay here until the master's Release (false: too many are held
   // already, the reply carries them instead).
   bool pin_pulled(uint64_t request, local::Tensor bytes);
@@ -180,7 +182,7 @@ struct Session::Impl final : TaskRunner {
   protocol::NodeMetrics session_metrics();
   // Op `c` ran on CUDA stream of `s` between `mark` and now: its device slice.
   // Its first kMaxTraceTensors - 1 inputs are named on the slice.
-  void trace_device_op(Stream& s, const cmd::RunOp& c, const local::Tensor* inputs,
+  void trace_device_op(StreamQueue& s, const cmd::RunOp& c, const local::Tensor* inputs,
                        const local::Tensor& result, Tracer::DeviceMark mark);
 
   SessionOptions options;
@@ -209,12 +211,12 @@ struct Session::Impl final : TaskRunner {
   std::optional<TensorMeta> traced_meta;  // Free, tracing: the freed tensor's
   bool inline_failed = false;
   bool traced_here = false;
-  // Same-host payloads (protocol/same_host.hpp): the attached master's process (0: none;
+  // Same-host payloads (common/same_host.hpp): the attached master's process (0: none;
   // set by Attach on the dispatch thread before any PutFrom or pulled Get it orders), and
   // the bytes of pulled Gets awaiting their Release (executor threads add, dispatch drops).
   std::atomic<uint32_t> master_pid{0};
-  const uint64_t challenge = protocol::random_challenge();  // HelloReply's, for the master
-  uint64_t held_challenge = 0;                              // the master's (Attach)
+  const uint64_t challenge = common::random_challenge();  // HelloReply's, for the master
+  uint64_t held_challenge = 0;                            // the master's (Attach)
   std::mutex pulled_mu;
   std::unordered_map<uint64_t, local::Tensor> pulled;
   static constexpr size_t kMaxPulled = 4096;
@@ -256,9 +258,9 @@ void Session::Impl::reply_failure(const C& c, RemoteFailure f) {
 }
 
 template <class C>
-const StreamPtr& Session::Impl::stream_of(const C& c) {
-  static const StreamPtr kNone;
-  if (const StreamPtr& s = streams.find(c.stream)) return check_device(c) ? s : kNone;
+const StreamQueuePtr& Session::Impl::stream_of(const C& c) {
+  static const StreamQueuePtr kNone;
+  if (const StreamQueuePtr& s = streams.find(c.stream)) return check_device(c) ? s : kNone;
   const TensorId out = output_of(c);
   RemoteFailure f = make_failure(out != protocol::kNoTensor ? out : input_of(c), command_name(c),
                                  fmt::format("stream {} does not exist on this worker", c.stream));
@@ -376,7 +378,7 @@ void Session::Impl::dispatch_one(const C& c, Payloads payloads) {
 }
 
 void Session::Impl::on(const cmd::RunOp& c) {
-  const StreamPtr& stream = stream_of(c);
+  const StreamQueuePtr& stream = stream_of(c);
   if (!stream) return;
   const OpDef& d = op_def(c.op);
   TensorId target = c.inplace ? input_of(c) : c.out;
@@ -449,7 +451,7 @@ void Session::Impl::put(const cmd::Put& c, Payloads payloads) {
 }
 
 void Session::Impl::on(const cmd::Get& c) {
-  const StreamPtr& stream = stream_of(c);
+  const StreamQueuePtr& stream = stream_of(c);
   if (!stream) return;
   SlotPtr in = table.find(c.input);
   if (!in) {
@@ -465,13 +467,13 @@ void Session::Impl::on(const cmd::Get& c) {
   streams.stage(stream, std::move(t));
 }
 
-void Session::Impl::trace_inline(Stream& s, const cmd::RunOp& c, Slot& out) {
+void Session::Impl::trace_inline(StreamQueue& s, const cmd::RunOp& c, Slot& out) {
   last_end = trace::ticks();
   trace_inline_op(rec.tracer, s.id, c, out, current_begin, last_end);
   traced_here = true;
 }
 
-bool Session::Impl::may_run_inline(const StreamPtr& s, Slot* const* in, uint8_t n_inputs) {
+bool Session::Impl::may_run_inline(const StreamQueuePtr& s, Slot* const* in, uint8_t n_inputs) {
   if (n_inputs == 0) return false;  // a creation op's size is not bounded by its inputs
   int64_t work = 0;
   for (uint8_t i = 0; i < n_inputs; ++i) {
@@ -526,7 +528,7 @@ void Session::Impl::on(const cmd::DestroyStream& c) {
 }
 
 void Session::Impl::on(const cmd::Record& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   std::string problem;
   EventPtr e = events.for_record(c.event, &problem);
@@ -544,7 +546,7 @@ void Session::Impl::on(const cmd::Record& c) {
 }
 
 void Session::Impl::on(const cmd::WaitEvent& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   EventPtr e = event_of(c);
   if (!e) return;
@@ -567,7 +569,7 @@ void Session::Impl::on(const cmd::NotifyPeer& c) {
 }
 
 void Session::Impl::on(const cmd::WaitRemote& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   RemoteWaitPtr w = remote_wait(c, "wait_event", protocol::kNoTensor);
   if (!w) return;
@@ -591,7 +593,7 @@ void Session::Impl::on(const cmd::DestroyEvent& c) {
 }
 
 void Session::Impl::on(const cmd::SendPeer& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   if (std::optional<std::string> problem = outbox.peer_problem(c.peer)) {
     failures.root(c.input, "send_to_node", std::move(*problem));
@@ -612,7 +614,7 @@ void Session::Impl::on(const cmd::SendPeer& c) {
 }
 
 void Session::Impl::on(const cmd::RecvPeer& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   if (!table.check_new_id(c.out, "recv_from_node")) return;
   if (std::string problem = size_problem(c.meta); !problem.empty()) {
@@ -628,7 +630,7 @@ void Session::Impl::on(const cmd::RecvPeer& c) {
 }
 
 void Session::Impl::on(const cmd::ToDevice& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   if (!table.check_new_id(c.out, "to_device")) return;
   Task t = task(Task::Kind::ToDevice, c);
@@ -644,7 +646,7 @@ void Session::Impl::on(const cmd::NewGroup& c) {
 }
 
 void Session::Impl::on(const cmd::Collective& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream) return;
   Task t = task(Task::Kind::Collective, c);
   if (c.makes_tensor()) {
@@ -715,10 +717,10 @@ void Session::Impl::on(const cmd::FlightDump& c) {
 
 void Session::Impl::on(const cmd::Attach& c) {
   protocol::reply::Attach r{.request = c.request};
-  if (!protocol::same_host_enabled()) {
+  if (!common::same_host_enabled()) {
     r.message = "DTR_SAME_HOST=0 on the worker";
   } else {
-    r.message = protocol::challenge_problem(c.pid, c.address, challenge);
+    r.message = common::challenge_problem(c.pid, c.address, challenge);
     r.done = r.message.empty();
   }
   if (r.done) {
@@ -730,7 +732,7 @@ void Session::Impl::on(const cmd::Attach& c) {
 }
 
 void Session::Impl::on(const cmd::PutFrom& c) {
-  StreamPtr stream = stream_of(c);
+  StreamQueuePtr stream = stream_of(c);
   if (!stream || !table.check_new_id(c.out, "put")) return;
   std::string problem = size_problem(c.meta);
   if (problem.empty() && master_pid.load(std::memory_order_relaxed) == 0)
@@ -826,7 +828,7 @@ void Session::Impl::on(const cmd::GraphFree& c) {
                   fmt::format("graph {} does not exist on this worker", c.graph));
 }
 
-bool Session::Impl::run_graph_part(Stream& s, const StreamPtr& self, Task& t, bool now) {
+bool Session::Impl::run_graph_part(StreamQueue& s, const StreamQueuePtr& self, Task& t, bool now) {
   GraphRun& run = *t.graph_run;
   Graph& g = *run.graph;
   GraphRun::PartState& ps = run.parts[t.part];
@@ -860,8 +862,8 @@ bool Session::Impl::run_graph_part(Stream& s, const StreamPtr& self, Task& t, bo
   return true;
 }
 
-bool Session::Impl::run_graph_step(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st,
-                                   bool now) {
+bool Session::Impl::run_graph_step(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run,
+                                   GraphStep& st, bool now) {
   if (st.type == CmdType::RunOp) return run_graph_op(s, self, run, st, now);
   if (now && st.type != CmdType::Record) return false;
   Graph& g = *run.graph;
@@ -911,8 +913,8 @@ bool Session::Impl::run_graph_step(Stream& s, const StreamPtr& self, GraphRun& r
   return execute(s, self, t);
 }
 
-bool Session::Impl::run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run, GraphStep& st,
-                                 bool now) {
+bool Session::Impl::run_graph_op(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run,
+                                 GraphStep& st, bool now) {
   const auto& c = std::get<cmd::RunOp>(*st.cmd);
   Graph& g = *run.graph;
   Slot* in[protocol::Inputs::kMax];  // the first n are set (no zeroing: up to 64 per op)
@@ -955,7 +957,7 @@ bool Session::Impl::run_graph_op(Stream& s, const StreamPtr& self, GraphRun& run
 
 // ---- execution (executor threads) ----
 
-bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
+bool Session::Impl::execute(StreamQueue& s, const StreamQueuePtr& self, Task& t) {
   switch (t.kind) {
     case Task::Kind::Op:
       return run_op(s, self, t);
@@ -992,7 +994,7 @@ bool Session::Impl::execute(Stream& s, const StreamPtr& self, Task& t) {
   return true;
 }
 
-bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
+bool Session::Impl::run_op(StreamQueue& s, const StreamQueuePtr& self, Task& t) {
   const auto& c = t.command<cmd::RunOp>();
   Slot* in[protocol::Inputs::kMax];
   for (uint8_t i = 0; i < c.inputs.n; ++i) {
@@ -1006,7 +1008,7 @@ bool Session::Impl::run_op(Stream& s, const StreamPtr& self, Task& t) {
   return true;
 }
 
-bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in, Slot& out,
+bool Session::Impl::run_op_ready(StreamQueue& s, const cmd::RunOp& c, Slot* const* in, Slot& out,
                                  const local::Tensor* into) {
   const OpDef& d = op_def(c.op);
   const uint8_t n = c.inputs.n;
@@ -1061,7 +1063,7 @@ bool Session::Impl::run_op_ready(Stream& s, const cmd::RunOp& c, Slot* const* in
   return false;
 }
 
-bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
+bool Session::Impl::run_to_device(StreamQueue& s, const StreamQueuePtr& self, Task& t) {
   const auto& c = t.command<cmd::ToDevice>();
   if (!t.in[0]->ready_or_park(self)) {
     waiting_for_tensor(s, t, c.input);
@@ -1096,14 +1098,14 @@ bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
   return true;
 }
 
-bool Session::Impl::run_put_from(Stream& s, const StreamPtr&, Task& t) {
+bool Session::Impl::run_put_from(StreamQueue& s, const StreamQueuePtr&, Task& t) {
   const auto& c = t.command<cmd::PutFrom>();
   try {
     const TensorMeta& m = c.meta;
     local::Tensor host = local::empty(m.shape, m.dtype);
     const size_t bytes = static_cast<size_t>(m.numel()) * element_size(m.dtype);
-    protocol::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
-                                  host.raw_data(), bytes, "reading the master's tensor");
+    common::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
+                                host.raw_data(), bytes, "reading the master's tensor");
     rec.counters.add_bytes(CmdType::Put, static_cast<int64_t>(bytes));
     if (c.device < 0) {
       t.out->publish(std::move(host));
@@ -1126,7 +1128,7 @@ bool Session::Impl::pin_pulled(uint64_t request, local::Tensor bytes) {
   return true;
 }
 
-bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
+bool Session::Impl::run_get(StreamQueue& s, const StreamQueuePtr& self, Task& t) {
   const auto& c = t.command<cmd::Get>();
   if (!t.in[0]->ready_or_park(self)) {
     waiting_for_tensor(s, t, c.input);
@@ -1258,8 +1260,9 @@ uint64_t Session::same_host_challenge() const {
   return impl_->challenge;
 }
 
-void Session::Impl::trace_device_op(Stream& s, const cmd::RunOp& c, const local::Tensor* inputs,
-                                    const local::Tensor& result, Tracer::DeviceMark mark) {
+void Session::Impl::trace_device_op(StreamQueue& s, const cmd::RunOp& c,
+                                    const local::Tensor* inputs, const local::Tensor& result,
+                                    Tracer::DeviceMark mark) {
   Tracer::Slice sl = op_slice(s.id, c);
   Tracer::TensorRef refs[protocol::kMaxTraceTensors];
   size_t n = 0;

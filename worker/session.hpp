@@ -18,7 +18,7 @@
 // dtr::worker::detail), in its own header, which states its thread-safety contract:
 //  - worker/tensor_table.hpp  Slot (a tensor's readiness, failure, parked streams, CUDA
 //                             write event) and the id -> slot table with its id checks;
-//  - worker/streams.hpp       Task, Stream (serial queue, park and wake, slices), the
+//  - worker/streams.hpp       Task, StreamQueue (serial queue, park and wake, slices), the
 //                             staging and flush of dispatched tasks, stream create and
 //                             destroy, retired streams, barriers (Sync, Stats);
 //  - worker/events.hpp        EventState (records, waiters), the record's run, the
@@ -157,7 +157,7 @@ class Session {
   size_t backlog() const;
   unsigned threads() const;
   // The challenge a master must hold in its memory for this session to read it there
-  // (HelloReply::challenge; protocol/same_host.hpp). Fixed for the session.
+  // (HelloReply::challenge; common/same_host.hpp). Fixed for the session.
   uint64_t same_host_challenge() const;
   protocol::MemoryStatsWire stats() const;
   // The live figures (docs/observability.md): the recorder's, and the session's streams'

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "protocol/trace_clock.hpp"
+#include "common/trace_clock.hpp"
 #include "worker/recorder.hpp"
 #include "worker/trace_slices.hpp"
 
@@ -28,7 +28,7 @@ void attempt(Recorder& rec, Task& t) {
 }
 
 // Task `t` of `s` is done.
-void done(Recorder& rec, Stream& s, Task& t) {
+void done(Recorder& rec, StreamQueue& s, Task& t) {
   if (t.kind != Task::Kind::Barrier)  // a barrier's record ends with the barrier
     rec.flight.finished(t.flight, task_failed(t), FlightRecorder::coarse_now_ns());
   if (t.trace_begin != 0 && rec.tracer.on()) trace_task(rec.tracer, s, t, trace::ticks());
@@ -36,23 +36,23 @@ void done(Recorder& rec, Stream& s, Task& t) {
 
 }  // namespace
 
-void wake(const StreamPtr& s) {
+void wake(const StreamQueuePtr& s) {
   std::lock_guard lock(s->mu);
-  if (s->state == Stream::State::Parked) {
-    s->state = Stream::State::Scheduled;
+  if (s->state == StreamQueue::State::Parked) {
+    s->state = StreamQueue::State::Scheduled;
     s->owner.executor.schedule(s);
   } else {
     s->wake_pending = true;
   }
 }
 
-bool Stream::idle() {
+bool StreamQueue::idle() {
   std::lock_guard lock(mu);
   return queue.empty();
 }
 
-void Stream::run() {
-  StreamPtr self = shared_from_this();
+void StreamQueue::run() {
+  StreamQueuePtr self = shared_from_this();
   for (int n = 0; n < kTasksPerSlice; ++n) {
     Task* t;
     {
@@ -88,16 +88,16 @@ void Stream::run() {
   owner.executor.schedule(self);  // let other streams have the thread
 }
 
-void fail_output(Stream& s, Task& t, Failure f) {
+void fail_output(StreamQueue& s, Task& t, Failure f) {
   fail_output(s, *t.out, std::move(f));
 }
 
-void fail_output(Stream& s, Slot& out, Failure f) {
+void fail_output(StreamQueue& s, Slot& out, Failure f) {
   if (!s.pending_failure) s.pending_failure = f;
   out.fail(std::move(f));
 }
 
-bool arrive(Stream& s, Barrier& b) {
+bool arrive(StreamQueue& s, Barrier& b) {
   // A sync point covers the device work the stream queued, not only its tasks.
   std::string why = s.cuda.finish();
   if (!why.empty()) {
@@ -107,18 +107,18 @@ bool arrive(Stream& s, Barrier& b) {
   return b.remaining.fetch_sub(1) == 1;
 }
 
-void waiting_for_tensor(Stream& s, const Task& t, protocol::TensorId id) {
+void waiting_for_tensor(StreamQueue& s, const Task& t, protocol::TensorId id) {
   s.owner.recorder.flight.waiting(t.flight, protocol::WaitKind::Tensor, id,
                                   FlightRecorder::coarse_now_ns());
 }
 
 Streams::Streams(Executor& executor, TaskRunner& runner, Recorder& recorder)
     : executor(executor), runner(runner), recorder(recorder) {
-  live_[0] = std::make_shared<Stream>(*this, 0);
+  live_[0] = std::make_shared<StreamQueue>(*this, 0);
 }
 
-const StreamPtr& Streams::find(uint32_t id) const {
-  static const StreamPtr kNone;
+const StreamQueuePtr& Streams::find(uint32_t id) const {
+  static const StreamQueuePtr kNone;
   auto it = live_.find(id);
   return it == live_.end() ? kNone : it->second;
 }
@@ -129,7 +129,7 @@ std::optional<std::string> Streams::create(uint32_t id) {
   if (live_.size() + retired_.size() > protocol::kMaxStreams)
     return fmt::format("stream {}: this worker allows at most {} streams per session", id,
                        protocol::kMaxStreams);
-  live_[id] = std::make_shared<Stream>(*this, id);
+  live_[id] = std::make_shared<StreamQueue>(*this, id);
   return std::nullopt;
 }
 
@@ -142,7 +142,7 @@ std::optional<std::string> Streams::destroy(uint32_t id) {
   return std::nullopt;
 }
 
-void Streams::stage(const StreamPtr& s, Task&& t) {
+void Streams::stage(const StreamQueuePtr& s, Task&& t) {
   ++staged_count_;
   known_idle_ = nullptr;
   for (auto& [stream, tasks] : staged_) {
@@ -163,8 +163,8 @@ void Streams::flush(const std::shared_ptr<const protocol::Batch>& batch) {
     queued_.fetch_add(tasks.size(), std::memory_order_relaxed);
     std::lock_guard lock(s->mu);
     for (Task& t : tasks) s->queue.push_back(std::move(t));
-    if (s->state == Stream::State::Idle) {
-      s->state = Stream::State::Scheduled;
+    if (s->state == StreamQueue::State::Idle) {
+      s->state = StreamQueue::State::Scheduled;
       executor.schedule(s);
     }
   }
@@ -172,19 +172,19 @@ void Streams::flush(const std::shared_ptr<const protocol::Batch>& batch) {
   staged_count_ = 0;
 }
 
-bool Streams::idle_now(const StreamPtr& s) const {
+bool Streams::idle_now(const StreamQueuePtr& s) const {
   if (s.get() == known_idle_) return true;
   for (auto& [stream, tasks] : staged_)
     if (stream == s) return false;
   std::lock_guard lock(s->mu);
-  const bool idle = s->state == Stream::State::Idle && s->queue.empty();
+  const bool idle = s->state == StreamQueue::State::Idle && s->queue.empty();
   if (idle) known_idle_ = s.get();
   return idle;
 }
 
 void Streams::prune_retired() {
   known_idle_ = nullptr;  // the stream it names may be freed here
-  std::erase_if(retired_, [](const StreamPtr& s) { return s->idle(); });
+  std::erase_if(retired_, [](const StreamQueuePtr& s) { return s->idle(); });
 }
 
 template <class F>
@@ -196,7 +196,7 @@ void Streams::for_each(F&& f) {
 void Streams::barrier(const std::shared_ptr<Barrier>& b) {
   prune_retired();
   b->remaining.store(live_.size() + retired_.size());
-  for_each([&](const StreamPtr& s) {
+  for_each([&](const StreamQueuePtr& s) {
     Task t;
     t.kind = Task::Kind::Barrier;
     t.barrier = b;
@@ -206,7 +206,7 @@ void Streams::barrier(const std::shared_ptr<Barrier>& b) {
 
 std::vector<std::pair<uint32_t, size_t>> Streams::queue_depths() {
   std::vector<std::pair<uint32_t, size_t>> out;
-  for_each([&](const StreamPtr& s) {
+  for_each([&](const StreamQueuePtr& s) {
     size_t staged = 0;
     for (auto& [stream, tasks] : staged_)
       if (stream == s) staged = tasks.size();
@@ -217,18 +217,18 @@ std::vector<std::pair<uint32_t, size_t>> Streams::queue_depths() {
 }
 
 void Streams::drop_queued(std::vector<Task>& graveyard) {
-  for_each([&](const StreamPtr& s) {
+  for_each([&](const StreamQueuePtr& s) {
     std::lock_guard lock(s->mu);
     // The task at the front may be running: keep it where it is (erasing at the end of a
     // deque leaves references to the other elements valid).
-    size_t keep = s->state == Stream::State::Scheduled && !s->queue.empty() ? 1 : 0;
+    size_t keep = s->state == StreamQueue::State::Scheduled && !s->queue.empty() ? 1 : 0;
     for (size_t i = keep; i < s->queue.size(); ++i) graveyard.push_back(std::move(s->queue[i]));
     s->queue.erase(s->queue.begin() + static_cast<std::ptrdiff_t>(keep), s->queue.end());
   });
 }
 
 void Streams::clear() {
-  for_each([](const StreamPtr& s) {
+  for_each([](const StreamQueuePtr& s) {
     std::lock_guard lock(s->mu);
     s->queue.clear();
   });

@@ -1,11 +1,13 @@
 // Stream scheduler: a session's streams, the tasks queued on them, and when they run.
 //
-// A Stream is a serial queue of Tasks on the executor (worker/executor.hpp): it runs on at
-// most one thread at a time, in order, and yields its thread after kTasksPerSlice tasks. A
-// task that cannot run yet (an input not ready, an event or a peer not there yet) makes
-// execute() return false: the stream parks, and whoever completes the condition calls
-// wake(), which schedules it again (a wake that comes while the stream is still running
-// makes it retry the task at once). A task is removed from the queue only after it has run.
+// A StreamQueue (one per dtr stream of the session; not the public dtr::Stream handle nor
+// a cuda::Stream) is a serial queue of Tasks on the executor (worker/executor.hpp): it runs
+// on at most one thread at a time, in order, and yields its thread after kTasksPerSlice
+// tasks. A task that cannot run yet (an input not ready, an event or a peer not there
+// yet) makes execute() return false: the stream parks, and whoever completes the condition
+// calls wake(), which schedules it again (a wake that comes while the stream is still
+// running makes it retry the task at once). A task is removed from the queue only after it
+// has run.
 //
 // Streams (the scheduler) owns the id -> stream map, the streams destroyed while still
 // running their queue ("retired", kept until idle), and the staging of dispatched tasks:
@@ -13,12 +15,12 @@
 // and one schedule per stream per flush). Barriers (Sync, Stats) put one task on every
 // stream, live or retired; the last to reach it finishes the barrier.
 //
-// Observability: Stream::run tells the recorder (worker/recorder.hpp) when a task starts,
+// Observability: StreamQueue::run tells the recorder (worker/recorder.hpp) when a task starts,
 // parks and ends, and when tracing, times it and records its slice (worker/
 // trace_slices.hpp).
 //
 // Thread safety: Streams' members are the dispatch thread's, except backlog() (any
-// thread). A Stream's `mu` guards its queue, state and wake_pending; only the thread
+// thread). A StreamQueue's `mu` guards its queue, state and wake_pending; only the thread
 // running the stream touches the front task while it runs, `pending_failure` and `cuda`.
 // wake() may be called from any thread, with no slot, event or token lock held. TaskRunner
 // ::execute is called on executor threads, with no stream lock held.
@@ -111,18 +113,18 @@ struct Task {
   uint32_t part = 0;
 };
 
-struct Stream;
+struct StreamQueue;
 class TaskRunner {
  public:
   virtual ~TaskRunner() = default;
   // Runs `t`, the front task of `s` (`self` owns `s`): true when done, false when `self`
   // was parked to be woken later (the task then runs again).
-  virtual bool execute(Stream& s, const StreamPtr& self, Task& t) = 0;
+  virtual bool execute(StreamQueue& s, const StreamQueuePtr& self, Task& t) = 0;
 };
 
 class Streams;
-struct Stream : Runnable, std::enable_shared_from_this<Stream> {
-  Stream(Streams& owner, uint32_t id) : owner(owner), id(id) {}
+struct StreamQueue : Runnable, std::enable_shared_from_this<StreamQueue> {
+  StreamQueue(Streams& owner, uint32_t id) : owner(owner), id(id) {}
   void run() override;
   bool idle();  // nothing queued (running or not)
 
@@ -139,14 +141,14 @@ struct Stream : Runnable, std::enable_shared_from_this<Stream> {
 
 // Fails the task's output and, first on its stream since the last record, notes the
 // failure for the stream's next event (every kind of task that makes or writes a tensor).
-void fail_output(Stream& s, Task& t, Failure f);
-void fail_output(Stream& s, Slot& out, Failure f);
+void fail_output(StreamQueue& s, Task& t, Failure f);
+void fail_output(StreamQueue& s, Slot& out, Failure f);
 // A barrier task has reached stream `s`: its CUDA work is waited for (a failure noted on
 // `b`). True when `s` was the last stream the barrier waited for.
-bool arrive(Stream& s, Barrier& b);
+bool arrive(StreamQueue& s, Barrier& b);
 // The running task of `s` parks until tensor `id` (made on another stream) is ready: the
 // flight recorder notes what it waits for.
-void waiting_for_tensor(Stream& s, const Task& t, protocol::TensorId id);
+void waiting_for_tensor(StreamQueue& s, const Task& t, protocol::TensorId id);
 
 class Streams {
  public:
@@ -155,7 +157,7 @@ class Streams {
 
   // The stream, or a null pointer when absent (a reference into the table: valid until
   // the stream is destroyed).
-  const StreamPtr& find(uint32_t id) const;
+  const StreamQueuePtr& find(uint32_t id) const;
   size_t size() const { return live_.size(); }
   // Tasks handed to the streams and not yet done (any thread; approximate).
   size_t backlog() const { return queued_.load(std::memory_order_relaxed); }
@@ -165,14 +167,14 @@ class Streams {
   std::optional<std::string> destroy(uint32_t id);
 
   // Queues `t` for `s` at the next flush.
-  void stage(const StreamPtr& s, Task&& t);
+  void stage(const StreamQueuePtr& s, Task&& t);
   size_t staged() const { return staged_count_; }
   // Hands the staged tasks to their streams and schedules the idle ones. `batch` (the
   // batch the commands live in) is held by each stream's last task of the flush.
   void flush(const std::shared_ptr<const protocol::Batch>& batch);
   // Nothing queued, staged or running on `s`. Remembers the answer for `s` until something
   // is staged (only the dispatch thread makes an idle stream run).
-  bool idle_now(const StreamPtr& s) const;
+  bool idle_now(const StreamQueuePtr& s) const;
   // Stages one task of `b` on every stream, live or retired, and sets b->remaining.
   void barrier(const std::shared_ptr<Barrier>& b);
 
@@ -190,17 +192,17 @@ class Streams {
   Recorder& recorder;
 
  private:
-  friend struct Stream;
+  friend struct StreamQueue;
   void prune_retired();
   template <class F>
   void for_each(F&& f);
 
-  std::unordered_map<uint32_t, StreamPtr> live_;
-  std::vector<StreamPtr> retired_;  // destroyed streams still running their queue
-  std::vector<std::pair<StreamPtr, std::vector<Task>>> staged_;
+  std::unordered_map<uint32_t, StreamQueuePtr> live_;
+  std::vector<StreamQueuePtr> retired_;  // destroyed streams still running their queue
+  std::vector<std::pair<StreamQueuePtr, std::vector<Task>>> staged_;
   size_t staged_count_ = 0;
   // The stream idle_now() last found idle, while nothing has been staged since.
-  mutable const Stream* known_idle_ = nullptr;
+  mutable const StreamQueue* known_idle_ = nullptr;
   std::atomic<size_t> queued_{0};  // tasks handed to streams and not yet done
 };
 

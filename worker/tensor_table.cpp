@@ -31,7 +31,7 @@ Failure Slot::get_failure() {
   return failure;
 }
 
-bool Slot::ready_or_park(const StreamPtr& s) {
+bool Slot::ready_or_park(const StreamQueuePtr& s) {
   if (ready.load(std::memory_order_acquire)) return true;
   std::lock_guard lock(mu);
   if (ready.load(std::memory_order_relaxed)) return true;
@@ -54,7 +54,7 @@ void Slot::drop_waiters() {
 }
 
 void Slot::finish(Failure f) {
-  std::vector<StreamPtr> woken;
+  std::vector<StreamQueuePtr> woken;
   {
     std::lock_guard lock(mu);
     if (f) {
@@ -64,7 +64,7 @@ void Slot::finish(Failure f) {
     ready.store(true, std::memory_order_release);
     woken.swap(waiters);
   }
-  for (const StreamPtr& s : woken) wake(s);
+  for (const StreamQueuePtr& s : woken) wake(s);
 }
 
 local::Tensor frame_tensor(const PayloadFrame& frame, const TensorMeta& m) {

@@ -29,16 +29,16 @@
 
 #include "dtr/tensor.hpp"
 #include "protocol/messages.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/failures.hpp"
 #include "worker/session.hpp"
 
 namespace dtr::worker::detail {
 
-struct Stream;
-using StreamPtr = std::shared_ptr<Stream>;
+struct StreamQueue;
+using StreamQueuePtr = std::shared_ptr<StreamQueue>;
 // Makes a parked stream run again (worker/streams.cpp); called once per successful park.
-void wake(const StreamPtr& s);
+void wake(const StreamQueuePtr& s);
 
 struct Slot {
   local::Tensor tensor;
@@ -46,7 +46,7 @@ struct Slot {
   std::atomic<bool> failed{false};
   std::mutex mu;
   Failure failure;
-  std::vector<StreamPtr> waiters;
+  std::vector<StreamQueuePtr> waiters;
   // A CUDA tensor: its latest write's completion on the device, and the CUDA stream that
   // wrote it (under mu). Readers on other CUDA streams wait for it on the device.
   std::shared_ptr<cuda::Event> written;
@@ -58,7 +58,7 @@ struct Slot {
   // The failure, or null (any thread).
   Failure get_failure();
   // True when ready; otherwise `s` is woken once it is.
-  bool ready_or_park(const StreamPtr& s);
+  bool ready_or_park(const StreamQueuePtr& s);
   // The producer's end: the value (or failure) is set, the slot ready, its waiters woken.
   void publish(local::Tensor t);
   void fail(Failure f);

@@ -68,7 +68,7 @@ Tracer::Slice op_slice(uint32_t stream, const cmd::RunOp& c) {
   return sl;
 }
 
-void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end) {
+void trace_task(Tracer& tracer, const StreamQueue& s, const Task& t, int64_t end) {
   Tracer::Slice sl;
   TensorRef refs[protocol::kMaxTraceTensors];
   size_t n = 0;

@@ -19,7 +19,7 @@ namespace dtr::worker::detail {
 
 // The slice of task `t`, done on stream `s` at `end` (ticks; its start and last attempt
 // are the task's).
-void trace_task(Tracer& tracer, const Stream& s, const Task& t, int64_t end);
+void trace_task(Tracer& tracer, const StreamQueue& s, const Task& t, int64_t end);
 // Part of replay `replay` of a graph ran at dispatch on stream `stream` (it was idle).
 void trace_replay_part(Tracer& tracer, uint32_t stream, uint64_t replay, int64_t begin,
                        int64_t end);

@@ -8,8 +8,8 @@
 // into host time at collection through a reference event per device.
 //
 // Cost. Off, every hook is one relaxed load of `on()`. On, a slice is one or two reads of
-// the trace clock (protocol/trace_clock.hpp) and a record of about 100 bytes appended to
-// the calling thread's log (protocol/thread_log.hpp): no lock, no formatting. Ticks
+// the trace clock (common/trace_clock.hpp) and a record of about 100 bytes appended to
+// the calling thread's log (common/thread_log.hpp): no lock, no formatting. Ticks
 // become the steady clock's nanoseconds only at collection. The log's budget bounds the
 // memory (past it slices are dropped and counted).
 //
@@ -27,10 +27,10 @@
 #include <span>
 #include <vector>
 
+#include "common/thread_log.hpp"
+#include "common/trace_clock.hpp"
 #include "protocol/messages.hpp"
-#include "protocol/thread_log.hpp"
-#include "protocol/trace_clock.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 namespace dtr::worker::detail {
 

@@ -88,7 +88,7 @@
 #include "dtr/half.hpp"
 #include "dtr/tensor.hpp"
 #include "raw_kernels.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker_daemon.hpp"
 
 namespace {

@@ -47,15 +47,13 @@
 #include <vector>
 
 #include "dtr/error.hpp"
+#include "dtr/reduce_op.hpp"
 #include "dtr/security.hpp"
 #include "dtr/tensor.hpp"
 
 namespace dtr {
 
-// ---- enums ----
-
-enum class ReduceOp : uint8_t { Sum = 0, Product = 1, Min = 2, Max = 3, Avg = 4 };
-std::string_view reduce_op_name(ReduceOp op);
+// ---- enums (ReduceOp: dtr/reduce_op.hpp) ----
 
 // Every operation a backend may offer; the capability table is indexed by it.
 enum class CommOp : uint8_t {

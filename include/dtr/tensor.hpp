@@ -24,7 +24,7 @@ namespace dtr {
 
 // A block of memory: host memory, 64-byte aligned and counted in cpu_memory_stats(), or
 // the memory of a CUDA device (device() >= 0; its data() is a device address, counted by
-// that device's allocator, tensor/cuda/cuda.hpp).
+// that device's caching allocator).
 class Storage {
  public:
   // Throws OutOfMemory naming the bytes asked for.

@@ -1,4 +1,4 @@
-// libFuzzer target: the reader of a same-host point-to-point ring (pg/p2p_ring.hpp,
+// libFuzzer target: the reader of a same-host point-to-point ring (pg/zmq/p2p_ring.hpp,
 // RingFile::drain), on whatever a broken or hostile peer process could leave in the ring it
 // writes, and the writer (RingFile::push) after that peer overwrote the ring's tail.
 //
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "dtr/error.hpp"
-#include "pg/p2p_ring.hpp"
+#include "pg/zmq/p2p_ring.hpp"
 
 namespace {
 

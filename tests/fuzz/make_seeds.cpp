@@ -698,7 +698,7 @@ int main(int argc, char** argv) {
             {});
   }
 
-  // Same-host payloads (protocol/same_host.hpp): an Attach that fails (process 1 does not
+  // Same-host payloads (common/same_host.hpp): an Attach that fails (process 1 does not
   // hold the challenge), a PutFrom and a pulled Get on an unattached session, a Release.
   s.batch(
       "same-host",

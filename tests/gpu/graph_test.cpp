@@ -11,7 +11,7 @@
 #include "dtr/graph.hpp"
 #include "dtr/stream.hpp"
 #include "master/cluster.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 using namespace dtr;
 using namespace dtr::test;

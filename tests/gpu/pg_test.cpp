@@ -11,7 +11,7 @@
 
 #include "dtr/device.hpp"
 #include "pg/pg_test_util.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 
 using namespace dtr;
 using namespace dtr::pgtest;

@@ -34,7 +34,7 @@ constexpr std::chrono::milliseconds kTransferBeat{500};
 constexpr std::chrono::milliseconds kGroupBeat{2000};
 
 // Bytes on the sockets (`same_host` false), as between two hosts, unless told otherwise:
-// the same-host path (protocol/same_host.hpp) would copy them without the worker's socket.
+// the same-host path (common/same_host.hpp) would copy them without the worker's socket.
 MasterOptions fast_timeout(std::chrono::milliseconds timeout, bool same_host = false) {
   timeout *= kSlowdown;
   MasterOptions o = test_options();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dtr/stream.hpp"
+#include "launcher/spawn.hpp"
 #include "master/cluster.hpp"
 #include "master/session.hpp"
 
@@ -176,9 +177,8 @@ TEST_CASE("worker endpoints are trimmed and checked before anything is sent") {
 TEST_CASE("a master gone without cleanup leaves the worker ready for the next one") {
   WorkerProcess worker;
   Pipe report;
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  // Dies with this process (launcher/spawn.hpp): a crashed test leaves no master behind.
+  launcher::Child forked = launcher::fork_child([&]() -> int {
     // The first master: makes tensors, then exits without shutdown or frees.
     report.close_read();
     try {
@@ -194,7 +194,9 @@ TEST_CASE("a master gone without cleanup leaves the worker ready for the next on
     } catch (const std::exception& e) {
       child_exit(report.fd[1], 2, e.what());
     }
-  }
+    return 1;
+  });
+  const pid_t child = forked.release();  // reaped below
   report.close_write();
   int status = dtr::test::wait_or_kill(child, 20s);
   std::string said = read_all(report.fd[0]);
@@ -224,9 +226,8 @@ TEST_CASE(
   // worker must give up on it after the heartbeat timeout (2.5 s), free its tensors and
   // serve the next master.
   WorkerProcess worker;
-  pid_t frozen = fork();
-  REQUIRE(frozen >= 0);
-  if (frozen == 0) {
+  // Dies with this process (launcher/spawn.hpp): a crashed test leaves no master behind.
+  launcher::Child forked = launcher::fork_child([&]() -> int {
     try {
       MasterOptions fo = test_options();
       fo.workers = {worker.endpoint()};
@@ -249,7 +250,9 @@ TEST_CASE(
       std::fprintf(stderr, "child: %s\n", e.what());
       _exit(2);
     }
-  }
+    return 1;
+  });
+  const pid_t frozen = forked.release();  // reaped below
   // Wait (bounded) until the child has stopped itself.
   int st = 0;
   bool stopped = false;
@@ -296,9 +299,8 @@ TEST_CASE("a second live master is refused as busy") {
   WorkerProcess worker;
   Pipe go;      // parent -> child: the parent holds the session now
   Pipe report;  // child -> parent: what init_master_worker said
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  // Dies with this process (launcher/spawn.hpp): a crashed test leaves no master behind.
+  launcher::Child forked = launcher::fork_child([&]() -> int {
     go.close_write();
     report.close_read();
     char c = 0;
@@ -315,7 +317,9 @@ TEST_CASE("a second live master is refused as busy") {
     } catch (const std::exception& e) {
       child_exit(report.fd[1], 3, std::string("other exception: ") + e.what());
     }
-  }
+    return 1;
+  });
+  const pid_t child = forked.release();  // reaped below
   go.close_read();
   report.close_write();
 

@@ -1,4 +1,4 @@
-// Same-host payloads (protocol/same_host.hpp): with master and worker on one host,
+// Same-host payloads (common/same_host.hpp): with master and worker on one host,
 // dist_send and to_local move tensor bytes by direct copy between the two processes
 // (cmd::PutFrom, pulled cmd::Get); found out at start, with a reason when not, and off
 // with DTR_SAME_HOST=0 on either side or MasterOptions::same_host = false.
@@ -10,10 +10,10 @@
 #include <string>
 #include <thread>
 
+#include "common/same_host.hpp"
 #include "dtr/graph.hpp"
 #include "dtr/observability.hpp"
 #include "master/cluster.hpp"
-#include "protocol/same_host.hpp"
 
 namespace {
 
@@ -158,27 +158,26 @@ TEST_CASE(
 }
 
 TEST_CASE("same host: a challenge check names why another process cannot be read") {
-  const uint64_t challenge = protocol::random_challenge();
+  const uint64_t challenge = common::random_challenge();
   CHECK(challenge != 0);
-  CHECK(protocol::random_challenge() != challenge);
+  CHECK(common::random_challenge() != challenge);
   const auto pid = static_cast<uint32_t>(getpid());
   const auto at = reinterpret_cast<uint64_t>(&challenge);
-  CHECK(protocol::challenge_problem(pid, at, challenge).empty());
-  CHECK(protocol::challenge_problem(0, at, challenge) == "no process or address given");
+  CHECK(common::challenge_problem(pid, at, challenge).empty());
+  CHECK(common::challenge_problem(0, at, challenge) == "no process or address given");
   // What another process of this number would hold.
-  CHECK(
-      contains(protocol::challenge_problem(pid, at, challenge ^ 1), "does not hold the challenge"));
+  CHECK(contains(common::challenge_problem(pid, at, challenge ^ 1), "does not hold the challenge"));
   // A process that does not exist here (pid_max is at most 2^22).
   const uint32_t gone = (1u << 22) + 17;
-  CHECK(contains(protocol::challenge_problem(gone, at, challenge), "is not visible here"));
-  CHECK(contains(protocol::challenge_problem(pid, 8, challenge), "Bad address"));
+  CHECK(contains(common::challenge_problem(gone, at, challenge), "is not visible here"));
+  CHECK(contains(common::challenge_problem(pid, 8, challenge), "Bad address"));
   // Reads that fail name what was read, from where, and why.
   char buf[16];
   std::string why = message_of<TransportError>(
-      [&] { protocol::read_process_memory(gone, at, buf, sizeof buf, "a test"); });
+      [&] { common::read_process_memory(gone, at, buf, sizeof buf, "a test"); });
   CHECK(contains(why, "a test: reading 16 bytes from process"));
   CHECK(contains(why, "the process is gone"));
   why = message_of<TransportError>(
-      [&] { protocol::read_process_memory(pid, 8, buf, sizeof buf, "a test"); });
+      [&] { common::read_process_memory(pid, 8, buf, sizeof buf, "a test"); });
   CHECK(contains(why, "Bad address"));
 }

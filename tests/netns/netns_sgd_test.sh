@@ -235,7 +235,7 @@ if [[ -n "${delay_how}" ]]; then
 fi
 
 # The namespaces share this host's processes: without this, master and workers would find
-# the same-host path (direct memory copies, protocol/same_host.hpp) and move tensors past
+# the same-host path (direct memory copies, common/same_host.hpp) and move tensors past
 # the impaired links. Every process keeps its bytes on the sockets, as between hosts.
 export DTR_SAME_HOST=0
 

@@ -88,7 +88,7 @@ endpoint="$(cat "${endpoint_file}")"
 
 # The master, default liveness (heartbeat timeout 2.5 s), in the other namespace. The two
 # namespaces share this host's processes, so the same-host path (direct memory copies,
-# protocol/same_host.hpp) would carry the tensors past the shaped link: DTR_SAME_HOST=0
+# common/same_host.hpp) would carry the tensors past the shaped link: DTR_SAME_HOST=0
 # keeps them on it, as between two hosts.
 rc=0
 started="${EPOCHREALTIME}"

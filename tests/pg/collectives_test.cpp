@@ -7,7 +7,7 @@
 #include <cstring>
 #include <random>
 
-#include "pg/mesh.hpp"
+#include "pg/zmq/mesh.hpp"
 #include "pg_test_util.hpp"
 
 using namespace dtr;
@@ -392,7 +392,7 @@ PG_BACKEND_TEST("collectives: subgroups on subsets concurrently with the world g
   }));
 }
 
-// The small-message path (pg/mesh.hpp): a thread running collectives, or waiting in a
+// The small-message path (pg/zmq/mesh.hpp): a thread running collectives, or waiting in a
 // blocking recv, reads its own messages from the socket; the I/O thread hands over next to
 // none of them.
 TEST_CASE("collectives: blocking calls read their own messages [zmq sockets]") {

@@ -10,7 +10,7 @@
 
 #include "dtr/config.hpp"
 #include "pg/device_backend.hpp"
-#include "pg/nccl.hpp"
+#include "pg/nccl/nccl.hpp"
 #include "pg_test_util.hpp"
 
 using namespace dtr;

@@ -16,7 +16,7 @@
 
 #include "support/disconnect_monitor.hpp"
 
-#include "pg/wire.hpp"
+#include "pg/zmq/wire.hpp"
 #include "pg_test_util.hpp"
 #include "support/message_of.hpp"
 
@@ -193,7 +193,7 @@ class FakeRank1 {
       std::memcpy(&h, (*m)[1].data(), sizeof h);
       if (h.kind != static_cast<uint8_t>(pg::MsgKind::Data)) continue;
       // The same-host agreement before the world group's first collective (its own channel,
-      // pg/shm_path.hpp): answered with zeros, "rank 1 keeps to sockets".
+      // pg/zmq/shm_path.hpp): answered with zeros, "rank 1 keeps to sockets".
       if (h.group != 1) {
         pg::WireHeader a = h;
         a.src = 1;

@@ -1,4 +1,4 @@
-// Lanes (pg/lane.hpp): a two-rank zmq group on the sockets moves its all_reduces of 128
+// Lanes (pg/zmq/lane.hpp): a two-rank zmq group on the sockets moves its all_reduces of 128
 // KiB or more on a TCP connection of its own. First the lane's pieces alone (a stranger at the
 // listener, both directions at once with the fold, a peer that closes, a deadline, ranks out
 // of step), then whole groups: the lane is taken, gives the rank-order bits for every dtype
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <future>
 
-#include "pg/lane.hpp"
+#include "pg/zmq/lane.hpp"
 #include "pg_test_util.hpp"
 #include "support/message_of.hpp"
 
@@ -321,19 +321,19 @@ TEST_CASE("lanes: a lane that cannot be opened leaves the pair on ZeroMQ, and sa
 namespace {
 
 // Rank 1 of a group of two on the tcp store at `port` (rank 0 hosts it), forked: it runs
-// 64 MiB all_reduces on the lane until it is killed.
+// 64 MiB all_reduces on the lane until it is killed (or this process dies).
 pid_t fork_rank_on_the_lane(int port, const ProcessGroupOptions& o) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  try {
-    ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
-    auto t = local::ones(Shape{16 << 20});
-    for (;;) g.all_reduce(t, ReduceOp::Max);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "child: %s\n", e.what());
-  }
-  _exit(1);
+  launcher::Child rank = launcher::fork_child([port, o] {
+    try {
+      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
+      auto t = local::ones(Shape{16 << 20});
+      for (;;) g.all_reduce(t, ReduceOp::Max);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    return 1;
+  });
+  return rank.release();  // the caller kills and reaps it
 }
 
 // Rank 0 against fork_rank_on_the_lane: once the lane is up, `signal` hits rank 1 in the

@@ -28,12 +28,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dtr/process_group.hpp"
-#include "pg/mpi_backend.hpp"
+#include "launcher/spawn.hpp"
+#include "pg/mpi/mpi_backend.hpp"
 #include "support/worker_process.hpp"
 
 namespace dtr::pgtest {
@@ -236,34 +238,30 @@ inline void check_no_errors(const std::vector<std::string>& errors) {
   CHECK(errors.empty());
 }
 
-// Forks `n` children running body(i); each exits 0 on success, 1 on an exception (printed),
-// and is killed at `limit`. Returns the exit codes (-1 killed or crashed).
+// Forks `n` children running body(i) (launcher/spawn.hpp: each dies with this process);
+// each exits 0 on success, 1 on an exception (printed), and is killed at `limit`. Returns
+// the exit codes (-1 killed or crashed).
 inline std::vector<int> fork_ranks(int n, const std::function<int(int)>& body,
                                    std::chrono::milliseconds limit = 60s) {
-  std::vector<pid_t> pids;
+  std::vector<launcher::Child> ranks;
   for (int i = 0; i < n; ++i) {
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 1;
+    ranks.push_back(launcher::fork_child([&body, i] {
       try {
-        code = body(i);
+        return body(i);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child %d: %s\n", i, e.what());
-        code = 1;
+        return 1;
       }
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    pids.push_back(pid);
+    }));
   }
   std::vector<int> codes;
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (pid_t pid : pids) {
+  for (launcher::Child& rank : ranks) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    int st = test::wait_or_kill(pid, std::max(left, std::chrono::milliseconds(1)));
-    codes.push_back(st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    std::optional<int> st = rank.wait_for(std::max(left, std::chrono::milliseconds(1)));
+    if (!st) rank.stop(SIGKILL, std::chrono::milliseconds(0));
+    codes.push_back(st && WIFEXITED(*st) ? WEXITSTATUS(*st) : -1);
   }
   return codes;
 }
@@ -271,20 +269,20 @@ inline std::vector<int> fork_ranks(int n, const std::function<int(int)>& body,
 // Deterministic per-rank values, exact in every dtype (small integers).
 // Forks rank 1 of a group of two (options `o`) on the tcp store at `port`, which rank 0
 // hosts: it joins, takes part in one barrier (on zmq, this agrees on the same-host path) and
-// stops itself (SIGSTOP). Returns its pid.
+// stops itself (SIGSTOP). Returns its pid (it dies with this process, launcher/spawn.hpp).
 inline pid_t fork_rank_that_stops(int port, const ProcessGroupOptions& o) {
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  int code = 1;
-  try {
-    ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
-    g.barrier();
-    ::raise(SIGSTOP);
-    code = 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "child: %s\n", e.what());
-  }
-  _exit(code);
+  launcher::Child rank = launcher::fork_child([port, o] {
+    try {
+      ProcessGroup g = ProcessGroup::create(make_tcp_store("127.0.0.1", port, false), 1, 2, o);
+      g.barrier();
+      ::raise(SIGSTOP);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      return 1;
+    }
+  });
+  return rank.release();  // the caller kills and reaps it
 }
 
 inline double value_for(int rank, int64_t i, DType dt, ReduceOp op) {

@@ -1,6 +1,6 @@
-// The zmq backend's same-host path (pg/shm_path.hpp): which groups take it and why not,
+// The zmq backend's same-host path (pg/zmq/shm_path.hpp): which groups take it and why not,
 // bit-identical reductions, ranks in separate processes, slot exhaustion, a failure on
-// one rank reaching the others, and point to point through the rings (pg/p2p_ring.hpp). Every
+// one rank reaching the others, and point to point through the rings (pg/zmq/p2p_ring.hpp). Every
 // collective's values on this path are also checked by the "[zmq]" cases of the suite parameterised
 // by backend; "[zmq sockets]" keeps the same cases on the sockets.
 #include <doctest/doctest.h>
@@ -10,9 +10,9 @@
 #include <cstring>
 #include <random>
 
-#include "pg/mesh.hpp"
-#include "pg/p2p_ring.hpp"
-#include "pg/shm_path.hpp"
+#include "pg/zmq/mesh.hpp"
+#include "pg/zmq/p2p_ring.hpp"
+#include "pg/zmq/shm_path.hpp"
 #include "pg_test_util.hpp"
 
 using namespace dtr;

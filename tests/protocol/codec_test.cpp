@@ -87,7 +87,7 @@ void add_observability_commands(std::vector<Command>& cmds) {
   cmds.push_back(cmd::Metrics{.request = std::numeric_limits<uint64_t>::max()});
 }
 
-// The same-host commands (protocol/same_host.hpp).
+// The same-host commands (common/same_host.hpp).
 void add_same_host_commands(std::vector<Command>& cmds) {
   cmds.push_back(cmd::Attach{.request = 1009,
                              .pid = 4194303,

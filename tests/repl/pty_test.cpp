@@ -31,9 +31,11 @@ class PtySession {
  public:
   explicit PtySession(const std::string& history_file) {
     std::string bin = repl_binary();
+    const pid_t parent = getpid();
     pid_ = forkpty(&master_, nullptr, nullptr, nullptr);
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
+      dtr::launcher::die_with_parent(SIGKILL, parent);  // as launcher/spawn.hpp's children
       setenv("TERM", "xterm", 1);
       setenv("INPUTRC", "/dev/null", 1);
       setenv("DTR_HISTORY", history_file.c_str(), 1);

@@ -14,12 +14,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "launcher/spawn.hpp"
 #include "repl/interpreter.hpp"
 #include "support/worker_process.hpp"
 
@@ -83,37 +85,20 @@ struct ProcessResult {
   int exit_code() const { return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 };
 
-// Runs dtr-repl with `args`, writes `input` to its stdin (then closes it), collects stdout
-// and stderr until it exits; everything within `limit`.
+// Runs dtr-repl with `args` (it dies with this test process), writes `input` to its stdin
+// (then closes it), collects stdout and stderr until it exits; everything within `limit`.
 inline ProcessResult run_repl(const std::vector<std::string>& args, const std::string& input,
                               std::chrono::milliseconds limit = 30s) {
-  int in[2], out[2], err[2];
-  REQUIRE(pipe(in) == 0);
-  REQUIRE(pipe(out) == 0);
-  REQUIRE(pipe(err) == 0);
-  std::string bin = repl_binary();
-  std::vector<std::string> all = {bin};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
+  launcher::SpawnOptions o;  // dtr-repl dies with this test process (launcher/spawn.hpp)
+  o.argv = {repl_binary()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.stdin_from = launcher::Input::Pipe;
+  o.stdout_to = o.stderr_to = launcher::Output::Pipe;
+  launcher::Child repl = launcher::Child::spawn(o);
   signal(SIGPIPE, SIG_IGN);
   ProcessResult r;
   size_t written = 0;
-  int in_fd = in[1];
+  int in_fd = repl.release_stdin();
   fcntl(in_fd, F_SETFL, O_NONBLOCK);
   if (input.empty()) {
     close(in_fd);
@@ -122,8 +107,8 @@ inline ProcessResult run_repl(const std::vector<std::string>& args, const std::s
   auto deadline = Clock::now() + limit;
   bool out_open = true, err_open = true;
   while ((out_open || err_open) && Clock::now() < deadline) {
-    pollfd fds[3] = {{out_open ? out[0] : -1, POLLIN, 0},
-                     {err_open ? err[0] : -1, POLLIN, 0},
+    pollfd fds[3] = {{out_open ? repl.stdout_fd() : -1, POLLIN, 0},
+                     {err_open ? repl.stderr_fd() : -1, POLLIN, 0},
                      {in_fd, POLLOUT, 0}};
     if (poll(fds, 3, 100) < 0) break;
     char buf[4096];
@@ -146,11 +131,11 @@ inline ProcessResult run_repl(const std::vector<std::string>& args, const std::s
     }
   }
   if (in_fd >= 0) close(in_fd);
-  close(out[0]);
-  close(err[0]);
-  r.status =
-      dtr::test::wait_or_kill(pid, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::max(deadline - Clock::now(), Clock::duration(1s))));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - Clock::now(), Clock::duration(1s)));
+  const std::optional<int> status = repl.wait_for(left);
+  if (!status) repl.stop(SIGKILL, 0ms);  // killed at the deadline
+  r.status = status.value_or(-1);
   return r;
 }
 

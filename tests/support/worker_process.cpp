@@ -1,11 +1,8 @@
 // Test support: spawning and stopping dtr-worker processes.
 #include "support/worker_process.hpp"
 
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -54,79 +51,37 @@ WorkerProcess WorkerProcess::with_args(std::vector<std::string> args,
 }
 
 void WorkerProcess::spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
-  std::string bin = worker_binary();
-  std::vector<char*> argv;
-  argv.push_back(bin.data());
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    // A test process that crashes takes its workers with it, so that ctest reports the
-    // crash at once instead of waiting for its timeout on the workers' open pipes. The
-    // signal comes when the forking thread ends: tests make workers on their main thread.
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(125);
-    if (!stderr_path.empty()) {
-      int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(126);
-    }
-    execv(bin.c_str(), argv.data());
-    _exit(127);
+  launcher::SpawnOptions o;
+  o.argv = {worker_binary()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  if (!stderr_path.empty()) {
+    o.stderr_to = launcher::Output::File;
+    o.stderr_path = stderr_path;
   }
+  // A test process that crashes takes its workers with it, so that ctest reports the
+  // crash at once instead of waiting for its timeout on the workers' open pipes.
+  o.parent_death_signal = SIGKILL;
+  process_ = launcher::Child::spawn(o);
 }
 
 WorkerProcess::WorkerProcess(WorkerProcess&& o) noexcept
-    : pid_(o.pid_), endpoint_(std::move(o.endpoint_)), endpoint_file_(std::move(o.endpoint_file_)) {
-  o.pid_ = -1;
+    : process_(std::move(o.process_)),
+      endpoint_(std::move(o.endpoint_)),
+      endpoint_file_(std::move(o.endpoint_file_)) {
   o.endpoint_file_.clear();
 }
 
 WorkerProcess::~WorkerProcess() {
-  if (pid_ > 0) stop(SIGTERM);
+  if (process_.running()) stop(SIGTERM);
   if (!endpoint_file_.empty()) unlink(endpoint_file_.c_str());
 }
 
 bool WorkerProcess::running() {
-  if (pid_ <= 0) return false;
-  int status;
-  pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) pid_ = -1;  // reaped: stop() must not signal the pid again
-  return r == 0;
+  return process_.running();
 }
 
 int WorkerProcess::stop(int sig, std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, sig);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      pid_ = -1;
-      return status;
-    }
-    if (r < 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  kill(pid_, SIGKILL);
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return -1;
-}
-
-int wait_or_kill(pid_t pid, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
+  return process_.stop(sig, timeout);
 }
 
 int free_port() {

@@ -1,11 +1,11 @@
 // Test support: real dtr-worker processes on ephemeral loopback ports.
 //
-// WorkerProcess starts `dtr-worker --listen tcp://127.0.0.1:* --endpoint-file F`, waits
-// (bounded) for the endpoint it bound, and on destruction sends SIGTERM, waits (bounded)
-// and falls back to SIGKILL. Every wait is bounded; nothing outlives the test: a worker
-// is killed (PR_SET_PDEATHSIG) when the thread that started it ends, so a test process that
-// crashes takes its workers with it. Start workers on a thread that lives as long as they
-// should (a test's own thread).
+// WorkerProcess starts `dtr-worker --listen tcp://127.0.0.1:* --endpoint-file F` (through
+// launcher/spawn.hpp), waits (bounded) for the endpoint it bound, and on destruction sends
+// SIGTERM, waits (bounded) and falls back to SIGKILL. Every wait is bounded; nothing
+// outlives the test: a worker is killed (SIGKILL, its parent-death signal) when the thread
+// that started it ends, so a test process that crashes takes its workers with it. Start
+// workers on a thread that lives as long as they should (a test's own thread).
 //
 // Thread safety: one object per thread; the class is not synchronized.
 #pragma once
@@ -16,6 +16,8 @@
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "launcher/spawn.hpp"
 
 namespace dtr::test {
 
@@ -37,7 +39,7 @@ class WorkerProcess {
   WorkerProcess(const WorkerProcess&) = delete;
 
   const std::string& endpoint() const { return endpoint_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   bool running();
   // Sends `sig` and waits up to `timeout` for the exit; returns the exit status or -1.
   int stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(10));
@@ -46,7 +48,7 @@ class WorkerProcess {
   struct NoSpawn {};
   explicit WorkerProcess(NoSpawn) {}
   void spawn(const std::vector<std::string>& args, const std::string& stderr_path = {});
-  pid_t pid_ = -1;
+  launcher::Child process_;
   std::string endpoint_;
   std::string endpoint_file_;
 };
@@ -56,6 +58,6 @@ int free_port();
 
 // Waits up to `limit` for the child `pid`; kills it (SIGKILL) at the deadline. Returns the
 // wait status, or -1 when it had to be killed or could not be waited for.
-int wait_or_kill(pid_t pid, std::chrono::milliseconds limit);
+using launcher::wait_or_kill;
 
 }  // namespace dtr::test

@@ -61,7 +61,7 @@ struct CollectiveRig {
   }
   // Runs the task; its output's failure message.
   std::string run(milliseconds timeout) {
-    StreamPtr s = rig.streams.find(0);
+    StreamQueuePtr s = rig.streams.find(0);
     CHECK(run_collective(*s, s, t, {groups, failures, timeout, 0, rig.observer, outbox}));
     REQUIRE(t.out->get_failure());
     CHECK(t.out->get_failure()->op == "all_gather");
@@ -103,7 +103,7 @@ TEST_CASE("collectives: a group that does not form in time, or a session that en
 TEST_CASE("collectives: a task waits for its input before anything else") {
   CollectiveRig r;
   r.t.in[0] = std::make_shared<Slot>();
-  StreamPtr s = r.rig.streams.find(0);
+  StreamQueuePtr s = r.rig.streams.find(0);
   CHECK_FALSE(run_collective(
       *s, s, r.t, {r.groups, r.failures, milliseconds(100), 0, r.rig.observer, r.outbox}));
   CHECK_FALSE(r.t.out->ready.load());

@@ -3,7 +3,7 @@
 // wait for it.
 #include <doctest/doctest.h>
 
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/device_order.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include "dtr/device.hpp"
 #include "dtr/tensor.hpp"
 #include "protocol/codec.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/devices.hpp"
 #include "worker/session.hpp"
 

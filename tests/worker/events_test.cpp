@@ -20,7 +20,7 @@ using dtr::worker::test::StreamRig;
 // A rig whose tasks wait on events and tokens as the session's do.
 struct EventRig : StreamRig {
   EventRig() {
-    recorder.hook = [](Stream&, const StreamPtr& self, Task& t) {
+    recorder.hook = [](StreamQueue&, const StreamQueuePtr& self, Task& t) {
       if (t.kind == Task::Kind::WaitEvent) return t.event->reached_or_park(t.target, self);
       if (t.kind == Task::Kind::WaitRemote) return t.remote->arrived_or_park(self);
       return true;
@@ -55,7 +55,7 @@ TEST_CASE("events: a record releases a parked stream, an EventSync and a peer") 
   CHECK(sent.take().empty());
   // Stream 1 runs the record, with a failure pending on it.
   REQUIRE_FALSE(rig.streams.create(1));
-  Stream& recorder = *rig.streams.find(1);
+  StreamQueue& recorder = *rig.streams.find(1);
   Failure cause = failures.root(3, "div", "boom");
   recorder.pending_failure = cause;
   run_record(recorder, *e, generation, failures, outbox);
@@ -93,7 +93,7 @@ TEST_CASE("events: a record completes its generation only; an older one changes 
   auto e = std::make_shared<EventState>();
   e->issued = 2;
   EventRig rig;
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   CHECK_FALSE(e->reached_or_park(2, s));
   EventState::Released first = e->complete(1, nullptr);
   CHECK(first.waiters.empty());  // waits for generation 2

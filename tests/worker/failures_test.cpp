@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "support/replies.hpp"
-#include "tensor/cuda/cuda.hpp"
+#include "tensor/device_runtime.hpp"
 #include "worker/failures.hpp"
 
 namespace {

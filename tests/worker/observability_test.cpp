@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 #include "protocol/codec.hpp"
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
 #include "worker/session.hpp"
 
 namespace {
@@ -102,7 +102,7 @@ std::vector<std::string> stream_names(const std::vector<TraceEvent>& events, uin
       on.push_back(&e);
   std::sort(on.begin(), on.end(), [](auto* a, auto* b) { return a->begin_ns < b->begin_ns; });
   std::vector<std::string> names;
-  for (auto* e : on) names.push_back(protocol::event_name(e->kind, static_cast<uint16_t>(e->op)));
+  for (auto* e : on) names.push_back(common::event_name(e->kind, static_cast<uint16_t>(e->op)));
   return names;
 }
 
@@ -136,7 +136,7 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   std::map<std::string, std::vector<TraceEvent>> by_name;
   for (const TraceEvent& e : stopped.trace.events) {
     CHECK(e.end_ns >= e.begin_ns);
-    by_name[protocol::event_name(e.kind, static_cast<uint16_t>(e.op))].push_back(e);
+    by_name[common::event_name(e.kind, static_cast<uint16_t>(e.op))].push_back(e);
   }
   for (const char* name : {"create_stream", "put", "add", "matmul", "record_event", "wait_event",
                            "send_to_node", "notify_peer"}) {
@@ -198,7 +198,7 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
          op(OpId::neg, 3, {2}, 3), op(OpId::neg, 4, {1})});
   reply::Flight dump = Rig::only<reply::Flight>(r.run({cmd::FlightDump{.request = 5}}));
   CHECK(dump.request == 5);
-  const protocol::FlightDump& d = dump.flight;
+  const protocol::FlightSnapshot& d = dump.flight;
   // The dump itself is recorded once answered: not in it.
   CHECK(d.total == 6);
   REQUIRE(d.records.size() == 5);
@@ -209,7 +209,7 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
   CHECK(d.records[2].wait_on == 40);
   CHECK(d.records[3].state == protocol::FlightState::Queued);  // behind it on stream 3
   CHECK(d.records[4].state == protocol::FlightState::Done);
-  std::string text = protocol::describe(d);
+  std::string text = common::describe(d);
   INFO(text);
   CHECK(text.find("recv_from_node out %2 on stream 3: waiting for token 40 from node 1") !=
         std::string::npos);

@@ -35,7 +35,8 @@ inline bool eventually(const std::function<bool()>& done,
 // it). Other behaviour per task through `hook` (returns false to park; the task then runs
 // again when woken).
 struct Recorder : detail::TaskRunner {
-  bool execute(detail::Stream& s, const detail::StreamPtr& self, detail::Task& t) override {
+  bool execute(detail::StreamQueue& s, const detail::StreamQueuePtr& self,
+               detail::Task& t) override {
     if (hook && !hook(s, self, t)) return false;
     if (t.in[0] && !t.in[0]->ready_or_park(self)) return false;
     if (t.cmd) {
@@ -51,7 +52,7 @@ struct Recorder : detail::TaskRunner {
   }
   size_t count() { return labels().size(); }
 
-  std::function<bool(detail::Stream&, const detail::StreamPtr&, detail::Task&)> hook;
+  std::function<bool(detail::StreamQueue&, const detail::StreamQueuePtr&, detail::Task&)> hook;
   std::mutex mu;
   std::vector<int> ran;
 };

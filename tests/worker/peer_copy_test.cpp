@@ -22,8 +22,8 @@ struct CopyRig {
   Sent sent;
   FailureLog failures;
   Outbox outbox;
-  Stream& stream() { return *rig.streams.find(0); }
-  StreamPtr self() { return rig.streams.find(0); }
+  StreamQueue& stream() { return *rig.streams.find(0); }
+  StreamQueuePtr self() { return rig.streams.find(0); }
 };
 
 TEST_CASE("peer copy: a send waits for its input, then sends the bytes or the failure") {

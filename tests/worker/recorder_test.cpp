@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "protocol/flight_text.hpp"
-#include "protocol/trace_clock.hpp"
+#include "common/flight_text.hpp"
+#include "common/trace_clock.hpp"
 #include "worker/recorder.hpp"
 
 namespace {
@@ -40,7 +40,7 @@ TEST_CASE("flight recorder: the last N commands, oldest first, with their states
     CHECK(seq == 1 + 10 * static_cast<uint64_t>(batch));
     for (int i = 0; i < 10; ++i) r.dispatched(seq + i, FlightState::Done);
   }
-  protocol::FlightDump d = r.dump("test");
+  protocol::FlightSnapshot d = r.dump("test");
   CHECK(d.reason == "test");
   CHECK(d.total == 40);
   CHECK(d.capacity == 16);
@@ -89,7 +89,7 @@ TEST_CASE("flight recorder: a task's way, and updates of a reused slot change no
   uint64_t next = r.add_batch(adds(16, 200), 60'000);
   for (int i = 0; i < 16; ++i) r.dispatched(next + i, FlightState::Queued);
   r.finished(seq, false, 70'000);
-  protocol::FlightDump d = r.dump("");
+  protocol::FlightSnapshot d = r.dump("");
   REQUIRE(d.records.size() == 16);
   CHECK(d.records[0].seq == 2);
   CHECK(d.records.back().state == FlightState::Queued);
@@ -107,12 +107,12 @@ TEST_CASE("flight recorder: a wait the command names, and the text of it") {
   uint64_t seq = r.add_batch(b, trace::steady_ns() - 2'000'000'000);
   r.dispatched(seq, FlightState::Queued);
   r.waiting(seq, WaitKind::None, 0, trace::steady_ns() - 1'500'000'000);
-  protocol::FlightDump d = r.dump("node 1 was lost");
+  protocol::FlightSnapshot d = r.dump("node 1 was lost");
   REQUIRE(d.records.size() == 1);
   CHECK(d.records[0].wait == WaitKind::Peer);
   CHECK(d.records[0].wait_on == 77);
   CHECK(d.records[0].peer == 1);
-  std::string text = protocol::describe(d);
+  std::string text = common::describe(d);
   INFO(text);
   CHECK(text.find("#1 recv_from_node out %15 on stream 2: waiting for token 77 from node 1 for "
                   "1.5 s") != std::string::npos);

@@ -24,7 +24,7 @@ TEST_CASE("streams: one stream runs its tasks in order, across several slices") 
   StreamRig rig;
   const int n = 3 * kTasksPerSlice + 7;
   std::vector<int> labels = iota(n);
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   REQUIRE(s);
   for (const int& l : labels) rig.streams.stage(s, StreamRig::labelled(l));
   CHECK(rig.streams.staged() == static_cast<size_t>(n));
@@ -40,7 +40,7 @@ TEST_CASE("streams: one stream runs its tasks in order, across several slices") 
 TEST_CASE("streams: idle_now remembers an idle stream only until something is staged") {
   StreamRig rig;
   const int one = 1, two = 2;  // the tasks' labels (they must outlive the tasks)
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   REQUIRE(s);
   CHECK(rig.streams.idle_now(s));
   CHECK(rig.streams.idle_now(s));  // remembered
@@ -51,7 +51,7 @@ TEST_CASE("streams: idle_now remembers an idle stream only until something is st
   CHECK(rig.streams.idle_now(s));
   // Staging to another stream forgets it too (it is looked at again, under its lock).
   REQUIRE_FALSE(rig.streams.create(5).has_value());
-  StreamPtr other = rig.streams.find(5);
+  StreamQueuePtr other = rig.streams.find(5);
   REQUIRE(other);
   rig.streams.stage(other, StreamRig::labelled(two));
   CHECK(rig.streams.idle_now(s));
@@ -64,7 +64,7 @@ TEST_CASE("streams: idle_now remembers an idle stream only until something is st
 TEST_CASE("streams: a task whose input is not ready parks its stream until it is") {
   StreamRig rig;
   std::vector<int> labels = iota(3);
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   auto input = std::make_shared<Slot>();
   Task first = StreamRig::labelled(labels[0]);
   first.in[0] = input;
@@ -79,7 +79,7 @@ TEST_CASE("streams: a task whose input is not ready parks its stream until it is
   CHECK_FALSE(rig.streams.idle_now(s));
   {
     std::lock_guard lock(s->mu);
-    CHECK(s->state == Stream::State::Parked);
+    CHECK(s->state == StreamQueue::State::Parked);
   }
   input->publish(local::Tensor());  // wakes the stream
   REQUIRE(eventually([&] { return rig.recorder.count() == 3; }));
@@ -91,8 +91,8 @@ TEST_CASE("streams: a task whose input is not ready parks its stream until it is
 TEST_CASE("streams: a stream waits for another stream's output; streams run concurrently") {
   StreamRig rig(2);
   REQUIRE_FALSE(rig.streams.create(1));
-  StreamPtr a = rig.streams.find(0);
-  StreamPtr b = rig.streams.find(1);
+  StreamQueuePtr a = rig.streams.find(0);
+  StreamQueuePtr b = rig.streams.find(1);
   std::vector<int> labels = iota(2);
   // a's task reads what b's makes; b's is held back until a has parked.
   auto produced = std::make_shared<Slot>();
@@ -114,11 +114,11 @@ TEST_CASE("streams: a stream waits for another stream's output; streams run conc
 
 TEST_CASE("streams: a wake that comes while the task runs makes it run again at once") {
   StreamRig rig(1);
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   int label = 7;
   int attempts = 0;
   // The first attempt parks itself and is woken before it returns.
-  rig.recorder.hook = [&](Stream&, const StreamPtr& self, Task&) {
+  rig.recorder.hook = [&](StreamQueue&, const StreamQueuePtr& self, Task&) {
     if (++attempts > 1) return true;
     wake(self);
     return false;
@@ -129,7 +129,7 @@ TEST_CASE("streams: a wake that comes while the task runs makes it run again at 
   REQUIRE(rig.executor.wait_idle(std::chrono::seconds(10)));
   CHECK(attempts == 2);
   std::lock_guard lock(s->mu);
-  CHECK(s->state == Stream::State::Idle);
+  CHECK(s->state == StreamQueue::State::Idle);
   CHECK_FALSE(s->wake_pending);
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("streams: a barrier reaches every stream, retired ones too, and finish
   REQUIRE_FALSE(rig.streams.create(2));
   // The hook is set before any task runs (an executor thread reads it).
   std::atomic<int> arrivals{0}, finished{0};
-  rig.recorder.hook = [&](Stream& s, const StreamPtr&, Task& t) {
+  rig.recorder.hook = [&](StreamQueue& s, const StreamQueuePtr&, Task& t) {
     if (t.kind == Task::Kind::Barrier) {
       ++arrivals;
       if (arrive(s, *t.barrier)) ++finished;
@@ -202,7 +202,7 @@ TEST_CASE("streams: a barrier reaches every stream, retired ones too, and finish
 
 TEST_CASE("streams: fail_output fails the output and keeps the stream's first failure") {
   StreamRig rig;
-  Stream& s = *rig.streams.find(0);
+  StreamQueue& s = *rig.streams.find(0);
   auto first = std::make_shared<protocol::RemoteFailure>(make_failure(1, "add", "first"));
   auto second = std::make_shared<protocol::RemoteFailure>(make_failure(2, "add", "second"));
   Task a, b;
@@ -218,7 +218,7 @@ TEST_CASE("streams: fail_output fails the output and keeps the stream's first fa
 
 TEST_CASE("streams: the session's end drops queued tasks and keeps the running one") {
   StreamRig rig;
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   auto gate = std::make_shared<Slot>();
   std::vector<int> labels = iota(3);
   Task first = StreamRig::labelled(labels[0]);

@@ -77,7 +77,7 @@ TEST_CASE("tensor table: fail_new binds a failed slot only to a free, non-zero i
 
 TEST_CASE("tensor table: a slot parks streams until published, then wakes each once") {
   StreamRig rig;
-  StreamPtr s = rig.streams.find(0);
+  StreamQueuePtr s = rig.streams.find(0);
   auto slot = std::make_shared<Slot>();
   CHECK_FALSE(slot->ready_or_park(s));
   CHECK(slot->waiters.size() == 1);
