@@ -333,8 +333,7 @@ bool run_collective(Stream& s, const StreamPtr& self, Task& t, const CollectiveC
     }
   }
   if (!f)
-    ctx.recorder.counters.add_bytes(
-        protocol::CmdType::Collective,
+    ctx.recorder.counters.add_bytes<cmd::Collective>(
         run.x.numel() * static_cast<int64_t>(element_size(run.x.dtype())));
   if (f) fail_output(s, t, std::move(f));
   if (!stuck.empty())

@@ -432,7 +432,7 @@ void Session::Impl::put(const cmd::Put& c, Payloads payloads) {
     return fail(
         fmt::format("payload frame {} does not exist (1 to {})", c.payload, payloads.size()));
   const PayloadFrame& frame = payloads[c.payload - 1];
-  rec.counters.add_bytes(CmdType::Put, static_cast<int64_t>(frame.size));
+  rec.counters.add_bytes<cmd::Put>(static_cast<int64_t>(frame.size));
   const TensorMeta& m = c.meta;
   if (std::string problem = size_problem(m); !problem.empty()) return fail(std::move(problem));
   size_t expected = static_cast<size_t>(m.numel()) * element_size(m.dtype);
@@ -1099,8 +1099,8 @@ bool Session::Impl::run_to_device(Stream& s, const StreamPtr& self, Task& t) {
     std::optional<cuda::StreamScope> scope;
     if (device >= 0) scope.emplace(device, s.cuda.get(device));
     local::Tensor out = in.to_device(c.device);
-    rec.counters.add_bytes(CmdType::ToDevice,
-                           out.numel() * static_cast<int64_t>(element_size(out.dtype())));
+    rec.counters.add_bytes<cmd::ToDevice>(out.numel() *
+                                          static_cast<int64_t>(element_size(out.dtype())));
     if (out.device() >= 0) {
       if (out.device() != device) {
         // Device to device across devices: readers of `out` order on the target device.
@@ -1124,7 +1124,7 @@ bool Session::Impl::run_put_from(Stream& s, const StreamPtr&, Task& t) {
     const size_t bytes = static_cast<size_t>(m.numel()) * element_size(m.dtype);
     protocol::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
                                   host.raw_data(), bytes, "reading the master's tensor");
-    rec.counters.add_bytes(CmdType::Put, static_cast<int64_t>(bytes));
+    rec.counters.add_bytes<cmd::Put>(static_cast<int64_t>(bytes));
     if (c.device < 0) {
       t.out->publish(std::move(host));
       return true;
@@ -1167,8 +1167,8 @@ bool Session::Impl::run_get(Stream& s, const StreamPtr& self, Task& t) {
       }
       packed = packed.contiguous();
       r.meta = packed.meta();
-      rec.counters.add_bytes(CmdType::Get,
-                             packed.numel() * static_cast<int64_t>(element_size(packed.dtype())));
+      rec.counters.add_bytes<cmd::Get>(packed.numel() *
+                                       static_cast<int64_t>(element_size(packed.dtype())));
       // Pulled: the master reads the bytes here (same host), once this reply is out.
       if (c.pull && master_pid.load(std::memory_order_relaxed) != 0 && packed.numel() > 0 &&
           pin_pulled(c.request, packed))
