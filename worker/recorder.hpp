@@ -6,7 +6,7 @@
 //
 // The session's parts feed it where the facts are: the dispatcher records each command
 // and counts it (session.cpp), a stream notes when its task starts, waits and ends
-// (streams.cpp), a run that parks says on what (session.cpp, peer_copy.cpp,
+// (streams.cpp), a run that parks says on what (the session's runners, peer_copy.cpp,
 // collectives.cpp), events draw the arrows of their notifications (events.cpp), copies,
 // gets, puts and collectives count their bytes, a failure counts itself (failures.cpp).
 //
