@@ -3,15 +3,29 @@
 // Each struct states, once:
 //   kType    its frozen wire code (CmdType; a code is never reused or renumbered),
 //   kName    the name errors use (RunOp uses its op's name instead),
-//   kInGraph (when true) that it may be part of a captured graph's program,
 //   fields() its fields after `stream`, in wire order, each with the check the decoder
 //            applies to it (a Range, a Limit, the payload rule; bool, OpId, DType,
-//            TensorMeta, OpAttrs and Inputs carry their own rules, see codec.hpp).
+//            TensorMeta, OpAttrs and Inputs carry their own rules, see codec.hpp),
+// and, as `static constexpr bool` members beside kType, the facts the rest of dtr keys on
+// (a struct that does not name one has its default; read them through the accessors
+// below, which give it):
+//   kInGraph     (false) it may be part of a captured graph's program;
+//   kOnStream    (false) the worker runs it as a task on its stream (an executor thread;
+//                small CPU work on an idle stream runs at once instead), not at dispatch;
+//                a graph replay's parts are its tasks. The worker's task variant has one
+//                alternative per such command, and a runner for each (worker/streams.hpp);
+//   kBarrier     (false) it is a barrier over every stream (one task on each; done when the
+//                last one reaches it), as Sync and Stats are, and Trace when it stops;
+//   kCountsBytes (false) the worker counts the bytes it moves (the bytes_total metric);
+//   kTraced      (true)  it is a slice of the worker's timeline (not: the observability
+//                commands themselves, the same-host bookkeeping, and NotifyPeer, which is
+//                drawn when it notifies).
+// A command with neither kOnStream nor kBarrier is done (or answered) by its handler on
+// the worker's dispatch thread.
 // `Command` is the variant of all of them; the codec (protocol/codec.cpp) encodes and
 // decodes any alternative from its fields(), and the worker has one handler per struct
-// (worker/session.cpp). Adding a command: its struct here (and in `Command`), its handler
-// on the worker, its builder on the master; nothing else (a command a graph may hold also
-// gets its step in worker/graph.cpp).
+// (worker/session_impl.hpp). Adding a command: docs/architecture.md, "How to add a
+// command".
 //
 // Captured graphs (GraphUpload, GraphReplay, GraphFree): a node's part of a graph travels
 // once as GraphUpload, whose program holds the recorded commands themselves, encoded and
@@ -185,6 +199,7 @@ namespace cmd {
 // codec) while it has at most Inputs::kInline inputs.
 struct RunOp {
   static constexpr CmdType kType = CmdType::RunOp;
+  static constexpr bool kOnStream = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "op";
   uint32_t stream = 0;
@@ -209,6 +224,7 @@ struct RunOp {
 // `out` is the tensor whose bytes are payload frame `payload` of the message.
 struct Put {
   static constexpr CmdType kType = CmdType::Put;
+  static constexpr bool kCountsBytes = true;
   static constexpr std::string_view kName = "put";
   uint32_t stream = 0;
   TensorId out = kNoTensor;
@@ -230,6 +246,8 @@ struct Put {
 // reply names their address, and the worker keeps them unchanged until Release{request}.
 struct Get {
   static constexpr CmdType kType = CmdType::Get;
+  static constexpr bool kOnStream = true;
+  static constexpr bool kCountsBytes = true;
   static constexpr std::string_view kName = "get";
   uint32_t stream = 0;
   TensorId input = kNoTensor;
@@ -260,6 +278,7 @@ struct Free {
 // A barrier over every stream; the reply carries the failures not reported before.
 struct Sync {
   static constexpr CmdType kType = CmdType::Sync;
+  static constexpr bool kBarrier = true;
   static constexpr std::string_view kName = "sync";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -273,6 +292,7 @@ struct Sync {
 // A barrier over every stream; the reply carries `device`'s memory figures.
 struct Stats {
   static constexpr CmdType kType = CmdType::Stats;
+  static constexpr bool kBarrier = true;
   static constexpr std::string_view kName = "stats";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -306,6 +326,7 @@ struct DestroyStream {
 // The event's next record, at this point of `stream` (with its time when `timing`).
 struct Record {
   static constexpr CmdType kType = CmdType::Record;
+  static constexpr bool kOnStream = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "record_event";
   uint32_t stream = 0;
@@ -322,6 +343,7 @@ struct Record {
 // `stream` waits for the event's latest record (this node).
 struct WaitEvent {
   static constexpr CmdType kType = CmdType::WaitEvent;
+  static constexpr bool kOnStream = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "wait_event";
   uint32_t stream = 0;
@@ -336,6 +358,7 @@ struct WaitEvent {
 // When the event's latest record completes, tell node `peer` that `token` is done.
 struct NotifyPeer {
   static constexpr CmdType kType = CmdType::NotifyPeer;
+  static constexpr bool kTraced = false;  // drawn when it notifies
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "notify_peer";
   uint32_t stream = 0;
@@ -354,6 +377,7 @@ struct NotifyPeer {
 // `stream` waits for node `peer`'s notification of `token`.
 struct WaitRemote {
   static constexpr CmdType kType = CmdType::WaitRemote;
+  static constexpr bool kOnStream = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "wait_event";
   uint32_t stream = 0;
@@ -412,6 +436,8 @@ struct DestroyEvent {
 // (worker to worker).
 struct SendPeer {
   static constexpr CmdType kType = CmdType::SendPeer;
+  static constexpr bool kOnStream = true;
+  static constexpr bool kCountsBytes = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "send_to_node";
   uint32_t stream = 0;
@@ -435,6 +461,8 @@ struct SendPeer {
 // waits for it.
 struct RecvPeer {
   static constexpr CmdType kType = CmdType::RecvPeer;
+  static constexpr bool kOnStream = true;
+  static constexpr bool kCountsBytes = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "recv_from_node";
   uint32_t stream = 0;
@@ -474,6 +502,8 @@ struct NewGroup {
 // and ReduceScatter make `out` of `meta`, the others write `input` in place (out 0).
 struct Collective {
   static constexpr CmdType kType = CmdType::Collective;
+  static constexpr bool kOnStream = true;
+  static constexpr bool kCountsBytes = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "collective";
   uint32_t stream = 0;
@@ -505,6 +535,8 @@ struct Collective {
 // `out` is a copy of `input` on `device`.
 struct ToDevice {
   static constexpr CmdType kType = CmdType::ToDevice;
+  static constexpr bool kOnStream = true;
+  static constexpr bool kCountsBytes = true;
   static constexpr bool kInGraph = true;
   static constexpr std::string_view kName = "to_device";
   uint32_t stream = 0;
@@ -543,6 +575,7 @@ struct NodeLost {
 // each node's clock offset from the round trips.
 struct ClockSync {
   static constexpr CmdType kType = CmdType::ClockSync;
+  static constexpr bool kTraced = false;
   static constexpr std::string_view kName = "clock_sync";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -556,6 +589,8 @@ struct ClockSync {
 // Starts, stops or collects the worker's timeline; answers `request` with a TraceChunk.
 struct Trace {
   static constexpr CmdType kType = CmdType::Trace;
+  static constexpr bool kBarrier = true;  // its Stop (Start and Collect are answered at dispatch)
+  static constexpr bool kTraced = false;
   static constexpr std::string_view kName = "trace";
   uint32_t stream = 0;
   TraceAction action = TraceAction::Start;
@@ -571,6 +606,7 @@ struct Trace {
 // Answers `request` with the worker's flight recorder (its last commands and their state).
 struct FlightDump {
   static constexpr CmdType kType = CmdType::FlightDump;
+  static constexpr bool kTraced = false;
   static constexpr std::string_view kName = "flight_dump";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -584,6 +620,7 @@ struct FlightDump {
 // Answers `request` with the worker's live figures (NodeMetrics).
 struct Metrics {
   static constexpr CmdType kType = CmdType::Metrics;
+  static constexpr bool kTraced = false;
   static constexpr std::string_view kName = "metrics";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -601,6 +638,7 @@ struct Metrics {
 // done does the master send PutFrom or pulled Gets.
 struct Attach {
   static constexpr CmdType kType = CmdType::Attach;
+  static constexpr bool kTraced = false;
   static constexpr std::string_view kName = "attach";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -622,6 +660,7 @@ struct Attach {
 // later request of it is answered).
 struct PutFrom {
   static constexpr CmdType kType = CmdType::PutFrom;
+  static constexpr bool kOnStream = true;  // its bytes count as a Put's
   static constexpr std::string_view kName = "put_from";
   uint32_t stream = 0;
   TensorId out = kNoTensor;
@@ -641,6 +680,7 @@ struct PutFrom {
 // The master has read the bytes a pulled Get (`request`) left here (28).
 struct Release {
   static constexpr CmdType kType = CmdType::Release;
+  static constexpr bool kTraced = false;
   static constexpr std::string_view kName = "release";
   uint32_t stream = 0;
   uint64_t request = 0;
@@ -680,6 +720,7 @@ inline bool operator==(const GraphUpload& a, const GraphUpload& b);
 // on this node, each command on its stream.
 struct GraphReplay {
   static constexpr CmdType kType = CmdType::GraphReplay;
+  static constexpr bool kOnStream = true;  // one task per part, on the part's stream
   static constexpr std::string_view kName = "replay_graph";
   uint32_t stream = 0;
   uint64_t graph = 0;
@@ -707,7 +748,8 @@ struct GraphFree {
 
 }  // namespace cmd
 
-// Whether a command of type C may be part of a graph's program (its struct says kInGraph).
+// The facts of command struct C (see the opening comment), with their defaults for a
+// struct that does not state them.
 template <class C>
 inline constexpr bool in_graph_v = [] {
   if constexpr (requires { C::kInGraph; })
@@ -715,6 +757,37 @@ inline constexpr bool in_graph_v = [] {
   else
     return false;
 }();
+template <class C>
+inline constexpr bool on_stream_v = [] {
+  if constexpr (requires { C::kOnStream; })
+    return C::kOnStream;
+  else
+    return false;
+}();
+template <class C>
+inline constexpr bool barrier_v = [] {
+  if constexpr (requires { C::kBarrier; })
+    return C::kBarrier;
+  else
+    return false;
+}();
+template <class C>
+inline constexpr bool counts_bytes_v = [] {
+  if constexpr (requires { C::kCountsBytes; })
+    return C::kCountsBytes;
+  else
+    return false;
+}();
+template <class C>
+inline constexpr bool traced_v = [] {
+  if constexpr (requires { C::kTraced; })
+    return C::kTraced;
+  else
+    return true;
+}();
+// Done (or answered) by its handler on the worker's dispatch thread.
+template <class C>
+inline constexpr bool at_dispatch_v = !on_stream_v<C> && !barrier_v<C>;
 
 // The tensors a command reads, in order (an in-place op's target first), generic over the
 // structs: a RunOp's inputs, or an `input` field.
@@ -746,6 +819,16 @@ using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Syn
                              cmd::Collective, cmd::ToDevice, cmd::NodeLost, cmd::ClockSync,
                              cmd::Trace, cmd::FlightDump, cmd::Metrics, cmd::Attach, cmd::PutFrom,
                              cmd::Release, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree>;
+
+// The facts agree with each other, for every command: a barrier is not also one stream's
+// task, and it names the request its reply answers.
+template <class... C>
+constexpr bool facts_agree(const std::variant<C...>*) {
+  return ((!(on_stream_v<C> && barrier_v<C>)) && ...) &&
+         ((!barrier_v<C> || requires(const C& c) { c.request; }) && ...);
+}
+static_assert(facts_agree(static_cast<const Command*>(nullptr)),
+              "a command is both kOnStream and kBarrier, or a barrier without a request");
 
 // The command's wire code, stream, and the name errors use (a RunOp's op name).
 CmdType command_type(const Command& c);

@@ -334,8 +334,7 @@ bool run_collective(StreamQueue& s, const StreamQueuePtr& self, Task& t,
     }
   }
   if (!f)
-    ctx.recorder.counters.add_bytes(
-        protocol::CmdType::Collective,
+    ctx.recorder.counters.add_bytes<cmd::Collective>(
         run.x.numel() * static_cast<int64_t>(element_size(run.x.dtype())));
   if (f) fail_output(s, t, std::move(f));
   if (!stuck.empty())

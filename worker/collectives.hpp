@@ -80,7 +80,7 @@ class Groups {
   // background, unless there is no endpoint per node or group 0 exists.
   // `backend`: "" for the default (zmq; nccl for CUDA tensors where built) or "gloo".
   // `port_hold` keeps endpoints[node]'s port bound until the group binds it (released
-  // just before; see reserve_pg_endpoint in server.cpp).
+  // just before; see reserve_pg_endpoint in handshake.cpp).
   void setup(std::vector<std::string> endpoints, uint32_t node, uint32_t nodes, uint64_t session_id,
              std::chrono::milliseconds timeout, const SecurityConfig& security,
              const std::string& backend = {}, std::shared_ptr<void> port_hold = nullptr);

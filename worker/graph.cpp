@@ -165,8 +165,12 @@ void Builder::add(const C& c, size_t index) {
     }
     if constexpr (std::is_same_v<C, cmd::RunOp>) st.elements = out_meta.numel();
     const auto at = static_cast<uint32_t>(g_->steps.size());
-    // A NotifyPeer is dispatch work only (as in eager mode); the others run on their stream.
-    if constexpr (!std::is_same_v<C, cmd::NotifyPeer>) {
+    // A command that is dispatch work only in eager mode (NotifyPeer) is so in a replay
+    // (dispatch_step); the others run on their stream.
+    static_assert(protocol::on_stream_v<C> || std::is_same_v<C, cmd::NotifyPeer>,
+                  "a command a graph may hold is a stream task, or its replay's dispatch "
+                  "work needs a case in dispatch_step()");
+    if constexpr (protocol::on_stream_v<C>) {
       st.part = part_of(c.stream);
       g_->parts[st.part].steps.push_back(at);
     }

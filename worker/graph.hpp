@@ -1,7 +1,7 @@
 // Captured graphs on a worker (dtr::capture, include/dtr/graph.hpp): a node's part of a
 // graph, checked once when it is uploaded (cmd::GraphUpload), and its replays
-// (cmd::GraphReplay). The session's handlers and its part runner (worker/session.cpp) use
-// what is here.
+// (cmd::GraphReplay). The session's handlers and its part runner (worker/graph_commands.cpp)
+// use what is here.
 //
 // Terms (the code uses exactly these names):
 //   program    the part's commands as the master issued them (cmd::GraphUpload::program);

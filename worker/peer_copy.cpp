@@ -26,8 +26,7 @@ bool recv_peer_at(StreamQueue& s, Task& t, FailureLog& failures, Outbox& outbox,
     common::read_process_memory(at.pid, at.address, received.raw_data(), expected,
                                 fmt::format("reading node {}'s tensor", c.peer));
     outbox.send_released(sender, at.token);
-    s.owner.recorder.counters.add_bytes(protocol::CmdType::RecvPeer,
-                                        static_cast<int64_t>(expected));
+    s.owner.recorder.counters.add_bytes<cmd::RecvPeer>(static_cast<int64_t>(expected));
     if (c.device >= 0) {
       cuda::StreamScope scope(c.device, s.cuda.get(c.device));
       received = received.to_device(c.device);
@@ -63,7 +62,7 @@ bool run_send_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureL
     }
     packed = packed.contiguous();
     const int64_t bytes = packed.numel() * static_cast<int64_t>(element_size(packed.dtype()));
-    s.owner.recorder.counters.add_bytes(protocol::CmdType::SendPeer, bytes);
+    s.owner.recorder.counters.add_bytes<cmd::SendPeer>(bytes);
     // Same host: the peer reads the bytes here (held until it releases them); small ones,
     // or past the limit of held copies, go in the message.
     if (c.by_address && static_cast<size_t>(bytes) >= common::kSameHostMinBytes &&
@@ -103,8 +102,7 @@ bool run_recv_peer(StreamQueue& s, const StreamQueuePtr& self, Task& t, FailureL
     return true;
   }
   try {
-    s.owner.recorder.counters.add_bytes(protocol::CmdType::RecvPeer,
-                                        static_cast<int64_t>(w.payload->size));
+    s.owner.recorder.counters.add_bytes<cmd::RecvPeer>(static_cast<int64_t>(w.payload->size));
     local::Tensor received = frame_tensor(*w.payload, m);
     if (c.device >= 0) {
       cuda::StreamScope scope(c.device, s.cuda.get(c.device));

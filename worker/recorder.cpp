@@ -14,9 +14,16 @@ using protocol::CmdType;
 
 namespace {
 
-// The kinds whose bytes are counted (Counters::add_bytes).
-constexpr CmdType kByteKinds[] = {CmdType::Put,      CmdType::Get,        CmdType::SendPeer,
-                                  CmdType::RecvPeer, CmdType::Collective, CmdType::ToDevice};
+// The kinds whose bytes are counted (Counters::add_bytes): the commands whose structs say
+// kCountsBytes, in the order of protocol::Command.
+template <class... C>
+constexpr auto byte_kinds(const std::variant<C...>*) {
+  std::array<CmdType, (size_t{protocol::counts_bytes_v<C>} + ...)> kinds{};
+  size_t i = 0;
+  ((protocol::counts_bytes_v<C> ? (kinds[i++] = C::kType, 0) : 0), ...);
+  return kinds;
+}
+constexpr auto kByteKinds = byte_kinds(static_cast<const protocol::Command*>(nullptr));
 
 std::string escape_label(std::string_view v) {
   std::string out;

@@ -6,14 +6,15 @@
 //
 // The session's parts feed it where the facts are: the dispatcher records each command
 // and counts it (session.cpp), a stream notes when its task starts, waits and ends
-// (streams.cpp), a run that parks says on what (session.cpp, peer_copy.cpp,
+// (streams.cpp), a run that parks says on what (the session's runners, peer_copy.cpp,
 // collectives.cpp), events draw the arrows of their notifications (events.cpp), copies,
 // gets, puts and collectives count their bytes, a failure counts itself (failures.cpp).
 //
 // Thread safety: the members follow their own headers (FlightRecorder, Tracer); the
 // counters are atomics. `commands` has one writer, the dispatch thread (a plain
 // load-and-store increment, no locked instruction); `bytes` and the server's figures are
-// written from any thread.
+// written from any thread. Which commands count bytes is their structs' kCountsBytes
+// (protocol/commands.hpp).
 #pragma once
 
 #include <array>
@@ -42,10 +43,16 @@ struct Counters {
     auto& c = commands[static_cast<uint8_t>(kind)];
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  void add_bytes(protocol::CmdType kind, int64_t n) {
+  // `n` bytes moved by a command of type C (any thread). Only a command whose struct says
+  // kCountsBytes may count (the metrics list those; a PutFrom counts as a Put).
+  template <class C>
+  void add_bytes(int64_t n) {
+    static_assert(protocol::counts_bytes_v<C>,
+                  "bytes are counted only for a command whose struct says kCountsBytes "
+                  "(protocol/commands.hpp): the metrics list those");
     if (n > 0)
-      bytes[static_cast<uint8_t>(kind)].fetch_add(static_cast<uint64_t>(n),
-                                                  std::memory_order_relaxed);
+      bytes[static_cast<uint8_t>(C::kType)].fetch_add(static_cast<uint64_t>(n),
+                                                      std::memory_order_relaxed);
   }
 };
 

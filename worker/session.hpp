@@ -12,10 +12,12 @@
 // most 32 Ki elements) on an idle stream runs at once on the dispatch thread instead, a
 // bounded amount per batch: nothing of that stream is pending, so the order holds.
 //
-// Parts. worker/session.cpp is the dispatcher: one handler per command (protocol/
-// commands.hpp) that checks and resolves the command with the parts below and stages its
-// task, and the switch that runs a task by its kind. Each part is internal (namespace
-// dtr::worker::detail), in its own header, which states its thread-safety contract:
+// Parts. worker/session.cpp is a thin multiplexer: it routes each command (protocol/
+// commands.hpp) to its handler, which checks and resolves the command with the parts below
+// and stages its task, and each task to its runner (a visit of the task's typed command).
+// The handlers and runners live by area (worker/session_impl.hpp lists the files). Each
+// part is internal (namespace dtr::worker::detail), in its own header, which states its
+// thread-safety contract:
 //  - worker/tensor_table.hpp  Slot (a tensor's readiness, failure, parked streams, CUDA
 //                             write event) and the id -> slot table with its id checks;
 //  - worker/streams.hpp       Task, StreamQueue (serial queue, park and wake, slices), the
@@ -165,7 +167,7 @@ class Session {
   protocol::NodeMetrics metrics() const;
   detail::Recorder& recorder();
 
-  struct Impl;  // implementation (worker/session.cpp)
+  struct Impl;  // implementation (worker/session_impl.hpp)
 
  private:
   std::unique_ptr<Impl> impl_;

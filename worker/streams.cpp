@@ -29,7 +29,7 @@ void attempt(Recorder& rec, Task& t) {
 
 // Task `t` of `s` is done.
 void done(Recorder& rec, StreamQueue& s, Task& t) {
-  if (t.kind != Task::Kind::Barrier)  // a barrier's record ends with the barrier
+  if (!t.is_barrier())  // a barrier's record ends with the barrier
     rec.flight.finished(t.flight, task_failed(t), FlightRecorder::coarse_now_ns());
   if (t.trace_begin != 0 && rec.tracer.on()) trace_task(rec.tracer, s, t, trace::ticks());
 }
@@ -198,7 +198,7 @@ void Streams::barrier(const std::shared_ptr<Barrier>& b) {
   b->remaining.store(live_.size() + retired_.size());
   for_each([&](const StreamQueuePtr& s) {
     Task t;
-    t.kind = Task::Kind::Barrier;
+    t.cmd = BarrierArrival{};
     t.barrier = b;
     stage(s, std::move(t));
   });

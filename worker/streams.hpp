@@ -12,8 +12,15 @@
 // Streams (the scheduler) owns the id -> stream map, the streams destroyed while still
 // running their queue ("retired", kept until idle), and the staging of dispatched tasks:
 // the dispatcher stages tasks per stream and flushes them to the queues in bulk (one lock
-// and one schedule per stream per flush). Barriers (Sync, Stats) put one task on every
-// stream, live or retired; the last to reach it finishes the barrier.
+// and one schedule per stream per flush). Barriers (the commands that say kBarrier: Sync,
+// Stats, Trace's Stop) put one task on every stream, live or retired; the last to reach it
+// finishes the barrier.
+//
+// Tasks. A Task's `cmd` is a typed reference to the command it runs (TaskCommand: one
+// alternative per command struct that says kOnStream, derived from protocol::Command, so
+// the mapping from command to task is the structs' own), or a barrier arrival. It is a
+// pointer and a tag, as cheap to move as the untyped pointer and kind it replaced; no
+// allocation or std::function per task.
 //
 // Observability: StreamQueue::run tells the recorder (worker/recorder.hpp) when a task starts,
 // parks and ends, and when tracing, times it and records its slice (worker/
@@ -34,8 +41,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "protocol/codec.hpp"
@@ -56,42 +66,57 @@ struct Group;       // worker/collectives.hpp
 struct Graph;       // worker/graph.hpp
 struct GraphRun;    // worker/graph.hpp
 
-// A Sync or Stats over every stream: each stream's task arrives, the last one finishes it.
+// The alternatives `const C*` of the commands C of protocol::Command whose fact Keep<C>
+// holds, after `Head...`, as a std::variant: every list of "the commands that ..." below is
+// derived from the commands' structs this way, never written out.
+template <template <class> class Keep, class Variant, class... Head>
+struct CommandRefs;
+template <template <class> class Keep, class... C, class... Head>
+struct CommandRefs<Keep, std::variant<C...>, Head...> {
+  template <class... T>
+  static std::variant<Head..., T...> of(std::tuple<T...>);
+  using type = decltype(of(
+      std::tuple_cat(std::conditional_t<Keep<C>::value, std::tuple<const C*>, std::tuple<>>{}...)));
+};
+template <class C>
+struct OnStream : std::bool_constant<protocol::on_stream_v<C>> {};
+template <class C>
+struct IsBarrier : std::bool_constant<protocol::barrier_v<C>> {};
+
+// The command a barrier is for: one alternative per struct that says kBarrier (Sync,
+// Stats, Trace). Each stream's task of the barrier holds the batch it lives in.
+using BarrierCommand = CommandRefs<IsBarrier, protocol::Command>::type;
+
+// A barrier over every stream: each stream's task arrives, the last one finishes it.
 struct Barrier {
   std::atomic<size_t> remaining{0};
-  protocol::CmdType type = protocol::CmdType::Sync;
-  uint64_t request = 0;
+  BarrierCommand cmd;
   int64_t live_tensors = 0;
-  int32_t device = -1;                         // Stats: whose memory
   std::vector<std::shared_ptr<Graph>> graphs;  // Stats: the session's graphs at dispatch
   uint64_t flight = 0;                         // the command's flight record
   std::mutex mu;
   std::string device_failure;  // a stream's CUDA work failed (reported with the reply)
 };
 
+// A task's stream has reached its barrier (Task::barrier).
+struct BarrierArrival {};
+
+// What a task runs: the command it comes from, one alternative per struct that says
+// kOnStream (protocol/commands.hpp: ops, gets, records, waits, copies, collectives, device
+// copies, puts by address, a graph replay's parts), or its stream's arrival at a barrier;
+// std::monostate only in a task not made for a command (a default-constructed one). The
+// session runs a task by visiting it (one runner per alternative, or it does not compile).
+using TaskCommand = CommandRefs<OnStream, protocol::Command, std::monostate, BarrierArrival>::type;
+
 struct Task {
-  enum class Kind : uint8_t {
-    Op,
-    Get,
-    Record,
-    WaitEvent,
-    WaitRemote,
-    Barrier,
-    SendPeer,
-    RecvPeer,
-    Collective,
-    ToDevice,
-    PutFrom,   // a Put whose bytes are read from the master's memory (same host)
-    GraphPart  // a part of a captured graph's replay (worker/graph.hpp)
-  };
-  Kind kind = Kind::Op;
-  // The command (of the type `kind` implies); it lives in the batch that the stream's last
-  // task of it holds.
-  const void* cmd = nullptr;
+  // The command; it lives in the batch that the stream's last task of it holds (or in a
+  // graph's program).
+  TaskCommand cmd;
   template <class C>
   const C& command() const {
-    return *static_cast<const C*>(cmd);
+    return *std::get<const C*>(cmd);
   }
+  bool is_barrier() const { return std::holds_alternative<BarrierArrival>(cmd); }
   std::shared_ptr<const protocol::Batch> batch;
   static constexpr uint8_t kInlineInputs = protocol::Inputs::kInline;
   SlotPtr in[kInlineInputs];
@@ -109,9 +134,10 @@ struct Task {
   uint32_t attempts = 0;
   int64_t trace_begin = 0;
   int64_t trace_last = 0;
-  std::shared_ptr<GraphRun> graph_run;  // GraphPart: the replay, and which of its parts
+  std::shared_ptr<GraphRun> graph_run;  // a GraphReplay's part: the replay, and which part
   uint32_t part = 0;
 };
+static_assert(std::is_trivially_copyable_v<TaskCommand>, "a task's command is a reference");
 
 struct StreamQueue;
 class TaskRunner {

@@ -34,10 +34,11 @@ size_t op_tensors(const cmd::RunOp& c, Slot* const* in, const Slot* out, TensorR
   return n;
 }
 
-// The kind of slice of a task whose command is C, and its tensors (`read` of them read).
+// The slice of a task whose command is `c`, and its tensors (`sl.inputs` of them read):
+// false when the task has none. One overload per kind of slice; the generic one reads what
+// the command's fields say.
 template <class C>
-void describe(const Task& t, Tracer::Slice& sl, TensorRef* refs, size_t& n) {
-  const C& c = t.command<C>();
+bool describe(const Task& t, const C& c, Tracer::Slice& sl, TensorRef* refs, size_t& n) {
   sl.kind = C::kType;
   if constexpr (requires { c.input; }) {
     refs[n++] = {c.input, meta_of(t.in[0].get())};
@@ -55,6 +56,50 @@ void describe(const Task& t, Tracer::Slice& sl, TensorRef* refs, size_t& n) {
     sl.flow = std::is_same_v<C, cmd::SendPeer> ? TraceFlow::Out : TraceFlow::In;
   }
   sl.failed = failed(t.out) || (!t.out && failed(t.in[0]));
+  return true;
+}
+
+bool describe(const Task& t, const cmd::RunOp& c, Tracer::Slice& sl, TensorRef* refs, size_t& n) {
+  sl = op_slice(0, c);
+  Slot* in[2] = {t.in[0].get(), t.in[1].get()};
+  n = op_tensors(c, in, t.out.get(), refs);
+  sl.failed = failed(t.out);
+  return true;
+}
+
+bool describe(const Task& t, const cmd::Collective& c, Tracer::Slice& sl, TensorRef* refs,
+              size_t& n) {
+  describe<cmd::Collective>(t, c, sl, refs, n);
+  sl.op = static_cast<uint16_t>(c.kind);
+  if (t.out == t.in[0]) n = 1;  // in place: one tensor
+  return true;
+}
+
+// A replay's part on this stream: one slice, its ops inside.
+bool describe(const Task&, const cmd::GraphReplay& c, Tracer::Slice& sl, TensorRef*, size_t&) {
+  sl.kind = CmdType::GraphReplay;
+  sl.detail = c.replay;
+  return true;
+}
+
+// A barrier's slice on each stream (none for Trace's Stop).
+bool describe(const Task& t, BarrierArrival, Tracer::Slice& sl, TensorRef*, size_t&) {
+  return std::visit(
+      [&](auto b) {
+        using B = std::remove_cvref_t<decltype(*b)>;
+        if constexpr (!protocol::traced_v<B>) {
+          return false;
+        } else {
+          sl.kind = B::kType;
+          sl.detail = b->request;
+          return true;
+        }
+      },
+      t.barrier->cmd);
+}
+
+bool describe(const Task&, std::monostate, Tracer::Slice&, TensorRef*, size_t&) {
+  return false;
 }
 
 }  // namespace
@@ -72,54 +117,15 @@ void trace_task(Tracer& tracer, const StreamQueue& s, const Task& t, int64_t end
   Tracer::Slice sl;
   TensorRef refs[protocol::kMaxTraceTensors];
   size_t n = 0;
-  switch (t.kind) {
-    case Task::Kind::Op: {
-      const auto& c = t.command<cmd::RunOp>();
-      sl = op_slice(s.id, c);
-      Slot* in[2] = {t.in[0].get(), t.in[1].get()};
-      n = op_tensors(c, in, t.out.get(), refs);
-      sl.failed = failed(t.out);
-      break;
-    }
-    case Task::Kind::Get:
-      describe<cmd::Get>(t, sl, refs, n);
-      break;
-    case Task::Kind::Record:
-      describe<cmd::Record>(t, sl, refs, n);
-      break;
-    case Task::Kind::WaitEvent:
-      describe<cmd::WaitEvent>(t, sl, refs, n);
-      break;
-    case Task::Kind::WaitRemote:
-      describe<cmd::WaitRemote>(t, sl, refs, n);
-      break;
-    case Task::Kind::Barrier:
-      if (!traced_kind(t.barrier->type)) return;  // Trace's Stop
-      sl.kind = t.barrier->type;
-      sl.detail = t.barrier->request;
-      break;
-    case Task::Kind::SendPeer:
-      describe<cmd::SendPeer>(t, sl, refs, n);
-      break;
-    case Task::Kind::RecvPeer:
-      describe<cmd::RecvPeer>(t, sl, refs, n);
-      break;
-    case Task::Kind::Collective:
-      describe<cmd::Collective>(t, sl, refs, n);
-      sl.op = static_cast<uint16_t>(t.command<cmd::Collective>().kind);
-      if (t.out == t.in[0]) n = 1;  // in place: one tensor
-      break;
-    case Task::Kind::ToDevice:
-      describe<cmd::ToDevice>(t, sl, refs, n);
-      break;
-    case Task::Kind::PutFrom:
-      describe<cmd::PutFrom>(t, sl, refs, n);
-      break;
-    case Task::Kind::GraphPart:  // a replay's part on this stream: one slice, its ops inside
-      sl.kind = CmdType::GraphReplay;
-      sl.detail = t.graph_run->replay;
-      break;
-  }
+  const bool traced = std::visit(
+      [&](auto c) {
+        if constexpr (std::is_pointer_v<decltype(c)>)
+          return describe(t, *c, sl, refs, n);
+        else
+          return describe(t, c, sl, refs, n);
+      },
+      t.cmd);
+  if (!traced) return;
   sl.stream = s.id;
   sl.begin = t.trace_begin;
   sl.end = std::max(end, t.trace_begin);
@@ -169,21 +175,6 @@ void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_
   sl.inputs = static_cast<uint8_t>(n);
   if (f.out != protocol::kNoTensor) refs[n++] = {f.out, meta};
   tracer.record(sl, std::span<const TensorRef>(refs, n));
-}
-
-bool traced_kind(CmdType kind) {
-  switch (kind) {
-    case CmdType::ClockSync:
-    case CmdType::Trace:
-    case CmdType::FlightDump:
-    case CmdType::Metrics:
-    case CmdType::Attach:
-    case CmdType::Release:
-    case CmdType::NotifyPeer:  // traced when it notifies (trace_notify)
-      return false;
-    default:
-      return true;
-  }
 }
 
 void trace_notify(Tracer& tracer, uint32_t stream, uint64_t event, uint32_t peer, uint64_t token,

@@ -2,6 +2,7 @@
 // docs/observability.md): a task's slice when its stream has run it, an op run at
 // dispatch, a command done at dispatch, and an event's notification of a peer. A slice's
 // bytes are left to the collection (the size of the tensor it made or wrote) unless given.
+// Which commands appear on the timeline is their structs' kTraced (protocol/commands.hpp).
 //
 // Thread safety: each function reads only what its caller may read (a finished task's
 // slots, ready ones; the dispatch thread's command), and records through the tracer, which
@@ -33,8 +34,6 @@ Tracer::Slice op_slice(uint32_t stream, const protocol::cmd::RunOp& c);
 void trace_command(Tracer& tracer, const CommandFields& f, int64_t begin, int64_t end, bool failed,
                    const TensorMeta* meta = nullptr, int64_t bytes = 0,
                    const TensorMeta* input_meta = nullptr);
-// Whether commands of `kind` appear on the timeline (all but the observability ones).
-bool traced_kind(protocol::CmdType kind);
 // Node `peer` is told of `token` now (event `event`'s record has run, on `stream`): a
 // slice with the arrow's start, inside the record's slice, or on the dispatch track when
 // `dispatched` (the record had run when NotifyPeer came).

@@ -54,7 +54,6 @@ struct CollectiveRig {
   Task t;
   CollectiveRig() {
     c.meta = TensorMeta::contiguous(DType::Float32, {4});
-    t.kind = Task::Kind::Collective;
     t.cmd = &c;
     t.in[0] = Slot::of(local::zeros({2}, DType::Float32));
     t.out = std::make_shared<Slot>();

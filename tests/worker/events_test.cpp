@@ -12,6 +12,7 @@ namespace {
 
 using namespace dtr;
 using namespace dtr::worker::detail;
+namespace cmd = dtr::protocol::cmd;
 using dtr::worker::PayloadFrame;
 using dtr::worker::test::eventually;
 using dtr::worker::test::Sent;
@@ -21,8 +22,10 @@ using dtr::worker::test::StreamRig;
 struct EventRig : StreamRig {
   EventRig() {
     recorder.hook = [](StreamQueue&, const StreamQueuePtr& self, Task& t) {
-      if (t.kind == Task::Kind::WaitEvent) return t.event->reached_or_park(t.target, self);
-      if (t.kind == Task::Kind::WaitRemote) return t.remote->arrived_or_park(self);
+      if (std::holds_alternative<const cmd::WaitEvent*>(t.cmd))
+        return t.event->reached_or_park(t.target, self);
+      if (std::holds_alternative<const cmd::WaitRemote*>(t.cmd))
+        return t.remote->arrived_or_park(self);
       return true;
     };
   }
@@ -40,9 +43,9 @@ TEST_CASE("events: a record releases a parked stream, an EventSync and a peer") 
   REQUIRE(e);
   const uint64_t generation = ++e->issued;
   // Stream 0 waits for the record; a sync request and a peer wait too.
-  int label = 1;
-  Task wait = StreamRig::labelled(label);
-  wait.kind = Task::Kind::WaitEvent;
+  const cmd::WaitEvent wait_event{.event = 9};  // outlives the task
+  Task wait = StreamRig::labelled(1);
+  wait.cmd = &wait_event;
   wait.event = e;
   wait.target = generation;
   rig.streams.stage(rig.streams.find(0), std::move(wait));
@@ -153,9 +156,9 @@ TEST_CASE("tokens: a wait that comes first parks its stream until the notificati
   RemoteWaitPtr w = tokens.wait(6, 2, &problem);
   REQUIRE(w);
   CHECK(tokens.pending() == 1);
-  int label = 1;
-  Task t = StreamRig::labelled(label);
-  t.kind = Task::Kind::WaitRemote;
+  const cmd::WaitRemote wait_remote{.peer = 2, .token = 6};  // outlives the task
+  Task t = StreamRig::labelled(1);
+  t.cmd = &wait_remote;
   t.remote = w;
   rig.streams.stage(rig.streams.find(0), std::move(t));
   rig.streams.flush(nullptr);

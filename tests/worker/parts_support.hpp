@@ -29,19 +29,20 @@ inline bool eventually(const std::function<bool()>& done,
   return true;
 }
 
-// Runs tasks whose `cmd` points to an int label: a task waits for its in[0] slot when it
-// has one (parking its stream), records its label, and then publishes an empty tensor
-// into its `out` slot when it has one (so that a task woken by that output records after
-// it). Other behaviour per task through `hook` (returns false to park; the task then runs
-// again when woken).
+// Runs tasks labelled by their flight record (`flight`, numbered from 1 as the dispatcher
+// numbers commands; 0: not labelled): a task waits for its in[0] slot when it has one
+// (parking its stream), records its label, and then publishes an empty tensor into its
+// `out` slot when it has one (so that a task woken by that output records after it). Other
+// behaviour per task through `hook` (returns false to park; the task then runs again when
+// woken).
 struct Recorder : detail::TaskRunner {
   bool execute(detail::StreamQueue& s, const detail::StreamQueuePtr& self,
                detail::Task& t) override {
     if (hook && !hook(s, self, t)) return false;
     if (t.in[0] && !t.in[0]->ready_or_park(self)) return false;
-    if (t.cmd) {
+    if (t.flight != 0) {
       std::lock_guard lock(mu);
-      ran.push_back(*static_cast<const int*>(t.cmd));
+      ran.push_back(static_cast<int>(t.flight));
     }
     if (t.out) t.out->publish(local::Tensor());
     return true;
@@ -63,10 +64,11 @@ struct StreamRig {
   explicit StreamRig(unsigned threads = 2)
       : executor(threads), streams(executor, recorder, observer) {}
   ~StreamRig() { CHECK(executor.wait_idle(std::chrono::seconds(10))); }
-  // A task labelled by `label` (which must outlive it).
-  static detail::Task labelled(const int& label) {
+  // A task labelled `label` (at least 1).
+  static detail::Task labelled(int label) {
+    REQUIRE(label >= 1);
     detail::Task t;
-    t.cmd = &label;
+    t.flight = static_cast<uint64_t>(label);
     return t;
   }
   Recorder recorder;

@@ -30,7 +30,6 @@ TEST_CASE("peer copy: a send waits for its input, then sends the bytes or the fa
   CopyRig r;
   cmd::SendPeer c{.input = 3, .peer = 1, .token = 21};
   Task t;
-  t.kind = Task::Kind::SendPeer;
   t.cmd = &c;
   t.in[0] = std::make_shared<Slot>();
   CHECK_FALSE(run_send_peer(r.stream(), r.self(), t, r.failures, r.outbox));  // parked
@@ -63,7 +62,6 @@ TEST_CASE("peer copy: a receive makes its output from the bytes once they have c
   cmd::RecvPeer c{
       .out = 8, .meta = TensorMeta::contiguous(DType::Float32, {2}), .peer = 1, .token = 22};
   Task t;
-  t.kind = Task::Kind::RecvPeer;
   t.cmd = &c;
   t.remote = std::make_shared<RemoteWait>();
   t.out = std::make_shared<Slot>();
@@ -121,7 +119,6 @@ TEST_CASE(
   local::Tensor x = local::arange(0.0, 65536.0, 1.0, DType::Float32);  // 256 KiB
   cmd::SendPeer c{.input = 3, .peer = 1, .token = 23, .by_address = true};
   Task t;
-  t.kind = Task::Kind::SendPeer;
   t.cmd = &c;
   t.in[0] = Slot::of(x);
   CHECK(run_send_peer(r.stream(), r.self(), t, r.failures, r.outbox));
@@ -144,7 +141,6 @@ TEST_CASE(
   // The receiver (here the same process) reads the bytes and releases the sender's token.
   cmd::RecvPeer rc{.out = 9, .meta = x.meta(), .peer = 1, .token = 7};
   Task rt;
-  rt.kind = Task::Kind::RecvPeer;
   rt.cmd = &rc;
   rt.remote = std::make_shared<RemoteWait>();
   rt.remote->arrived = true;

@@ -229,7 +229,7 @@ TEST_CASE("recorder: the figures and their Prometheus text") {
   Recorder r;
   r.counters.count_command(CmdType::RunOp);
   r.counters.count_command(CmdType::RunOp);
-  r.counters.add_bytes(CmdType::Put, 4096);
+  r.counters.add_bytes<protocol::cmd::Put>(4096);
   r.counters.sessions.store(3);
   r.counters.refused.store(2);
   protocol::NodeMetrics m;

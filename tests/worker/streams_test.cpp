@@ -14,7 +14,7 @@ using namespace dtr::worker::detail;
 using dtr::worker::test::eventually;
 using dtr::worker::test::StreamRig;
 
-std::vector<int> iota(int n, int from = 0) {
+std::vector<int> iota(int n, int from = 1) {
   std::vector<int> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), from);
   return v;
@@ -26,7 +26,7 @@ TEST_CASE("streams: one stream runs its tasks in order, across several slices") 
   std::vector<int> labels = iota(n);
   StreamQueuePtr s = rig.streams.find(0);
   REQUIRE(s);
-  for (const int& l : labels) rig.streams.stage(s, StreamRig::labelled(l));
+  for (int l : labels) rig.streams.stage(s, StreamRig::labelled(l));
   CHECK(rig.streams.staged() == static_cast<size_t>(n));
   CHECK_FALSE(rig.streams.idle_now(s));  // staged work counts
   rig.streams.flush(nullptr);
@@ -39,12 +39,11 @@ TEST_CASE("streams: one stream runs its tasks in order, across several slices") 
 
 TEST_CASE("streams: idle_now remembers an idle stream only until something is staged") {
   StreamRig rig;
-  const int one = 1, two = 2;  // the tasks' labels (they must outlive the tasks)
   StreamQueuePtr s = rig.streams.find(0);
   REQUIRE(s);
   CHECK(rig.streams.idle_now(s));
   CHECK(rig.streams.idle_now(s));  // remembered
-  rig.streams.stage(s, StreamRig::labelled(one));
+  rig.streams.stage(s, StreamRig::labelled(1));
   CHECK_FALSE(rig.streams.idle_now(s));
   rig.streams.flush(nullptr);
   REQUIRE(rig.executor.wait_idle(std::chrono::seconds(10)));
@@ -53,7 +52,7 @@ TEST_CASE("streams: idle_now remembers an idle stream only until something is st
   REQUIRE_FALSE(rig.streams.create(5).has_value());
   StreamQueuePtr other = rig.streams.find(5);
   REQUIRE(other);
-  rig.streams.stage(other, StreamRig::labelled(two));
+  rig.streams.stage(other, StreamRig::labelled(2));
   CHECK(rig.streams.idle_now(s));
   CHECK_FALSE(rig.streams.idle_now(other));
   rig.streams.flush(nullptr);
@@ -109,7 +108,7 @@ TEST_CASE("streams: a stream waits for another stream's output; streams run conc
   CHECK(rig.recorder.count() == 0);
   gate->publish(local::Tensor());
   REQUIRE(eventually([&] { return rig.recorder.count() == 2; }));
-  CHECK(rig.recorder.labels() == std::vector<int>{1, 0});
+  CHECK(rig.recorder.labels() == std::vector<int>{2, 1});
 }
 
 TEST_CASE("streams: a wake that comes while the task runs makes it run again at once") {
@@ -170,7 +169,7 @@ TEST_CASE("streams: a barrier reaches every stream, retired ones too, and finish
   // The hook is set before any task runs (an executor thread reads it).
   std::atomic<int> arrivals{0}, finished{0};
   rig.recorder.hook = [&](StreamQueue& s, const StreamQueuePtr&, Task& t) {
-    if (t.kind == Task::Kind::Barrier) {
+    if (t.is_barrier()) {
       ++arrivals;
       if (arrive(s, *t.barrier)) ++finished;
     }
