@@ -71,10 +71,12 @@ class Capture {
 
   // Ends the recording on this thread (idempotent).
   void stop();
-  // Uploads each node's part and returns the graph.
+  // Uploads each node's part and returns the graph. Throws InvalidArgument, uploading
+  // nothing, when a part's upload would not fit its worker's messages.
   Graph finish();
 
  private:
+  void check_upload_size(int node, const protocol::cmd::GraphUpload& up) const;
   template <class C>
   void record(int node, const C& c, bool small);
 

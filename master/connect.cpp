@@ -27,7 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int64_t kMaxMessageBytes = int64_t{16} << 30;
 // A worker endpoint that refuses every connection this long fails the session's start.
 constexpr auto kRefusedLimit = std::chrono::milliseconds(3000);
 // On a heartbeat connection nothing but heartbeats (a few bytes) is expected.

@@ -278,6 +278,9 @@ local::Tensor DistributedTensor::to_local() const {
   const RemoteTensor& self = remote("to_local");
   detail::MasterSession& s = *self.session;
   const bool pull = s.same_host(self.node) && meta_bytes(self.meta) >= kSameHostMinBytes;
+  if (!pull)
+    s.check_frame("to_local", -1, static_cast<int64_t>(meta_bytes(self.meta)),
+                  fmt::format("tensor %{} {} on node {}", self.id, describe(self.meta), self.node));
   detail::ReplyMessage m = s.request(
       self.node,
       cmd::Get{.stream = detail::current_stream_id(s, self.node), .input = self.id, .pull = pull});
@@ -321,6 +324,10 @@ DistributedTensor DistributedTensor::to(int node) const {
   // from the sender's memory (common/same_host.hpp).
   const bool by_address = self.session->same_host(self.node) && self.session->same_host(node) &&
                           meta_bytes(self.meta) >= kSameHostMinBytes;
+  if (!by_address)
+    self.session->check_frame(
+        "to", node, static_cast<int64_t>(meta_bytes(self.meta)),
+        fmt::format("tensor %{} {} on node {}", self.id, describe(self.meta), self.node));
   cmd::SendPeer send{.stream = detail::current_stream_id(*self.session, self.node),
                      .input = self.id,
                      .peer = static_cast<uint32_t>(node),
@@ -518,6 +525,7 @@ NodeInfo node_info(int node) {
   for (size_t i = 1; i < h.devices.size(); ++i) info.cuda_devices.push_back(h.devices[i].name);
   info.same_host = s->same_host(node);
   info.same_host_note = s->same_host_note(node);
+  info.max_message_bytes = h.max_message_bytes;
   return info;
 }
 
@@ -574,6 +582,8 @@ DistributedTensor dist_send(const local::Tensor& t, int node) {
                                     .address = reinterpret_cast<uint64_t>(packed.raw_data()),
                                     .device = t_device});
   } else {
+    s->check_frame("dist_send", target, static_cast<int64_t>(meta_bytes(meta)),
+                   fmt::format("the local tensor {}", describe(meta)));
     s->enqueue(target, cmd::Put{.out = id, .meta = meta, .device = t_device}, &packed);
   }
   // Sync point: once the worker answers a later request it holds the bytes, and the caller

@@ -182,11 +182,26 @@ void Capture::pin(std::shared_ptr<void> handle) {
   handles_.push_back(std::move(handle));
 }
 
+void Capture::check_upload_size(int node, const cmd::GraphUpload& up) const {
+  protocol::BatchWriter w;
+  w.add(protocol::Command(up));
+  const auto bytes = static_cast<int64_t>(w.finish().size());
+  // Half the limit: the I/O thread's batch may already hold up to that much (requests.cpp).
+  const int64_t room = session_->message_limit(node) / 2;
+  if (bytes > room)
+    throw InvalidArgument(fmt::format(
+        "capture: graph {}'s program for node {} ({}) encodes to {} bytes, more than half "
+        "of what that worker takes in one message ({} bytes, dtr-worker --max-message-bytes); "
+        "capture fewer commands per graph, or raise the worker's limit",
+        graph_, node, session_->endpoint(node), bytes, session_->message_limit(node)));
+}
+
 Graph Capture::finish() {
   stop();
   auto h = std::make_shared<GraphHandle>();
   h->session = session_;
   h->id = graph_;
+  std::vector<std::pair<int, cmd::GraphUpload>> uploads;
   for (auto& [node, part] : parts_) {
     if (part.commands.empty()) continue;
     cmd::GraphUpload up{.graph = graph_};
@@ -203,8 +218,11 @@ Graph Capture::finish() {
     auto program = std::make_shared<protocol::Batch>();
     program->commands = std::move(part.commands);
     up.program = std::move(program);
-    session_->enqueue(node, up);
+    uploads.emplace_back(node, std::move(up));
   }
+  // Every upload fits its node's messages before any is sent (no graph half-uploaded).
+  for (const auto& [node, up] : uploads) check_upload_size(node, up);
+  for (const auto& [node, up] : uploads) session_->enqueue(node, up);
   h->small = small_;
   h->tensors = std::move(tensors_);
   h->handles = std::move(handles_);

@@ -38,7 +38,39 @@ uint16_t op_code(const protocol::Command& c) {
   return 0;
 }
 
+// Whether node `n`'s batch goes to the I/O thread before its caller adds more (under n.mu):
+// at the backpressure count, or at half the worker's largest message (so that a header stays
+// below it whatever other threads add meanwhile; a dtr-worker takes at least 64 KiB).
+bool batch_full(const WorkerNode& n) {
+  const int64_t limit = n.hello.max_message_bytes;  // 0 only before the handshake
+  return n.batch.count() >= kBackpressureCommands ||
+         (limit > 0 && static_cast<int64_t>(n.batch.bytes()) >= limit / 2);
+}
+
+std::string byte_size(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30))
+    return fmt::format("{} bytes ({:.1f} GiB)", bytes, static_cast<double>(bytes) / (1 << 30));
+  if (bytes >= (int64_t{1} << 20))
+    return fmt::format("{} bytes ({:.1f} MiB)", bytes, static_cast<double>(bytes) / (1 << 20));
+  return fmt::format("{} bytes", bytes);
+}
+
 }  // namespace
+
+void MasterSession::check_frame(const char* op, int to, int64_t bytes,
+                                std::string_view tensor) const {
+  const int64_t limit = to < 0 ? kMaxMessageBytes : message_limit(to);
+  if (bytes <= limit) return;
+  if (to < 0)
+    throw InvalidArgument(fmt::format(
+        "{}: {} is {}, more than the master takes in one message ({}); keep it on its node, "
+        "or bring it over in slices (x.slice(0, i, j), x[i:j] in Python)",
+        op, tensor, byte_size(bytes), byte_size(limit)));
+  throw InvalidArgument(fmt::format(
+      "{}: {} is {}, more than node {} ({}) takes in one message ({}, dtr-worker "
+      "--max-message-bytes); send it in slices, or raise the worker's limit",
+      op, tensor, byte_size(bytes), to, endpoint(to), byte_size(limit)));
+}
 
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,
                             Wake how) {
@@ -49,7 +81,7 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
   // A request's own slice is the sync point's (request()).
   const bool traced = trace_.on() && how != Wake::kNone;
   Node& n = *nodes_[node];
-  size_t queued;
+  bool full;
   {
     std::lock_guard lock(n.mu);
     if (const auto* p = std::get_if<protocol::cmd::Put>(&c); p && payload) {
@@ -61,9 +93,9 @@ void MasterSession::enqueue(int node, const protocol::Command& c, const local::T
     } else {
       n.batch.add(c);
     }
-    queued = n.batch.count();
+    full = batch_full(n);
   }
-  after_enqueue(n, queued, how);
+  after_enqueue(n, full, how);
   if (traced)
     trace_.call(protocol::command_type(c), op_code(c), node, protocol::command_stream(c),
                 made_by(c));
@@ -75,19 +107,19 @@ bool MasterSession::enqueue(int node, const protocol::cmd::RunOp& c, Wake how) {
     if (divert(node, c, how)) return true;
   }
   Node& n = *nodes_[node];
-  size_t queued;
+  bool full;
   {
     std::lock_guard lock(n.mu);
     n.batch.add(c);
-    queued = n.batch.count();
+    full = batch_full(n);
   }
-  after_enqueue(n, queued, how);
+  after_enqueue(n, full, how);
   if (trace_.on())
     trace_.call(protocol::CmdType::RunOp, static_cast<uint16_t>(c.op), node, c.stream, c.out);
   return false;
 }
 
-void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
+void MasterSession::after_enqueue(Node& n, bool full, Wake how) {
   // Each flag is read before it is written: while the I/O thread is busy they stay as they
   // are, and a plain load costs far less than a locked write to a line it also uses. (The
   // I/O thread clears work_pending_ before it takes the batches, so a command added before
@@ -102,7 +134,7 @@ void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
   } else if (how == Wake::kLazy) {
     if (sleeping_.load() && !dozing_.load() && sleeping_.exchange(false)) wake();
   }
-  if (queued >= kBackpressureCommands) {
+  if (full) {
     // The I/O thread flushes it (woken here even for a caller that flushes itself).
     if (sleeping_.exchange(false)) wake();
     // Yielding first (the I/O thread usually takes the batch within microseconds), then
@@ -110,7 +142,7 @@ void MasterSession::after_enqueue(Node& n, size_t queued, Wake how) {
     for (int round = 0; !closed_.load() && !n.lost.load(); ++round) {
       {
         std::lock_guard lock(n.mu);
-        if (n.batch.count() < kBackpressureCommands) break;
+        if (!batch_full(n)) break;
       }
       if (round < 64)
         std::this_thread::yield();

@@ -151,6 +151,17 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // The same for an op (the hot path: no variant to build); true when a capture on this
   // thread took it (master/capture.hpp) instead.
   bool enqueue(int node, const protocol::cmd::RunOp& c, Wake how);
+  // Message limits. ZeroMQ drops a connection that sends a frame larger than its receiver
+  // takes (worker: dtr-worker --max-message-bytes, in its HelloReply; master:
+  // kMaxMessageBytes), and the commands on it with it. So a tensor's bytes that would travel
+  // as one frame are checked at the call site: throws InvalidArgument naming `op`, the
+  // tensor, its size, the receiver and its limit. `to` is a node index, or -1 for the master.
+  void check_frame(const char* op, int to, int64_t bytes, std::string_view tensor) const;
+  // The largest frame node `node` takes, and the header size at which a node's batch is
+  // handed to the I/O thread before more is added (half the limit: room for the commands
+  // that other threads add meanwhile).
+  int64_t message_limit(int node) const { return nodes_[node]->hello.max_message_bytes; }
+  static constexpr int64_t kMaxMessageBytes = int64_t{16} << 30;  // the master's own
   // Same-host payloads with `node` (see WorkerNode): whether, why not, and the worker's process.
   bool same_host(int node) const { return nodes_[node]->same_host; }
   const std::string& same_host_note(int node) const { return nodes_[node]->same_host_note; }
@@ -210,10 +221,11 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   std::string attach(Node& node);
 
   // ---- master/requests.cpp: queuing commands, requests ----
-  // After a command was queued for `n` (`queued` commands are waiting): tells the I/O
-  // thread, wakes whoever sleeps on the sockets (unless the caller flushes itself), and
-  // holds the caller at the backpressure limit.
-  void after_enqueue(Node& n, size_t queued, Wake how);
+  // After a command was queued for `n` (`full`: its batch is at the backpressure count or
+  // half the worker's largest message): tells the I/O thread, wakes whoever sleeps on the
+  // sockets (unless the caller flushes itself), and holds a caller with a full batch until
+  // the I/O thread has taken it.
+  void after_enqueue(Node& n, bool full, Wake how);
   // request(): until `future` is ready or `deadline`, this thread does the I/O itself
   // whenever the I/O thread is not (it sends the request and takes the reply with no
   // hand-off between threads); false on timeout.

@@ -822,6 +822,7 @@ std::string encode(const HelloReply& m) {
     w.str(m.pg_endpoint);
     w.put(m.pid);
     w.put(m.challenge);
+    w.put(m.max_message_bytes);
   });
 }
 
@@ -923,6 +924,11 @@ HelloReply decode_hello_reply(std::string_view frame) {
     m.pg_endpoint = r.str("process group endpoint");
     m.pid = r.get<uint32_t>();
     m.challenge = r.get<uint64_t>();
+    m.max_message_bytes = r.get<int64_t>();
+    if (m.accepted && m.max_message_bytes < kMinMessageBytes)
+      r.fail("an accepting worker's largest message is {} bytes, below the least a worker takes "
+             "({})",
+             m.max_message_bytes, kMinMessageBytes);
     r.finish();
     return m;
   });

@@ -25,7 +25,7 @@ namespace dtr::protocol {
 inline constexpr uint32_t kMagic = 0x31525444;  // "DTR1" in little-endian bytes
 // Bump on any change of the bytes of a message (here, in commands.hpp or in replies.hpp);
 // HELLO's layout (prefix + Hello) never changes. 8: replies through the generic codec.
-inline constexpr uint16_t kVersion = 8;
+inline constexpr uint16_t kVersion = 9;
 
 // Heartbeat: an empty message either side may send; a worker in --master mode sends one
 // first so that the master learns its address.
@@ -70,7 +70,15 @@ struct HelloReply {
   // master must hold for it to read (0 and 0: not offered).
   uint32_t pid = 0;
   uint64_t challenge = 0;
+  // The largest message frame this worker takes (dtr-worker --max-message-bytes, at least
+  // kMinMessageBytes when accepted): ZeroMQ drops a connection that sends a larger one, so
+  // the master refuses such a payload at its call site and cuts its batches below it.
+  int64_t max_message_bytes = 0;
 };
+
+// The smallest --max-message-bytes a worker takes: room for any single command a master
+// sends but a captured graph's upload, which the master checks against the limit itself.
+inline constexpr int64_t kMinMessageBytes = int64_t{64} << 10;
 
 // Sent once after every worker accepted: this worker's node index and where each node of
 // the session listens for its peers. `session` is a random id that peer messages carry.

@@ -125,6 +125,7 @@ bool Server::Impl::make_room_for(const std::string* identity, const proto::Hello
 proto::HelloReply Server::Impl::accept_reply(proto::HelloReply reply) {
   reply.accepted = true;
   reply.threads = session->threads();
+  reply.max_message_bytes = opt.max_message_bytes;
   reply.peer_endpoint = peer_endpoint;
   reply.pg_endpoint = reserve_pg_endpoint(pg_host, pg_port_hold);
   if (common::same_host_enabled()) {

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,7 @@
 
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
+#include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
 #include "tools/cli_checks.hpp"
 #include "worker/collectives.hpp"
@@ -157,9 +159,9 @@ void add_mode_options(CLI::App& app, Args& a) {
                  "listen mode it is the bound one, with the port chosen for '*'")
       ->type_name("PATH");
   app.add_option("--max-message-bytes", a.max_message_bytes,
-                 "Largest frame accepted (a header or one tensor's bytes); a bigger one drops "
-                 "the connection")
-      ->check(dtr::cli::kPositive)
+                 "Largest frame accepted (a header or one tensor's bytes), at least 65536; the "
+                 "master refuses to send a tensor over it, naming the limit")
+      ->check(CLI::Range(dtr::protocol::kMinMessageBytes, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   app.add_option("--heartbeat-ms", a.heartbeat_ms,
                  "Interval of heartbeats to the master while a session is open")

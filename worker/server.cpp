@@ -96,9 +96,11 @@ void check_options(const ServerOptions& opt) {
   if (opt.heartbeat.count() <= 0)
     throw InvalidArgument(
         fmt::format("worker server: heartbeat must be positive, got {} ms", opt.heartbeat.count()));
-  if (opt.max_message_bytes <= 0)
-    throw InvalidArgument(fmt::format("worker server: max_message_bytes must be positive, got {}",
-                                      opt.max_message_bytes));
+  if (opt.max_message_bytes < proto::kMinMessageBytes)
+    throw InvalidArgument(fmt::format(
+        "worker server: max_message_bytes must be at least {} (64 KiB: room for any command "
+        "header), got {}",
+        proto::kMinMessageBytes, opt.max_message_bytes));
   // Before ZeroMQ sees it: it would bind or dial port 70000 as 4464, and take a missing
   // tcp:// for a non-local address.
   const bool listen = !opt.listen.empty();

@@ -269,6 +269,9 @@ struct NodeInfo {
   // PID namespace)", "DTR_SAME_HOST=0 on the master", ...).
   bool same_host = false;
   std::string same_host_note;
+  // The largest message the worker takes (dtr-worker --max-message-bytes): a tensor whose
+  // bytes would travel to it as one larger message (dist_send, x.to(node)) is refused.
+  int64_t max_message_bytes = 0;
 };
 NodeInfo node_info(int node);
 

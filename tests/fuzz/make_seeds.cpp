@@ -723,6 +723,7 @@ int main(int argc, char** argv) {
     r.pg_endpoint = "tcp://10.0.0.2:7002";
     r.pid = 4242;
     r.challenge = 0x1234abcd5678ef90ull;
+    r.max_message_bytes = int64_t{16} << 30;
     s.codec("hello-reply", encode(r));
     HelloReply busy;
     busy.reason = "busy";

@@ -400,11 +400,13 @@ TEST_SUITE("protocol/codec") {
     gpu.compute_major = 9;
     gpu.compute_minor = 0;
     r.devices = {cpu, gpu};
+    r.max_message_bytes = int64_t{16} << 30;
     HelloReply got = decode_hello_reply(encode(r));
     CHECK(got.version == kVersion);
     CHECK(got.accepted);
     CHECK(got.worker == "box:99");
     CHECK(got.threads == 64);
+    CHECK(got.max_message_bytes == int64_t{16} << 30);
     REQUIRE(got.devices.size() == 2);
     CHECK(got.devices[0].index == -1);
     CHECK(got.devices[0].name == "cpu");
@@ -424,6 +426,10 @@ TEST_SUITE("protocol/codec") {
     HelloReply offered = decode_hello_reply(encode(r));
     CHECK(offered.pid == r.pid);
     CHECK(offered.challenge == r.challenge);
+
+    // An accepting worker says what it takes, at least kMinMessageBytes.
+    r.max_message_bytes = kMinMessageBytes - 1;
+    CHECK_REJECTS(decode_hello_reply(encode(r)), "largest message is 65535 bytes");
 
     HelloReply no;
     no.reason = "busy: serving master x since y";
