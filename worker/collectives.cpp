@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "common/printable.hpp"
 #include "worker/device_order.hpp"
 
 namespace dtr::worker::detail {
@@ -98,7 +99,7 @@ void Groups::setup(std::vector<std::string> endpoints, uint32_t node, uint32_t n
       promise->set_value(std::move(g));
     } catch (const std::exception& e) {
       spdlog::warn("{}: the session's process group ({} backend) could not be formed: {}",
-                   o.group_name, o.backend, e.what());
+                   o.group_name, o.backend, common::printable(e.what(), 2048));
       promise->set_exception(std::current_exception());
     } catch (...) {
       promise->set_exception(std::current_exception());
@@ -290,7 +291,9 @@ void CollectiveRun::compute() {
 // A collective that failed waiting for the other members: the first of a burst dumps the
 // flight recorder to the log and the master; the ones failed because the session is
 // ending (its groups shut down) are its consequence, not a fault.
-void report_stuck(const CollectiveContext& ctx, const std::string& reason) {
+void report_stuck(const CollectiveContext& ctx, const std::string& raw_reason) {
+  // It may quote what another process sent (a peer's address or error): escaped for logs.
+  const std::string reason = common::printable(raw_reason, 2048);
   // A member that left in order (its group shut down: its session ended a moment before
   // this one's) is not a hang; were it more, the master makes it a lost node, which dumps.
   const bool orderly = reason.find("left the process group (shut down)") != std::string::npos;

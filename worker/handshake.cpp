@@ -85,6 +85,8 @@ void Server::Impl::on_hello(const std::string* identity, std::string_view header
     return;
   }
   hello_seen = true;
+  // The name goes into logs and into what other masters are told: escaped once, here.
+  hello.client = common::printable(hello.client, 128);
   proto::HelloReply reply;
   reply.worker = host_and_pid();
   if (hello.version != proto::kVersion) {
@@ -102,8 +104,8 @@ void Server::Impl::refuse_hello(const std::string* identity, const proto::Hello&
                                 const proto::HelloReply& reply) {
   recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
   // A master asking again every 200 ms would repeat this line: once a minute.
-  warn_throttled("rejected master " + hello.client,
-                 fmt::format("rejected master {}: {}", hello.client, reply.reason));
+  warn_throttled("rejected master", fmt::format("rejected master {} at {}: {}", hello.client,
+                                                source, reply.reason));
   send(identity, proto::encode(reply));
 }
 

@@ -140,6 +140,7 @@ void Server::Impl::drain_socket() {
 void Server::Impl::handle(proto::Received& msg) {
   std::vector<zmq::message_t>& frames = msg.frames;
   if (frames.empty()) return;
+  source = source_address(frames.back());
   std::optional<std::string> id;
   if (listen_mode) id = frames[0].to_string();
   const std::string* identity = id ? &*id : nullptr;
@@ -215,7 +216,7 @@ void Server::Impl::on_batch(const std::string* identity, std::string_view header
   try {
     session->run(std::move(batch), payloads);
   } catch (const std::exception& e) {
-    spdlog::error("batch from master {} failed: {}", peer_client, e.what());
+    spdlog::error("batch from master {} failed: {}", peer_client, common::printable(e.what(), 1024));
     protocol_error(identity, fmt::format("worker failed running the batch: {}", e.what()));
   }
   drain_outbox();
@@ -264,16 +265,17 @@ void Server::Impl::drain_outbox() {
 }
 
 void Server::Impl::protocol_error(const std::string* identity, std::string message) {
-  warn_throttled("protocol error from " + who(identity),
-                 fmt::format("protocol error from {}: {}", who(identity), message));
+  warn_throttled("protocol error", fmt::format("protocol error from {} at {}: {}", who(identity),
+                                               source, common::printable(message, 1024)));
   proto::reply::ProtocolError r;
   r.request = 0;
   r.message = std::move(message);
   send(identity, proto::encode(r));
 }
 
-void Server::Impl::warn_throttled(const std::string& key, std::string line) {
-  if (std::optional<std::string> l = warnings.admit(key, std::move(line))) spdlog::warn("{}", *l);
+void Server::Impl::warn_throttled(const std::string& kind, std::string line) {
+  if (std::optional<std::string> l = warnings.admit(kind + " from " + source, std::move(line)))
+    spdlog::warn("{}", *l);
 }
 
 void Server::Impl::drain_monitor() {

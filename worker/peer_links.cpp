@@ -75,6 +75,8 @@ void Server::Impl::drain_peer_socket() {
   for (int i = 0; i < kMaxMessagesPerWakeup; ++i) {
     std::optional<proto::Received> msg = proto::try_recv(peer_socket, 3);
     if (!msg) return;
+    if (msg->frames.empty()) continue;
+    source = source_address(msg->frames.back());
     if (msg->frames.size() < 2 || msg->truncated) continue;
     std::string id = msg->frames[0].to_string();
     std::string_view header = view_of(msg->frames[1]);
@@ -85,11 +87,12 @@ void Server::Impl::drain_peer_socket() {
       }
     } catch (const ProtocolError& e) {
       warn_throttled("bad message on the peer socket",
-                     fmt::format("bad message on the peer socket: {}", e.what()));
+                     fmt::format("bad message on the peer socket from {}: {}", source,
+                                 common::printable(e.what(), 1024)));
       continue;
     }
     warn_throttled("unexpected message on the peer socket",
-                   "unexpected message on the peer socket; dropped");
+                   fmt::format("unexpected message on the peer socket from {}; dropped", source));
   }
 }
 
@@ -103,8 +106,9 @@ void Server::Impl::on_peer(const std::string* identity, std::string_view header,
                                       frames.size() - first_payload));
   } catch (const ProtocolError& e) {
     // No reply: peers do not read them, and a stranger gets nothing to work with.
-    warn_throttled("bad peer message from " + who(identity),
-                   fmt::format("bad peer message from {}: {}", who(identity), e.what()));
+    warn_throttled("bad peer message", fmt::format("bad peer message from {} at {}: {}",
+                                                   who(identity), source,
+                                                   common::printable(e.what(), 1024)));
     return;
   }
   std::optional<PayloadFrame> payload;
@@ -113,8 +117,10 @@ void Server::Impl::on_peer(const std::string* identity, std::string_view header,
     payload = PayloadFrame{owner->data(), owner->size(), owner};
   }
   if (!session || !session->notify(n, payload ? &*payload : nullptr))
-    spdlog::warn("peer notification from node {} (session {:#x}) is not for this session; dropped",
-                 n.from_node, n.session);
+    warn_throttled("stray peer notification",
+                   fmt::format("peer notification from node {} at {} (session {:#x}) is not for "
+                               "this session; dropped",
+                               n.from_node, source, n.session));
 }
 
 }  // namespace dtr::worker

@@ -43,6 +43,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/printable.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
@@ -75,6 +76,13 @@ std::string host_and_pid();
 std::string hex(const std::string& bytes);
 inline std::string_view view_of(const zmq::message_t& frame) {
   return {frame.data<char>(), frame.size()};
+}
+// Where a received frame came from: ZeroMQ's "Peer-Address" property (the TCP peer's IP,
+// escaped), or "a local peer" where there is none (ipc://, inproc://). Unlike a routing id
+// or a client name, a client cannot change it by reconnecting.
+inline std::string source_address(zmq::message_t& frame) {
+  const char* address = zmq_msg_gets(frame.handle(), "Peer-Address");
+  return address && *address ? common::printable(address, 64) : std::string("a local peer");
 }
 // Wakes whoever polls `fd` (an eventfd).
 void signal_fd(int fd);
@@ -121,9 +129,12 @@ struct Server::Impl {
     return protocol::send_message(socket, identity, std::move(header), {});
   }
   void protocol_error(const std::string* identity, std::string message);
-  // A warning that a peer may repeat at will: logged at most once a minute per `key`, with
-  // the count of the ones held back (docs/security.md).
-  void warn_throttled(const std::string& key, std::string line);
+  // A warning that a peer may repeat at will: logged at most once a minute per `kind` and
+  // source address of the message being handled (`source`; never what the peer claims,
+  // such as its name or routing id), and at most 32 a minute in total, with the counts of
+  // the ones held back (docs/security.md). Peer strings in `line` must already be escaped
+  // (common::printable).
+  void warn_throttled(const std::string& kind, std::string line);
   // On the loop's thread: what other threads asked for (a flight recorder dump, a
   // metrics snapshot).
   void serve_requests();
@@ -256,7 +267,10 @@ struct Server::Impl {
   std::string peer_beat;  // ... and of its heartbeat connection
   // Sessions this worker ended on its own: the master's identity and why (the last few).
   std::deque<std::pair<std::string, std::string>> ended_;
-  std::string peer_client;  // its "host:pid", from HELLO
+  std::string peer_client;  // its "host:pid", from HELLO (escaped: common::printable)
+  // The source address of the message the loop is handling ("10.0.0.5", or "a local peer"
+  // for ipc:// and inproc://), for warn_throttled's keys and lines.
+  std::string source;
   std::string peer_since;   // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
   std::chrono::milliseconds heartbeat_interval{1000};  // this session's (Setup may lower it)

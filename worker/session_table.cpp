@@ -99,7 +99,7 @@ void Server::Impl::on_goodbye(const std::string* identity, std::string_view head
   if (is_peer(identity)) {
     std::string reason;  // a master that ended it for a reason says which
     try {
-      reason = proto::decode_goodbye(header).reason.substr(0, 1024);  // a log line
+      reason = common::printable(proto::decode_goodbye(header).reason, 1024);  // a log line
     } catch (const ProtocolError&) {
     }
     end_session(reason.empty() ? std::string("session ended") : "session ended: " + reason, false,

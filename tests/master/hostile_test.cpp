@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -419,6 +420,78 @@ TEST_CASE("a thousand bad messages from one peer leave the worker's log readable
   INFO("the worker's log:\n", log);
   CHECK(lines >= 1);   // the first one is logged
   CHECK(lines <= 30);  // not one line per message
+}
+
+// Runs `body` against a worker whose stderr goes to a file; returns that log.
+template <class Body>
+std::string worker_log_after(Body body) {
+  char tmpl[] = "/tmp/dtr-worker-log-XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  close(fd);
+  const std::string log_path = tmpl;
+  {
+    WorkerProcess worker(worker_args(), log_path);
+    body(worker);
+  }
+  std::ifstream in(log_path);
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(log_path.c_str());
+  return log;
+}
+
+size_t count_of(const std::string& text, std::string_view part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Issue 40, item 3: the client name in a HELLO went into the worker's log raw, so a client
+// could forge log lines, terminal escapes and NUL bytes.
+TEST_CASE("peer strings reach the worker's log escaped: no forged lines, escapes or NULs") {
+  const std::string forged = std::string("raw:1\n2026-01-01 [info] FORGED LINE\x1b[2J") + '\0' +
+                             "\r" + std::string(400, 'x');
+  std::string log = worker_log_after([&](WorkerProcess& worker) {
+    zmq::context_t ctx;
+    RawClient master(ctx, worker.endpoint());
+    REQUIRE(master.hello(protocol::kVersion, forged).accepted);
+    // Refused while busy: the name goes into the refusal's log line too.
+    RawClient second(ctx, worker.endpoint());
+    CHECK_FALSE(second.hello(protocol::kVersion, forged).accepted);
+    // An old version is refused before any session: logged with the name as well.
+    RawClient third(ctx, worker.endpoint());
+    CHECK_FALSE(third.hello(protocol::kVersion - 1, forged).accepted);
+  });
+  INFO("the worker's log:\n", log);
+  CHECK(log.find("\nFORGED") == std::string::npos);
+  CHECK(log.find("] FORGED") == std::string::npos);
+  CHECK(log.find('\x1b') == std::string::npos);
+  CHECK(log.find('\0') == std::string::npos);
+  CHECK(log.find('\r') == std::string::npos);
+  CHECK(count_of(log, "raw:1\\x0a2026-01-01 [info] FORGED LINE\\x1b[2J\\x00\\x0d") >= 1);
+  CHECK(contains(log, "... (" + std::to_string(forged.size()) + " bytes)"));  // cut
+}
+
+// Issue 40, item 4: the once-a-minute limit was per routing id or claimed name, both the
+// sender's choice: a client that reconnected for every message got one line per message.
+TEST_CASE("log limits hold per source address and in total, however often a client reconnects") {
+  std::string log = worker_log_after([&](WorkerProcess& worker) {
+    zmq::context_t ctx;
+    std::mt19937 rng(11);
+    for (int i = 0; i < 200; ++i) {  // a new connection, a new routing id, every message
+      RawClient c(ctx, worker.endpoint());
+      c.send(random_bytes(rng, 64));
+      REQUIRE(c.next(std::chrono::milliseconds(2000)).has_value());  // still answered
+    }
+    for (int i = 0; i < 100; ++i) {  // and a new claimed name each time
+      RawClient c(ctx, worker.endpoint());
+      CHECK_FALSE(c.hello(protocol::kVersion - 1, "raw:" + std::to_string(i)).accepted);
+    }
+  });
+  INFO("the worker's log:\n", log);
+  CHECK(count_of(log, "protocol error from") == 1);  // one source (127.0.0.1), one minute
+  CHECK(count_of(log, "rejected master") == 1);
+  CHECK(contains(log, "at 127.0.0.1"));
 }
 
 TEST_CASE("hostile raw master: malformed batches in its own session are named, nothing leaks") {
