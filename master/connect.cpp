@@ -47,8 +47,11 @@ std::optional<protocol::Received> wait_message(zmq::socket_t& socket, Clock::tim
                                                security::HandshakeWatch* watch = nullptr) {
   while (true) {
     if (watch) {
-      if (std::string why = watch->failure(); !why.empty())
+      if (std::string why = watch->failure(); !why.empty()) {
+        if (watch->not_zeromq())
+          throw TransportError(fmt::format("cannot start the session: {}", why));
         throw AuthenticationError(fmt::format("cannot start the session: {}", why));
+      }
       // Nothing listens there (a mistyped port, a worker not started): say so soon rather
       // than at the connect timeout.
       if (watch->refused_for() >= kRefusedLimit)
@@ -121,7 +124,7 @@ void MasterSession::connect_workers() {
     node->dealer->set(zmq::sockopt::sndhwm, protocol::kDataHighWaterMark);
     guard_->client(*node->dealer, endpoint, fmt::format("worker (node {})", node->index));
     watches.push_back(std::make_unique<security::HandshakeWatch>(
-        context_, *node->dealer, guard_->curve(), fmt::format("worker {}", endpoint)));
+        context_, *node->dealer, guard_->curve(), fmt::format("worker {}", endpoint), endpoint));
     try {
       node->dealer->connect(endpoint);
     } catch (const zmq::error_t& e) {
@@ -149,6 +152,12 @@ void MasterSession::connect_workers() {
       // A worker still serving a master that has just gone says "busy" until it notices;
       // ask again until the deadline.
       if (!r.accepted && r.reason.rfind("busy", 0) == 0) {
+        // Busy with this very session: the same worker under a second address.
+        if (r.reason.find("master " + client_name() + " since") != std::string::npos)
+          throw InvalidArgument(fmt::format(
+              "init_master_worker: worker {} ({}) already serves this session under another of "
+              "the endpoints given: a worker is one node of a session ({})",
+              node->endpoint, r.worker, r.reason));
         last_refusal = r.reason;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         protocol::send_message(*node->dealer, nullptr, hello, {});

@@ -56,6 +56,14 @@ bool check_options(const MasterOptions& options) {
     if (auto problem = protocol::endpoint_problem(options.workers[i], false))
       throw InvalidArgument(fmt::format("init_master_worker: worker endpoint {} of {}: {}", i + 1,
                                         options.workers.size(), *problem));
+    // A worker serves one session once: listed twice, its second HELLO would be refused
+    // as busy (with this very session) until the connect timeout.
+    for (size_t j = 0; j < i; ++j)
+      if (options.workers[j] == options.workers[i])
+        throw InvalidArgument(fmt::format(
+            "init_master_worker: worker endpoint {} is listed twice ({} and {} of {}): a "
+            "worker is one node of a session",
+            options.workers[i], j + 1, i + 1, options.workers.size()));
   }
   if (!options.listen.empty()) {
     if (auto problem = protocol::endpoint_problem(options.listen, true))

@@ -1,11 +1,19 @@
 // The ZAP handler, CURVE socket options and handshake diagnosis.
 #include "security/curve.hpp"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/printable.hpp"
 #include "dtr/error.hpp"
 
 namespace dtr::security {
@@ -261,9 +269,60 @@ std::string handshake_failure_text(uint16_t event, uint32_t value, bool curve,
   }
 }
 
+std::string probe_zmtp(const std::string& endpoint, std::string_view peer,
+                       std::chrono::milliseconds wait) {
+  constexpr std::string_view tcp = "tcp://";
+  if (endpoint.rfind(tcp, 0) != 0) return {};
+  const std::string rest = endpoint.substr(tcp.size());
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return {};
+  std::string host = rest.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), rest.substr(colon + 1).c_str(), &hints, &res) != 0 || !res)
+    return {};
+  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const int rc = fd < 0 ? -1 : connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (fd < 0) return {};
+  auto done = [&](std::string why) {
+    close(fd);
+    return why;
+  };
+  pollfd p{fd, POLLOUT, 0};
+  if ((rc != 0 && errno != EINPROGRESS) || poll(&p, 1, static_cast<int>(wait.count())) != 1)
+    return done({});
+  int error = 0;
+  socklen_t len = sizeof error;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0 || error != 0) return done({});
+  // ZMTP's signature: 0xFF, 8 bytes of length, 0x7F; every ZeroMQ peer starts with it.
+  const unsigned char signature[10] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F};
+  if (send(fd, signature, sizeof signature, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof signature))
+    return done({});
+  char got[64];
+  p = pollfd{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(wait.count())) != 1)
+    return done(fmt::format("{} accepted the connection but sent nothing within {} ms, where a "
+                            "ZeroMQ peer sends its greeting: is a dtr-worker listening on that "
+                            "port?",
+                            peer, wait.count()));
+  const ssize_t n = recv(fd, got, sizeof got, 0);
+  if (n <= 0)
+    return done(fmt::format("{} closed the connection before sending anything, where a ZeroMQ "
+                            "peer sends its greeting: is a dtr-worker listening on that port?",
+                            peer));
+  if (static_cast<unsigned char>(got[0]) == 0xFF) return done({});
+  return done(fmt::format("{} is not a ZeroMQ peer: it sent \"{}\" where a ZeroMQ peer sends "
+                          "its greeting (is that port a dtr-worker's?)",
+                          peer, common::printable(std::string_view(got, static_cast<size_t>(n)))));
+}
+
 HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool curve,
-                               std::string peer)
-    : socket_(socket), curve_(curve), peer_(std::move(peer)) {
+                               std::string peer, std::string endpoint)
+    : socket_(socket), curve_(curve), peer_(std::move(peer)), endpoint_(std::move(endpoint)) {
   std::string address = next_inproc("handshake-watch");
   if (zmq_socket_monitor(socket_.handle(), address.c_str(),
                          kHandshakeEvents | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
@@ -292,6 +351,7 @@ std::string HandshakeWatch::failure() {
         succeeded_ = true;
         break;
       case ZMQ_EVENT_CONNECTED:
+        if (!connected_) connected_at_ = std::chrono::steady_clock::now();
         connected_ = true;
         refused_since_.reset();
         break;
@@ -314,6 +374,17 @@ std::string HandshakeWatch::failure() {
         break;
       default:
         break;
+    }
+  }
+  // A service that is not ZeroMQ: say so, once, rather than blame a key (or wait out
+  // ZeroMQ's handshake limit).
+  const bool slow = connected_ && !succeeded_ &&
+                    std::chrono::steady_clock::now() - connected_at_ >= kProbeAfter;
+  if (!probed_ && !endpoint_.empty() && !succeeded_ && (!why.empty() || slow)) {
+    probed_ = true;
+    if (std::string other = probe_zmtp(endpoint_, peer_); !other.empty()) {
+      not_zeromq_ = true;
+      return other;
     }
   }
   return why;

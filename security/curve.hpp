@@ -68,6 +68,15 @@ class Guard {
   std::thread thread_;
 };
 
+// Whether a ZeroMQ peer listens at tcp:// `endpoint`: connects with a plain TCP socket,
+// sends ZMTP's signature and reads what comes back within `wait`. "" when the reply starts
+// with ZMTP's signature (or the endpoint is not tcp://, or nothing could be learnt), else a
+// sentence naming `peer` and what it is instead ("it sent \"SSH-2.0-OpenSSH_9.2\" where a
+// ZeroMQ peer sends its greeting", "it accepted the connection but sent nothing within
+// 1000 ms"). Blocks for at most about twice `wait`.
+std::string probe_zmtp(const std::string& endpoint, std::string_view peer,
+                       std::chrono::milliseconds wait = std::chrono::milliseconds(1000));
+
 // A sentence naming `peer` and the cause of a failed handshake, for a client socket's monitor
 // event (`curve`: whether this side uses CURVE); "" for events that are not a failure.
 std::string handshake_failure_text(uint16_t event, uint32_t value, bool curve,
@@ -77,8 +86,13 @@ class HandshakeWatch {
  public:
   // Starts watching `socket`; call before socket.connect(). `curve`: whether this side
   // uses CURVE (it decides how a mismatch is explained). `peer` names the other side in
-  // the messages ("worker tcp://10.0.0.2:5555").
-  HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool curve, std::string peer);
+  // the messages ("worker tcp://10.0.0.2:5555"). `endpoint`, when given, is probed
+  // (probe_zmtp) once a handshake fails or has not finished within kProbeAfter of the TCP
+  // connection, so that a service that is not ZeroMQ at all is named as such at once
+  // rather than after ZeroMQ's 30 s handshake limit as a key problem.
+  HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool curve, std::string peer,
+                 std::string endpoint = {});
+  static constexpr std::chrono::milliseconds kProbeAfter{2000};
   ~HandshakeWatch();
   HandshakeWatch(const HandshakeWatch&) = delete;
   HandshakeWatch& operator=(const HandshakeWatch&) = delete;
@@ -86,6 +100,9 @@ class HandshakeWatch {
   // Reads the events that arrived (never blocks). Returns a sentence naming the peer and
   // the cause when a handshake failed since the last call that returned one, else "".
   std::string failure();
+  // Whether the last failure() found that the peer is no ZeroMQ peer at all (probe_zmtp):
+  // a transport problem, not an authentication one.
+  bool not_zeromq() const { return not_zeromq_; }
   // Whether a handshake succeeded (as of the last failure() call, which reads the events).
   bool succeeded() const { return succeeded_; }
   // How long every attempt to connect has been refused (no TCP connection ever made), as
@@ -98,8 +115,12 @@ class HandshakeWatch {
   zmq::socket_t pair_;
   bool curve_;
   std::string peer_;
+  std::string endpoint_;
   bool succeeded_ = false;
   bool connected_ = false;
+  bool probed_ = false;
+  bool not_zeromq_ = false;
+  std::chrono::steady_clock::time_point connected_at_{};
   std::optional<std::chrono::steady_clock::time_point> refused_since_;
 };
 

@@ -115,6 +115,7 @@ bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t, con
   std::vector<local::Tensor> payloads;
   if (Failure f = t.in[0]->get_failure()) {
     r.failure = *f;
+    failures.mark_reported(*f);  // raised by to_local()/item(): not again by synchronize()
   } else {
     try {
       local::Tensor packed = use(s.cuda, *t.in[0]);

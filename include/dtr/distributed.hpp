@@ -14,6 +14,8 @@
 // sync points: to_local(), item(), dist_send(), synchronize(), memory_stats(). A failure
 // on a worker surfaces as dtr::RemoteError at the next sync point that touches the failed
 // tensor (or at synchronize()), naming op, tensor, node, device and the worker's message.
+// Each failure is raised once: one raised by to_local() or item() (directly, or through a
+// tensor that depends on it) is not raised again by synchronize(); the tensor stays failed.
 //
 // Thread safety: every function here may be called from any thread; each node's commands
 // keep the order in which they were issued. The current node and device (node_guard,

@@ -75,11 +75,9 @@ def test_remote_error_carries_the_workers_report():
         assert err.cause_op == "full" and err.cause_tensor == big.id
         assert "memory" in err.cause_message.lower() and "full producing tensor" in err.cause
         assert "node 0 (cpu)" in str(err)
-        # The session goes on: other tensors work, and synchronize() reports each root once.
+        # The session goes on: other tensors work, and a failure raised by item() is not
+        # raised again by synchronize() (each failure is raised once).
         assert (dtr.ones(2) + 1).sum().item() == 4
-        with pytest.raises(dtr.RemoteError) as e2:
-            dtr.synchronize()
-        assert e2.value.op == "full" and e2.value.cause is None
         dtr.synchronize()  # nothing left to report
     finally:
         dtr.shutdown_master_worker()

@@ -2,8 +2,14 @@
 // a master that dies without saying goodbye, a second master while one is served, listen
 // mode (workers dial the master), and a worker killed mid-session.
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <chrono>
 #include <cstdio>
@@ -527,4 +533,105 @@ TEST_CASE("listen mode: a worker killed mid-session fails the syncs of its node"
   }
   check_same(xo * 3, local::full({4}, 3));
   CHECK_NOTHROW(synchronize(other_node));
+}
+
+// Issue 40, item 7: the same worker listed twice waited out the connect timeout (60 s) and
+// then called it busy serving the caller's own process.
+TEST_CASE("the same worker given twice is refused at once, by name or by another address") {
+  WorkerProcess worker;
+  MasterOptions o = test_options();
+  o.connect_timeout = 60s;
+  SUBCASE("the same endpoint twice") {
+    o.workers = {worker.endpoint(), worker.endpoint()};
+    std::string why = message_of<InvalidArgument>([&] { init_master_worker(o); });
+    CHECK_MESSAGE((contains(why, "listed twice") && contains(why, worker.endpoint()) &&
+                   contains(why, "1 and 2 of 2")),
+                  why);
+  }
+  SUBCASE("the same worker under another address") {
+    std::string other = worker.endpoint();
+    other.replace(other.find("127.0.0.1"), 9, "localhost");
+    o.workers = {worker.endpoint(), other};
+    auto t0 = Clock::now();
+    std::string why = message_of<InvalidArgument>([&] { init_master_worker(o); });
+    CHECK(Clock::now() - t0 < 15s);  // at the first refusal, not the 60 s timeout
+    CHECK_MESSAGE((contains(why, other) && contains(why, "already serves this session")), why);
+  }
+  CHECK_FALSE(is_master_worker_initialized());
+  // The worker is free for the next master.
+  SessionGuard guard;
+  o.workers = {worker.endpoint()};
+  init_master_worker(o);
+  check_same(dtr::full({2}, 3), local::full({2}, 3));
+}
+
+// A TCP service that is not ZeroMQ: says `banner` to each connection (nothing when empty)
+// and keeps it open until the test ends.
+class FakeService {
+ public:
+  explicit FakeService(std::string banner) : banner_(std::move(banner)) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    REQUIRE(listen(fd_, 16) == 0);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, 50) != 1) continue;
+        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        if (!banner_.empty()) (void)!write(c, banner_.data(), banner_.size());
+        clients_.push_back(c);
+      }
+    });
+  }
+  ~FakeService() {
+    stop_ = true;
+    thread_.join();
+    for (int c : clients_) close(c);
+    close(fd_);
+  }
+  std::string endpoint() const { return local_endpoint(port_); }
+
+ private:
+  std::string banner_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<int> clients_;
+  std::thread thread_;
+};
+
+// Issue 40, item 7: a master pointed at a service that is not a dtr-worker took 30 s (ZeroMQ's
+// handshake limit) and then blamed CURVE.
+TEST_CASE("a service that is not ZeroMQ is named as such within seconds, not as a key problem") {
+  SUBCASE("one that greets with its own banner") {
+    FakeService ssh("SSH-2.0-OpenSSH_9.2p1 Debian\r\n");
+    MasterOptions o = test_options();
+    o.connect_timeout = 60s;
+    o.workers = {ssh.endpoint()};
+    auto t0 = Clock::now();
+    std::string why = message_of<TransportError>([&] { init_master_worker(o); });
+    CHECK(Clock::now() - t0 < 15s);
+    CHECK_MESSAGE((contains(why, "is not a ZeroMQ peer") && contains(why, "SSH-2.0-OpenSSH_9.2p1") &&
+                   contains(why, "\\x0d\\x0a") && !contains(why, "CURVE")),
+                  why);
+  }
+  SUBCASE("one that says nothing") {
+    FakeService quiet("");
+    MasterOptions o = test_options();
+    o.connect_timeout = 60s;
+    o.workers = {quiet.endpoint()};
+    auto t0 = Clock::now();
+    std::string why = message_of<TransportError>([&] { init_master_worker(o); });
+    CHECK(Clock::now() - t0 < 15s);
+    CHECK_MESSAGE((contains(why, "sent nothing") && !contains(why, "CURVE")), why);
+  }
+  CHECK_FALSE(is_master_worker_initialized());
 }

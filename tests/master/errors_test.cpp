@@ -1,5 +1,5 @@
 // Failures: an op that fails on a worker poisons its dependents, which report the first
-// cause; synchronize() reports each root failure once; the worker keeps serving. Shape and
+// cause; a failure is raised once, by to_local()/item() or else by synchronize(); the worker keeps serving. Shape and
 // dtype mistakes throw on the master, at the call, before anything is sent.
 #include <doctest/doctest.h>
 
@@ -148,14 +148,23 @@ TEST_CASE("a failing op poisons its dependents and the worker survives") {
   bad.add_(1);
   CHECK_THROWS_AS(bad.to_local(), RemoteError);
 
-  // synchronize() reports the root failure once, and only it (dependents are not roots).
+  // Raised by to_local() and item() already: synchronize() does not raise it again
+  // (issue 40; it did).
+  CHECK_NOTHROW(synchronize());
+  // A failure nobody read: synchronize() reports its root once, and only it (dependents
+  // are not roots).
+  DistributedTensor unread = dtr::arange(3).pow(-1);
+  DistributedTensor unread_dep = unread * 2;
   m = message_of<RemoteError>([] { synchronize(); });
   INFO("synchronize: ", m);
   CHECK(contains(m, "pow"));
+  CHECK(contains(m, tensor_ref(unread.id())));
   CHECK(contains(m, "node 0"));
   CHECK_FALSE(contains(m, "more failures"));
   CHECK_NOTHROW(synchronize());
   CHECK_NOTHROW(synchronize(0));
+  // Still failed when read, though reported.
+  CHECK_THROWS_AS(unread_dep.to_local(), RemoteError);
 
   // The failed tensors still fail when read; everything else works.
   CHECK_THROWS_AS(dep.to_local(), RemoteError);
@@ -170,6 +179,8 @@ TEST_CASE("a failing op poisons its dependents and the worker survives") {
   DistributedTensor bad1 = with_node(1, [] { return dtr::arange(3).pow(-2); });
   m = message_of<RemoteError>([&] { (void)bad1.sum().to_local(); });
   CHECK_MESSAGE(contains(m, "node 1"), m);
+  CHECK_NOTHROW(synchronize());  // raised already
+  DistributedTensor unread1 = with_node(1, [] { return dtr::arange(3).pow(-2); });
   CHECK_NOTHROW(synchronize(0));
   m = message_of<RemoteError>([] { synchronize(1); });
   CHECK_MESSAGE((contains(m, "node 1") && contains(m, "negative integer powers")), m);
