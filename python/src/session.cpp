@@ -109,6 +109,7 @@ void bind_nodes(nb::module_& m) {
         d["cuda_devices"] = info.cuda_devices;
         d["same_host"] = info.same_host;
         d["same_host_note"] = info.same_host_note;
+        d["max_message_bytes"] = info.max_message_bytes;
         return d;
       },
       arg("node"));
