@@ -22,6 +22,8 @@
 
 #include <cublas_v2.h>
 
+#include "tensor/cuda/cublas_loader.hpp"
+
 #include <unordered_map>
 
 namespace dtr::cuda::detail {
@@ -30,8 +32,8 @@ namespace {
 
 void check_cublas(const Ctx& c, const char* what, cublasStatus_t s) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    fail<DeviceError>(c.op, "{} failed on cuda:{}: {} ({})", what, c.device, cublasGetStatusName(s),
-                      cublasGetStatusString(s));
+    fail<DeviceError>(c.op, "{} failed on cuda:{}: {} ({})", what, c.device,
+                      cublas().status_name(s), cublas().status_string(s));
 }
 
 // This thread's cuBLAS handle for the context's device, bound to its stream.
@@ -43,7 +45,7 @@ cublasHandle_t handle_for(const Ctx& c) {
         int previous = -1;
         cudaGetDevice(&previous);
         cudaSetDevice(device);
-        cublasDestroy(h);
+        cublas().destroy(h);
         if (previous >= 0) cudaSetDevice(previous);
       }
     }
@@ -52,19 +54,19 @@ cublasHandle_t handle_for(const Ctx& c) {
   auto it = handles.by_device.find(c.device);
   if (it == handles.by_device.end()) {
     cublasHandle_t h = nullptr;
-    check_cublas(c, "cublasCreate", cublasCreate(&h));  // the current device: the guard's
+    check_cublas(c, "cublasCreate", cublas().create(&h));  // the current device: the guard's
     // FP32 math (no TF32), and no split-k partial sums reduced in a 16-bit output type:
     // 16-bit products are summed in float32 throughout, as the CPU kernel does.
-    cublasStatus_t s = cublasSetMathMode(
+    cublasStatus_t s = cublas().set_math_mode(
         h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                      CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     if (s != CUBLAS_STATUS_SUCCESS) {
-      cublasDestroy(h);
+      cublas().destroy(h);
       check_cublas(c, "cublasSetMathMode", s);
     }
     it = handles.by_device.emplace(c.device, h).first;
   }
-  check_cublas(c, "cublasSetStream", cublasSetStream(it->second, c.stream));
+  check_cublas(c, "cublasSetStream", cublas().set_stream(it->second, c.stream));
   return it->second;
 }
 
@@ -292,7 +294,7 @@ void linalg_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
   if (dtype == DType::Float32) {
     const float alpha = 1.0f, beta = 0.0f;
     check_cublas(c, "cublasSgemmStridedBatched",
-                 cublasSgemmStridedBatched_64(
+                 cublas().sgemm_strided_batched(
                      h, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(B.t.raw_data()), ldb,
                      stride_b, static_cast<const float*>(A.t.raw_data()), lda, stride_a, &beta,
                      static_cast<float*>(out.raw_data()), n, m * n, batches));
@@ -302,14 +304,14 @@ void linalg_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
     const cudaDataType t = dtype == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
     const float alpha = 1.0f, beta = 0.0f;
     check_cublas(c, "cublasGemmStridedBatchedEx",
-                 cublasGemmStridedBatchedEx_64(h, op_b, op_a, n, m, k, &alpha, B.t.raw_data(), t,
+                 cublas().gemm_strided_batched_ex(h, op_b, op_a, n, m, k, &alpha, B.t.raw_data(), t,
                                                ldb, stride_b, A.t.raw_data(), t, lda, stride_a,
                                                &beta, out.raw_data(), t, n, m * n, batches,
                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     const double alpha = 1.0, beta = 0.0;
     check_cublas(c, "cublasDgemmStridedBatched",
-                 cublasDgemmStridedBatched_64(
+                 cublas().dgemm_strided_batched(
                      h, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(B.t.raw_data()),
                      ldb, stride_b, static_cast<const double*>(A.t.raw_data()), lda, stride_a,
                      &beta, static_cast<double*>(out.raw_data()), n, m * n, batches));

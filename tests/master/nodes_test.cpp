@@ -3,6 +3,7 @@
 // master, and CPU-only nodes refuse CUDA devices.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <functional>
 #include <set>
 #include <stdexcept>
@@ -194,4 +195,36 @@ TEST_CASE("node scoping with two workers") {
 TEST_CASE("node scoping with three workers") {
   Cluster cluster(3, cpu_only());
   check_node_scoping(3);
+}
+
+namespace {
+
+// Whether process `pid` ("self" for this one) has a cuBLAS library mapped.
+bool maps_cublas(const std::string& pid) {
+  std::ifstream maps("/proc/" + pid + "/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("libcublas") != std::string::npos) return true;
+  return false;
+}
+
+long rss_kib(const std::string& pid) {
+  std::ifstream status("/proc/" + pid + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+// Issue 40, item 7: an idle dtr-worker or master held about 167 MB resident, 150 MB of it
+// cuBLAS (libcublasLt's relocated tables), linked by the tensor library whether a GPU was
+// there or not. cuBLAS is now loaded at the first matmul on a CUDA device.
+TEST_CASE("a CPU-only worker and its master do not load cuBLAS") {
+  Cluster cluster(1, cpu_only());
+  DistributedTensor a = dtr::ones({8, 8});
+  check_same(a.matmul(a), local::full({8, 8}, 8.0f));
+  const std::string worker = std::to_string(cluster.worker(0).pid());
+  MESSAGE("resident: worker ", rss_kib(worker), " KiB, master ", rss_kib("self"), " KiB");
+  CHECK_FALSE(maps_cublas(worker));
+  CHECK_FALSE(maps_cublas("self"));
 }
