@@ -531,6 +531,16 @@ NodeInfo node_info(int node) {
 
 // ---- sync points ----
 
+void cancel(int node) {
+  auto s = session("cancel");
+  if (node >= 0) check_node("cancel", *s, node);
+  if (s->capturing() && detail::Capture::active(*s))
+    throw InvalidArgument(
+        "cancel: not inside a capture (a capture records commands and runs none; cancel after "
+        "it, or reset the graph)");
+  s->cancel(node);
+}
+
 void synchronize(int node) {
   auto s = session("synchronize");
   int first = node < 0 ? 0 : node;

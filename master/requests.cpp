@@ -231,8 +231,12 @@ ReplyMessage MasterSession::request(int node, protocol::Command c,
   try {
     replied = await_reply(future, Clock::now() + timeout);
   } catch (...) {  // the wait interrupt check threw: the reply, if it comes, is dropped
-    std::lock_guard lock(pending_mu_);
-    pending_.erase(request);
+    {
+      std::lock_guard lock(pending_mu_);
+      pending_.erase(request);
+    }
+    // The program was interrupted (Ctrl-C): what it queued is not wanted any more.
+    cancel(-1);
     throw;
   }
   if (!replied) {
@@ -245,6 +249,16 @@ ReplyMessage MasterSession::request(int node, protocol::Command c,
     return future.get();
   } catch (const WorkerLost&) {
     throw_lost(node);  // the same, naming what each node reported
+  }
+}
+
+void MasterSession::cancel(int node) noexcept {
+  for (int k = 0; k < node_count(); ++k) {
+    if ((node >= 0 && k != node) || nodes_[k]->lost.load()) continue;
+    try {
+      enqueue(k, protocol::cmd::Cancel{}, nullptr, Wake::kNow);
+    } catch (...) {  // a closing session: nothing left to cancel
+    }
   }
 }
 

@@ -177,6 +177,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // the reply.
   // Throws TimeoutError, WorkerLost, TransportError (session closed) or ProtocolError
   // (the worker rejected a message or sent a malformed one).
+  // Sends cmd::Cancel to `node` (-1: every live node): the ops queued there and not yet
+  // started do not run (dtr::cancel). Returns at once; never throws. A request whose wait
+  // the wait interrupt check ends calls it for every node.
+  void cancel(int node) noexcept;
   ReplyMessage request(int node, protocol::Command c);
   ReplyMessage request(int node, protocol::Command c, std::chrono::milliseconds timeout);
 

@@ -103,7 +103,8 @@ enum class CmdType : uint8_t {
   Attach = 26,
   PutFrom = 27,
   Release = 28,
-  // 29-39: unused (codes are never reused or renumbered; a new command takes a free one).
+  Cancel = 29,
+  // 30-39: unused (codes are never reused or renumbered; a new command takes a free one).
   GraphUpload = 40,
   GraphReplay = 41,
   GraphFree = 42
@@ -568,6 +569,20 @@ struct NodeLost {
   friend bool operator==(const NodeLost&, const NodeLost&) = default;
 };
 
+// The master interrupted its program (Ctrl-C at a sync point, or dtr::cancel): every op
+// this worker was sent before this command and has not started does not run; its output
+// (an in-place op's target) fails, naming the cancel, and synchronize() reports the cancel
+// once. Ops already running finish; copies, events, collectives and graph replays run as
+// queued (the other nodes wait for them). Answered at dispatch; the session goes on.
+struct Cancel {
+  static constexpr CmdType kType = CmdType::Cancel;
+  static constexpr std::string_view kName = "cancel";
+  uint32_t stream = 0;
+  template <class S, class V>
+  static void fields(S&, V&) {}
+  friend bool operator==(const Cancel&, const Cancel&) = default;
+};
+
 // ---- observability (docs/observability.md); each is answered at dispatch, except
 // Trace's Stop, which is a barrier as Sync is ----
 
@@ -818,7 +833,8 @@ using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Syn
                              cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
                              cmd::Collective, cmd::ToDevice, cmd::NodeLost, cmd::ClockSync,
                              cmd::Trace, cmd::FlightDump, cmd::Metrics, cmd::Attach, cmd::PutFrom,
-                             cmd::Release, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree>;
+                             cmd::Release, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree,
+                             cmd::Cancel>;
 
 // The facts agree with each other, for every command: a barrier is not also one stream's
 // task, and it names the request its reply answers.

@@ -100,7 +100,41 @@ void Session::Impl::trace_inline(StreamQueue& s, const cmd::RunOp& c, Slot& out)
   traced_here = true;
 }
 
+void Session::Impl::on(const cmd::Cancel&) {
+  {
+    std::lock_guard lock(cancel_mu);
+    cancel_root.reset();  // this cancel's root is made when it first skips an op
+  }
+  cancelled_before.store(current_seq, std::memory_order_release);
+}
+
+Failure Session::Impl::cancel_cause() {
+  std::lock_guard lock(cancel_mu);
+  if (!cancel_root)
+    cancel_root = failures.root(protocol::kNoTensor, "cancel",
+                                "the master cancelled the work queued on this node (Ctrl-C at a "
+                                "sync point, or dtr::cancel): ops that had not started did not "
+                                "run, and their outputs are failed");
+  return cancel_root;
+}
+
+bool Session::Impl::skip_cancelled(StreamQueue& s, const Task& t, const cmd::RunOp& c) {
+  const Failure cause = cancel_cause();
+  auto f = std::make_shared<protocol::RemoteFailure>();
+  f->tensor = c.inplace ? c.inputs.ids[0] : c.out;
+  f->device = c.device;
+  f->op = std::string(op_def(c.op).name);
+  f->message = "cancelled before it ran";
+  f->cause_tensor = cause->cause_tensor;
+  f->cause_op = cause->cause_op;
+  f->cause_message = cause->cause_message;
+  fail_output(s, *t.out, std::move(f));
+  return true;
+}
+
 bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t, const cmd::RunOp& c) {
+  if (t.flight < cancelled_before.load(std::memory_order_acquire)) [[unlikely]]
+    return skip_cancelled(s, t, c);
   Slot* in[protocol::Inputs::kMax];
   for (uint8_t i = 0; i < c.inputs.n; ++i) {
     in[i] = t.input(i).get();

@@ -129,6 +129,12 @@ struct Session::Impl final : detail::TaskRunner {
   // `into` (a graph's bound temporary), into that tensor. False when it failed the output.
   bool run_op_ready(StreamQueue& s, const protocol::cmd::RunOp& c, Slot* const* in, Slot& out,
                     const local::Tensor* into = nullptr);
+  // Cancel (the master interrupted its program): ops dispatched before it that have not
+  // started are skipped when their turn comes (cancelled_before, read by run()), their
+  // outputs failed as dependents of one root failure per cancel (cancel_cause()).
+  void on(const protocol::cmd::Cancel& c);
+  bool skip_cancelled(StreamQueue& s, const Task& t, const protocol::cmd::RunOp& c);
+  Failure cancel_cause();
   // Small CPU work on an idle stream whose inputs (`in`, n_inputs of them) are ready: true
   // when it may run at once on the dispatch thread (it is then charged to this batch's
   // inline budget).
@@ -248,6 +254,12 @@ struct Session::Impl final : detail::TaskRunner {
   // set by Attach on the dispatch thread before any PutFrom or pulled Get it orders), and
   // the bytes of pulled Gets awaiting their Release (executor threads add, dispatch drops).
   std::atomic<uint32_t> master_pid{0};
+  // Cancel: ops whose flight number is below this were cancelled (dispatch thread writes,
+  // executor threads read); the root failure they name (under cancel_mu; made by the first
+  // op skipped after each Cancel, so that a Cancel with nothing queued reports nothing).
+  std::atomic<uint64_t> cancelled_before{0};
+  std::mutex cancel_mu;
+  Failure cancel_root;
   const uint64_t challenge = common::random_challenge();  // HelloReply's, for the master
   uint64_t held_challenge = 0;                              // the master's (Attach)
   std::mutex pulled_mu;

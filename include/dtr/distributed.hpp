@@ -246,9 +246,19 @@ DistributedTensor dist_send(const local::Tensor& t, int node = -1);
 // again), and the session stays usable. init_master_worker's handshake calls it too
 // (after each poll, at most 100 ms apart); there it ends the start, and no session runs.
 // nullptr (the default) removes the check. Language bindings use it to deliver Ctrl-C
-// (Python's KeyboardInterrupt). Any thread may set it.
+// (Python's KeyboardInterrupt). An interrupted sync point also cancels the work queued on
+// every node (cancel() below): the program was stopped, and what it queued would
+// otherwise still run before the next sync point could return. Any thread may set it.
 using WaitInterruptCheck = void (*)();
 void set_wait_interrupt_check(WaitInterruptCheck check);
+
+// Cancels the work queued on `node` (-1: every node): ops sent to it before this call that
+// have not started do not run, and their outputs (an in-place op's target) fail with a
+// RemoteError naming the cancel when read; synchronize() reports the cancel once. Ops
+// already running finish; copies, events, collectives and captured graphs' replays run as
+// queued (other nodes wait for them). Returns at once; the session goes on, and what is
+// issued after it runs as usual. Not inside a capture (dtr/graph.hpp).
+void cancel(int node = -1);
 
 struct NodeMemoryStats {
   int64_t bytes_in_use = 0;

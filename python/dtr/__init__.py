@@ -55,6 +55,7 @@ from ._dtr import (  # noqa: F401  (re-exported)
     all_reduce,
     arange,
     broadcast,
+    cancel,
     capture,
     cuda_device_count,
     cuda_unavailable_reason,

@@ -88,6 +88,11 @@ void bind_nodes(nb::module_& m) {
       "Waits until every command sent to node (all: -1) has run; raises "
       "RemoteError for the first failure not reported before.");
   m.def(
+      "cancel", [](int node) { cancel(node); }, arg("node") = -1,
+      "Cancels the work queued on node (all: -1): ops not yet started do not run, their "
+      "outputs raise RemoteError naming the cancel when read, and synchronize() reports it "
+      "once. Ctrl-C at a sync point does this for every node.");
+  m.def(
       "memory_stats",
       [](int node, int device) {
         NodeMemoryStats s;

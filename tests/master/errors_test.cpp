@@ -77,9 +77,55 @@ TEST_CASE("a wait interrupt check ends a blocking sync point and the session goe
   CHECK_THROWS_AS(synchronize(), Interrupted);
   set_wait_interrupt_check(nullptr);
   CHECK(g_interrupt_calls.load() == 3);
-  synchronize();  // waits for the rest; nothing failed
+  // The interrupt cancelled what was queued (issue 40): the matmuls not yet started did
+  // not run, the last one's output says so, and synchronize() reports the cancel once.
+  std::string why = message_of<RemoteError>([&] { (void)x.to_local(); });
+  CHECK_MESSAGE((contains(why, "cancelled before it ran") && contains(why, "node 0")), why);
+  CHECK_NOTHROW(synchronize());  // reported by to_local() already
   CHECK(g_interrupt_calls.load() == 3);
   CHECK((dtr::ones({2}) + 1).sum().item<float>() == 4.0f);
+}
+
+// Issue 40, item 8: an interrupted program could not drop the work it had queued; the next
+// sync point waited for all of it.
+TEST_CASE("cancel(): queued ops do not run, their outputs say so, the session goes on") {
+  Cluster cluster(2);
+  DistributedTensor a = dtr::randn({256, 256});
+  DistributedTensor target = dtr::zeros({4});
+  DistributedTensor kept = dtr::full({4}, 2.0f);
+  synchronize();
+  // Seconds of work on node 0's default stream, an in-place write behind it, and a copy to
+  // node 1 of its result.
+  DistributedTensor y = a;
+  for (int i = 0; i < 400; ++i) y = y.matmul(a) / 256;
+  target.add_(1);
+  DistributedTensor moved = y.to(1);
+  cancel();
+  // The last matmul never ran: its output fails naming the cancel; so do what depends on
+  // it (the copy) and the in-place write's target.
+  std::string why = message_of<RemoteError>([&] { (void)y.to_local(); });
+  CHECK_MESSAGE((contains(why, "matmul") && contains(why, "cancelled before it ran") &&
+                 contains(why, "cancel")),
+                why);
+  CHECK(contains(message_of<RemoteError>([&] { (void)target.to_local(); }), "cancelled"));
+  CHECK(contains(message_of<RemoteError>([&] { (void)moved.to_local(); }), "cancel"));
+  // Reported once, by to_local() above.
+  CHECK_NOTHROW(synchronize());
+  // What existed before the cancel is untouched, and new work runs.
+  check_same(kept, local::full({4}, 2.0f));
+  check_same(kept * 3, local::full({4}, 6.0f));
+  with_node(1, [] { check_same(dtr::arange(3) + 1, local::arange(1, 4)); });
+  // A cancel with nothing queued reports nothing.
+  cancel(0);
+  CHECK_NOTHROW(synchronize());
+  // Reported by synchronize() when nothing read the failed tensors.
+  DistributedTensor z = a;
+  for (int i = 0; i < 400; ++i) z = z.matmul(a) / 256;
+  cancel(0);
+  why = message_of<RemoteError>([] { synchronize(); });
+  CHECK_MESSAGE(contains(why, "cancel"), why);
+  CHECK_NOTHROW(synchronize());
+  CHECK(contains(message_of<InvalidArgument>([] { cancel(5); }), "node 5"));
 }
 
 TEST_CASE("a dist_send whose wait is interrupted frees the tensor it sent") {
@@ -95,7 +141,8 @@ TEST_CASE("a dist_send whose wait is interrupted frees the tensor it sent") {
   CHECK_THROWS_AS(dtr::dist_send(dtr::local::ones({1000})), Interrupted);
   set_wait_interrupt_check(nullptr);
   CHECK(g_interrupt_calls.load() == 1);
-  synchronize();
+  // The interrupt cancelled the queued matmuls (reported once), not the Put and the Free.
+  CHECK_THROWS_AS(synchronize(), RemoteError);
   CHECK(memory_stats(0).live_tensors == live);  // x only: the sent tensor was freed
 }
 

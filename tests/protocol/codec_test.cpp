@@ -221,6 +221,7 @@ Batch every_command() {
                                  .device = 1});
   cmds.push_back(cmd::ToDevice{.input = 20, .out = 32, .device = 255});
   cmds.push_back(cmd::NodeLost{.node = 4095});
+  cmds.push_back(cmd::Cancel{});
   add_observability_commands(cmds);
   add_same_host_commands(cmds);
   cmds.push_back(graph_upload());
