@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "dtr/env.hpp"
 #include "dtr/error.hpp"
 
 namespace dtr::common {
@@ -22,8 +23,7 @@ constexpr size_t kMaxReadPerCall = size_t{1} << 30;
 }  // namespace
 
 bool same_host_enabled() {
-  const char* v = std::getenv("DTR_SAME_HOST");
-  return v == nullptr || std::string(v) != "0";
+  return env_flag("DTR_SAME_HOST", true);
 }
 
 uint64_t random_challenge() {

@@ -299,7 +299,7 @@ void MasterSession::attach_same_host() {
   for (auto& node : nodes_) {
     if (!enabled) {
       node->same_host_note =
-          options_.same_host ? "DTR_SAME_HOST=0 on the master" : "MasterOptions::same_host is off";
+          options_.same_host ? "DTR_SAME_HOST is off on the master" : "MasterOptions::same_host is off";
       continue;
     }
     try {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dtr/env.hpp"
 #include "pg/mpi/mpi_backend.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
@@ -48,6 +49,7 @@ void check_mpi_job(size_t workers) {
 // and listen, a bad endpoint, heartbeat or spin, an unknown backend, mpi outside a fitting
 // MPI job, listening for no workers); true when the workers' backend is mpi.
 bool check_options(const MasterOptions& options) {
+  check_environment();  // a DTR_* switch that is set is understood, or refused here
   if (options.workers.empty() == options.listen.empty())
     throw InvalidArgument(
         "init_master_worker: give either worker endpoints to connect to or an endpoint to "

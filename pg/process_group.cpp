@@ -12,6 +12,7 @@
 #include <set>
 
 #include "dtr/config.hpp"
+#include "dtr/env.hpp"
 #include "pg/backend.hpp"
 #include "pg/device_backend.hpp"
 #include "pg/gloo/gloo_backend.hpp"
@@ -939,6 +940,7 @@ void init_process_group(const std::string& backend, const std::string& init_meth
     throw InvalidArgument(
         "init_process_group: already initialized (call destroy_process_group first)");
   }
+  check_environment();  // a DTR_* switch that is set is understood, or refused here
   ProcessGroupOptions o;
   o.backend = backend;
   o.timeout = timeout;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <random>
 
+#include "dtr/env.hpp"
+
 namespace dtr::protocol {
 
 namespace {
@@ -220,8 +222,7 @@ void tune_allocator_for_large_messages() {
 
 void tune_allocator_for_frames() {
   if (g_allocator_tuned.exchange(true)) return;
-  const char* env = std::getenv("DTR_TUNE_MALLOC");
-  if (env != nullptr && std::string_view(env) == "0") return;
+  if (!env_flag("DTR_TUNE_MALLOC", true)) return;
   // ZeroMQ allocates every received frame (up to 256 KiB); with glibc's defaults a block
   // that size is mapped and unmapped, or the heap's top trimmed, around each one, and
   // every frame is page-faulted in again.

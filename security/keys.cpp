@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "dtr/env.hpp"
 #include "dtr/error.hpp"
 #include "dtr/security.hpp"
 
@@ -46,14 +47,6 @@ std::string trim(std::string_view s) {
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return std::string(s.substr(b, e - b));
-}
-
-bool env_true(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return false;
-  std::string s(v);
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s == "1" || s == "true" || s == "yes" || s == "on";
 }
 
 }  // namespace
@@ -170,7 +163,7 @@ void write_key_file(const std::string& path, const ClusterKey& key, bool overwri
 
 SecurityConfig resolve_security(const std::string& key_file, bool insecure) {
   SecurityConfig c;
-  c.insecure = insecure || env_true("DTR_INSECURE");
+  c.insecure = insecure || env_flag("DTR_INSECURE", false);
   if (!key_file.empty()) {
     c.key = read_key_file(key_file);
     c.key_source = "file " + key_file;

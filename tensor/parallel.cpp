@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "dtr/env.hpp"
+
 namespace dtr::detail {
 
 namespace {
@@ -107,11 +109,10 @@ Pool& pool() {
 
 unsigned parallel_threads() {
   static const unsigned n = [] {
-    if (const char* env = std::getenv("DTR_NUM_THREADS")) {
-      const long v = std::strtol(env, nullptr, 10);
-      if (v >= 1) return std::min(static_cast<unsigned>(v), kMaxThreads);
-    }
-    return std::clamp(std::thread::hardware_concurrency(), 1u, kMaxThreads);
+    // Refused, not ignored, when it is not a positive integer (dtr/env.hpp).
+    const int64_t hardware = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxThreads);
+    return static_cast<unsigned>(
+        std::min<int64_t>(env_count("DTR_NUM_THREADS", hardware), kMaxThreads));
   }();
   return n;
 }

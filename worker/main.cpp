@@ -29,6 +29,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dtr/device.hpp"
+#include "dtr/env.hpp"
 #include "dtr/error.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/transport.hpp"
@@ -308,6 +309,12 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: the message, then 1
   }
   if (args.name.empty()) args.name = default_name();
+  try {
+    dtr::check_environment();  // DTR_SAME_HOST=flase is refused here, not ignored
+  } catch (const dtr::Error& e) {
+    std::fprintf(stderr, "dtr-worker: %s\n", e.what());
+    return 1;
+  }
 
   // Signals go to the waiting thread only: block them before any thread (ZeroMQ's I/O
   // threads included) exists, so that every thread inherits the mask.

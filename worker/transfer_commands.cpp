@@ -161,7 +161,7 @@ void Session::Impl::on(const cmd::Attach& c) {
   protocol::reply::Attach r;
   r.request = c.request;
   if (!common::same_host_enabled()) {
-    r.message = "DTR_SAME_HOST=0 on the worker";
+    r.message = "DTR_SAME_HOST is off on the worker";
   } else {
     r.message = common::challenge_problem(c.pid, c.address, challenge);
     r.done = r.message.empty();

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/same_host.hpp"
+#include "dtr/env.hpp"
 #include "dtr/error.hpp"
 
 namespace dtr::pg {
@@ -110,8 +111,7 @@ addrinfo* resolve(const std::string& host, uint16_t port, bool passive, std::str
 }  // namespace
 
 bool lanes_enabled() {
-  const char* v = std::getenv("DTR_LANES");
-  return v == nullptr || std::string_view(v) != "0";
+  return env_flag("DTR_LANES", true);
 }
 
 std::atomic<bool>& lane_fault_for_tests() {

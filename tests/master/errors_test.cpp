@@ -375,3 +375,23 @@ TEST_CASE("dtr-worker refuses a --max-message-bytes below 64 KiB, naming the lea
   CHECK(contains(text, "65536"));
   std::filesystem::remove(err);
 }
+
+// Issue 40's sweep: DTR_SAME_HOST=false (anything but "0") left the same-host path on.
+TEST_CASE("a DTR_* switch the master cannot read is refused at init_master_worker") {
+  WorkerProcess worker;
+  MasterOptions o = test_options();
+  o.workers = {worker.endpoint()};
+  {
+    ScopedEnv bad("DTR_SAME_HOST", "flase");
+    std::string why = message_of<InvalidArgument>([&] { init_master_worker(o); });
+    CHECK_MESSAGE(contains(why, "DTR_SAME_HOST='flase'"), why);
+    CHECK_FALSE(is_master_worker_initialized());
+  }
+  {
+    ScopedEnv off("DTR_SAME_HOST", "false");  // now understood: the sockets carry the bytes
+    SessionGuard guard;
+    init_master_worker(o);
+    CHECK_FALSE(node_info(0).same_host);
+    CHECK(contains(node_info(0).same_host_note, "DTR_SAME_HOST"));
+  }
+}

@@ -127,7 +127,7 @@ TEST_CASE(
     ScopedEnv off("DTR_SAME_HOST", "0");
     Cluster c(1);
     CHECK_FALSE(node_info(0).same_host);
-    CHECK(node_info(0).same_host_note == "DTR_SAME_HOST=0 on the master");
+    CHECK(node_info(0).same_host_note == "DTR_SAME_HOST is off on the master");
     round_trips(0);
     CHECK(command_count(0, "put_from") == 0);
     CHECK(command_count(0, "release") == 0);
