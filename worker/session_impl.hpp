@@ -134,7 +134,7 @@ struct Session::Impl final : detail::TaskRunner {
   // outputs failed as dependents of one root failure per cancel (cancel_cause()).
   void on(const protocol::cmd::Cancel& c);
   bool skip_cancelled(StreamQueue& s, const Task& t, const protocol::cmd::RunOp& c);
-  Failure cancel_cause();
+  detail::Failure cancel_cause();
   // Small CPU work on an idle stream whose inputs (`in`, n_inputs of them) are ready: true
   // when it may run at once on the dispatch thread (it is then charged to this batch's
   // inline budget).
@@ -259,7 +259,7 @@ struct Session::Impl final : detail::TaskRunner {
   // op skipped after each Cancel, so that a Cancel with nothing queued reports nothing).
   std::atomic<uint64_t> cancelled_before{0};
   std::mutex cancel_mu;
-  Failure cancel_root;
+  detail::Failure cancel_root;
   const uint64_t challenge = common::random_challenge();  // HelloReply's, for the master
   uint64_t held_challenge = 0;                              // the master's (Attach)
   std::mutex pulled_mu;
