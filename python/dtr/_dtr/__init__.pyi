@@ -1451,6 +1451,11 @@ def synchronize(node: int = ...) -> None:
     Waits until every command sent to node (all: -1) has run; raises RemoteError for the first failure not reported before.
     """
 
+def cancel(node: int = ...) -> None:
+    """
+    Cancels the work queued on node (all: -1): ops not yet started do not run, their outputs raise RemoteError naming the cancel when read, and synchronize() reports it once. Ctrl-C at a sync point does this for every node.
+    """
+
 def memory_stats(node: int, device: int = ...) -> dict:
     """Sync point: memory in use on a node's CPU or device."""
 
