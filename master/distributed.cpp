@@ -285,7 +285,10 @@ local::Tensor DistributedTensor::to_local() const {
       self.node,
       cmd::Get{.stream = detail::current_stream_id(s, self.node), .input = self.id, .pull = pull});
   const auto& reply = detail::expect_reply<protocol::reply::Get>(m, self.node, "get");
-  if (reply.failure) throw s.explain(self.node, *reply.failure);
+  if (reply.failure) {
+    s.forget_orphaned_cause(self.node, *reply.failure);  // raised here: not again
+    throw s.explain(self.node, *reply.failure);
+  }
   if (!(reply.meta.shape == self.meta.shape) || reply.meta.dtype != self.meta.dtype)
     throw ProtocolError(fmt::format("to_local: node {} sent {} for tensor %{} of {}", self.node,
                                     describe(reply.meta), self.id, describe(self.meta)));
@@ -548,15 +551,19 @@ void synchronize(int node) {
   if (node >= 0) check_node("synchronize", *s, node);
   std::optional<RemoteError> error;
   size_t more = 0;
+  auto report = [&](int k, const protocol::RemoteFailure& f) {
+    if (!error)
+      error = s->explain(k, f);
+    else
+      ++more;
+  };
   for (int k = first; k <= last; ++k) {
     detail::ReplyMessage m = s->request(k, cmd::Sync{});
+    // First what replies nobody waited for carried (an interrupted sync point's).
+    for (const protocol::RemoteFailure& f : s->take_orphaned_failures(k)) report(k, f);
     for (const protocol::RemoteFailure& f :
-         detail::expect_reply<protocol::reply::Sync>(m, k, "sync").failures) {
-      if (!error)
-        error = s->explain(k, f);
-      else
-        ++more;
-    }
+         detail::expect_reply<protocol::reply::Sync>(m, k, "sync").failures)
+      report(k, f);
   }
   if (error) {
     if (more == 0) throw *error;

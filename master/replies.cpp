@@ -64,6 +64,36 @@ local::Tensor get_payload(const TensorMeta& m, zmq::message_t&& bytes) {
 
 }  // namespace
 
+void MasterSession::keep_orphaned_failures(int node, const protocol::Reply& reply) {
+  std::vector<protocol::RemoteFailure>& kept = orphaned_failures_[node];
+  auto keep = [&](const protocol::RemoteFailure& f) {
+    if (kept.size() < protocol::kMaxErrorsPerReply) kept.push_back(f);
+  };
+  if (const auto* sync = std::get_if<protocol::reply::Sync>(&reply))
+    for (const protocol::RemoteFailure& f : sync->failures) keep(f);
+  if (const auto* get = std::get_if<protocol::reply::Get>(&reply); get && get->failure)
+    keep(*get->failure);
+}
+
+std::vector<protocol::RemoteFailure> MasterSession::take_orphaned_failures(int node) {
+  std::lock_guard lock(pending_mu_);
+  auto it = orphaned_failures_.find(node);
+  if (it == orphaned_failures_.end()) return {};
+  std::vector<protocol::RemoteFailure> out = std::move(it->second);
+  orphaned_failures_.erase(it);
+  return out;
+}
+
+void MasterSession::forget_orphaned_cause(int node, const protocol::RemoteFailure& f) {
+  std::lock_guard lock(pending_mu_);
+  auto it = orphaned_failures_.find(node);
+  if (it == orphaned_failures_.end()) return;
+  std::erase_if(it->second, [&](const protocol::RemoteFailure& kept) {
+    return kept.cause_tensor == f.cause_tensor && kept.cause_op == f.cause_op &&
+           kept.cause_message == f.cause_message;
+  });
+}
+
 void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
   nodes_[node]->last_heard.store(Clock::now().time_since_epoch().count());
   auto fail_request = [&](uint64_t request, std::exception_ptr e) {
@@ -128,7 +158,10 @@ void MasterSession::dispatch(int node, protocol::Received& msg, size_t first) {
     out.reply = std::move(reply);
     std::lock_guard lock(pending_mu_);
     auto it = pending_.find(protocol::reply_request(out.reply));
-    if (it == pending_.end()) return;  // the requester timed out and left
+    if (it == pending_.end()) {  // the requester timed out or was interrupted, and left
+      keep_orphaned_failures(node, out.reply);
+      return;
+    }
     it->second.promise.set_value(std::move(out));
     pending_.erase(it);
   } catch (const Error& e) {

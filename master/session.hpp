@@ -181,6 +181,12 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // started do not run (dtr::cancel). Returns at once; never throws. A request whose wait
   // the wait interrupt check ends calls it for every node.
   void cancel(int node) noexcept;
+  // The failures replies carried for requests nobody waited for any more (see
+  // orphaned_failures_), for synchronize() to report; emptied.
+  std::vector<protocol::RemoteFailure> take_orphaned_failures(int node);
+  // `f` was raised to the caller (to_local, item): its cause is no longer kept for
+  // synchronize() (the worker counts it reported too).
+  void forget_orphaned_cause(int node, const protocol::RemoteFailure& f);
   ReplyMessage request(int node, protocol::Command c);
   ReplyMessage request(int node, protocol::Command c, std::chrono::milliseconds timeout);
 
@@ -283,6 +289,9 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
   // node < 0: a ROUTER whose first frame names the worker.
   void receive(zmq::socket_t& socket, int node);
   void dispatch(int node, protocol::Received& msg, size_t first);
+  // A reply whose request nobody waits for: its failures go to orphaned_failures_ (under
+  // pending_mu_, which the caller holds).
+  void keep_orphaned_failures(int node, const protocol::Reply& reply);
 
   // ---- master/liveness.cpp: heartbeats, silence, lost nodes ----
   // Marks the node lost (once) and fails its pending requests with WorkerLost(why).
@@ -357,6 +366,10 @@ class MasterSession : public std::enable_shared_from_this<MasterSession> {
     std::promise<ReplyMessage> promise;
   };
   std::unordered_map<uint64_t, Pending> pending_;
+  // Failures a reply carried after its requester had left (an interrupted synchronize() or
+  // to_local()): the worker counts them reported, so they are kept here, by node, for the
+  // next synchronize() (under pending_mu_; at most kMaxErrorsPerReply per node).
+  std::map<int, std::vector<protocol::RemoteFailure>> orphaned_failures_;
 
   // The sockets are used by whichever thread holds io_mu_: the I/O thread, or a requester
   // waiting for its reply (request()). They sleep on the sockets' ZMQ_FDs without it.

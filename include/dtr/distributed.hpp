@@ -242,8 +242,8 @@ DistributedTensor dist_send(const local::Tensor& t, int node = -1);
 // item, synchronize, dist_send, memory_stats, Event and Stream queries and synchronize)
 // call `check` on the waiting thread every few milliseconds while they wait. When it
 // throws, the wait ends and the exception propagates from the sync point; the reply, if
-// it still comes, is dropped (failures a dropped Sync reply carried are not reported
-// again), and the session stays usable. init_master_worker's handshake calls it too
+// it still comes, is dropped (the failures it carried are reported by the next
+// synchronize()), and the session stays usable. init_master_worker's handshake calls it too
 // (after each poll, at most 100 ms apart); there it ends the start, and no session runs.
 // nullptr (the default) removes the check. Language bindings use it to deliver Ctrl-C
 // (Python's KeyboardInterrupt). An interrupted sync point also cancels the work queued on
