@@ -756,8 +756,8 @@ TEST_SUITE("protocol/codec") {
   TEST_CASE("command rejections") {
     std::string good = one_add();
     REQUIRE(decode_batch(good, 0).commands.size() == 1);
-    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 29), 0),
-                  "command 0 has unknown type 29");
+    CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 30), 0),
+                  "command 0 has unknown type 30");
     CHECK_REJECTS(decode_batch(patched<uint8_t>(good, kCmdType, 1, 0), 0),
                   "command 0 has unknown type 0");
     CHECK_REJECTS(decode_batch(patched<uint16_t>(good, kCmdOp, kAddCode, 0xFFFF), 0),
@@ -1201,7 +1201,7 @@ struct ReplyProbe {
   template <typename T>
   void operator()(const char* f, const T&, CommandCode) {
     refuse(f, at, bytes_of<uint8_t>(0), 0);
-    refuse(f, at, bytes_of<uint8_t>(29), 29);  // 29-39: no command has them
+    refuse(f, at, bytes_of<uint8_t>(30), 30);  // 30-39: no command has them
     at += 1;
   }
   void operator()(const char* f, const uint64_t&, NonZero) {

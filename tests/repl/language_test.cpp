@@ -343,6 +343,9 @@ TEST_CASE("each kind of error is reported and the next line works") {
   CHECK(has(o.err, "first cause: pow producing tensor %"));
   CHECK(has(o.err, "negative integer powers"));
   CHECK(o.out == "tensor(15, shape=[], dtype=int64, node=0, device=cpu)\n");  // next line ran
+  // print(dep) raised it: synchronize() does not again; one nobody read, it does.
+  CHECK(s.ok("synchronize()") == "");
+  CHECK(s.ok("unread = arange(3).pow(-1)") == "");
   o = s.run("synchronize()");
   CHECK(has(o.err, "RemoteError: pow failed on node 0 (cpu)"));
   CHECK(s.ok("synchronize(); x.sum().item()") == "15\n");
