@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <random>
 
+#include "common/same_host.hpp"
 #include "master/frames.hpp"
 #include "master/wait_interrupt.hpp"
-#include "common/same_host.hpp"
 #include "protocol/transport.hpp"
 #include "security/curve.hpp"
 
@@ -298,8 +298,8 @@ void MasterSession::attach_same_host() {
   const bool enabled = options_.same_host && common::same_host_enabled();
   for (auto& node : nodes_) {
     if (!enabled) {
-      node->same_host_note =
-          options_.same_host ? "DTR_SAME_HOST is off on the master" : "MasterOptions::same_host is off";
+      node->same_host_note = options_.same_host ? "DTR_SAME_HOST is off on the master"
+                                                : "MasterOptions::same_host is off";
       continue;
     }
     try {

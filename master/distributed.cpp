@@ -305,9 +305,9 @@ local::Tensor DistributedTensor::to_local() const {
   };
   try {
     common::read_process_memory(s.worker_pid(self.node), reply.address, out.raw_data(),
-                                  meta_bytes(self.meta),
-                                  fmt::format("to_local of tensor %{} from node {} ({})", self.id,
-                                              self.node, s.endpoint(self.node)));
+                                meta_bytes(self.meta),
+                                fmt::format("to_local of tensor %{} from node {} ({})", self.id,
+                                            self.node, s.endpoint(self.node)));
   } catch (...) {
     release();
     throw;

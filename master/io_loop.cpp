@@ -163,12 +163,12 @@ void MasterSession::flush_all() {
       // ZeroMQ would drop the connection and the commands with it, without a word: one
       // command alone (a captured graph's upload) outgrew the limit that batch_full keeps
       // batches under. Its results can never come, so the node fails, saying why.
-      fail_node(node->index,
-                fmt::format("a message of {} bytes of commands for node {} ({}) is larger than "
-                            "it takes (dtr-worker --max-message-bytes {}); its commands were "
-                            "not sent",
-                            header.size(), node->index, node->endpoint,
-                            node->hello.max_message_bytes));
+      fail_node(
+          node->index,
+          fmt::format("a message of {} bytes of commands for node {} ({}) is larger than "
+                      "it takes (dtr-worker --max-message-bytes {}); its commands were "
+                      "not sent",
+                      header.size(), node->index, node->endpoint, node->hello.max_message_bytes));
       continue;
     }
     if (!node->lost.load() && !send_to(*node, std::move(header), payloads)) blocked = true;

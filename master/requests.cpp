@@ -8,8 +8,8 @@
 
 #include <algorithm>
 
-#include "master/wait_interrupt.hpp"
 #include "common/trace_clock.hpp"
+#include "master/wait_interrupt.hpp"
 
 namespace dtr::detail {
 
@@ -66,10 +66,10 @@ void MasterSession::check_frame(const char* op, int to, int64_t bytes,
         "{}: {} is {}, more than the master takes in one message ({}); keep it on its node, "
         "or bring it over in slices (x.slice(0, i, j), x[i:j] in Python)",
         op, tensor, byte_size(bytes), byte_size(limit)));
-  throw InvalidArgument(fmt::format(
-      "{}: {} is {}, more than node {} ({}) takes in one message ({}, dtr-worker "
-      "--max-message-bytes); send it in slices, or raise the worker's limit",
-      op, tensor, byte_size(bytes), to, endpoint(to), byte_size(limit)));
+  throw InvalidArgument(
+      fmt::format("{}: {} is {}, more than node {} ({}) takes in one message ({}, dtr-worker "
+                  "--max-message-bytes); send it in slices, or raise the worker's limit",
+                  op, tensor, byte_size(bytes), to, endpoint(to), byte_size(limit)));
 }
 
 void MasterSession::enqueue(int node, const protocol::Command& c, const local::Tensor* payload,

@@ -926,9 +926,10 @@ HelloReply decode_hello_reply(std::string_view frame) {
     m.challenge = r.get<uint64_t>();
     m.max_message_bytes = r.get<int64_t>();
     if (m.accepted && m.max_message_bytes < kMinMessageBytes)
-      r.fail("an accepting worker's largest message is {} bytes, below the least a worker takes "
-             "({})",
-             m.max_message_bytes, kMinMessageBytes);
+      r.fail(
+          "an accepting worker's largest message is {} bytes, below the least a worker takes "
+          "({})",
+          m.max_message_bytes, kMinMessageBytes);
     r.finish();
     return m;
   });

@@ -827,14 +827,14 @@ TensorId command_output(const C& c) {
     return kNoTensor;
 }
 
-using Command = std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
-                             cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
-                             cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
-                             cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup,
-                             cmd::Collective, cmd::ToDevice, cmd::NodeLost, cmd::ClockSync,
-                             cmd::Trace, cmd::FlightDump, cmd::Metrics, cmd::Attach, cmd::PutFrom,
-                             cmd::Release, cmd::GraphUpload, cmd::GraphReplay, cmd::GraphFree,
-                             cmd::Cancel>;
+using Command =
+    std::variant<cmd::RunOp, cmd::Put, cmd::Get, cmd::Free, cmd::Sync, cmd::Stats,
+                 cmd::CreateStream, cmd::DestroyStream, cmd::Record, cmd::WaitEvent,
+                 cmd::NotifyPeer, cmd::WaitRemote, cmd::EventQuery, cmd::EventSync,
+                 cmd::DestroyEvent, cmd::SendPeer, cmd::RecvPeer, cmd::NewGroup, cmd::Collective,
+                 cmd::ToDevice, cmd::NodeLost, cmd::ClockSync, cmd::Trace, cmd::FlightDump,
+                 cmd::Metrics, cmd::Attach, cmd::PutFrom, cmd::Release, cmd::GraphUpload,
+                 cmd::GraphReplay, cmd::GraphFree, cmd::Cancel>;
 
 // The facts agree with each other, for every command: a barrier is not also one stream's
 // task, and it names the request its reply answers.

@@ -305,19 +305,22 @@ std::string probe_zmtp(const std::string& endpoint, std::string_view peer,
   char got[64];
   p = pollfd{fd, POLLIN, 0};
   if (poll(&p, 1, static_cast<int>(wait.count())) != 1)
-    return done(fmt::format("{} accepted the connection but sent nothing within {} ms, where a "
-                            "ZeroMQ peer sends its greeting: is a dtr-worker listening on that "
-                            "port?",
-                            peer, wait.count()));
+    return done(
+        fmt::format("{} accepted the connection but sent nothing within {} ms, where a "
+                    "ZeroMQ peer sends its greeting: is a dtr-worker listening on that "
+                    "port?",
+                    peer, wait.count()));
   const ssize_t n = recv(fd, got, sizeof got, 0);
   if (n <= 0)
-    return done(fmt::format("{} closed the connection before sending anything, where a ZeroMQ "
-                            "peer sends its greeting: is a dtr-worker listening on that port?",
-                            peer));
+    return done(
+        fmt::format("{} closed the connection before sending anything, where a ZeroMQ "
+                    "peer sends its greeting: is a dtr-worker listening on that port?",
+                    peer));
   if (static_cast<unsigned char>(got[0]) == 0xFF) return done({});
-  return done(fmt::format("{} is not a ZeroMQ peer: it sent \"{}\" where a ZeroMQ peer sends "
-                          "its greeting (is that port a dtr-worker's?)",
-                          peer, common::printable(std::string_view(got, static_cast<size_t>(n)))));
+  return done(
+      fmt::format("{} is not a ZeroMQ peer: it sent \"{}\" where a ZeroMQ peer sends "
+                  "its greeting (is that port a dtr-worker's?)",
+                  peer, common::printable(std::string_view(got, static_cast<size_t>(n)))));
 }
 
 HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool curve,
@@ -378,8 +381,8 @@ std::string HandshakeWatch::failure() {
   }
   // A service that is not ZeroMQ: say so, once, rather than blame a key (or wait out
   // ZeroMQ's handshake limit).
-  const bool slow = connected_ && !succeeded_ &&
-                    std::chrono::steady_clock::now() - connected_at_ >= kProbeAfter;
+  const bool slow =
+      connected_ && !succeeded_ && std::chrono::steady_clock::now() - connected_at_ >= kProbeAfter;
   if (!probed_ && !endpoint_.empty() && !succeeded_ && (!why.empty() || slow)) {
     probed_ = true;
     if (std::string other = probe_zmtp(endpoint_, peer_); !other.empty()) {

@@ -12,8 +12,8 @@
 
 #include <fstream>
 
-#include "dtr/error.hpp"
 #include "common/same_host.hpp"
+#include "dtr/error.hpp"
 #include "worker/devices.hpp"
 #include "worker/server_impl.hpp"
 
@@ -104,8 +104,8 @@ void Server::Impl::refuse_hello(const std::string* identity, const proto::Hello&
                                 const proto::HelloReply& reply) {
   recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
   // A master asking again every 200 ms would repeat this line: once a minute.
-  warn_throttled("rejected master", fmt::format("rejected master {} at {}: {}", hello.client,
-                                                source, reply.reason));
+  warn_throttled("rejected master",
+                 fmt::format("rejected master {} at {}: {}", hello.client, source, reply.reason));
   send(identity, proto::encode(reply));
 }
 

@@ -216,7 +216,8 @@ void Server::Impl::on_batch(const std::string* identity, std::string_view header
   try {
     session->run(std::move(batch), payloads);
   } catch (const std::exception& e) {
-    spdlog::error("batch from master {} failed: {}", peer_client, common::printable(e.what(), 1024));
+    spdlog::error("batch from master {} failed: {}", peer_client,
+                  common::printable(e.what(), 1024));
     protocol_error(identity, fmt::format("worker failed running the batch: {}", e.what()));
   }
   drain_outbox();

@@ -202,8 +202,9 @@ bool Session::Impl::run_op_ready(StreamQueue& s, const cmd::RunOp& c, Slot* cons
   return false;
 }
 
-void Session::Impl::trace_device_op(StreamQueue& s, const cmd::RunOp& c, const local::Tensor* inputs,
-                                    const local::Tensor& result, Tracer::DeviceMark mark) {
+void Session::Impl::trace_device_op(StreamQueue& s, const cmd::RunOp& c,
+                                    const local::Tensor* inputs, const local::Tensor& result,
+                                    Tracer::DeviceMark mark) {
   Tracer::Slice sl = op_slice(s.id, c);
   Tracer::TensorRef refs[protocol::kMaxTraceTensors];
   size_t n = 0;

@@ -106,9 +106,9 @@ void Server::Impl::on_peer(const std::string* identity, std::string_view header,
                                       frames.size() - first_payload));
   } catch (const ProtocolError& e) {
     // No reply: peers do not read them, and a stranger gets nothing to work with.
-    warn_throttled("bad peer message", fmt::format("bad peer message from {} at {}: {}",
-                                                   who(identity), source,
-                                                   common::printable(e.what(), 1024)));
+    warn_throttled("bad peer message",
+                   fmt::format("bad peer message from {} at {}: {}", who(identity), source,
+                               common::printable(e.what(), 1024)));
     return;
   }
   std::optional<PayloadFrame> payload;

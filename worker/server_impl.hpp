@@ -271,7 +271,7 @@ struct Server::Impl {
   // The source address of the message the loop is handling ("10.0.0.5", or "a local peer"
   // for ipc:// and inproc://), for warn_throttled's keys and lines.
   std::string source;
-  std::string peer_since;   // when the session began, ISO 8601 UTC
+  std::string peer_since;  // when the session began, ISO 8601 UTC
   Clock::time_point next_heartbeat;
   std::chrono::milliseconds heartbeat_interval{1000};  // this session's (Setup may lower it)
   std::chrono::milliseconds master_timeout{0};         // 0: no silence limit (before Setup)

@@ -42,8 +42,8 @@
 #include <unordered_map>
 #include <variant>
 
-#include "protocol/codec.hpp"
 #include "common/same_host.hpp"
+#include "protocol/codec.hpp"
 #include "worker/collectives.hpp"
 #include "worker/events.hpp"
 #include "worker/executor.hpp"
@@ -214,15 +214,16 @@ struct Session::Impl final : detail::TaskRunner {
   void on(const protocol::cmd::GraphUpload& c);
   void on(const protocol::cmd::GraphReplay& c);
   // A part of the replay (t.graph_run, t.part) on its stream.
-  bool run(StreamQueue& s, const StreamQueuePtr& self, Task& t, const protocol::cmd::GraphReplay& c);
+  bool run(StreamQueue& s, const StreamQueuePtr& self, Task& t,
+           const protocol::cmd::GraphReplay& c);
   void on(const protocol::cmd::GraphFree& c);
   // A part of a graph's replay from its cursor: true when done; false when it waits (its
   // stream parked), or, `now` (on the dispatch thread), at a step that cannot run at once.
   bool run_graph_part(StreamQueue& s, const StreamQueuePtr& self, Task& t, bool now);
   bool run_graph_step(StreamQueue& s, const StreamQueuePtr& self, detail::GraphRun& run,
                       detail::GraphStep& st, bool now);
-  bool run_graph_op(StreamQueue& s, const StreamQueuePtr& self, detail::GraphRun& run, detail::GraphStep& st,
-                    bool now);
+  bool run_graph_op(StreamQueue& s, const StreamQueuePtr& self, detail::GraphRun& run,
+                    detail::GraphStep& st, bool now);
 
   SessionOptions options;
   std::shared_ptr<detail::Recorder> recorder_holder;
@@ -261,7 +262,7 @@ struct Session::Impl final : detail::TaskRunner {
   std::mutex cancel_mu;
   detail::Failure cancel_root;
   const uint64_t challenge = common::random_challenge();  // HelloReply's, for the master
-  uint64_t held_challenge = 0;                              // the master's (Attach)
+  uint64_t held_challenge = 0;                            // the master's (Attach)
   std::mutex pulled_mu;
   std::unordered_map<uint64_t, local::Tensor> pulled;
   static constexpr size_t kMaxPulled = 4096;

@@ -6,9 +6,9 @@
 
 #include <ctime>
 
+#include "common/flight_text.hpp"
 #include "dtr/device.hpp"
 #include "dtr/error.hpp"
-#include "common/flight_text.hpp"
 #include "worker/server_impl.hpp"
 
 namespace dtr::worker {

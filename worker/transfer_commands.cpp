@@ -72,7 +72,7 @@ bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr&, Task& t, const cm
     local::Tensor host = local::empty(m.shape, m.dtype);
     const size_t bytes = static_cast<size_t>(m.numel()) * element_size(m.dtype);
     common::read_process_memory(master_pid.load(std::memory_order_relaxed), c.address,
-                                  host.raw_data(), bytes, "reading the master's tensor");
+                                host.raw_data(), bytes, "reading the master's tensor");
     rec.counters.add_bytes<cmd::Put>(static_cast<int64_t>(bytes));  // as a Put's
     if (c.device < 0) {
       t.out->publish(std::move(host));
@@ -185,7 +185,8 @@ void Session::Impl::on(const cmd::ToDevice& c) {
   streams.stage(stream, std::move(t));
 }
 
-bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t, const cmd::ToDevice& c) {
+bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t,
+                        const cmd::ToDevice& c) {
   if (!t.in[0]->ready_or_park(self)) {
     waiting_for_tensor(s, t, c.input);
     return false;

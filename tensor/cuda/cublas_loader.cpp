@@ -50,9 +50,10 @@ template <class F>
 void bind(void* library, F& slot, const char* name, const std::string& soname) {
   slot = reinterpret_cast<F>(dlsym(library, name));
   if (!slot)
-    throw DeviceError(fmt::format("cuBLAS ({}) lacks {}: it is older than the toolkit dtr was "
-                                  "built with (cuBLAS {}.{})",
-                                  soname, name, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR));
+    throw DeviceError(
+        fmt::format("cuBLAS ({}) lacks {}: it is older than the toolkit dtr was "
+                    "built with (cuBLAS {}.{})",
+                    soname, name, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR));
 }
 
 CublasApi load() {

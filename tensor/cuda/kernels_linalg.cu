@@ -305,9 +305,9 @@ void linalg_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
     const float alpha = 1.0f, beta = 0.0f;
     check_cublas(c, "cublasGemmStridedBatchedEx",
                  cublas().gemm_strided_batched_ex(h, op_b, op_a, n, m, k, &alpha, B.t.raw_data(), t,
-                                               ldb, stride_b, A.t.raw_data(), t, lda, stride_a,
-                                               &beta, out.raw_data(), t, n, m * n, batches,
-                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                                  ldb, stride_b, A.t.raw_data(), t, lda, stride_a,
+                                                  &beta, out.raw_data(), t, n, m * n, batches,
+                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     const double alpha = 1.0, beta = 0.0;
     check_cublas(c, "cublasDgemmStridedBatched",

@@ -1,8 +1,8 @@
 // Session lifecycle against real worker processes: a worker that starts after the master,
 // a master that dies without saying goodbye, a second master while one is served, listen
 // mode (workers dial the master), and a worker killed mid-session.
-#include <doctest/doctest.h>
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -619,9 +619,10 @@ TEST_CASE("a service that is not ZeroMQ is named as such within seconds, not as 
     auto t0 = Clock::now();
     std::string why = message_of<TransportError>([&] { init_master_worker(o); });
     CHECK(Clock::now() - t0 < 15s);
-    CHECK_MESSAGE((contains(why, "is not a ZeroMQ peer") && contains(why, "SSH-2.0-OpenSSH_9.2p1") &&
-                   contains(why, "\\x0d\\x0a") && !contains(why, "CURVE")),
-                  why);
+    CHECK_MESSAGE(
+        (contains(why, "is not a ZeroMQ peer") && contains(why, "SSH-2.0-OpenSSH_9.2p1") &&
+         contains(why, "\\x0d\\x0a") && !contains(why, "CURVE")),
+        why);
   }
   SUBCASE("one that says nothing") {
     FakeService quiet("");

@@ -1,6 +1,6 @@
 // Failures: an op that fails on a worker poisons its dependents, which report the first
-// cause; a failure is raised once, by to_local()/item() or else by synchronize(); the worker keeps serving. Shape and
-// dtype mistakes throw on the master, at the call, before anything is sent.
+// cause; a failure is raised once, by to_local()/item() or else by synchronize(); the worker keeps
+// serving. Shape and dtype mistakes throw on the master, at the call, before anything is sent.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -369,9 +369,8 @@ TEST_CASE("dtr-worker refuses a --max-message-bytes below 64 KiB, naming the lea
   std::string err = (std::filesystem::temp_directory_path() /
                      ("dtr_small_limit_" + std::to_string(getpid()) + ".log"))
                         .string();
-  WorkerProcess w = WorkerProcess::with_args({"--listen", "tcp://127.0.0.1:0",
-                                              "--max-message-bytes", "1024"},
-                                             err);
+  WorkerProcess w = WorkerProcess::with_args(
+      {"--listen", "tcp://127.0.0.1:0", "--max-message-bytes", "1024"}, err);
   // It exits by itself (a signal could end it before it has parsed its arguments).
   for (int i = 0; i < 1000 && w.running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

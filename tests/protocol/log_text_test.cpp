@@ -38,7 +38,8 @@ TEST_CASE("LogThrottle: at most max_lines per interval in total, whatever the ke
   LogThrottle t(60s, 256, 3);
   auto now = LogThrottle::Clock::now();
   for (int i = 0; i < 3; ++i) CHECK(t.admit("k" + std::to_string(i), "line", now).has_value());
-  for (int i = 3; i < 50; ++i) CHECK_FALSE(t.admit("k" + std::to_string(i), "line", now).has_value());
+  for (int i = 3; i < 50; ++i)
+    CHECK_FALSE(t.admit("k" + std::to_string(i), "line", now).has_value());
   auto next = t.admit("k99", "later", now + 61s);
   REQUIRE(next.has_value());
   CHECK(*next == "later (47 lines held back in the last 60 s: at most 3 per 60 s)");

@@ -39,11 +39,11 @@ TEST_CASE("env_flag: the usual spellings either way, the default when unset, els
   }
   for (const char* bad : {"flase", "2", "enable", " 1"}) {
     Env e(bad);
-    CHECK_THROWS_WITH_AS(dtr::env_flag("DTR_ENV_TEST", true),
-                         (std::string("DTR_ENV_TEST='") + bad +
-                          "': expected 1/true/yes/on or 0/false/no/off")
-                             .c_str(),
-                         dtr::InvalidArgument);
+    CHECK_THROWS_WITH_AS(
+        dtr::env_flag("DTR_ENV_TEST", true),
+        (std::string("DTR_ENV_TEST='") + bad + "': expected 1/true/yes/on or 0/false/no/off")
+            .c_str(),
+        dtr::InvalidArgument);
   }
 }
 
