@@ -119,8 +119,10 @@ Server::Impl::Impl(ServerOptions options)
   listen_mode = !opt.listen.empty();
   const std::string& where = listen_mode ? opt.listen : opt.master;
   guard = std::make_unique<security::Guard>(context, opt.security, [this](const std::string& line) {
+    // The ZAP thread's: keyed by its own line (which names the peer's address), not by the
+    // loop's `source` (the loop thread's alone).
     recorder->counters.refused.fetch_add(1, std::memory_order_relaxed);
-    warn_throttled(line, line);
+    if (std::optional<std::string> l = warnings.admit(line, line)) spdlog::warn("{}", *l);
   });
   try {
     if (listen_mode)

@@ -133,7 +133,7 @@ struct Server::Impl {
   // source address of the message being handled (`source`; never what the peer claims,
   // such as its name or routing id), and at most 32 a minute in total, with the counts of
   // the ones held back (docs/security.md). Peer strings in `line` must already be escaped
-  // (common::printable).
+  // (common::printable). The loop's thread only (it reads `source`).
   void warn_throttled(const std::string& kind, std::string line);
   // On the loop's thread: what other threads asked for (a flight recorder dump, a
   // metrics snapshot).
