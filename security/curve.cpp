@@ -286,6 +286,7 @@ std::string probe_zmtp(const std::string& endpoint, std::string_view peer,
     return {};
   const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int rc = fd < 0 ? -1 : connect(fd, res->ai_addr, res->ai_addrlen);
+  const int connect_errno = errno;
   freeaddrinfo(res);
   if (fd < 0) return {};
   auto done = [&](std::string why) {
@@ -293,7 +294,7 @@ std::string probe_zmtp(const std::string& endpoint, std::string_view peer,
     return why;
   };
   pollfd p{fd, POLLOUT, 0};
-  if ((rc != 0 && errno != EINPROGRESS) || poll(&p, 1, static_cast<int>(wait.count())) != 1)
+  if ((rc != 0 && connect_errno != EINPROGRESS) || poll(&p, 1, static_cast<int>(wait.count())) != 1)
     return done({});
   int error = 0;
   socklen_t len = sizeof error;
@@ -307,8 +308,8 @@ std::string probe_zmtp(const std::string& endpoint, std::string_view peer,
   if (poll(&p, 1, static_cast<int>(wait.count())) != 1)
     return done(
         fmt::format("{} accepted the connection but sent nothing within {} ms, where a "
-                    "ZeroMQ peer sends its greeting: is a dtr-worker listening on that "
-                    "port?",
+                    "ZeroMQ peer sends its greeting at once: it is not a dtr-worker, or its "
+                    "process is stopped or hung",
                     peer, wait.count()));
   const ssize_t n = recv(fd, got, sizeof got, 0);
   if (n <= 0)
