@@ -22,6 +22,10 @@
 
 namespace dtr::detail {
 
+// The largest kernel size, stride, padding or dilation a window op takes: (k - 1) * d + 1
+// and in + 2 * p then stay far inside int64 whatever a message asks for.
+inline constexpr int64_t kMaxWindowAttr = (int64_t{1} << 31) - 1;
+
 // One spatial axis of a window op: kernel, stride, padding, dilation.
 struct Axis {
   int64_t k = 1, s = 1, p = 0, d = 1;

@@ -56,12 +56,24 @@ bool flag_at(const OpDef& d, const OpAttrs& a, size_t i) {
   return a.ints[i] == 1;
 }
 
+// Each of kernel size, stride, padding and dilation at most kMaxWindowAttr (a crafted
+// message overflowed (k - 1) * d).
+void check_axis_bounds(const OpDef& d, const Axis& x, const OpAttrs& a) {
+  if (x.k > kMaxWindowAttr || x.s > kMaxWindowAttr || x.p > kMaxWindowAttr ||
+      x.d > kMaxWindowAttr)
+    fail<InvalidArgument>(d.name,
+                          "kernel size, stride, padding and dilation must be at most {}, got "
+                          "{}, {}, {} and {} ({})",
+                          kMaxWindowAttr, x.k, x.s, x.p, x.d, a.ints);
+}
+
 Axis axis(const OpDef& d, const OpAttrs& a, size_t k, size_t s, size_t p, size_t dil) {
   Axis x{k == SIZE_MAX ? 1 : a.ints[k], a.ints[s], a.ints[p], dil == SIZE_MAX ? 1 : a.ints[dil]};
   if (x.k <= 0) fail<InvalidArgument>(d.name, "kernel size must be positive, got {}", a.ints);
   if (x.s <= 0) fail<InvalidArgument>(d.name, "stride must be positive, got {}", a.ints);
   if (x.p < 0) fail<InvalidArgument>(d.name, "padding must be non-negative, got {}", a.ints);
   if (x.d <= 0) fail<InvalidArgument>(d.name, "dilation must be positive, got {}", a.ints);
+  check_axis_bounds(d, x, a);
   return x;
 }
 
@@ -366,6 +378,8 @@ InferResult infer_conv2d(const OpDef& d, std::span<const TensorMeta> in, const O
   }
   c.h.k = w.shape[2];
   c.w.k = w.shape[3];
+  check_axis_bounds(d, c.h, a);
+  check_axis_bounds(d, c.w, a);
   const int64_t oh = conv_out_size(x.shape[x.dim() - 2], c.h);
   const int64_t ow = conv_out_size(x.shape[x.dim() - 1], c.w);
   check_out_size(d, x, oh, ow);
@@ -410,6 +424,8 @@ InferResult infer_conv2d_grad(const OpDef& d, std::span<const TensorMeta> in, co
                        c.h.k, c.w.k, c.groups, other.shape, g.shape);
     out = Shape{cout, cin / c.groups, c.h.k, c.w.k};
   }
+  check_axis_bounds(d, c.h, a);
+  check_axis_bounds(d, c.w, a);
   if (ih < 0 || iw < 0 || conv_out_size(ih, c.h) != g.shape[g.dim() - 2] ||
       conv_out_size(iw, c.w) != g.shape[g.dim() - 1])
     fail<ShapeError>(d.name, "grad {} is not conv2d's output size for an input of {}x{} ({})",

@@ -282,3 +282,15 @@ TEST_CASE("errors: infer refuses malformed arguments instead of reading past the
   in[1].dtype = static_cast<dtr::DType>(200);
   DTR_CHECK_ERROR(dtr::DTypeError, dtr::infer(OpId::mul, in, {}), "mul", "invalid dtype code 200");
 }
+
+// fuzz_worker_batch (2026-11-29): a conv2d_weight_grad whose kernel size and dilation a
+// message chose overflowed (k - 1) * d in the shape rules.
+TEST_CASE("window ops refuse kernel sizes, strides, paddings and dilations past 2^31 - 1") {
+  const dtr::TensorMeta x = dtr::TensorMeta::contiguous(dtr::DType::Float32, {1, 1, 8, 8});
+  const dtr::TensorMeta g = dtr::TensorMeta::contiguous(dtr::DType::Float32, {1, 1, 8, 8});
+  OpAttrs a;
+  a.ints = {1090921693186, 3, 1, 1, 0, 0, 10995116277761, 1, 1};
+  DTR_CHECK_ERROR(dtr::InvalidArgument,
+                  dtr::infer(OpId::conv2d_weight_grad, std::vector<dtr::TensorMeta>{g, x}, a),
+                  "conv2d_weight_grad", "must be at most 2147483647");
+}
