@@ -59,8 +59,7 @@ bool flag_at(const OpDef& d, const OpAttrs& a, size_t i) {
 // Each of kernel size, stride, padding and dilation at most kMaxWindowAttr (a crafted
 // message overflowed (k - 1) * d).
 void check_axis_bounds(const OpDef& d, const Axis& x, const OpAttrs& a) {
-  if (x.k > kMaxWindowAttr || x.s > kMaxWindowAttr || x.p > kMaxWindowAttr ||
-      x.d > kMaxWindowAttr)
+  if (x.k > kMaxWindowAttr || x.s > kMaxWindowAttr || x.p > kMaxWindowAttr || x.d > kMaxWindowAttr)
     fail<InvalidArgument>(d.name,
                           "kernel size, stride, padding and dilation must be at most {}, got "
                           "{}, {}, {} and {} ({})",
