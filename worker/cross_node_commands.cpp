@@ -113,7 +113,8 @@ void Session::Impl::on(const cmd::Collective& c) {
   streams.stage(stream, std::move(t));
 }
 
-bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t, const cmd::Collective&) {
+bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t,
+                        const cmd::Collective&) {
   return run_collective(s, self, t,
                         {groups, failures, options.collective_timeout, outbox.node(), rec, outbox});
 }

@@ -73,7 +73,8 @@ void Session::Impl::on(const cmd::GraphReplay& c) {
   traced_here = true;  // each part is a slice on its stream (above, or when its task ends)
 }
 
-bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t, const cmd::GraphReplay&) {
+bool Session::Impl::run(StreamQueue& s, const StreamQueuePtr& self, Task& t,
+                        const cmd::GraphReplay&) {
   return run_graph_part(s, self, t, false);
 }
 
@@ -117,8 +118,8 @@ bool Session::Impl::run_graph_part(StreamQueue& s, const StreamQueuePtr& self, T
   return true;
 }
 
-bool Session::Impl::run_graph_step(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run, GraphStep& st,
-                                   bool now) {
+bool Session::Impl::run_graph_step(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run,
+                                   GraphStep& st, bool now) {
   if (st.type == CmdType::RunOp) return run_graph_op(s, self, run, st, now);
   if (now && st.type != CmdType::Record) return false;
   Graph& g = *run.graph;
@@ -161,8 +162,8 @@ bool Session::Impl::run_graph_step(StreamQueue& s, const StreamQueuePtr& self, G
   return execute(s, self, t);
 }
 
-bool Session::Impl::run_graph_op(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run, GraphStep& st,
-                                 bool now) {
+bool Session::Impl::run_graph_op(StreamQueue& s, const StreamQueuePtr& self, GraphRun& run,
+                                 GraphStep& st, bool now) {
   const auto& c = std::get<cmd::RunOp>(*st.cmd);
   Graph& g = *run.graph;
   Slot* in[protocol::Inputs::kMax];  // the first n are set (no zeroing: up to 64 per op)
