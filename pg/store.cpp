@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "dtr/process_group.hpp"
+#include "pg/store_codec.hpp"
 #include "pg/util.hpp"
 #include "security/curve.hpp"
 
@@ -44,7 +45,8 @@ class HashStore : public Store {
   }
   int64_t add(const std::string& key, int64_t delta) override {
     std::lock_guard lock(m_);
-    int64_t v = pg::parse_int(map_[key], key) + delta;
+    auto it = map_.find(key);  // a refused add leaves no key behind
+    const int64_t v = pg::store::add_to(it == map_.end() ? std::string() : it->second, key, delta);
     map_[key] = std::to_string(v);
     cv_.notify_all();
     return v;
@@ -65,15 +67,11 @@ class HashStore : public Store {
 
 // ---------------------------------------------------------------- TcpStore
 //
-// Requests (DEALER -> ROUTER): [reqid(8 bytes), op(1 byte), key, value]; replies:
-// [reqid, status(1 byte: 0 ok, 1 error), value]. GET waits on the server until the key is
-// set; the client bounds the wait and drops replies to requests it gave up on.
-//
-// Limits: keys and values are at most kMaxStoreField / 2 bytes, so no frame either way is
-// over kMaxStoreField (both sockets' ZMQ_MAXMSGSIZE: ZeroMQ drops a connection sending a
-// bigger one); a message with more frames than a request or reply has is dropped whole.
+// The formats and the server's table are in pg/store_codec.hpp. GET waits on the server
+// until the key is set; the client bounds the wait and drops replies to requests it gave up
+// on. A message with more frames than a request or reply has is dropped whole.
 
-constexpr size_t kMaxStoreField = 1 << 20;
+using pg::store::kMaxStoreField;
 
 // Receives one message without blocking, keeping at most `keep` frames (the rest is read
 // and counted in `frames`). False when none is waiting.
@@ -89,6 +87,12 @@ bool recv_bounded(zmq::socket_t& sock, std::vector<zmq::message_t>& out, size_t 
     if (out.size() < keep) out.push_back(std::move(m));
     if (!more) return true;
   }
+}
+
+std::vector<pg::store::FrameView> views(const std::vector<zmq::message_t>& frames, size_t from) {
+  std::vector<pg::store::FrameView> v;
+  for (size_t i = from; i < frames.size(); ++i) v.push_back({frames[i].data(), frames[i].size()});
+  return v;
 }
 
 // Waits up to `timeout` for a message on `sock`. A signal that interrupts the wait (EINTR:
@@ -119,82 +123,34 @@ class StoreServer {
   }
 
  private:
-  struct Waiter {
-    std::string identity, reqid, key;
-  };
-  void reply(const std::string& identity, const std::string& reqid, uint8_t status,
-             const std::string& value) {
-    sock_.send(zmq::buffer(identity), zmq::send_flags::sndmore);
-    sock_.send(zmq::buffer(reqid), zmq::send_flags::sndmore);
-    sock_.send(zmq::buffer(&status, 1), zmq::send_flags::sndmore);
-    sock_.send(zmq::buffer(value), zmq::send_flags::none);
-  }
   void run() {
+    std::vector<zmq::message_t> frames;
+    std::vector<pg::store::Reply> replies;
     while (!stop_) {
       poll_in(sock_, std::chrono::milliseconds(50));
       for (int i = 0; i < 1000; ++i) {
-        std::vector<zmq::message_t> frames;
         size_t count = 0;
         if (!recv_bounded(sock_, frames, 5, count)) break;
-        if (count == 5) handle(frames);  // identity + 4 request frames; anything else: drop
+        if (count != 5) continue;  // identity + 4 request frames; anything else: drop
+        const auto request = pg::store::parse_request(views(frames, 1));
+        if (!request) continue;  // malformed: drop
+        replies.clear();
+        table_.apply(frames[0].to_string(), *request, replies);
+        for (const auto& r : replies) send(r);
       }
     }
   }
-  void handle(std::vector<zmq::message_t>& f) {
-    if (f.size() != 5 || f[1].size() != 8 || f[2].size() != 1) return;  // malformed: drop
-    std::string id = f[0].to_string(), reqid = f[1].to_string(), key = f[3].to_string(),
-                value = f[4].to_string();
-    const char op = *f[2].data<char>();
-    try {
-      if (op == 'S') {
-        map_[key] = value;
-        reply(id, reqid, 0, "");
-        for (auto it = waiters_.begin(); it != waiters_.end();) {
-          if (it->key == key) {
-            reply(it->identity, it->reqid, 0, value);
-            it = waiters_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      } else if (op == 'G') {
-        auto it = map_.find(key);
-        if (it != map_.end()) {
-          reply(id, reqid, 0, it->second);
-        } else {
-          if (waiters_.size() > 100000) waiters_.erase(waiters_.begin());
-          waiters_.push_back({id, reqid, key});
-        }
-      } else if (op == 'A') {
-        int64_t v = pg::parse_int(map_[key], key) + pg::parse_int(value, "delta");
-        map_[key] = std::to_string(v);
-        reply(id, reqid, 0, std::to_string(v));
-        for (auto it = waiters_.begin(); it != waiters_.end();) {
-          if (it->key == key) {
-            reply(it->identity, it->reqid, 0, map_[key]);
-            it = waiters_.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      } else if (op == 'D') {
-        for (auto it = map_.lower_bound(key); it != map_.end() && it->first.starts_with(key);) {
-          it = map_.erase(it);
-        }
-        reply(id, reqid, 0, "");
-      } else {
-        reply(id, reqid, 1, "unknown store op");
-      }
-    } catch (const std::exception& e) {
-      reply(id, reqid, 1, e.what());
-    }
+  void send(const pg::store::Reply& r) {
+    sock_.send(zmq::buffer(r.identity), zmq::send_flags::sndmore);
+    sock_.send(zmq::buffer(r.reqid), zmq::send_flags::sndmore);
+    sock_.send(zmq::buffer(&r.status, 1), zmq::send_flags::sndmore);
+    sock_.send(zmq::buffer(r.value), zmq::send_flags::none);
   }
 
   zmq::socket_t sock_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::map<std::string, std::string> map_;
-  std::vector<Waiter> waiters_;
+  pg::store::StoreTable table_;
 };
 
 class TcpStore : public Store {
@@ -270,14 +226,8 @@ class TcpStore : public Store {
       size_t count = 0;
       if (!recv_bounded(sock_, frames, 3, count)) continue;
       answered_.store(true);  // something answers there, even if not as a store should
-      if (count != 3 || frames[0].size() != 8 || frames[1].size() != 1) {
-        throw ProtocolError(fmt::format(
-            "rendezvous store {}: malformed reply: {} frames{}, expected 3 (request id of 8 "
-            "bytes, status of 1 byte, value)",
-            described_, count,
-            count >= 2
-                ? fmt::format(" of {} and {} bytes first", frames[0].size(), frames[1].size())
-                : std::string()));
+      if (const std::string bad = pg::store::check_reply(views(frames, 0), count); !bad.empty()) {
+        throw ProtocolError(fmt::format("rendezvous store {}: {}", described_, bad));
       }
       if (frames[0].to_string() != reqid) continue;  // a reply to a request given up on
       if (*frames[1].data<uint8_t>() != 0) {
@@ -343,33 +293,8 @@ class TcpStore : public Store {
 // opens the file anew, so NFS close-to-open consistency gives fresh contents. No mmap, no
 // inotify: waiting is polling with a backoff.
 
-std::string to_hex(const std::string& s) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() * 2 + 1);
-  out.push_back('x');  // so that an empty string is one non-empty token
-  for (unsigned char c : s) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
-
-bool from_hex(std::string_view h, std::string& out) {
-  if (h.empty() || h[0] != 'x' || (h.size() - 1) % 2 != 0) return false;
-  out.clear();
-  auto val = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  for (size_t i = 1; i < h.size(); i += 2) {
-    int a = val(h[i]), b = val(h[i + 1]);
-    if (a < 0 || b < 0) return false;
-    out.push_back(static_cast<char>(a * 16 + b));
-  }
-  return true;
-}
+using pg::store::delete_record;
+using pg::store::set_record;
 
 class FileStore : public Store {
  public:
@@ -380,7 +305,7 @@ class FileStore : public Store {
 
   void set(const std::string& key, const std::string& value) override {
     Locked f(*this, F_WRLCK);
-    f.append("S " + to_hex(key) + " " + to_hex(value) + "\n");
+    f.append(set_record(key, value));
   }
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
@@ -403,13 +328,13 @@ class FileStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override {
     Locked f(*this, F_WRLCK);
     auto map = f.read();
-    int64_t v = pg::parse_int(map[key], key) + delta;
-    f.append("S " + to_hex(key) + " " + to_hex(std::to_string(v)) + "\n");
+    const int64_t v = pg::store::add_to(map[key], key, delta);
+    f.append(set_record(key, std::to_string(v)));
     return v;
   }
   void delete_prefix(const std::string& prefix) override {
     Locked f(*this, F_WRLCK);
-    f.append("D " + to_hex(prefix) + "\n");
+    f.append(delete_record(prefix));
   }
   std::string describe() const override { return "file://" + path_; }
 
@@ -457,37 +382,23 @@ class FileStore : public Store {
         if (n < 0) fail("read");
         if (n == 0) break;
         data.append(buf, static_cast<size_t>(n));
-        if (data.size() > (size_t{256} << 20)) fail("read (file over 256 MiB)");
+        if (data.size() > pg::store::kMaxLogBytes) fail("read (file over 256 MiB)");
       }
-      std::map<std::string, std::string> map;
-      size_t pos = 0;
-      while (true) {
-        size_t nl = data.find('\n', pos);
-        if (nl == std::string::npos) break;  // an incomplete last record is ignored
-        std::string_view line(data.data() + pos, nl - pos);
-        pos = nl + 1;
-        std::string a, b;
-        if (line.starts_with("S ")) {
-          auto sp = line.find(' ', 2);
-          if (sp == std::string_view::npos) continue;
-          if (from_hex(line.substr(2, sp - 2), a) && from_hex(line.substr(sp + 1), b)) {
-            map[a] = b;
-          }
-        } else if (line.starts_with("D ")) {
-          if (from_hex(line.substr(2), a)) {
-            for (auto it = map.lower_bound(a); it != map.end() && it->first.starts_with(a);) {
-              it = map.erase(it);
-            }
-          }
-        }
-      }
-      return map;
+      return pg::store::replay_log(data);
     }
+    // Appends one record. A writer that died mid-write left a torn line: it is closed
+    // first (pg::store::kTornLineEnd), so that it is never read as a record, nor joined to
+    // this one.
     void append(const std::string& record) {
-      if (::lseek(fd_, 0, SEEK_END) < 0) fail("seek");
+      const off_t end = ::lseek(fd_, 0, SEEK_END);
+      if (end < 0) fail("seek");
+      char last = '\n';
+      if (end > 0 && ::pread(fd_, &last, 1, end - 1) != 1) fail("read");
+      const std::string bytes =
+          last == '\n' ? record : std::string(pg::store::kTornLineEnd) + record;
       size_t done = 0;
-      while (done < record.size()) {
-        ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
+      while (done < bytes.size()) {
+        ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) fail("write");
         done += static_cast<size_t>(n);

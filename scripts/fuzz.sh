@@ -4,7 +4,8 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  how long each target runs (default 300)
-#   TARGET...           worker_batch, codec, graph_upload, p2p_ring (default: all)
+#   TARGET...           worker_batch, codec, graph_upload, p2p_ring, store,
+#                       pg_frames (default: all)
 #   scripts/fuzz.sh --seeds   regenerates tests/fuzz/corpus/*/seed-* and regress-*, and
 #                             tests/fuzz/findings/*/open-* (fuzz_make_seeds)
 #
@@ -26,13 +27,13 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${repo_root}/build-fuzz"
 corpus_root="${repo_root}/tests/fuzz/corpus"
-all_targets=(worker_batch codec graph_upload p2p_ring)
+all_targets=(worker_batch codec graph_upload p2p_ring store pg_frames)
 seconds=300
 targets=()
 seeds=0
 for arg in "$@"; do
   case "${arg}" in
-    -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --seeds) seeds=1 ;;
     [0-9]*) seconds="${arg}" ;;
     *) targets+=("${arg}") ;;

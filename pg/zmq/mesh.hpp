@@ -255,6 +255,9 @@ class Mesh {
   bool is_shut_down() const { return shut_.load(); }
 
  private:
+  // tests/fuzz/fuzz_pg_frames.cpp: sets up a connected rank without peers or an I/O thread
+  // and feeds on_message() the frames a peer could send.
+  friend struct MeshFuzzAccess;
   enum class PeerState { Alive, Left, Dead };
   struct Peer {
     PeerState state = PeerState::Alive;

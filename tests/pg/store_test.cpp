@@ -1,6 +1,7 @@
 // Rendezvous stores: set/get/add/delete_prefix, bounded waits, shared use.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <thread>
 
 #include "pg_test_util.hpp"
@@ -29,6 +30,11 @@ void exercise(Store& s) {
   });
   CHECK(s.get("late", 30s) == "v");
   t.join();
+  // An add past int64 is refused and changes nothing (it overflowed, undefined, before).
+  s.set("big", "9223372036854775807");
+  CHECK_THROWS_WITH_AS(s.add("big", 1), doctest::Contains("overflows int64"), Error);
+  CHECK(s.get("big", 1s) == "9223372036854775807");
+  CHECK(s.add("big", -7) == 9223372036854775800);
 }
 
 std::string thread_key(int t, int k) {
@@ -57,6 +63,27 @@ TEST_CASE("store: file") {
   CHECK(s2->add("n", 1) == 4);
   ::unlink(path.c_str());
   CHECK_THROWS_AS(make_file_store("/nonexistent-dir/x"), TransportError);
+}
+
+TEST_CASE("store: file after a writer died mid-record") {
+  // The torn line looks like a record cut short; the next record was appended to it (and
+  // lost with it) before, and the torn one could have been read as a set of "a" to "b".
+  const std::string path = "/tmp/dtr-pg-store-torn-" + std::to_string(getpid());
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("S x6b30 x30\nS x61 x62", f);  // "k0" = "0", then "a" = "b..." torn
+    std::fclose(f);
+  }
+  auto s = make_file_store(path);
+  s->set("k", "v");
+  CHECK(s->get("k", 1s) == "v");
+  CHECK(s->get("k0", 1s) == "0");
+  CHECK_THROWS_AS(s->get("a", std::chrono::milliseconds(30)), TimeoutError);
+  s->set("k2", "w");  // the file ends with a newline again
+  CHECK(s->get("k2", 1s) == "w");
+  CHECK(s->get("k", 1s) == "v");
+  ::unlink(path.c_str());
 }
 
 TEST_CASE("store: file shared by threads of one process loses nothing") {
