@@ -66,12 +66,16 @@ void Module<T>::to_device(int device) {
 
 template <typename T>
 void Module<T>::to(int node) requires std::is_same_v<T, DistributedTensor> {
-  for (auto& [name, p] : parameters_) {
-    const bool rg = p->requires_grad();
-    *p = p->detach().to(node);
-    if (rg) p->requires_grad_();
+  // if constexpr: clang 14 instantiates this member in `template class Module<local::Tensor>`
+  // below although its constraint is not satisfied there.
+  if constexpr (std::is_same_v<T, DistributedTensor>) {
+    for (auto& [name, p] : parameters_) {
+      const bool rg = p->requires_grad();
+      *p = p->detach().to(node);
+      if (rg) p->requires_grad_();
+    }
+    for (auto& [name, child] : children_) child->to(node);
   }
-  for (auto& [name, child] : children_) child->to(node);
 }
 
 template <typename T>
@@ -88,11 +92,14 @@ void Module<T>::load_state_dict(const NamedTensors& state) {
   std::vector<std::pair<std::string, T>> mine = named_parameters();
   std::string names;
   for (const auto& [name, p] : mine) names += (names.empty() ? "" : ", ") + name;
-  for (const auto& [name, t] : state)
+  for (const auto& entry : state) {
+    const std::string& name =
+        entry.first;  // a lambda may not capture a structured binding (clang 14)
     if (std::none_of(mine.begin(), mine.end(), [&](const auto& e) { return e.first == name; }))
       throw InvalidArgument(fmt::format(
           "load_state_dict: entry '{}' names no parameter of this module (its parameters: {})",
           name, names));
+  }
   autograd::no_grad off;
   for (auto& [name, p] : mine) {
     auto it = given.find(name);

@@ -13,6 +13,8 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;  // clang 14 lacks C++20's deduction for aggregates
 
 std::string quote(const std::string& s) {
   std::string out = "'";

@@ -78,9 +78,10 @@ class StreamScope {
   StreamScope& operator=(const StreamScope&) = delete;
 
  private:
-  int device_;
-  StreamHandle previous_;
-  int previous_device_;
+  // Unused where CUDA is not built (tensor/cuda/no_cuda.cpp).
+  [[maybe_unused]] int device_;
+  [[maybe_unused]] StreamHandle previous_;
+  [[maybe_unused]] int previous_device_;
 };
 
 // An owned cudaStream_t (non-blocking with respect to the default stream).
@@ -140,8 +141,8 @@ class Graph {
 
  private:
   int device_;
-  void* graph_ = nullptr;  // cudaGraph_t
-  void* exec_ = nullptr;   // cudaGraphExec_t
+  [[maybe_unused]] void* graph_ = nullptr;  // cudaGraph_t (unused without CUDA)
+  [[maybe_unused]] void* exec_ = nullptr;   // cudaGraphExec_t
 };
 
 // ---- memory figures ----

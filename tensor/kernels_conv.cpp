@@ -12,8 +12,8 @@
 //   conv2d_weight_grad  dW_g = G_g col^T          (summed over sample chunks)
 //   conv2d_input_grad   dcol = W_g^T G_g, and col2im adds each dcol entry back onto the
 //                       input position its tap read (dx starts at 0)
-// Samples are processed in chunks of at most kChunkSamples whose col stays within
-// kColBudget elements; chunks run in parallel (tensor/parallel.hpp), each thread with its
+// Samples are processed in chunks whose col stays within kColBudget elements (at least one
+// sample each); chunks run in parallel (tensor/parallel.hpp), each thread with its
 // own col buffer, and the weight gradient's sum over chunks is combined in a fixed order,
 // so results do not depend on the number of threads.
 #include <Eigen/Core>
@@ -32,9 +32,8 @@ namespace {
 using dtr::detail::Axis;
 using dtr::detail::parallel_for;
 
-// Elements of col per chunk, and samples per chunk at most: chunks are the parallel parts.
+// Elements of col per chunk: chunks are the parallel parts.
 constexpr int64_t kColBudget = int64_t{1} << 21;
-constexpr int64_t kChunkSamples = 8;
 
 template <typename T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

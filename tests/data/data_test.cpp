@@ -15,9 +15,6 @@ namespace {
 
 using namespace dtr::data;
 using local::Tensor;
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 std::string temp_dir() {
   return "/tmp/dtr_data_test_" + std::to_string(::getpid());
 }

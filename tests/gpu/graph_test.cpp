@@ -11,18 +11,11 @@
 #include "dtr/graph.hpp"
 #include "dtr/stream.hpp"
 #include "master/cluster.hpp"
+#include "support/gpu.hpp"
 #include "tensor/device_runtime.hpp"
 
 using namespace dtr;
 using namespace dtr::test;
-
-namespace {
-bool no_gpu() {
-  if (cuda_device_count() > 0) return false;
-  std::printf("SKIPPED: no CUDA device (%s)\n", cuda_unavailable_reason().c_str());
-  return true;
-}
-}  // namespace
 
 TEST_CASE(
     "gpu: cuda::Graph records kernels once and launches them again, capture refuses allocation") {

@@ -14,6 +14,7 @@
 #include "dtr/device.hpp"
 #include "dtr/stream.hpp"
 #include "master/cluster.hpp"
+#include "support/gpu.hpp"
 #include "tensor/device_runtime.hpp"
 
 using namespace dtr;
@@ -25,11 +26,6 @@ void check_same_local(const local::Tensor& got, const local::Tensor& want) {
   CHECK_MESSAGE(same_values(got, want, &why), why);
 }
 
-bool no_gpu() {
-  if (cuda_device_count() > 0) return false;
-  std::printf("SKIPPED: no CUDA device (%s)\n", cuda_unavailable_reason().c_str());
-  return true;
-}
 }  // namespace
 
 TEST_CASE("gpu: local tensors move to the device and back, and ops stay there") {

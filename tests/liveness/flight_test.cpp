@@ -26,8 +26,6 @@ using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
 
-const std::chrono::milliseconds kTimeout(1000 * kSlowdown);
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -50,12 +48,6 @@ std::string until_contains(F&& f, std::initializer_list<std::string_view> parts,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
-
-struct Stopped {
-  pid_t pid;
-  explicit Stopped(pid_t p) : pid(p) { REQUIRE(kill(pid, SIGSTOP) == 0); }
-  ~Stopped() { kill(pid, SIGCONT); }
-};
 
 TEST_CASE("flight recorder: a stopped worker's peer names its waiting commands") {
   const std::string log =

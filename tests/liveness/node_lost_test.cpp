@@ -19,8 +19,6 @@ using namespace dtr;
 using namespace dtr::test;
 using Clock = std::chrono::steady_clock;
 
-const std::chrono::milliseconds kTimeout(1000 * kSlowdown);
-
 MasterOptions options() {
   MasterOptions o = test_options();
   o.heartbeat = kTimeout / 5;
@@ -32,12 +30,6 @@ MasterOptions options() {
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-struct Stopped {
-  pid_t pid;
-  explicit Stopped(pid_t p) : pid(p) { REQUIRE(kill(pid, SIGSTOP) == 0); }
-  ~Stopped() { kill(pid, SIGCONT); }
-};
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "dtr/process_group.hpp"
 #include "liveness/liveness_support.hpp"
 #include "master/cluster.hpp"
+#include "support/sanitizers.hpp"
 
 namespace {
 
@@ -64,7 +65,7 @@ bool matches_pattern(const local::Tensor& t) {
 }  // namespace
 
 TEST_CASE("4 GiB dist_send and to_local with a 500 ms heartbeat timeout") {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(DTR_TEST_TSAN) || defined(DTR_TEST_ASAN)
   // ThreadSanitizer shadows every byte 4 times over: the tensors of the master and its
   // worker at 4 GiB took 21 GB and were killed for memory. 1 GiB under TSan lasts as long.
   // Under ASan 4 GiB took 50-63 s of CI's 30 minutes, and 1 GiB still spans many

@@ -167,7 +167,8 @@ TEST_CASE("worker endpoints are trimmed and checked before anything is sent") {
         {"127.0.0.1:5555", "write tcp://"},       {"tcp://127.0.0.1", "no port"},
         {"tcp://127.0.0.1:http", "not a number"}, {"tcp://127.0.0.1:70000", "not 1 to 65535"},
         {"tcp://*:5555", "for listening"},        {"udp://127.0.0.1:5555", "unknown transport"}};
-    for (const auto& [endpoint, why] : cases) {
+    for (const auto& [endpoint_, why] : cases) {
+      const std::string& endpoint = endpoint_;  // captured below (clang 14: not a binding)
       CAPTURE(endpoint);
       MasterOptions o = test_options();
       o.workers = {worker.endpoint(), endpoint};

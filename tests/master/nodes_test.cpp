@@ -161,13 +161,14 @@ void check_node_scoping(int n) {
     // Mixing nodes is refused on the master, naming both nodes.
     DistributedTensor& a = xs[0];
     DistributedTensor& b = xs[1];
-    for (auto [what, fn] : std::vector<std::pair<const char*, std::function<void()>>>{
+    for (auto [what_, fn] : std::vector<std::pair<const char*, std::function<void()>>>{
              {"add", [&] { (void)(a + b); }},
              {"mul", [&] { (void)a.mul(b); }},
              {"matmul", [&] { (void)a.matmul(b.t()); }},
              {"add_", [&] { a.add_(b); }},
              {"copy_", [&] { a.copy_(b); }},
              {"eq", [&] { (void)(a == b); }}}) {
+      const char* what = what_;  // captured by INFO (clang 14: not a binding)
       std::string m = message_of<InvalidArgument>(fn);
       INFO(what, ": ", m);
       CHECK(contains(m, what));

@@ -153,7 +153,8 @@ void check_arrows(const TraceCheck& t) {
   std::map<int64_t, std::vector<FlowEnd>> by_id;
   for (const FlowEnd& f : t.flows) by_id[f.id].push_back(f);
   CHECK(by_id.size() >= 2);
-  for (const auto& [id, ends] : by_id) {
+  for (const auto& [id_, ends] : by_id) {
+    const int64_t id = id_;  // captured (clang 14: not a binding)
     CAPTURE(id);
     REQUIRE(ends.size() == 2);
     const FlowEnd& s = ends[0].ph == "s" ? ends[0] : ends[1];
@@ -234,7 +235,8 @@ TEST_CASE("trace of a two-node session: streams, a cross-node wait, a copy, a co
   CHECK(in_order(n1, {"wait_event", "recv_from_node", "full", "all_reduce", "add", "sum", "get"}));
   // One command at a time on a track: a slice starts after the previous one ended, or
   // lies inside it (an event's notification, inside its record).
-  for (const auto& [key, name] : t.tracks) {
+  for (const auto& [key, name_] : t.tracks) {
+    const auto& name = name_;  // captured (clang 14: not a binding)
     std::vector<Slice> tr = t.track(key.first, key.second);
     double open_end = -1;
     for (size_t i = 0; i < tr.size(); ++i) {

@@ -23,6 +23,7 @@
 
 #include "dtr/device.hpp"
 #include "master/cluster.hpp"
+#include "support/gpu.hpp"
 
 namespace {
 
@@ -782,8 +783,8 @@ bool check_case(const Case& c, int node, const std::function<Outcome()>& other =
   std::string why;
   if (c.compare_values) {
     INFO("remote ", r.value.to_string(), "\nlocal  ", l.value.to_string());
-    CHECK_MESSAGE(tolerant ? close_values(r.value, l.value, c.label, &why)
-                           : same_values(r.value, l.value, &why),
+    CHECK_MESSAGE((tolerant ? close_values(r.value, l.value, c.label, &why)
+                            : same_values(r.value, l.value, &why)),
                   why);
   } else {
     CHECK(r.value.shape() == l.value.shape());
@@ -1074,12 +1075,6 @@ TEST_CASE("the handle methods and creation functions match the local library") {
 #else   // DTR_GPU_TESTS
 
 namespace {
-// True (and "SKIPPED: ..." printed for ctest) when this machine has no CUDA device.
-bool no_gpu() {
-  if (cuda_device_count() > 0) return false;
-  std::printf("SKIPPED: no CUDA device (%s)\n", cuda_unavailable_reason().c_str());
-  return true;
-}
 
 // Every case of every op through `side` (CUDA) against the CPU; ops no case exercised are
 // reported.

@@ -22,9 +22,6 @@ Tensor local_input() {
   Generator gen(seed++);
   return local::randn({4, 3}, gen, DType::Float64).t();
 }
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 struct TwoLayer : nn::Module<Tensor> {
   nn::Linear<Tensor> fc1{4, 3}, fc2{3, 2, false};

@@ -12,9 +12,6 @@ namespace dtr::test {
 namespace {
 
 using local::Tensor;
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TEST_CASE("optim: SGD with momentum, dampening, weight decay and nesterov") {
   for (bool nesterov : {false, true}) {

@@ -122,9 +122,11 @@ std::map<std::pair<std::string, std::string>, std::map<CommOp, bool>> read_table
 
 PG_BACKEND_TEST("capability: the table in docs/process_groups.md matches the backends") {
   const auto table = read_table();
-  for (const auto& [column, ops] : table) {
+  for (const auto& [column_, ops] : table) {
+    const auto& column = column_;  // captured (clang 14: not a binding)
     const DeviceKind d = column.second == "CPU" ? DeviceKind::CPU : DeviceKind::CUDA;
-    for (const auto& [op, yes] : ops) {
+    for (const auto& [op_, yes] : ops) {
+      const auto& op = op_;  // captured (clang 14: not a binding)
       CAPTURE(column.first);
       CAPTURE(column.second);
       CAPTURE(comm_op_name(op));

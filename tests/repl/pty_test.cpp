@@ -16,8 +16,9 @@
 #include <sstream>
 
 #include "repl/repl_support.hpp"
+#include "support/sanitizers.hpp"
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(DTR_TEST_TSAN)
 constexpr bool kSignalsDeferred = true;
 #else
 constexpr bool kSignalsDeferred = false;

@@ -21,13 +21,16 @@ struct Json {
   bool boolean = false;
   double number = 0;
   std::string text;
-  std::vector<Json> items;                            // Array
-  std::vector<std::pair<std::string, Json>> members;  // Object, in order
+  std::vector<Json> items;  // Array
+  // Object, in order: keys[i] names values[i] (two vectors: a pair of an incomplete Json
+  // is not allowed, and clang rejects it).
+  std::vector<std::string> keys;
+  std::vector<Json> values;
 
   // The member `key` of an object; null when absent (or not an object).
   const Json* get(std::string_view key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return &values[i];
     return nullptr;
   }
   bool is(Type t) const { return type == t; }
@@ -99,7 +102,8 @@ class Parser {
       if (peek() != '"') fail("expected a member name");
       std::string key = string();
       expect(':');
-      v.members.emplace_back(std::move(key), value());
+      v.keys.push_back(std::move(key));
+      v.values.push_back(value());
       if (peek() == ',') {
         ++at_;
         continue;

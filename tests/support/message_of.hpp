@@ -1,6 +1,7 @@
-// Test support: the message of the exception a call throws, for checks on its text.
+// Test support: the message of the exception a call throws, for checks on its text, and
+// whether a text has a part.
 //
-// Thread safety: a stateless function.
+// Thread safety: stateless functions.
 #pragma once
 
 #include <exception>
@@ -20,6 +21,11 @@ std::string message_of(F&& fn) {
     return std::string("<other exception: ") + e.what() + ">";
   }
   return "<no exception>";
+}
+
+// Whether `part` occurs in `s`.
+inline bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
 }
 
 }  // namespace dtr::test

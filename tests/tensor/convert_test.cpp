@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "support/sanitizers.hpp"
 #include "tensor/reference.hpp"
 
 using namespace dtr_test;
@@ -268,7 +269,7 @@ TEST_CASE("a memory limit refuses allocations past it and counts nothing for the
 }
 
 TEST_CASE("a host allocation the system refuses leaves bytes in use and the peak as they were") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(DTR_TEST_ASAN) || defined(DTR_TEST_TSAN)
   MESSAGE("skipped: the sanitizers' allocators abort on a refused allocation");
 #else
   const auto before = dtr::cpu_memory_stats();

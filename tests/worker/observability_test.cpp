@@ -77,8 +77,8 @@ struct Rig {
   worker::Session session;
 };
 
-cmd::RunOp op(OpId id, protocol::TensorId out, std::vector<protocol::TensorId> in,
-              uint32_t stream = 0) {
+cmd::RunOp run_op(OpId id, protocol::TensorId out, std::vector<protocol::TensorId> in,
+                  uint32_t stream = 0) {
   cmd::RunOp c{.stream = stream, .op = id, .out = out};
   c.inputs.n = static_cast<uint8_t>(in.size());
   for (size_t i = 0; i < in.size(); ++i) c.inputs.ids[i] = in[i];
@@ -115,8 +115,8 @@ TEST_CASE("observability: a traced batch, every command a slice on its stream wi
   const uint32_t x = r.frame_of(local::ones({2, 3}));
   r.run({cmd::CreateStream{.stream = 1},
          cmd::Put{.out = 1, .meta = TensorMeta::contiguous(DType::Float32, {2, 3}), .payload = x},
-         op(OpId::add, 2, {1, 1}),                           // inline, on stream 0
-         op(OpId::matmul, 3, {2, 2}, 1),                     // a task on stream 1 (bad shapes)
+         run_op(OpId::add, 2, {1, 1}),                       // inline, on stream 0
+         run_op(OpId::matmul, 3, {2, 2}, 1),                 // a task on stream 1 (bad shapes)
          cmd::Record{.stream = 1, .event = 9},               // after it, on stream 1
          cmd::WaitEvent{.event = 9},                         // stream 0 waits for stream 1
          cmd::SendPeer{.input = 2, .peer = 1, .token = 77},  // a copy to node 1
@@ -195,7 +195,7 @@ TEST_CASE("observability: the flight recorder says what waits on what, and the l
                        .meta = TensorMeta::contiguous(DType::Float32, {4}),
                        .peer = 1,
                        .token = 40},
-         op(OpId::neg, 3, {2}, 3), op(OpId::neg, 4, {1})});
+         run_op(OpId::neg, 3, {2}, 3), run_op(OpId::neg, 4, {1})});
   reply::Flight dump = Rig::only<reply::Flight>(r.run({cmd::FlightDump{.request = 5}}));
   CHECK(dump.request == 5);
   const protocol::FlightSnapshot& d = dump.flight;

@@ -160,7 +160,8 @@ TEST_CASE("security: key files round-trip and bad ones are refused with the reas
       {"secret-key = " + key.secret_key + "\npublic-key = " + other_public + "\n",
        "not the public half"},
   };
-  for (auto& [text, expect] : bad) {
+  for (auto& [text_, expect] : bad) {
+    const std::string& text = text_;  // captured (clang 14: not a binding)
     CAPTURE(text);
     std::string p = dir.file("bad.key");
     write_text(p, text);

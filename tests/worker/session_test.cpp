@@ -168,7 +168,8 @@ struct Harness {
     return {r, t};
   }
   Tensor value(TensorId id) {
-    auto [r, t] = fetch(id);
+    auto [r_, t] = fetch(id);
+    const auto& r = r_;  // captured (clang 14: not a binding)
     REQUIRE_MESSAGE(!r.failure, (r.failure ? r.failure->message : ""));
     return t;
   }
