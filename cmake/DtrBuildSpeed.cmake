@@ -5,14 +5,23 @@
 #                             scripts/setup.sh installs it). Release links were already cheap
 #                             with GNU ld (0.1-0.2 CPU-s each); the sanitizer build's, with
 #                             debug info, are the larger ones.
+#   dtr_option_parsing_source(SOURCE)
+#                             a main that parses command-line options with CLI11 (header-
+#                             only: each such source compiles its inline code, 18-30 CPU-s at
+#                             -O3) is compiled at -O1 in Release builds: it runs once.
 #   dtr_precompile_headers()  after the targets: each target of ours with at least
 #                             DTR_PCH_MIN_SOURCES C++ sources parses the standard headers most
 #                             sources include and {fmt} once, into a precompiled header,
 #                             instead of once per source (DTR_PCH).
 #
-# Neither changes a compiler or sanitizer flag of any source.
+# dtr_choose_linker() and dtr_precompile_headers() change no compiler or sanitizer flag of
+# any source.
 
 include(CheckLinkerFlag)
+
+function(dtr_option_parsing_source source)
+  set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "$<$<CONFIG:Release>:-O1>")
+endfunction()
 
 set(DTR_LINKER "auto" CACHE STRING
     "Linker: auto (lld where installed), lld, mold, or default (the compiler's)")

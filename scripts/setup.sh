@@ -8,8 +8,9 @@
 #   --no-build       configure only
 #   CMAKE_ARG...     passed to the CMake configure step, e.g. -DDTR_SANITIZE=address
 #
-# Environment: DTR_SKIP_APT=1 skips the package check; DTR_JOBS overrides the number of
-# parallel build jobs (default: nproc); DTR_SKIP_PYTHON=1 skips the Python module's
+# Environment: DTR_SKIP_APT=1 skips the package check; DTR_EXTRA_PACKAGES adds Debian
+# packages to it (scripts/test.sh: clang for the sanitizer builds); DTR_JOBS overrides the
+# number of parallel build jobs (default: nproc); DTR_SKIP_PYTHON=1 skips the Python module's
 # dependencies (the build then has no Python module unless they are there anyway).
 #
 # Python: for the `python3` first on PATH (a pyenv or venv one included) it installs the
@@ -34,7 +35,7 @@ while [[ $# -gt 0 ]]; do
       ;;
     --build-dir=*) build_dir="${1#*=}"; shift ;;
     --no-build) do_build=0; shift ;;
-    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) cmake_args+=("$1"); shift ;;
   esac
 done
@@ -50,6 +51,8 @@ phase_start
 packages=(cmake g++ ninja-build pkg-config libzmq3-dev cppzmq-dev libcereal-dev libeigen3-dev
           doctest-dev libcli11-dev libspdlog-dev libfmt-dev libreadline-dev iproute2 iptables
           libgloo-dev libopenmpi-dev openmpi-bin lld)
+# shellcheck disable=SC2206  # words: package names
+packages+=(${DTR_EXTRA_PACKAGES:-})
 if [[ "${DTR_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for pkg in "${packages[@]}"; do
