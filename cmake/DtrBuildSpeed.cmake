@@ -8,7 +8,9 @@
 #   dtr_option_parsing_source(SOURCE)
 #                             a main that parses command-line options with CLI11 (header-
 #                             only: each such source compiles its inline code, 18-30 CPU-s at
-#                             -O3) is compiled at -O1 in Release builds: it runs once.
+#                             -O3, 33-59 under ASan+UBSan at -O1) is compiled at -O1 in
+#                             Release builds and -O0 in the others (the sanitizer builds;
+#                             still instrumented): it runs once.
 #   dtr_precompile_headers()  after the targets: each target of ours with at least
 #                             DTR_PCH_MIN_SOURCES C++ sources parses the standard headers most
 #                             sources include and {fmt} once, into a precompiled header,
@@ -20,7 +22,11 @@
 include(CheckLinkerFlag)
 
 function(dtr_option_parsing_source source)
-  set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "$<$<CONFIG:Release>:-O1>")
+  # Without the target's precompiled header: it was built at the target's level, and clang
+  # refuses one built with __OPTIMIZE__ in a source at -O0.
+  set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS
+                                                   "$<IF:$<CONFIG:Release>,-O1,-O0>"
+                                                   SKIP_PRECOMPILE_HEADERS ON)
 endfunction()
 
 set(DTR_LINKER "auto" CACHE STRING

@@ -9,7 +9,7 @@
 #   CMAKE_ARG...     passed to the CMake configure step, e.g. -DDTR_SANITIZE=address
 #
 # Environment: DTR_SKIP_APT=1 skips the package check; DTR_EXTRA_PACKAGES adds Debian
-# packages to it (scripts/test.sh: clang for the sanitizer builds); DTR_JOBS overrides the
+# packages to it (scripts/test.sh: clang for the ASan build); DTR_JOBS overrides the
 # number of parallel build jobs (default: nproc); DTR_SKIP_PYTHON=1 skips the Python module's
 # dependencies (the build then has no Python module unless they are there anyway).
 #
@@ -35,7 +35,7 @@ while [[ $# -gt 0 ]]; do
       ;;
     --build-dir=*) build_dir="${1#*=}"; shift ;;
     --no-build) do_build=0; shift ;;
-    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) cmake_args+=("$1"); shift ;;
   esac
 done
