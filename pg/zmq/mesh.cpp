@@ -1073,7 +1073,14 @@ void Mesh::on_message(std::vector<zmq::message_t>& f, uint64_t dropped) {
   std::memcpy(&h, f[1].data(), sizeof h);
   std::string err = check_header(h, token_, world_);
   if (err.empty()) {
-    err = check_frames(h, f.size() - 2 + dropped, [&](uint64_t i) { return f[i + 2].size(); });
+    // Frames past what read_message() keeps were counted, not kept: only their number is
+    // known (more than the header announces, since it keeps one more than that).
+    const uint64_t count = f.size() - 2 + dropped;
+    err = dropped > 0 ? fmt::format(
+                            "header says {} payload bytes ({} frames), message has {} "
+                            "payload frames",
+                            h.payload, frames_for(h.payload), count)
+                      : check_frames(h, count, [&](uint64_t i) { return f[i + 2].size(); });
   }
   const std::string identity = f[0].to_string();
   if (err.empty() && identity != fmt::format("r{}", h.src)) {
