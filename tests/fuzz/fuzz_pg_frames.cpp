@@ -32,6 +32,7 @@
 
 #include "dtr/error.hpp"
 #include "dtr/tensor.hpp"
+#include "fuzz_input.hpp"
 #include "pg/work_state.hpp"
 #include "pg/zmq/mesh.hpp"
 
@@ -80,30 +81,10 @@ constexpr int kWorld = 4;
 constexpr uint64_t kToken = 0x5eed5eed5eed5eedULL;
 
 [[noreturn]] void finding(const char* what, const std::string& detail = {}) {
-  std::fprintf(stderr, "fuzz_pg_frames: FINDING: %s %s\n", what, detail.c_str());
-  std::fflush(stderr);
-  std::abort();
+  dtr::fuzz::report_finding("fuzz_pg_frames", what, detail);
 }
 
-class Reader {
- public:
-  Reader(const uint8_t* d, size_t n) : d_(d), n_(n) {}
-  bool empty() const { return i_ >= n_; }
-  uint8_t byte() { return i_ < n_ ? d_[i_++] : 0; }
-  uint16_t u16() {
-    const uint8_t lo = byte();
-    return static_cast<uint16_t>(lo | (byte() << 8));
-  }
-  void bytes(void* out, size_t len) {
-    auto* o = static_cast<uint8_t*>(out);
-    for (size_t k = 0; k < len; ++k) o[k] = byte();
-  }
-
- private:
-  const uint8_t* d_;
-  size_t n_;
-  size_t i_ = 0;
-};
+using Reader = dtr::fuzz::InputReader;
 
 std::string identity_of(uint8_t b) {
   const int r = b & 3;
@@ -117,7 +98,7 @@ void message(Mesh& mesh, Reader& in) {
   const uint8_t mode = in.byte();
   WireHeader h;
   if (mode & 0x80) {
-    in.bytes(&h, sizeof h);
+    in.fill(&h, sizeof h);
   } else {
     h.kind = in.byte();
     h.op = in.byte() % (kNumCommOps + 1);
@@ -140,7 +121,7 @@ void message(Mesh& mesh, Reader& in) {
   for (int k = 0; k < n; ++k) {
     const size_t len = in.u16() % 4096;
     zmq::message_t f(len);
-    in.bytes(f.data(), len);
+    in.fill(f.data(), len);
     total += len;
     frames.push_back(std::move(f));
   }

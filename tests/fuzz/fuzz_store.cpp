@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_input.hpp"
 #include "pg/store_codec.hpp"
 
 namespace {
@@ -31,40 +32,22 @@ namespace {
 using namespace dtr::pg::store;
 
 [[noreturn]] void finding(const char* what, const std::string& detail = {}) {
-  std::fprintf(stderr, "fuzz_store: FINDING: %s %s\n", what, detail.c_str());
-  std::fflush(stderr);
-  std::abort();
+  dtr::fuzz::report_finding("fuzz_store", what, detail);
 }
 
-class Reader {
- public:
-  Reader(const uint8_t* d, size_t n) : d_(d), n_(n) {}
-  bool empty() const { return i_ >= n_; }
-  uint8_t byte() { return i_ < n_ ? d_[i_++] : 0; }
-  std::string bytes(size_t len) {
-    len = std::min(len, n_ - std::min(i_, n_));
-    std::string s(reinterpret_cast<const char*>(d_ + i_), len);
-    i_ += len;
-    return s;
+// [count][frames...] (count mod 8; its bits 3-4 the client in *client), each frame
+// [length (1 byte; 255: the next 2 bytes)][bytes].
+std::vector<std::string> read_message(dtr::fuzz::InputReader& in, int* client) {
+  const uint8_t c = in.byte();
+  *client = (c >> 3) & 3;
+  std::vector<std::string> frames(c & 7);
+  for (auto& f : frames) {
+    size_t len = in.byte();
+    if (len == 255) len = in.u16();
+    f = in.bytes(len);
   }
-  // [count][frames...]; the count's bits 3-4 in *client.
-  std::vector<std::string> message(int* client) {
-    const uint8_t c = byte();
-    *client = (c >> 3) & 3;
-    std::vector<std::string> frames(c & 7);
-    for (auto& f : frames) {
-      size_t len = byte();
-      if (len == 255) len = byte() | (size_t{byte()} << 8);
-      f = bytes(len);
-    }
-    return frames;
-  }
-
- private:
-  const uint8_t* d_;
-  size_t n_;
-  size_t i_ = 0;
-};
+  return frames;
+}
 
 std::vector<FrameView> views(const std::vector<std::string>& frames) {
   std::vector<FrameView> v;
@@ -127,14 +110,14 @@ void check_add(const Model& before, const Request& r, const Reply& reply) {
   }
 }
 
-void server(Reader& in) {
+void server(dtr::fuzz::InputReader& in) {
   StoreTable table;
   Model model;
   const std::string clients[4] = {"a", "b", "c", std::string("\0\xff", 2)};
   std::vector<Reply> out;
   for (int n = 0; n < 64 && !in.empty(); ++n) {
     int client = 0;
-    const auto frames = in.message(&client);
+    const auto frames = read_message(in, &client);
     const auto request = parse_request(views(frames));
     const bool well_formed = frames.size() == 4 && frames[0].size() == 8 && frames[1].size() == 1;
     if (request.has_value() != well_formed) finding("parse_request", std::to_string(frames.size()));
@@ -160,7 +143,7 @@ void server(Reader& in) {
   }
 }
 
-void file_log(Reader& in) {
+void file_log(dtr::fuzz::InputReader& in) {
   const std::string log = in.bytes(SIZE_MAX);
   const auto map = replay_log(log);
   std::string again;
@@ -186,9 +169,9 @@ void file_log(Reader& in) {
   }
 }
 
-void client(Reader& in) {
+void client(dtr::fuzz::InputReader& in) {
   int unused = 0;
-  const auto frames = in.message(&unused);
+  const auto frames = read_message(in, &unused);
   std::vector<FrameView> kept = views(frames);
   if (kept.size() > 3) kept.resize(3);  // recv_bounded keeps 3 and counts the rest
   const std::string bad = check_reply(kept, frames.size());
@@ -200,7 +183,7 @@ void client(Reader& in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  Reader in(data + 1, size - 1);
+  dtr::fuzz::InputReader in(data + 1, size - 1);
   switch (data[0] % 3) {
     case 0:
       server(in);
