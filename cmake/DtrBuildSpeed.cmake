@@ -11,15 +11,6 @@
 #                             -O3, 33-59 under ASan+UBSan at -O1) is compiled at -O1 in
 #                             Release builds and -O0 in the others (the sanitizer builds;
 #                             still instrumented): it runs once.
-#   dtr_hot_path(TARGETS target... | SOURCES source...)
-#                             in the sanitizer builds, the code every op, message or element
-#                             passes through (the tensor library and its kernels, the wire
-#                             codec, the worker, the collectives' reductions, same-host
-#                             copies) keeps -O1; every other source of dtr (the master's and
-#                             the process groups' control code, autograd, the CLI mains, the
-#                             tests' own code) is compiled at -O0 there, still fully
-#                             instrumented: about half the CPU time per source
-#                             (DTR_SANITIZE_COLD_O0). Release builds are unchanged.
 #   dtr_precompile_headers()  after the targets: each target of ours with at least
 #                             DTR_PCH_MIN_SOURCES C++ sources parses the standard headers most
 #                             sources include and {fmt} once, into a precompiled header,
@@ -29,28 +20,6 @@
 # any source.
 
 include(CheckLinkerFlag)
-
-# The sanitizer builds' cold code at -O0 (dtr_hot_path above). The top-level CMakeLists.txt
-# reads the option and adds -O0 after the build type's flags.
-option(DTR_SANITIZE_COLD_O0
-       "In sanitizer builds, compile all but the hot-path code at -O0 (a faster build)" ON)
-
-function(dtr_hot_path)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "TARGETS;SOURCES")
-  if(DTR_SANITIZE STREQUAL "" OR NOT DTR_SANITIZE_COLD_O0)
-    return()
-  endif()
-  # A target's own options come after the directory's -O0, a source's after its target's.
-  foreach(target IN LISTS arg_TARGETS)
-    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-O1>")
-  endforeach()
-  # Without the target's precompiled header: it is built at -O0, and clang refuses a header
-  # precompiled without __OPTIMIZE__ in a source that defines it.
-  if(arg_SOURCES)
-    set_source_files_properties(${arg_SOURCES} PROPERTIES COMPILE_OPTIONS "-O1"
-                                                          SKIP_PRECOMPILE_HEADERS ON)
-  endif()
-endfunction()
 
 function(dtr_option_parsing_source source)
   # Without the target's precompiled header: it was built at the target's level, and clang
