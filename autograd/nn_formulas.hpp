@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "autograd/grad_formulas.hpp"
@@ -37,6 +38,36 @@ T relu_grad(const GradContext<T>& c, const T& g) {
   OpAttrs a;
   a.scalars[0] = 0;
   return call<T>(OpId::threshold_backward, a, g, c.output);
+}
+
+// silu: s * (1 + x * (1 - s)), s = sigmoid(x).
+template <typename T>
+T silu_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  const T s = x.sigmoid();
+  return g * (s * (x * (1.0 - s) + 1.0));
+}
+
+// gelu: Phi(x) + x * phi(x) = (1 + erf(x / sqrt 2)) / 2 + x * exp(-x^2 / 2) / sqrt(2 pi).
+template <typename T>
+T gelu_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  const T cdf = ((x * M_SQRT1_2).erf() + 1.0) * 0.5;
+  const T pdf = (x * x * -0.5).exp() * (M_2_SQRTPI * M_SQRT1_2 * 0.5);
+  return g * (cdf + x * pdf);
+}
+
+// gelu's tanh approximation, as torch differentiates it: with u = sqrt(2/pi) (x + k x^3) and
+// t = tanh(u), 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3k x^2).
+template <typename T>
+T gelu_tanh_grad(const GradContext<T>& c, const T& g) {
+  constexpr double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+  const T& x = c.in(0);
+  const T x_sq = x * x;
+  const T t = ((x + x_sq * x * kKappa) * kBeta).tanh();
+  const T left = (t + 1.0) * 0.5;
+  const T right = x * 0.5 * (1.0 - t * t) * ((x_sq * (3.0 * kKappa) + 1.0) * kBeta);
+  return g * (left + right);
 }
 
 // cat: each input's slice of the gradient along dim.

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "kernels.hpp"
+#include "unary_math.hpp"
 
 namespace dtr::local::detail {
 
@@ -118,7 +119,44 @@ T nan_min(T a, T b) {
 
 }  // namespace
 
+namespace {
+
+// The unary predicates (dtype rule ToBool): bool of each element of x, in x's own dtype.
+void predicate_kernel(const OpDef& d, const Tensor& x, const Tensor& out) {
+  dispatch_wide(d.name, x.dtype(), [&]<typename T>() {
+    auto run = [&](auto f) { map1<bool, T>(out, x, f); };
+    switch (d.id) {
+      case OpId::isnan:
+        run([](T v) {
+          if constexpr (is_floating_v<T>) return std::isnan(v);
+          return false;
+        });
+        return;
+      case OpId::isinf:
+        run([](T v) {
+          if constexpr (is_floating_v<T>) return std::isinf(v);
+          return false;
+        });
+        return;
+      case OpId::isfinite:
+        run([](T v) {
+          if constexpr (is_floating_v<T>) return std::isfinite(v);
+          return true;
+        });
+        return;
+      case OpId::logical_not:
+        run([](T v) { return v == T(0); });  // NaN is true, as in torch
+        return;
+      default:
+        fail<InvalidArgument>(d.name, "is not a unary predicate");
+    }
+  });
+}
+
+}  // namespace
+
 void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, const Tensor& out) {
+  if (d.dtype_rule == DTypeRule::ToBool) return predicate_kernel(d, in[0], out);
   std::unique_ptr<Tensor> converted;
   const Tensor& x = as_dtype(in[0], out.dtype(), converted);
   auto run = [&]<typename T>(auto f) { map1<T, T>(out, x, f); };
@@ -149,6 +187,7 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
     case OpId::floor:
     case OpId::ceil:
     case OpId::round:
+    case OpId::trunc:
       dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
         if constexpr (!is_floating_v<T>) {
           run.template operator()<T>([](T v) { return v; });  // integers are whole already
@@ -156,6 +195,8 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
           run.template operator()<T>([](T v) { return std::floor(v); });
         } else if (d.id == OpId::ceil) {
           run.template operator()<T>([](T v) { return std::ceil(v); });
+        } else if (d.id == OpId::trunc) {
+          run.template operator()<T>([](T v) { return std::trunc(v); });
         } else {
           run.template operator()<T>([](T v) { return std::nearbyint(v); });  // ties to even
         }
@@ -193,6 +234,13 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
         return T(1) / (T(1) + std::exp(-v));
       });
       return;
+      // The formulas shared with the CUDA kernels (unary_math.hpp).
+#define DTR_FORMULA_CASE(name)                                                               \
+  case OpId::name:                                                                           \
+    float_op([](auto v) { return dtr::detail::unary_formula<OpId::name, decltype(v)>(v); }); \
+    return;
+      DTR_FORMULA_UNARY_OPS(DTR_FORMULA_CASE)
+#undef DTR_FORMULA_CASE
     default:
       fail<InvalidArgument>(d.name, "is not a unary op");
   }

@@ -282,6 +282,8 @@ DType unary_dtype(const OpDef& d, DType in) {
       return is_floating(in) ? in : DType::Int64;
     case DTypeRule::Index:
       return DType::Int64;
+    case DTypeRule::ToBool:
+      return DType::Bool;
     default:
       return in;
   }

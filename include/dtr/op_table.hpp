@@ -36,7 +36,8 @@ namespace dtr {
 // parameters rendered from the signature (OpDef::help).
 // Kinds (what inputs and attributes mean), with the signature an empty "signature" stands
 // for (kind_signature() in tensor/op_table.cpp):
-//   Unary     one tensor; in-place form name_.                       x
+//   Unary     one tensor; in-place form name_ (the ToBool ones, predicates, write 0 or 1 in
+//             place).                                                x
 //   Binary    two tensors broadcast together, or a tensor and scalars[0]
 //             (scalar_first: the scalar is the left operand); in-place form name_.
 //                                                                    a, b
@@ -89,22 +90,46 @@ namespace dtr {
 // dilation_w, groups}.
 // A parameter with a default before a required one (arange's start) is bound positionally
 // only when the arguments reach the required ones after it: arange(5) is arange(0, 5).
-#define DTR_UNARY_OPS(X)                                                      \
-  X(neg, 0, Unary, Same, "", "-x elementwise")                                \
-  X(abs, 1, Unary, Same, "", "|x| elementwise")                               \
-  X(exp, 2, Unary, ToFloat, "", "e^x elementwise")                            \
-  X(log, 3, Unary, ToFloat, "", "natural logarithm elementwise")              \
-  X(sqrt, 4, Unary, ToFloat, "", "square root elementwise")                   \
-  X(rsqrt, 5, Unary, ToFloat, "", "1/sqrt(x) elementwise")                    \
-  X(sin, 6, Unary, ToFloat, "", "sine elementwise")                           \
-  X(cos, 7, Unary, ToFloat, "", "cosine elementwise")                         \
-  X(tanh, 8, Unary, ToFloat, "", "hyperbolic tangent elementwise")            \
-  X(sigmoid, 9, Unary, ToFloat, "", "1/(1+e^-x) elementwise")                 \
-  X(relu, 10, Unary, Same, "", "max(x, 0) elementwise")                       \
-  X(floor, 60, Unary, Same, "", "largest integer <= x elementwise")           \
-  X(ceil, 61, Unary, Same, "", "smallest integer >= x elementwise")           \
-  X(round, 62, Unary, Same, "", "nearest integer (ties to even) elementwise") \
-  X(sign, 63, Unary, Same, "", "-1, 0 or 1 by the sign of x elementwise (NaN gives 0)")
+#define DTR_UNARY_OPS(X)                                                                        \
+  X(neg, 0, Unary, Same, "", "-x elementwise")                                                  \
+  X(abs, 1, Unary, Same, "", "|x| elementwise")                                                 \
+  X(exp, 2, Unary, ToFloat, "", "e^x elementwise")                                              \
+  X(log, 3, Unary, ToFloat, "", "natural logarithm elementwise")                                \
+  X(sqrt, 4, Unary, ToFloat, "", "square root elementwise")                                     \
+  X(rsqrt, 5, Unary, ToFloat, "", "1/sqrt(x) elementwise")                                      \
+  X(sin, 6, Unary, ToFloat, "", "sine elementwise")                                             \
+  X(cos, 7, Unary, ToFloat, "", "cosine elementwise")                                           \
+  X(tanh, 8, Unary, ToFloat, "", "hyperbolic tangent elementwise")                              \
+  X(sigmoid, 9, Unary, ToFloat, "", "1/(1+e^-x) elementwise")                                   \
+  X(relu, 10, Unary, Same, "", "max(x, 0) elementwise")                                         \
+  X(floor, 60, Unary, Same, "", "largest integer <= x elementwise")                             \
+  X(ceil, 61, Unary, Same, "", "smallest integer >= x elementwise")                             \
+  X(round, 62, Unary, Same, "", "nearest integer (ties to even) elementwise")                   \
+  X(sign, 63, Unary, Same, "", "-1, 0 or 1 by the sign of x elementwise (NaN gives 0)")         \
+  X(trunc, 94, Unary, Same, "", "integer part (rounded toward zero) elementwise")               \
+  X(reciprocal, 95, Unary, ToFloat, "", "1/x elementwise")                                      \
+  X(tan, 96, Unary, ToFloat, "", "tangent elementwise")                                         \
+  X(asin, 97, Unary, ToFloat, "", "arcsine elementwise")                                        \
+  X(acos, 98, Unary, ToFloat, "", "arccosine elementwise")                                      \
+  X(atan, 99, Unary, ToFloat, "", "arctangent elementwise")                                     \
+  X(sinh, 100, Unary, ToFloat, "", "hyperbolic sine elementwise")                               \
+  X(cosh, 101, Unary, ToFloat, "", "hyperbolic cosine elementwise")                             \
+  X(asinh, 102, Unary, ToFloat, "", "inverse hyperbolic sine elementwise")                      \
+  X(acosh, 103, Unary, ToFloat, "", "inverse hyperbolic cosine elementwise")                    \
+  X(atanh, 104, Unary, ToFloat, "", "inverse hyperbolic tangent elementwise")                   \
+  X(erf, 105, Unary, ToFloat, "", "error function elementwise")                                 \
+  X(expm1, 106, Unary, ToFloat, "", "e^x - 1 elementwise, exact near 0")                        \
+  X(log1p, 107, Unary, ToFloat, "", "log(1 + x) elementwise, exact near 0")                     \
+  X(log2, 108, Unary, ToFloat, "", "base-2 logarithm elementwise")                              \
+  X(log10, 109, Unary, ToFloat, "", "base-10 logarithm elementwise")                            \
+  X(silu, 110, Unary, ToFloat, "", "x * sigmoid(x) elementwise (swish)")                        \
+  X(gelu, 111, Unary, ToFloat, "", "x * Phi(x) elementwise (torch's gelu, approximate='none')") \
+  X(gelu_tanh, 112, Unary, ToFloat, "",                                                         \
+    "gelu's tanh approximation (torch's gelu, approximate='tanh')")                             \
+  X(isnan, 113, Unary, ToBool, "", "x is NaN, as bool")                                         \
+  X(isinf, 114, Unary, ToBool, "", "x is infinite, as bool")                                    \
+  X(isfinite, 115, Unary, ToBool, "", "x is neither infinite nor NaN, as bool")                 \
+  X(logical_not, 116, Unary, ToBool, "", "x == 0, as bool (NaN is true, so gives false)")
 
 #define DTR_BINARY_OPS(X)                                                     \
   X(add, 11, Binary, Promote, "", "a + b, broadcasting")                      \

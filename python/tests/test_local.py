@@ -283,3 +283,29 @@ def test_nn_and_indexing_ops_from_their_signatures():
         x.conv2d(b)
     with pytest.raises(dtr.IndexError, match="index 7 is out of range"):
         b.index_select(0, local.tensor([7]))
+
+
+def test_gelu_silu_and_the_formula_unary_ops():
+    import math
+    x = np.array([-2.0, -0.5, 0.0, 0.75, 3.0])
+    t = local.from_numpy(x)
+    F = dtr.nn.functional
+    gelu = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+    u = [math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3) for v in x]
+    gelu_tanh = [0.5 * v * (1 + math.tanh(w)) for v, w in zip(x, u)]
+    silu = [v / (1 + math.exp(-v)) for v in x]
+    assert np.allclose(F.gelu(t).numpy(), gelu, rtol=1e-14, atol=0)
+    assert np.allclose(F.gelu(t, approximate="tanh").numpy(), gelu_tanh, rtol=1e-14, atol=0)
+    assert np.allclose(dtr.nn.GELU("tanh")(t).numpy(), gelu_tanh, rtol=1e-14, atol=0)
+    assert np.allclose(dtr.nn.SiLU()(t).numpy(), silu, rtol=1e-14, atol=0)
+    # A mistyped approximation is refused, never taken for the exact form.
+    with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh', got 'tahn'"):
+        F.gelu(t, approximate="tahn")
+    with pytest.raises(ValueError, match="got 'Tanh'"):
+        dtr.nn.GELU("Tanh")
+    # silu(inplace=True) writes into its input, as torch's does.
+    s = local.from_numpy(x.copy())
+    assert F.silu(s, inplace=True) is s and np.allclose(s.numpy(), silu, rtol=1e-14, atol=0)
+    for name in ("erf", "expm1", "asinh", "atan", "sinh", "cosh", "tan"):
+        expected = [getattr(math, name)(v) for v in x]
+        assert np.allclose(getattr(t, name)().numpy(), expected, rtol=1e-14, atol=0), name

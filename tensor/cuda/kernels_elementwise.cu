@@ -9,9 +9,10 @@
 // and abs, relu, sign, clamp with open ends that passes NaN through, floor/ceil/round (rint:
 // ties to even), integral/bool inputs of the
 // float ops converted to float32 first, copy conversions saturating (NaN to 0) and "nonzero"
-// into bool. Float math (exp, log, sin, cos, tanh, sigmoid) uses CUDA's libdevice, which
-// may differ from glibc by an ulp or two; neg, abs, relu, sqrt and rsqrt (IEEE sqrt and
-// division) and every conversion are bit-for-bit the CPU's.
+// into bool. The ops of DTR_FORMULA_UNARY_OPS take their formula from tensor/unary_math.hpp,
+// which the CPU kernels use too. Float math (exp, log, sin, cos, tanh, sigmoid and those)
+// uses CUDA's libdevice, which may differ from glibc by an ulp or two; neg, abs, relu, sqrt and
+// rsqrt (IEEE sqrt and division) and every conversion are bit-for-bit the CPU's.
 //
 // Thread safety: any thread; every function launches on the calling thread's current
 // stream of the tensors' device and returns without waiting for the kernels.
@@ -19,6 +20,7 @@
 #include <cstring>
 
 #include "tensor/cuda/kernels.cuh"
+#include "tensor/unary_math.hpp"
 
 namespace dtr::cuda::detail {
 
@@ -123,9 +125,24 @@ struct UnaryFn {
         return v > T(0) ? v : T(0);
       case OpId::sign:
         return static_cast<T>((T(0) < v) - (v < T(0)));
+      case OpId::isnan:
+        return T(is_nan(v));
+      case OpId::isinf:
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+          return T(isinf(v));
+        else
+          return T(0);
+      case OpId::isfinite:
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+          return T(isfinite(v));
+        else
+          return T(1);
+      case OpId::logical_not:
+        return T(v == T(0));
       case OpId::floor:
       case OpId::ceil:
       case OpId::round:
+      case OpId::trunc:
         if constexpr (!is_floating_v<T>) return v;  // integers are whole already
         break;
       case OpId::clamp:
@@ -135,6 +152,18 @@ struct UnaryFn {
         return v;
       default:
         break;
+    }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // The formulas shared with the CPU kernels (tensor/unary_math.hpp).
+      switch (op) {
+#define DTR_FORMULA_CASE(name) \
+  case OpId::name:             \
+    return dtr::detail::unary_formula<OpId::name, T>(v);
+        DTR_FORMULA_UNARY_OPS(DTR_FORMULA_CASE)
+#undef DTR_FORMULA_CASE
+        default:
+          break;
+      }
     }
     if constexpr (std::is_same_v<T, float>) {
       switch (op) {
@@ -160,6 +189,8 @@ struct UnaryFn {
           return ceilf(v);
         case OpId::round:
           return rintf(v);  // ties to even, as the CPU's nearbyint
+        case OpId::trunc:
+          return truncf(v);
         default:
           break;
       }
@@ -187,6 +218,8 @@ struct UnaryFn {
           return ::ceil(v);
         case OpId::round:
           return rint(v);
+        case OpId::trunc:
+          return ::trunc(v);
         default:
           break;
       }
@@ -219,6 +252,15 @@ void run_unary_any(const Ctx& c, const OpDef& d, const local::Tensor& out,
 void unary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs&,
               const local::Tensor& out) {
   if (d.kind != OpKind::Unary) fail<InvalidArgument>(d.name, "is not a unary op");
+  if (d.dtype_rule == DTypeRule::ToBool) {
+    // The predicates: computed in the input's own dtype, stored as bool (0 or 1).
+    dispatch_compute(in[0].dtype(), [&]<typename T>() {
+      UnaryFn<T> f;
+      f.op = d.id;
+      launch_elementwise<T, 1, true>(c, out, {&in[0]}, f, "unary kernel");
+    });
+    return;
+  }
   // As the CPU kernel: the input converted to the result's dtype (int -> float32 for exp).
   run_unary_any(c, d, out, in[0]);
 }

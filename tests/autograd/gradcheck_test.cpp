@@ -61,6 +61,44 @@ std::vector<Case> unary_cases() {
       "sigmoid", [](const Tensor& x) { return x.sigmoid(); }, false);
   un(
       "relu", [](const Tensor& x) { return x.relu(); }, false);
+  // The formula ops (tensor/unary_math.hpp); those defined on (-1, 1) or [1, inf) see their
+  // input mapped into that range first.
+  un(
+      "reciprocal", [](const Tensor& x) { return x.reciprocal(); }, true);
+  un(
+      "tan", [](const Tensor& x) { return (x.tanh() * 1.2).tan(); }, false);
+  un(
+      "asin", [](const Tensor& x) { return (x.tanh() * 0.9).asin(); }, false);
+  un(
+      "acos", [](const Tensor& x) { return (x.tanh() * 0.9).acos(); }, false);
+  un(
+      "atan", [](const Tensor& x) { return x.atan(); }, false);
+  un(
+      "sinh", [](const Tensor& x) { return x.sinh(); }, false);
+  un(
+      "cosh", [](const Tensor& x) { return x.cosh(); }, false);
+  un(
+      "asinh", [](const Tensor& x) { return x.asinh(); }, false);
+  un(
+      "acosh", [](const Tensor& x) { return (x + 1.0).acosh(); }, true);
+  un(
+      "atanh", [](const Tensor& x) { return (x.tanh() * 0.9).atanh(); }, false);
+  un(
+      "erf", [](const Tensor& x) { return x.erf(); }, false);
+  un(
+      "expm1", [](const Tensor& x) { return x.expm1(); }, false);
+  un(
+      "log1p", [](const Tensor& x) { return x.log1p(); }, true);
+  un(
+      "log2", [](const Tensor& x) { return x.log2(); }, true);
+  un(
+      "log10", [](const Tensor& x) { return x.log10(); }, true);
+  un(
+      "silu", [](const Tensor& x) { return x.silu(); }, false);
+  un(
+      "gelu", [](const Tensor& x) { return x.gelu(); }, false);
+  un(
+      "gelu_tanh", [](const Tensor& x) { return x.gelu_tanh(); }, false);
   return c;
 }
 
@@ -199,7 +237,7 @@ std::vector<Case> view_cases() {
 std::vector<Case> index_cases() {
   std::vector<Case> c;
   auto x = [](uint64_t seed) { return std::vector<Tensor>{input({3, 4}, seed)}; };
-  for (const char* op : {"floor", "ceil", "round", "sign"}) {
+  for (const char* op : {"floor", "ceil", "round", "sign", "trunc"}) {
     const OpId id = find_op(op)->id;
     c.push_back({op, op, [id](V v) { return v[0].apply(id, {}, nullptr) + v[0]; }, x(70)});
   }

@@ -65,6 +65,49 @@ std::vector<UnarySpec> unary_specs() {
       UnarySpec{DTR_UNARY_CALLS(sign), false,
                 [](double x) { return static_cast<double>((x > 0) - (x < 0)); }, Range{-2, 2, 1},
                 Range{-2, 2}},
+      UnarySpec{DTR_UNARY_CALLS(trunc), false, [](double x) { return std::trunc(x); },
+                Range{-4, 4, 0.25}, Range{-9, 9}},
+      UnarySpec{DTR_UNARY_CALLS(reciprocal), true, [](double x) { return 1.0 / x; }, Range{0.25, 4},
+                Range{1, 9}},
+      UnarySpec{DTR_UNARY_CALLS(tan), true, [](double x) { return std::tan(x); }, Range{-1.2, 1.2},
+                Range{-1, 1}},
+      UnarySpec{DTR_UNARY_CALLS(asin), true, [](double x) { return std::asin(x); },
+                Range{-0.95, 0.95}, Range{-1, 1}},
+      UnarySpec{DTR_UNARY_CALLS(acos), true, [](double x) { return std::acos(x); },
+                Range{-0.95, 0.95}, Range{-1, 1}},
+      UnarySpec{DTR_UNARY_CALLS(atan), true, [](double x) { return std::atan(x); }, Range{-4, 4},
+                Range{-9, 9}},
+      UnarySpec{DTR_UNARY_CALLS(sinh), true, [](double x) { return std::sinh(x); }, Range{-3, 3},
+                Range{-3, 3}},
+      UnarySpec{DTR_UNARY_CALLS(cosh), true, [](double x) { return std::cosh(x); }, Range{-3, 3},
+                Range{-3, 3}},
+      UnarySpec{DTR_UNARY_CALLS(asinh), true, [](double x) { return std::asinh(x); }, Range{-4, 4},
+                Range{-9, 9}},
+      UnarySpec{DTR_UNARY_CALLS(acosh), true, [](double x) { return std::acosh(x); }, Range{1, 5},
+                Range{1, 9}},
+      UnarySpec{DTR_UNARY_CALLS(atanh), true, [](double x) { return std::atanh(x); },
+                Range{-0.9, 0.9}, Range{0, 0}},
+      UnarySpec{DTR_UNARY_CALLS(erf), true, [](double x) { return std::erf(x); }, Range{-3, 3},
+                Range{-3, 3}},
+      UnarySpec{DTR_UNARY_CALLS(expm1), true, [](double x) { return std::expm1(x); }, Range{-3, 3},
+                Range{-3, 3}},
+      UnarySpec{DTR_UNARY_CALLS(log1p), true, [](double x) { return std::log1p(x); },
+                Range{-0.5, 5}, Range{0, 9}},
+      UnarySpec{DTR_UNARY_CALLS(log2), true, [](double x) { return std::log2(x); }, Range{0.1, 5},
+                Range{1, 9}},
+      UnarySpec{DTR_UNARY_CALLS(log10), true, [](double x) { return std::log10(x); }, Range{0.1, 5},
+                Range{1, 9}},
+      UnarySpec{DTR_UNARY_CALLS(silu), true, [](double x) { return x / (1.0 + std::exp(-x)); },
+                Range{-6, 6}, Range{-6, 6}},
+      UnarySpec{DTR_UNARY_CALLS(gelu), true,
+                [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); },
+                Range{-4, 4}, Range{-4, 4}},
+      UnarySpec{DTR_UNARY_CALLS(gelu_tanh), true,
+                [](double x) {
+                  const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+                  return 0.5 * x * (1.0 + std::tanh(u));
+                },
+                Range{-4, 4}, Range{-4, 4}},
   };
 }
 
@@ -108,6 +151,77 @@ TEST_CASE("floor, ceil, round and sign: special values") {
   CHECK(ints.floor().to_vector<int64_t>() == std::vector<int64_t>{7, -5, 0});
   CHECK(ints.sign().to_vector<int64_t>() == std::vector<int64_t>{1, -1, 0});
   DTR_CHECK_ERROR(dtr::DTypeError, tensor_of(kBool, {2}, {1, 0}).floor(), "floor", "bool");
+}
+
+TEST_CASE("the formula unary ops: special values and values from torch") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Tensor x = tensor_of(kF64, {5}, {nan, inf, -inf, 0.0, -0.0});
+  check_tensor(x.trunc(), make_array(kF64, {5}, {nan, inf, -inf, 0.0, -0.0}), "trunc");
+  check_tensor(x.reciprocal(), make_array(kF64, {5}, {nan, 0.0, -0.0, inf, -inf}), "reciprocal");
+  check_tensor(x.erf(), make_array(kF64, {5}, {nan, 1, -1, 0.0, -0.0}), "erf");
+  check_tensor(x.expm1(), make_array(kF64, {5}, {nan, inf, -1, 0.0, -0.0}), "expm1");
+  check_tensor(x.silu(), make_array(kF64, {5}, {nan, inf, nan, 0.0, -0.0}), "silu");
+  check_tensor(x.gelu(), make_array(kF64, {5}, {nan, inf, nan, 0.0, -0.0}), "gelu");
+  // Near 0, where exp(x) - 1 and log(1 + x) lose every digit.
+  Tensor tiny = tensor_of(kF64, {1}, {1e-12});
+  CHECK(tiny.expm1().item<double>() == doctest::Approx(1e-12).epsilon(1e-9));
+  CHECK(tiny.log1p().item<double>() == doctest::Approx(1e-12).epsilon(1e-9));
+  // torch.nn.functional.gelu(torch.tensor([-1., 0.5, 2.], dtype=torch.float64)) and with
+  // approximate='tanh', as torch 1.13 (Debian's python3-torch) gives them.
+  Tensor v = tensor_of(kF64, {3}, {-1.0, 0.5, 2.0});
+  check_tensor(
+      v.gelu(),
+      make_array(kF64, {3}, {-0.15865525393145702, 0.34573123063700656, 1.9544997361036416}),
+      "gelu against torch");
+  check_tensor(
+      v.gelu_tanh(),
+      make_array(kF64, {3}, {-0.15880800939172324, 0.34571400982514394, 1.954597694087775}),
+      "gelu_tanh against torch");
+  // Integral inputs compute in float32, as torch's.
+  CHECK(tensor_of(kI64, {1}, {2}).reciprocal().dtype() == kF32);
+  CHECK(tensor_of(kI64, {2}, {7, -5}).trunc().to_vector<int64_t>() == std::vector<int64_t>{7, -5});
+  DTR_CHECK_ERROR(dtr::DTypeError, tensor_of(kBool, {2}, {1, 0}).trunc(), "trunc", "bool");
+}
+
+TEST_CASE("unary predicates: isnan, isinf, isfinite and logical_not in every dtype and layout") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  struct Pred {
+    const char* name;
+    std::function<Tensor(const Tensor&)> call;
+    std::function<bool(double)> f;
+  };
+  const std::vector<Pred> preds = {
+      {"isnan", [](const Tensor& t) { return t.isnan(); }, [](double v) { return std::isnan(v); }},
+      {"isinf", [](const Tensor& t) { return t.isinf(); }, [](double v) { return std::isinf(v); }},
+      {"isfinite", [](const Tensor& t) { return t.isfinite(); },
+       [](double v) { return std::isfinite(v); }},
+      {"logical_not", [](const Tensor& t) { return t.logical_not(); },
+       [](double v) { return v == 0; }},
+  };
+  const std::vector<double> values = {nan, inf, -inf, 0.0, -0.0, 1.5, -2.0, 3.0};
+  for (const Pred& p : preds) {
+    for (DType dt : kAllDTypes) {
+      for (Layout layout : kAllLayouts) {
+        std::vector<double> v;
+        for (double x : values) {
+          if (!is_float(dt) && !std::isfinite(x)) continue;  // not representable
+          v.push_back(dt == kBool ? (x != 0) : is_float(dt) ? x : std::trunc(x));
+        }
+        v.resize(6, 1.0);
+        Array a = make_array(dt, {2, 3}, v);
+        std::vector<double> expected;
+        for (double x : a.v) expected.push_back(p.f(x) ? 1 : 0);
+        std::string what = std::string(p.name) + " " + str(dt) + " " + layout_name(layout);
+        Tensor y = p.call(make_tensor(a, layout));
+        CHECK_MESSAGE(y.dtype() == kBool, what);
+        check_tensor(y, make_array(kBool, {2, 3}, expected), what);
+      }
+    }
+  }
+  // In place, the 0 or 1 is written in the tensor's own dtype, as torch's logical_not_.
+  Tensor x = tensor_of(kF32, {3}, {0.0, nan, 2.0});
+  x.logical_not_();
+  check_tensor(x, make_array(kF32, {3}, {1, 0, 0}), "logical_not_");
 }
 
 TEST_CASE("unary in-place ops write through any layout, including views") {

@@ -212,6 +212,144 @@ class LocalTensor:
     def sign_(self) -> LocalTensor:
         """in place: -1, 0 or 1 by the sign of x elementwise (NaN gives 0)"""
 
+    def trunc(self) -> LocalTensor:
+        """integer part (rounded toward zero) elementwise"""
+
+    def trunc_(self) -> LocalTensor:
+        """in place: integer part (rounded toward zero) elementwise"""
+
+    def reciprocal(self) -> LocalTensor:
+        """1/x elementwise"""
+
+    def reciprocal_(self) -> LocalTensor:
+        """in place: 1/x elementwise"""
+
+    def tan(self) -> LocalTensor:
+        """tangent elementwise"""
+
+    def tan_(self) -> LocalTensor:
+        """in place: tangent elementwise"""
+
+    def asin(self) -> LocalTensor:
+        """arcsine elementwise"""
+
+    def asin_(self) -> LocalTensor:
+        """in place: arcsine elementwise"""
+
+    def acos(self) -> LocalTensor:
+        """arccosine elementwise"""
+
+    def acos_(self) -> LocalTensor:
+        """in place: arccosine elementwise"""
+
+    def atan(self) -> LocalTensor:
+        """arctangent elementwise"""
+
+    def atan_(self) -> LocalTensor:
+        """in place: arctangent elementwise"""
+
+    def sinh(self) -> LocalTensor:
+        """hyperbolic sine elementwise"""
+
+    def sinh_(self) -> LocalTensor:
+        """in place: hyperbolic sine elementwise"""
+
+    def cosh(self) -> LocalTensor:
+        """hyperbolic cosine elementwise"""
+
+    def cosh_(self) -> LocalTensor:
+        """in place: hyperbolic cosine elementwise"""
+
+    def asinh(self) -> LocalTensor:
+        """inverse hyperbolic sine elementwise"""
+
+    def asinh_(self) -> LocalTensor:
+        """in place: inverse hyperbolic sine elementwise"""
+
+    def acosh(self) -> LocalTensor:
+        """inverse hyperbolic cosine elementwise"""
+
+    def acosh_(self) -> LocalTensor:
+        """in place: inverse hyperbolic cosine elementwise"""
+
+    def atanh(self) -> LocalTensor:
+        """inverse hyperbolic tangent elementwise"""
+
+    def atanh_(self) -> LocalTensor:
+        """in place: inverse hyperbolic tangent elementwise"""
+
+    def erf(self) -> LocalTensor:
+        """error function elementwise"""
+
+    def erf_(self) -> LocalTensor:
+        """in place: error function elementwise"""
+
+    def expm1(self) -> LocalTensor:
+        """e^x - 1 elementwise, exact near 0"""
+
+    def expm1_(self) -> LocalTensor:
+        """in place: e^x - 1 elementwise, exact near 0"""
+
+    def log1p(self) -> LocalTensor:
+        """log(1 + x) elementwise, exact near 0"""
+
+    def log1p_(self) -> LocalTensor:
+        """in place: log(1 + x) elementwise, exact near 0"""
+
+    def log2(self) -> LocalTensor:
+        """base-2 logarithm elementwise"""
+
+    def log2_(self) -> LocalTensor:
+        """in place: base-2 logarithm elementwise"""
+
+    def log10(self) -> LocalTensor:
+        """base-10 logarithm elementwise"""
+
+    def log10_(self) -> LocalTensor:
+        """in place: base-10 logarithm elementwise"""
+
+    def silu(self) -> LocalTensor:
+        """x * sigmoid(x) elementwise (swish)"""
+
+    def silu_(self) -> LocalTensor:
+        """in place: x * sigmoid(x) elementwise (swish)"""
+
+    def gelu(self) -> LocalTensor:
+        """x * Phi(x) elementwise (torch's gelu, approximate='none')"""
+
+    def gelu_(self) -> LocalTensor:
+        """in place: x * Phi(x) elementwise (torch's gelu, approximate='none')"""
+
+    def gelu_tanh(self) -> LocalTensor:
+        """gelu's tanh approximation (torch's gelu, approximate='tanh')"""
+
+    def gelu_tanh_(self) -> LocalTensor:
+        """in place: gelu's tanh approximation (torch's gelu, approximate='tanh')"""
+
+    def isnan(self) -> LocalTensor:
+        """x is NaN, as bool"""
+
+    def isnan_(self) -> LocalTensor:
+        """in place: x is NaN, as bool"""
+
+    def isinf(self) -> LocalTensor:
+        """x is infinite, as bool"""
+
+    def isinf_(self) -> LocalTensor:
+        """in place: x is infinite, as bool"""
+
+    def isfinite(self) -> LocalTensor:
+        """x is neither infinite nor NaN, as bool"""
+
+    def isfinite_(self) -> LocalTensor:
+        """in place: x is neither infinite nor NaN, as bool"""
+
+    def logical_not(self) -> LocalTensor:
+        """x == 0, as bool (NaN is true, so gives false)"""
+
+    def logical_not_(self) -> LocalTensor:
+        """in place: x == 0, as bool (NaN is true, so gives false)"""
+
     def add(self, other: object) -> LocalTensor:
         """a + b, broadcasting"""
 
@@ -782,6 +920,144 @@ class Tensor:
 
     def sign_(self) -> Tensor:
         """in place: -1, 0 or 1 by the sign of x elementwise (NaN gives 0)"""
+
+    def trunc(self) -> Tensor:
+        """integer part (rounded toward zero) elementwise"""
+
+    def trunc_(self) -> Tensor:
+        """in place: integer part (rounded toward zero) elementwise"""
+
+    def reciprocal(self) -> Tensor:
+        """1/x elementwise"""
+
+    def reciprocal_(self) -> Tensor:
+        """in place: 1/x elementwise"""
+
+    def tan(self) -> Tensor:
+        """tangent elementwise"""
+
+    def tan_(self) -> Tensor:
+        """in place: tangent elementwise"""
+
+    def asin(self) -> Tensor:
+        """arcsine elementwise"""
+
+    def asin_(self) -> Tensor:
+        """in place: arcsine elementwise"""
+
+    def acos(self) -> Tensor:
+        """arccosine elementwise"""
+
+    def acos_(self) -> Tensor:
+        """in place: arccosine elementwise"""
+
+    def atan(self) -> Tensor:
+        """arctangent elementwise"""
+
+    def atan_(self) -> Tensor:
+        """in place: arctangent elementwise"""
+
+    def sinh(self) -> Tensor:
+        """hyperbolic sine elementwise"""
+
+    def sinh_(self) -> Tensor:
+        """in place: hyperbolic sine elementwise"""
+
+    def cosh(self) -> Tensor:
+        """hyperbolic cosine elementwise"""
+
+    def cosh_(self) -> Tensor:
+        """in place: hyperbolic cosine elementwise"""
+
+    def asinh(self) -> Tensor:
+        """inverse hyperbolic sine elementwise"""
+
+    def asinh_(self) -> Tensor:
+        """in place: inverse hyperbolic sine elementwise"""
+
+    def acosh(self) -> Tensor:
+        """inverse hyperbolic cosine elementwise"""
+
+    def acosh_(self) -> Tensor:
+        """in place: inverse hyperbolic cosine elementwise"""
+
+    def atanh(self) -> Tensor:
+        """inverse hyperbolic tangent elementwise"""
+
+    def atanh_(self) -> Tensor:
+        """in place: inverse hyperbolic tangent elementwise"""
+
+    def erf(self) -> Tensor:
+        """error function elementwise"""
+
+    def erf_(self) -> Tensor:
+        """in place: error function elementwise"""
+
+    def expm1(self) -> Tensor:
+        """e^x - 1 elementwise, exact near 0"""
+
+    def expm1_(self) -> Tensor:
+        """in place: e^x - 1 elementwise, exact near 0"""
+
+    def log1p(self) -> Tensor:
+        """log(1 + x) elementwise, exact near 0"""
+
+    def log1p_(self) -> Tensor:
+        """in place: log(1 + x) elementwise, exact near 0"""
+
+    def log2(self) -> Tensor:
+        """base-2 logarithm elementwise"""
+
+    def log2_(self) -> Tensor:
+        """in place: base-2 logarithm elementwise"""
+
+    def log10(self) -> Tensor:
+        """base-10 logarithm elementwise"""
+
+    def log10_(self) -> Tensor:
+        """in place: base-10 logarithm elementwise"""
+
+    def silu(self) -> Tensor:
+        """x * sigmoid(x) elementwise (swish)"""
+
+    def silu_(self) -> Tensor:
+        """in place: x * sigmoid(x) elementwise (swish)"""
+
+    def gelu(self) -> Tensor:
+        """x * Phi(x) elementwise (torch's gelu, approximate='none')"""
+
+    def gelu_(self) -> Tensor:
+        """in place: x * Phi(x) elementwise (torch's gelu, approximate='none')"""
+
+    def gelu_tanh(self) -> Tensor:
+        """gelu's tanh approximation (torch's gelu, approximate='tanh')"""
+
+    def gelu_tanh_(self) -> Tensor:
+        """in place: gelu's tanh approximation (torch's gelu, approximate='tanh')"""
+
+    def isnan(self) -> Tensor:
+        """x is NaN, as bool"""
+
+    def isnan_(self) -> Tensor:
+        """in place: x is NaN, as bool"""
+
+    def isinf(self) -> Tensor:
+        """x is infinite, as bool"""
+
+    def isinf_(self) -> Tensor:
+        """in place: x is infinite, as bool"""
+
+    def isfinite(self) -> Tensor:
+        """x is neither infinite nor NaN, as bool"""
+
+    def isfinite_(self) -> Tensor:
+        """in place: x is neither infinite nor NaN, as bool"""
+
+    def logical_not(self) -> Tensor:
+        """x == 0, as bool (NaN is true, so gives false)"""
+
+    def logical_not_(self) -> Tensor:
+        """in place: x == 0, as bool (NaN is true, so gives false)"""
 
     def add(self, other: object) -> Tensor:
         """a + b, broadcasting"""

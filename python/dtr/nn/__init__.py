@@ -44,7 +44,7 @@ from . import functional as F
 _TENSORS = (_dtr.Tensor, _dtr.LocalTensor)
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "Dropout", "Dropout2d", "ReLU", "Tanh",
-           "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "LogSoftmax", "Softmax", "Identity",
+           "Sigmoid", "GELU", "SiLU", "Flatten", "MaxPool2d", "AvgPool2d", "LogSoftmax", "Softmax", "Identity",
            "Sequential", "NLLLoss", "CrossEntropyLoss", "MSELoss", "functional", "save_state",
            "load_state"]
 
@@ -430,6 +430,18 @@ class Tanh(_Function):
 class Sigmoid(_Function):
     def __init__(self):
         super().__init__(F.sigmoid)
+
+
+class GELU(_Function):
+    def __init__(self, approximate: str = "none"):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        super().__init__(F.gelu, approximate=approximate)
+
+
+class SiLU(_Function):
+    def __init__(self, inplace: bool = False):
+        super().__init__(F.silu, inplace=inplace)
 
 
 class Identity(_Function):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import _dtr
 
-__all__ = ["relu", "tanh", "sigmoid", "linear", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
+__all__ = ["relu", "tanh", "sigmoid", "gelu", "silu", "linear", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
            "dropout2d", "log_softmax", "softmax", "nll_loss", "cross_entropy", "mse_loss",
            "flatten", "all_reduce"]
 
@@ -62,6 +62,20 @@ def tanh(input):
 
 def sigmoid(input):
     return input.sigmoid()
+
+
+def gelu(input, approximate: str = "none"):
+    """x * Phi(x); approximate="tanh" gives torch's tanh approximation."""
+    if approximate == "none":
+        return input.gelu()
+    if approximate == "tanh":
+        return input.gelu_tanh()
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input, inplace: bool = False):
+    """x * sigmoid(x); inplace=True writes the result into the input, as torch's."""
+    return input.silu_() if inplace else input.silu()
 
 
 def linear(input, weight, bias=None):
