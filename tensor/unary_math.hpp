@@ -17,10 +17,25 @@
 
 // The unary ops whose formula is unary_formula below: X(name), each a ToFloat op of
 // DTR_UNARY_OPS (include/dtr/op_table.hpp).
-#define DTR_FORMULA_UNARY_OPS(X)                                                            \
-  X(reciprocal)                                                                             \
-  X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(asinh) X(acosh) X(atanh) X(erf) X(expm1) \
-      X(log1p) X(log2) X(log10) X(silu) X(gelu) X(gelu_tanh)
+#define DTR_FORMULA_UNARY_OPS(X) \
+  X(reciprocal)                  \
+  X(tan)                         \
+  X(asin)                        \
+  X(acos)                        \
+  X(atan)                        \
+  X(sinh)                        \
+  X(cosh)                        \
+  X(asinh)                       \
+  X(acosh)                       \
+  X(atanh)                       \
+  X(erf)                         \
+  X(expm1)                       \
+  X(log1p)                       \
+  X(log2)                        \
+  X(log10)                       \
+  X(silu)                        \
+  X(gelu)                        \
+  X(gelu_tanh)
 
 namespace dtr::detail::unary_math {
 
