@@ -15,7 +15,7 @@ namespace dtr::detail {
 namespace {
 
 constexpr size_t kMinPart = size_t{2} << 20;  // 2 MiB
-constexpr unsigned kMaxThreads = 8;           // the caller and 7 helpers
+constexpr unsigned kMaxCopyThreads = 8;       // the caller and 7 helpers
 
 // One call of parallel_memcpy: its parts not yet finished.
 struct Call {
@@ -93,7 +93,7 @@ class CopyPool {
   std::deque<Part> queue_;
 };
 
-CopyPool& pool() {
+CopyPool& copy_pool() {
   // Never destroyed: helper threads blocked in loop() outlive static destruction.
   static CopyPool* p = new CopyPool(parallel_copy_threads() - 1);
   return *p;
@@ -102,7 +102,7 @@ CopyPool& pool() {
 }  // namespace
 
 unsigned parallel_copy_threads() {
-  static const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxThreads);
+  static const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxCopyThreads);
   return n;
 }
 
@@ -114,7 +114,7 @@ void parallel_memcpy(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
     return;
   }
-  pool().copy(static_cast<char*>(dst), static_cast<const char*>(src), n, parts);
+  copy_pool().copy(static_cast<char*>(dst), static_cast<const char*>(src), n, parts);
 }
 
 }  // namespace dtr::detail

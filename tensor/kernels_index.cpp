@@ -16,7 +16,7 @@ namespace dtr::local::detail {
 namespace {
 
 template <typename T>
-int64_t sz() {
+int64_t elem_bytes() {
   return static_cast<int64_t>(sizeof(T));
 }
 
@@ -39,7 +39,8 @@ void where_kernel(std::span<const Tensor> in, const Tensor& out) {
                          static_cast<char*>(a.raw_data()), static_cast<char*>(b.raw_data())},
                         {out.strides(), broadcast_strides(in[0].meta(), shape),
                          broadcast_strides(a.meta(), shape), broadcast_strides(b.meta(), shape)},
-                        {sz<T>(), 1, sz<T>(), sz<T>()}, [](char** p, const int64_t* s, int64_t n) {
+                        {elem_bytes<T>(), 1, elem_bytes<T>(), elem_bytes<T>()},
+                        [](char** p, const int64_t* s, int64_t n) {
                           for (int64_t i = 0; i < n; ++i)
                             *reinterpret_cast<T*>(p[0] + i * s[0]) =
                                 *reinterpret_cast<const bool*>(p[1] + i * s[1])
@@ -58,7 +59,8 @@ void masked_fill_kernel(std::span<const Tensor> in, const OpAttrs& a, const Tens
                          static_cast<char*>(in[1].raw_data())},
                         {out.strides(), broadcast_strides(in[0].meta(), shape),
                          broadcast_strides(in[1].meta(), shape)},
-                        {sz<T>(), sz<T>(), 1}, [&](char** p, const int64_t* s, int64_t n) {
+                        {elem_bytes<T>(), elem_bytes<T>(), 1},
+                        [&](char** p, const int64_t* s, int64_t n) {
                           for (int64_t i = 0; i < n; ++i)
                             *reinterpret_cast<T*>(p[0] + i * s[0]) =
                                 *reinterpret_cast<const bool*>(p[2] + i * s[2])

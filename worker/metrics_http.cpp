@@ -26,14 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Client {
-  int fd = -1;
-  Clock::time_point deadline;
-  std::string in;
-  std::string out;  // the response, once the request is read
-  size_t sent = 0;
-};
-
 std::string response(int code, std::string_view reason, std::string_view type,
                      const std::string& body) {
   return fmt::format(
@@ -66,6 +58,15 @@ std::string answer(std::string_view head, const std::function<std::string()>& re
 }  // namespace
 
 struct MetricsServer::Impl {
+  // One HTTP connection.
+  struct Client {
+    int fd = -1;
+    Clock::time_point deadline;
+    std::string in;
+    std::string out;  // the response, once the request is read
+    size_t sent = 0;
+  };
+
   std::string address;
   int listen_fd = -1;
   int stop_fd = -1;
@@ -114,7 +115,7 @@ MetricsServer::~MetricsServer() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(m.stop_fd, &one, sizeof one);
   if (m.thread.joinable()) m.thread.join();
-  for (Client& c : m.clients) close(c.fd);
+  for (Impl::Client& c : m.clients) close(c.fd);
   close(m.listen_fd);
   close(m.stop_fd);
 }
@@ -143,7 +144,7 @@ bool MetricsServer::Impl::serve(Client& c, short revents) {
   if (revents & (POLLERR | POLLNVAL)) return false;
   if (c.out.empty()) {
     char buf[1024];
-    ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+    ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
     if (n == 0) return false;  // closed before a whole request
     if (n < 0) return errno == EAGAIN || errno == EINTR;
     c.in.append(buf, static_cast<size_t>(n));
@@ -158,7 +159,7 @@ bool MetricsServer::Impl::serve(Client& c, short revents) {
     }
   }
   while (c.sent < c.out.size()) {
-    ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+    ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
     if (n < 0) return errno == EAGAIN || errno == EINTR;
     c.sent += static_cast<size_t>(n);
   }

@@ -118,7 +118,7 @@ void bind_point_to_point(nb::module_& m) {
       arg("tensor"), arg("src") = kAnySource, arg("tag") = 0, arg("group") = nb::none());
 }
 
-void bind_collectives(nb::module_& m) {
+void bind_pg_collectives(nb::module_& m) {
   m.def(
       "broadcast",
       [](nb::handle t, int src, ProcessGroup* g, bool async_op) {
@@ -264,7 +264,7 @@ void bind_process_group(nb::module_& root) {
   });
   m.def("backend_available", [](const std::string& b) { return backend_available(b); });
   bind_point_to_point(m);
-  bind_collectives(m);
+  bind_pg_collectives(m);
   bind_list_collectives(m);
 }
 

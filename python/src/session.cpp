@@ -261,7 +261,7 @@ void bind_streams(nb::module_& m) {
   m.def("set_stream", &set_stream, arg("stream"));
 }
 
-void bind_collectives(nb::module_& m) {
+void bind_session_collectives(nb::module_& m) {
   m.def(
       "all_reduce",
       [](std::vector<DistributedTensor> tensors, ReduceOp op) { all_reduce(tensors, op); },
@@ -346,7 +346,7 @@ void bind_session(nb::module_& m) {
   bind_nodes(m);
   bind_observability(m);
   bind_streams(m);
-  bind_collectives(m);
+  bind_session_collectives(m);
   bind_graphs(m);
   bind_local_workers(m);
 }
