@@ -94,6 +94,7 @@ constexpr Derivative<T> kTable[] = {
     DTR_NO_GRAD(isinf, "its result is bool"),
     DTR_NO_GRAD(isfinite, "its result is bool"),
     DTR_NO_GRAD(logical_not, "its result is bool"),
+    DTR_NO_GRAD(bitwise_not, "it is defined for integer and bool tensors only"),
     // ---- binary: a tensor operand (two gradients) or a scalar one (one) ----
     DTR_DERIVATIVE(add, kSaveNothing, if (c.tensor_operand()) return {g, g}; return {g};),
     DTR_DERIVATIVE(sub, kSaveNothing, if (c.tensor_operand()) return {g, -g};
@@ -109,6 +110,15 @@ constexpr Derivative<T> kTable[] = {
     DTR_NO_GRAD(le, "its result is bool"),
     DTR_NO_GRAD(gt, "its result is bool"),
     DTR_NO_GRAD(ge, "its result is bool"),
+    DTR_DERIVATIVE(remainder, kSaveInputs, return modulo_grad(c, g, true);),
+    DTR_DERIVATIVE(fmod, kSaveInputs, return modulo_grad(c, g, false);),
+    DTR_DERIVATIVE(atan2, kSaveInputs, return atan2_grad(c, g);),
+    DTR_NO_GRAD(bitwise_and, "it is defined for integer and bool tensors only"),
+    DTR_NO_GRAD(bitwise_or, "it is defined for integer and bool tensors only"),
+    DTR_NO_GRAD(bitwise_xor, "it is defined for integer and bool tensors only"),
+    DTR_NO_GRAD(logical_and, "its result is bool"),
+    DTR_NO_GRAD(logical_or, "its result is bool"),
+    DTR_NO_GRAD(logical_xor, "its result is bool"),
     // ---- reductions ----
     DTR_DERIVATIVE(sum, kSaveNothing, return {expand_back(g, c)};),
     DTR_DERIVATIVE(prod, kSaveInput0, return prod_grad(c, g);),

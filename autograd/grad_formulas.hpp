@@ -57,6 +57,34 @@ std::vector<T> div_grad(const GradContext<T>& c, const T& g) {
   return {c.needs(0) ? g / b : T(), c.needs(1) ? -(g * a) / (b * b) : T()};
 }
 
+// remainder (floor) and fmod (trunc): the dividend's gradient passes unchanged, the
+// divisor's is -g * floor(a / b) (trunc(a / b) for fmod), torch's formulas.
+template <typename T>
+std::vector<T> modulo_grad(const GradContext<T>& c, const T& g, bool floor) {
+  const T& a = c.in(0);
+  auto rounded = [floor](const T& q) { return floor ? q.floor() : q.trunc(); };
+  if (!c.tensor_operand()) {
+    if (!c.attrs.scalar_first) return {g};
+    return {-(g * rounded(operand(c) / a))};  // the scalar divided by a
+  }
+  const T& b = c.in(1);
+  return {c.needs(0) ? g : T(), c.needs(1) ? -(g * rounded(a / b)) : T()};
+}
+
+// atan2(a, b): a's gradient is g * b / (a^2 + b^2), b's is -g * a / (a^2 + b^2).
+template <typename T>
+std::vector<T> atan2_grad(const GradContext<T>& c, const T& g) {
+  const T& a = c.in(0);
+  if (!c.tensor_operand()) {
+    const double s = operand(c).template to<double>();
+    if (!c.attrs.scalar_first) return {g * s / (a * a + s * s)};  // atan2(a, s)
+    return {-(g * s) / (a * a + s * s)};                          // atan2(s, a)
+  }
+  const T& b = c.in(1);
+  const T denominator = a * a + b * b;
+  return {c.needs(0) ? g * b / denominator : T(), c.needs(1) ? -(g * a) / denominator : T()};
+}
+
 // pow: an exponent of 0 gives 0 for the base (not 0 * inf at x = 0); a base of 0 gives 0 for
 // the exponent (torch's choice where x^b is 0 or 1). A scalar base s: out * ln s (0 for
 // s = 0).

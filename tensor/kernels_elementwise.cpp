@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 
+#include "binary_math.hpp"
 #include "kernels.hpp"
 #include "unary_math.hpp"
 
@@ -117,6 +118,16 @@ T nan_min(T a, T b) {
   return a < b ? a : b;
 }
 
+// Refuses an integer remainder or fmod whose divisor (the tensor, else the scalar) holds a
+// zero, before anything is written (torch's CPU kernels refuse it too; here it would be a
+// SIGFPE).
+template <typename T>
+void refuse_zero_divisor(const OpDef& d, const Tensor* divisor, T scalar) {
+  const bool zero =
+      divisor ? divisor->numel() > 0 && divisor->abs().min().item<T>() == T(0) : scalar == T(0);
+  if (zero) fail<InvalidArgument>(d.name, "integer division by zero (a divisor is 0)");
+}
+
 }  // namespace
 
 namespace {
@@ -199,6 +210,18 @@ void unary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs&, co
           run.template operator()<T>([](T v) { return std::trunc(v); });
         } else {
           run.template operator()<T>([](T v) { return std::nearbyint(v); });  // ties to even
+        }
+      });
+      return;
+    case OpId::bitwise_not:
+      dispatch_wide(d.name, out.dtype(), [&]<typename T>() {
+        if constexpr (std::is_same_v<T, bool>) {
+          run.template operator()<T>([](T v) { return !v; });
+        } else if constexpr (!is_floating_v<T>) {
+          run.template operator()<T>([](T v) { return static_cast<T>(~v); });
+        } else {
+          fail<DTypeError>(d.name, "is defined for integer and bool tensors only, got {}",
+                           out.dtype());
         }
       });
       return;
@@ -349,6 +372,49 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
       case OpId::ge:
         compare([](T u, T v) { return u >= v; });
         return;
+      case OpId::logical_and:
+        compare([](T u, T v) { return u != T(0) && v != T(0); });  // NaN is true, as in torch
+        return;
+      case OpId::logical_or:
+        compare([](T u, T v) { return u != T(0) || v != T(0); });
+        return;
+      case OpId::logical_xor:
+        compare([](T u, T v) { return (u != T(0)) != (v != T(0)); });
+        return;
+      case OpId::remainder:
+      case OpId::fmod:
+        if constexpr (!std::is_same_v<T, bool>) {
+          if constexpr (!is_floating_v<T>) {
+            // The divisor: y, x when the scalar is the dividend, else the scalar.
+            const Tensor* divisor = !scalar ? &y : scalar_first ? &x : nullptr;
+            refuse_zero_divisor<T>(d, divisor, s);
+          }
+          if (d.id == OpId::fmod)
+            arith([](T u, T v) { return dtr::detail::binary_math::fmod_of(u, v); });
+          else
+            arith([](T u, T v) { return dtr::detail::binary_math::remainder_of(u, v); });
+          return;
+        }
+        break;
+      case OpId::atan2:
+        if constexpr (is_floating_v<T>) {
+          arith([](T u, T v) { return dtr::detail::binary_math::atan2_of(u, v); });
+          return;
+        }
+        break;
+      case OpId::bitwise_and:
+      case OpId::bitwise_or:
+      case OpId::bitwise_xor:
+        if constexpr (!is_floating_v<T>) {
+          if (d.id == OpId::bitwise_and)
+            arith([](T u, T v) { return static_cast<T>(u & v); });
+          else if (d.id == OpId::bitwise_or)
+            arith([](T u, T v) { return static_cast<T>(u | v); });
+          else
+            arith([](T u, T v) { return static_cast<T>(u ^ v); });
+          return;
+        }
+        break;
       default:
         break;
     }

@@ -384,7 +384,9 @@ DType elementwise_dtype(const OpDef& d, std::span<const TensorMeta> in, const Op
   const TensorMeta& x = in[0];
   switch (d.kind) {
     case OpKind::Unary:
-      if (d.dtype_rule == DTypeRule::Same) reject_bool(d, x.dtype);
+      if (d.id == OpId::bitwise_not && is_floating(x.dtype))
+        fail<DTypeError>(d.name, "is defined for integer and bool tensors only, got {}", x.dtype);
+      if (d.dtype_rule == DTypeRule::Same && d.id != OpId::bitwise_not) reject_bool(d, x.dtype);
       return unary_dtype(d, x.dtype);
     case OpKind::Clamp:
       reject_bool(d, x.dtype);
@@ -397,9 +399,18 @@ DType elementwise_dtype(const OpDef& d, std::span<const TensorMeta> in, const Op
   if (in.size() == 1 && a.scalars[0].is_none())
     fail<InvalidArgument>(d.name, "needs a second operand: a tensor or a scalar");
   DType operand = binary_operand_dtype(in, a);
+  // The second operand's dtype, or the promoted one for a scalar (as the messages say).
+  const DType other = in.size() == 2 ? in[1].dtype : operand;
   if (d.id == OpId::sub && operand == DType::Bool)
     fail<DTypeError>(d.name, "subtracting bool tensors is not supported (got {} and {})", x.dtype,
-                     in.size() == 2 ? in[1].dtype : operand);
+                     other);
+  if ((d.id == OpId::remainder || d.id == OpId::fmod) && operand == DType::Bool)
+    fail<DTypeError>(d.name, "not supported for bool tensors (got {} and {})", x.dtype, other);
+  const bool bitwise =
+      d.id == OpId::bitwise_and || d.id == OpId::bitwise_or || d.id == OpId::bitwise_xor;
+  if (bitwise && is_floating(operand))
+    fail<DTypeError>(d.name, "is defined for integer and bool tensors only, got {} and {}", x.dtype,
+                     other);
   if (d.dtype_rule == DTypeRule::PromoteFloat) return to_float(operand);
   if (d.dtype_rule == DTypeRule::ToBool) return DType::Bool;
   return operand;

@@ -129,22 +129,34 @@ namespace dtr {
   X(isnan, 113, Unary, ToBool, "", "x is NaN, as bool")                                         \
   X(isinf, 114, Unary, ToBool, "", "x is infinite, as bool")                                    \
   X(isfinite, 115, Unary, ToBool, "", "x is neither infinite nor NaN, as bool")                 \
-  X(logical_not, 116, Unary, ToBool, "", "x == 0, as bool (NaN is true, so gives false)")
+  X(logical_not, 116, Unary, ToBool, "", "x == 0, as bool (NaN is true, so gives false)")       \
+  X(bitwise_not, 126, Unary, Same, "", "~x elementwise (integers; not x for bool)")
 
-#define DTR_BINARY_OPS(X)                                                     \
-  X(add, 11, Binary, Promote, "", "a + b, broadcasting")                      \
-  X(sub, 12, Binary, Promote, "", "a - b, broadcasting")                      \
-  X(mul, 13, Binary, Promote, "", "a * b, broadcasting")                      \
-  X(div, 14, Binary, PromoteFloat, "", "a / b (true division), broadcasting") \
-  X(pow, 15, Binary, Promote, "", "a ^ b, broadcasting")                      \
-  X(maximum, 16, Binary, Promote, "", "larger of a and b, broadcasting")      \
-  X(minimum, 17, Binary, Promote, "", "smaller of a and b, broadcasting")     \
-  X(eq, 18, Binary, ToBool, "", "a == b as bool, broadcasting")               \
-  X(ne, 19, Binary, ToBool, "", "a != b as bool, broadcasting")               \
-  X(lt, 20, Binary, ToBool, "", "a < b as bool, broadcasting")                \
-  X(le, 21, Binary, ToBool, "", "a <= b as bool, broadcasting")               \
-  X(gt, 22, Binary, ToBool, "", "a > b as bool, broadcasting")                \
-  X(ge, 23, Binary, ToBool, "", "a >= b as bool, broadcasting")
+#define DTR_BINARY_OPS(X)                                                                \
+  X(add, 11, Binary, Promote, "", "a + b, broadcasting")                                 \
+  X(sub, 12, Binary, Promote, "", "a - b, broadcasting")                                 \
+  X(mul, 13, Binary, Promote, "", "a * b, broadcasting")                                 \
+  X(div, 14, Binary, PromoteFloat, "", "a / b (true division), broadcasting")            \
+  X(pow, 15, Binary, Promote, "", "a ^ b, broadcasting")                                 \
+  X(maximum, 16, Binary, Promote, "", "larger of a and b, broadcasting")                 \
+  X(minimum, 17, Binary, Promote, "", "smaller of a and b, broadcasting")                \
+  X(eq, 18, Binary, ToBool, "", "a == b as bool, broadcasting")                          \
+  X(ne, 19, Binary, ToBool, "", "a != b as bool, broadcasting")                          \
+  X(lt, 20, Binary, ToBool, "", "a < b as bool, broadcasting")                           \
+  X(le, 21, Binary, ToBool, "", "a <= b as bool, broadcasting")                          \
+  X(gt, 22, Binary, ToBool, "", "a > b as bool, broadcasting")                           \
+  X(ge, 23, Binary, ToBool, "", "a >= b as bool, broadcasting")                          \
+  X(remainder, 117, Binary, Promote, "",                                                 \
+    "a - floor(a / b) * b (Python's %: the sign of b), broadcasting")                    \
+  X(fmod, 118, Binary, Promote, "",                                                      \
+    "a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting")                      \
+  X(atan2, 119, Binary, PromoteFloat, "", "the angle of the point (b, a), broadcasting") \
+  X(bitwise_and, 120, Binary, Promote, "", "a & b (integers and bool), broadcasting")    \
+  X(bitwise_or, 121, Binary, Promote, "", "a | b (integers and bool), broadcasting")     \
+  X(bitwise_xor, 122, Binary, Promote, "", "a ^ b (integers and bool), broadcasting")    \
+  X(logical_and, 123, Binary, ToBool, "", "a != 0 and b != 0, as bool, broadcasting")    \
+  X(logical_or, 124, Binary, ToBool, "", "a != 0 or b != 0, as bool, broadcasting")      \
+  X(logical_xor, 125, Binary, ToBool, "", "exactly one of a and b nonzero, as bool, broadcasting")
 
 #define DTR_REDUCE_OPS(X)                                      \
   X(sum, 24, Reduce, SumLike, "", "sum (bool/int give int64)") \

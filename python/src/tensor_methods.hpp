@@ -427,14 +427,19 @@ void bind_operators(nb::class_<T>& c, const std::string& cls) {
     OpId op;
     bool reflected;
   };
-  static const Op kOps[] = {{"__add__", OpId::add, false},     {"__radd__", OpId::add, true},
-                            {"__sub__", OpId::sub, false},     {"__rsub__", OpId::sub, true},
-                            {"__mul__", OpId::mul, false},     {"__rmul__", OpId::mul, true},
-                            {"__truediv__", OpId::div, false}, {"__rtruediv__", OpId::div, true},
-                            {"__pow__", OpId::pow, false},     {"__rpow__", OpId::pow, true},
-                            {"__eq__", OpId::eq, false},       {"__ne__", OpId::ne, false},
-                            {"__lt__", OpId::lt, false},       {"__le__", OpId::le, false},
-                            {"__gt__", OpId::gt, false},       {"__ge__", OpId::ge, false}};
+  static const Op kOps[] = {
+      {"__add__", OpId::add, false},         {"__radd__", OpId::add, true},
+      {"__sub__", OpId::sub, false},         {"__rsub__", OpId::sub, true},
+      {"__mul__", OpId::mul, false},         {"__rmul__", OpId::mul, true},
+      {"__truediv__", OpId::div, false},     {"__rtruediv__", OpId::div, true},
+      {"__pow__", OpId::pow, false},         {"__rpow__", OpId::pow, true},
+      {"__eq__", OpId::eq, false},           {"__ne__", OpId::ne, false},
+      {"__lt__", OpId::lt, false},           {"__le__", OpId::le, false},
+      {"__gt__", OpId::gt, false},           {"__ge__", OpId::ge, false},
+      {"__mod__", OpId::remainder, false},   {"__rmod__", OpId::remainder, true},
+      {"__and__", OpId::bitwise_and, false}, {"__rand__", OpId::bitwise_and, true},
+      {"__or__", OpId::bitwise_or, false},   {"__ror__", OpId::bitwise_or, true},
+      {"__xor__", OpId::bitwise_xor, false}, {"__rxor__", OpId::bitwise_xor, true}};
   for (const Op& o : kOps) {
     OpId op = o.op;
     bool reflected = o.reflected;
@@ -445,11 +450,12 @@ void bind_operators(nb::class_<T>& c, const std::string& cls) {
         },
         arg("other").none(), nb::is_operator());
   }
-  static const Op kInplace[] = {{"__iadd__", OpId::add, false},
-                                {"__isub__", OpId::sub, false},
-                                {"__imul__", OpId::mul, false},
-                                {"__itruediv__", OpId::div, false},
-                                {"__ipow__", OpId::pow, false}};
+  static const Op kInplace[] = {
+      {"__iadd__", OpId::add, false},         {"__isub__", OpId::sub, false},
+      {"__imul__", OpId::mul, false},         {"__itruediv__", OpId::div, false},
+      {"__ipow__", OpId::pow, false},         {"__imod__", OpId::remainder, false},
+      {"__iand__", OpId::bitwise_and, false}, {"__ior__", OpId::bitwise_or, false},
+      {"__ixor__", OpId::bitwise_xor, false}};
   for (const Op& o : kInplace) {
     OpId op = o.op;
     c.def(
@@ -461,6 +467,7 @@ void bind_operators(nb::class_<T>& c, const std::string& cls) {
   }
   c.def("__neg__", [](const T& t) { return t.neg(); });
   c.def("__abs__", [](const T& t) { return t.abs(); });
+  c.def("__invert__", [](const T& t) { return t.bitwise_not(); });
   c.def("__pos__", [](nb::handle self) { return nb::borrow(self); });
   // Comparisons give tensors, so hashing stays by identity, as in torch.
   c.def("__hash__", [](nb::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); });

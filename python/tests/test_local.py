@@ -309,3 +309,33 @@ def test_gelu_silu_and_the_formula_unary_ops():
     for name in ("erf", "expm1", "asinh", "atan", "sinh", "cosh", "tan"):
         expected = [getattr(math, name)(v) for v in x]
         assert np.allclose(getattr(t, name)().numpy(), expected, rtol=1e-14, atol=0), name
+
+
+def test_modulo_bitwise_and_logical_operators_match_numpy():
+    a = np.array([-7, -3, 0, 3, 7, 12], dtype=np.int64)
+    b = np.array([2, -2, 5, -4, 3, 5], dtype=np.int64)
+    x, y = local.from_numpy(a), local.from_numpy(b)
+    # Python's % is remainder (the divisor's sign); fmod keeps the dividend's.
+    assert (x % y).numpy().tolist() == (a % b).tolist()
+    assert (x % 4).numpy().tolist() == (a % 4).tolist()
+    assert (17 % y).numpy().tolist() == (17 % b).tolist()
+    assert x.fmod(y).numpy().tolist() == np.fmod(a, b).tolist()
+    assert (x & y).numpy().tolist() == (a & b).tolist()
+    assert (x | 6).numpy().tolist() == (a | 6).tolist()
+    assert (5 ^ x).numpy().tolist() == (5 ^ a).tolist()
+    assert (~x).numpy().tolist() == (~a).tolist()
+    z = local.from_numpy(a.copy())
+    z %= 5
+    z &= 3
+    assert z.numpy().tolist() == ((a % 5) & 3).tolist()
+    f = local.from_numpy(np.array([0.0, np.nan, -1.5]))
+    assert f.logical_and(local.from_numpy(np.array([1.0, 1.0, 0.0]))).numpy().tolist() == [
+        False, True, False]
+    assert np.allclose(f.atan2(local.from_numpy(np.array([1.0, 1.0, -1.0]))).numpy(),
+                       np.arctan2([0.0, np.nan, -1.5], [1.0, 1.0, -1.0]), equal_nan=True)
+    # Integer division by zero raises, naming the op; floats give NaN as in torch.
+    with pytest.raises(ValueError, match="remainder: integer division by zero"):
+        x % 0
+    assert np.isnan((f % 0.0).numpy()).all()
+    with pytest.raises(TypeError, match="bitwise_and"):
+        f & local.from_numpy(a[:3])

@@ -1,4 +1,5 @@
-// CUDA binary kernels: add, sub, mul, div, pow, maximum, minimum and the comparisons,
+// CUDA binary kernels: add, sub, mul, div, pow, maximum, minimum, the comparisons, remainder,
+// fmod, atan2 and the bitwise and logical ops,
 // over two broadcast tensors or a tensor and a scalar operand (attrs.scalars[0], on the
 // left when scalar_first). One kernel per compute dtype and operand count serves every op
 // (the op, its OpId, is a runtime value in BinaryFn); contiguous same-shaped operands take the
@@ -13,10 +14,13 @@
 // pow (within an ulp or two of glibc's); everything else is bit-for-bit the CPU's.
 //
 // The negative-exponent check of an integer pow whose exponent is a tensor reads the
-// exponent's minimum on the host: it waits for the current stream (the only call here that
-// does). A scalar exponent is checked without touching the device.
+// exponent's minimum on the host, and the zero-divisor check of an integer remainder or
+// fmod whose divisor is a tensor reads whether it holds a 0: both wait for the current stream
+// (the only calls here that do). A scalar exponent or divisor is checked without touching
+// the device.
 //
 // Thread safety: any thread; launches on the calling thread's current stream.
+#include "tensor/binary_math.hpp"
 #include "tensor/cuda/kernels.cuh"
 
 namespace dtr::cuda::detail {
@@ -69,8 +73,30 @@ struct BinaryFn {
         return T(u > v);
       case OpId::ge:
         return T(u >= v);
+      case OpId::logical_and:
+        return T(u != T(0) && v != T(0));  // NaN is true, as in torch
+      case OpId::logical_or:
+        return T(u != T(0) || v != T(0));
+      case OpId::logical_xor:
+        return T((u != T(0)) != (v != T(0)));
       default:
         break;
+    }
+    return other_ops(u, v);
+  }
+  // The ops defined for some compute types only (the host refuses the others).
+  __device__ T other_ops(T u, T v) const {
+    namespace bm = dtr::detail::binary_math;
+    if constexpr (is_floating_v<T>) {
+      if (op == OpId::atan2) return bm::atan2_of(u, v);
+    } else {
+      if (op == OpId::bitwise_and) return static_cast<T>(u & v);
+      if (op == OpId::bitwise_or) return static_cast<T>(u | v);
+      if (op == OpId::bitwise_xor) return static_cast<T>(u ^ v);
+    }
+    if constexpr (!std::is_same_v<T, bool>) {
+      if (op == OpId::fmod) return bm::fmod_of(u, v);
+      if (op == OpId::remainder) return bm::remainder_of(u, v);
     }
     return T(0);
   }
@@ -92,6 +118,41 @@ __global__ void __launch_bounds__(kThreads)
     if (v < local) local = v;
   }
   if (local < 0) atomicMin(reinterpret_cast<long long*>(lowest), local);
+}
+
+// *found = 1 when an element of t converted to T is 0.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    zero_kernel(const char* p, DType dt, Indexer<1> ix, int64_t n, unsigned int* found) {
+  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    if (load_as<T>(p + off[0], dt) == T(0)) {
+      *found = 1;
+      return;
+    }
+  }
+}
+
+// True when an element of t (as T) is 0. Waits for the stream.
+template <typename T>
+bool has_zero(const Ctx& c, const local::Tensor& t) {
+  const int64_t n = t.numel();
+  if (n == 0) return false;
+  std::shared_ptr<Storage> tmp = allocate(c.device, sizeof(unsigned int));
+  check_cuda(c, "cudaMemsetAsync", cudaMemsetAsync(tmp->data(), 0, sizeof(unsigned int), c.stream));
+  Indexer<1> ix =
+      make_indexer<1>(t.shape(), {t.strides()}, {static_cast<int64_t>(element_size(t.dtype()))});
+  zero_kernel<T>
+      <<<grid_for(c, n), kThreads, 0, c.stream>>>(static_cast<const char*>(t.raw_data()), t.dtype(),
+                                                  ix, n, static_cast<unsigned int*>(tmp->data()));
+  check_launch(c, "divisor check kernel");
+  unsigned int found = 0;
+  check_cuda(c, "cudaMemcpyAsync",
+             cudaMemcpyAsync(&found, tmp->data(), sizeof found, cudaMemcpyDeviceToHost, c.stream));
+  check_cuda(c, "cudaStreamSynchronize", cudaStreamSynchronize(c.stream));
+  return found != 0;
 }
 
 // The smallest element of t (as T) when it is negative, else 0. Waits for the stream.
@@ -145,6 +206,14 @@ void binary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
         if (lowest < 0)
           fail<InvalidArgument>(
               "pow", "integers to negative integer powers are not allowed (exponent {})", lowest);
+      }
+      if (op == OpId::remainder || op == OpId::fmod) {
+        // Refused before writing anything, as on the CPU (a GPU would give an unspecified
+        // value). The divisor: y, x when the scalar is the dividend, else the scalar.
+        const bool zero = !scalar          ? has_zero<T>(c, in[1])
+                          : f.scalar_first ? has_zero<T>(c, in[0])
+                                           : f.s == T(0);
+        if (zero) fail<InvalidArgument>(d.name, "integer division by zero (a divisor is 0)");
       }
     }
     if (scalar)

@@ -139,6 +139,13 @@ struct UnaryFn {
           return T(1);
       case OpId::logical_not:
         return T(v == T(0));
+      case OpId::bitwise_not:
+        if constexpr (std::is_same_v<T, bool>)
+          return !v;
+        else if constexpr (!is_floating_v<T>)
+          return static_cast<T>(~v);
+        else
+          return v;  // unreachable: refused on the host
       case OpId::floor:
       case OpId::ceil:
       case OpId::round:
@@ -240,6 +247,10 @@ void run_unary_any(const Ctx& c, const OpDef& d, const local::Tensor& out,
     if constexpr (!is_floating_v<T>) {
       if (d.dtype_rule == DTypeRule::ToFloat)
         fail<DTypeError>(d.name, "expected a floating point tensor, got {}", out.dtype());
+    } else {
+      if (d.id == OpId::bitwise_not)
+        fail<DTypeError>(d.name, "is defined for integer and bool tensors only, got {}",
+                         out.dtype());
     }
     UnaryFn<T> f;
     f.op = d.id;

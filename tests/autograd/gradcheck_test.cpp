@@ -144,6 +144,20 @@ std::vector<Case> binary_cases() {
       "minimum", [](const Tensor& a, const Tensor& b) { return a.minimum(b); },
       [](const Tensor& a) { return a.minimum(0.1); },
       [](const Tensor& a) { return a.rscalar(OpId::minimum, 0.1); }, false);
+  // remainder and fmod are piecewise linear: the seeds' inputs keep a / b away from the
+  // integers where they jump.
+  bin(
+      "remainder", [](const Tensor& a, const Tensor& b) { return a.remainder(b); },
+      [](const Tensor& a) { return a.remainder(0.7); },
+      [](const Tensor& a) { return a.rscalar(OpId::remainder, 2.5); }, true);
+  bin(
+      "fmod", [](const Tensor& a, const Tensor& b) { return a.fmod(b); },
+      [](const Tensor& a) { return a.fmod(-0.7); },
+      [](const Tensor& a) { return a.rscalar(OpId::fmod, -2.5); }, true);
+  bin(
+      "atan2", [](const Tensor& a, const Tensor& b) { return a.atan2(b); },
+      [](const Tensor& a) { return a.atan2(-0.8); },
+      [](const Tensor& a) { return a.rscalar(OpId::atan2, 0.8); }, false);
   return c;
 }
 

@@ -310,6 +310,12 @@ double ref_min(double x, double y) {
   if (std::isnan(x) || std::isnan(y)) return NAN;
   return x < y ? x : y;
 }
+// Python's %: the sign of the divisor.
+double ref_remainder(double x, double y) {
+  double r = std::fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
 
 std::vector<BinarySpec> binary_specs() {
   return {
@@ -337,6 +343,17 @@ std::vector<BinarySpec> binary_specs() {
                  [](double x, double y) { return x > y ? 1.0 : 0.0; }, true},
       BinarySpec{DTR_BINARY_CALLS(ge), Rule::ToBool,
                  [](double x, double y) { return x >= y ? 1.0 : 0.0; }, true},
+      BinarySpec{DTR_BINARY_CALLS(remainder), Rule::Promote, ref_remainder, false},
+      BinarySpec{DTR_BINARY_CALLS(fmod), Rule::Promote,
+                 [](double x, double y) { return std::fmod(x, y); }, false},
+      BinarySpec{DTR_BINARY_CALLS(atan2), Rule::PromoteFloat,
+                 [](double x, double y) { return std::atan2(x, y); }, true},
+      BinarySpec{DTR_BINARY_CALLS(logical_and), Rule::ToBool,
+                 [](double x, double y) { return x != 0 && y != 0 ? 1.0 : 0.0; }, true},
+      BinarySpec{DTR_BINARY_CALLS(logical_or), Rule::ToBool,
+                 [](double x, double y) { return x != 0 || y != 0 ? 1.0 : 0.0; }, true},
+      BinarySpec{DTR_BINARY_CALLS(logical_xor), Rule::ToBool,
+                 [](double x, double y) { return (x != 0) != (y != 0) ? 1.0 : 0.0; }, true},
   };
 }
 
@@ -361,7 +378,8 @@ Range lhs_range(const BinarySpec& op, DType dt) {
 Range rhs_range(const BinarySpec& op, DType dt) {
   std::string n = op.name;
   if (n == "pow") return is_float(dt) ? Range{-2.0, 2.0} : Range{0, 3};
-  if (n == "div") return is_float(dt) ? Range{-3, 3, 0.0, true} : Range{-9, 9, 0.0, true};
+  if (n == "div" || n == "remainder" || n == "fmod")
+    return is_float(dt) ? Range{-3, 3, 0.0, true} : Range{-9, 9, 0.0, true};
   return lhs_range(op, dt);
 }
 
@@ -547,6 +565,77 @@ TEST_CASE("binary ops: NaN propagation in maximum/minimum and comparisons") {
   check_tensor(x.ne(y), make_array(kBool, {4}, {1, 1, 1, 1}), "ne with NaN");
   check_tensor(x.lt(y), make_array(kBool, {4}, {0, 0, 0, 1}), "lt with NaN");
   check_tensor(x.ge(y), make_array(kBool, {4}, {0, 0, 0, 0}), "ge with NaN");
+}
+
+TEST_CASE("binary ops / remainder and fmod: signs, zero divisors") {
+  const double inf = std::numeric_limits<double>::infinity();
+  // The values torch gives.
+  Tensor a = tensor_of(kI32, {5}, {-3, -3, 3, 3, 5}), b = tensor_of(kI32, {5}, {2, -2, 2, -2, 5});
+  check_tensor(a.remainder(b), make_array(kI32, {5}, {1, -1, 1, -1, 0}), "int remainder");
+  check_tensor(a.fmod(b), make_array(kI32, {5}, {-1, -1, 1, 1, 0}), "int fmod");
+  check_tensor(a.remainder(-2), make_array(kI32, {5}, {-1, -1, -1, -1, -1}), "int remainder -2");
+  check_tensor(a.rscalar(OpId::remainder, 7), make_array(kI32, {5}, {-2, -2, 1, 1, 2}),
+               "7 remainder int");
+  Tensor lowest = tensor_of(kI64, {2}, {double(INT64_MIN), -7});
+  check_tensor(lowest.remainder(-1), make_array(kI64, {2}, {0, 0}), "lowest int64 remainder -1");
+  check_tensor(lowest.fmod(-1), make_array(kI64, {2}, {0, 0}), "lowest int64 fmod -1");
+  Tensor x = tensor_of(kF64, {5}, {-1.5, 1.5, 5.0, -1.0, -1.0});
+  Tensor y = tensor_of(kF64, {5}, {1.0, -1.0, 0.0, inf, -inf});
+  check_tensor(x.remainder(y), make_array(kF64, {5}, {0.5, -0.5, NAN, inf, -1.0}),
+               "float remainder");
+  check_tensor(x.fmod(y), make_array(kF64, {5}, {-0.5, 0.5, NAN, -1.0, -1.0}), "float fmod");
+  check_tensor(tensor_of(kF32, {2}, {7.5, -7.5}).remainder(2), make_array(kF32, {2}, {1.5, 0.5}),
+               "float32 remainder int scalar");
+  // Integer division by zero is refused before anything is written (tensor, scalar, and the
+  // scalar-first form's tensor divisor).
+  Tensor zero = tensor_of(kI32, {5}, {1, 2, 0, 4, 5});
+  Tensor kept = a.clone();
+  for (OpId op : {OpId::remainder, OpId::fmod}) {
+    const std::string name = op == OpId::remainder ? "remainder" : "fmod";
+    CHECK_THROWS_WITH_AS(kept.apply_inplace(op, {}, &zero), doctest::Contains("division by zero"),
+                         dtr::InvalidArgument);
+    check_tensor(kept, make_array(kI32, {5}, {-3, -3, 3, 3, 5}), name + " in place, unchanged");
+    CHECK_THROWS_WITH_AS(a.apply(op, {}, &zero), doctest::Contains(name.c_str()),
+                         dtr::InvalidArgument);
+    CHECK_THROWS_WITH_AS(zero.rscalar(op, 3), doctest::Contains("division by zero"),
+                         dtr::InvalidArgument);
+  }
+  CHECK_THROWS_WITH_AS(a.remainder(0), doctest::Contains("division by zero"), dtr::InvalidArgument);
+  CHECK_THROWS_WITH_AS(a.fmod(0), doctest::Contains("fmod"), dtr::InvalidArgument);
+  // Bool operands are refused, naming the op and both dtypes.
+  Tensor flags = tensor_of(kBool, {2}, {1, 0});
+  CHECK_THROWS_WITH_AS(flags.remainder(flags), doctest::Contains("remainder"), dtr::DTypeError);
+  CHECK_THROWS_WITH_AS(flags.fmod(flags), doctest::Contains("bool"), dtr::DTypeError);
+}
+
+TEST_CASE("the integer and logical binary ops / bitwise_not") {
+  Tensor a = tensor_of(kI32, {4}, {12, -1, 0, 5}), b = tensor_of(kI64, {4}, {10, 7, -1, 3});
+  check_tensor(a.bitwise_and(b), make_array(kI64, {4}, {8, 7, 0, 1}), "int32 & int64");
+  check_tensor(a.bitwise_or(b), make_array(kI64, {4}, {14, -1, -1, 7}), "int32 | int64");
+  check_tensor(a.bitwise_xor(b), make_array(kI64, {4}, {6, -8, -1, 6}), "int32 ^ int64");
+  check_tensor(a.bitwise_and(6), make_array(kI32, {4}, {4, 6, 0, 4}), "int32 & 6");
+  check_tensor(a.bitwise_not(), make_array(kI32, {4}, {-13, 0, -1, -6}), "~int32");
+  Tensor p = tensor_of(kBool, {4}, {1, 1, 0, 0}), q = tensor_of(kBool, {4}, {1, 0, 1, 0});
+  check_tensor(p.bitwise_and(q), make_array(kBool, {4}, {1, 0, 0, 0}), "bool &");
+  check_tensor(p.bitwise_or(q), make_array(kBool, {4}, {1, 1, 1, 0}), "bool |");
+  check_tensor(p.bitwise_xor(q), make_array(kBool, {4}, {0, 1, 1, 0}), "bool ^");
+  check_tensor(p.bitwise_not(), make_array(kBool, {4}, {0, 0, 1, 1}), "~bool");
+  check_tensor(p.bitwise_and(2), make_array(kI64, {4}, {0, 0, 0, 0}), "bool & 2 (int64)");
+  Tensor c = a.clone();
+  c.bitwise_xor_(tensor_of(kI32, {1}, {1}));
+  check_tensor(c, make_array(kI32, {4}, {13, -2, 1, 4}), "^= broadcast in place");
+  c.bitwise_not_();
+  check_tensor(c, make_array(kI32, {4}, {-14, 1, -2, -5}), "~ in place");
+  // Floats are refused, naming the op and the dtypes.
+  Tensor f = tensor_of(kF32, {4}, {1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(f.bitwise_and(a), doctest::Contains("bitwise_and"), dtr::DTypeError);
+  CHECK_THROWS_WITH_AS(a.bitwise_or(1.5), doctest::Contains("float32"), dtr::DTypeError);
+  CHECK_THROWS_WITH_AS(f.bitwise_not(), doctest::Contains("bitwise_not"), dtr::DTypeError);
+  // The logical ops read any dtype as nonzero or not (NaN is true) and give bool.
+  Tensor x = tensor_of(kF32, {4}, {0.0, NAN, 2.5, -0.0});
+  check_tensor(x.logical_and(a), make_array(kBool, {4}, {0, 1, 0, 0}), "float and int");
+  check_tensor(x.logical_or(0), make_array(kBool, {4}, {0, 1, 1, 0}), "float or 0");
+  check_tensor(x.logical_xor(p), make_array(kBool, {4}, {1, 0, 1, 0}), "float xor bool");
 }
 
 namespace {

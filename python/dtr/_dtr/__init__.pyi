@@ -350,6 +350,12 @@ class LocalTensor:
     def logical_not_(self) -> LocalTensor:
         """in place: x == 0, as bool (NaN is true, so gives false)"""
 
+    def bitwise_not(self) -> LocalTensor:
+        """~x elementwise (integers; not x for bool)"""
+
+    def bitwise_not_(self) -> LocalTensor:
+        """in place: ~x elementwise (integers; not x for bool)"""
+
     def add(self, other: object) -> LocalTensor:
         """a + b, broadcasting"""
 
@@ -427,6 +433,62 @@ class LocalTensor:
 
     def ge_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
         """in place: a >= b as bool, broadcasting"""
+
+    def remainder(self, other: object) -> LocalTensor:
+        """a - floor(a / b) * b (Python's %: the sign of b), broadcasting"""
+
+    def remainder_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """
+        in place: a - floor(a / b) * b (Python's %: the sign of b), broadcasting
+        """
+
+    def fmod(self, other: object) -> LocalTensor:
+        """a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting"""
+
+    def fmod_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting"""
+
+    def atan2(self, other: object) -> LocalTensor:
+        """the angle of the point (b, a), broadcasting"""
+
+    def atan2_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: the angle of the point (b, a), broadcasting"""
+
+    def bitwise_and(self, other: object) -> LocalTensor:
+        """a & b (integers and bool), broadcasting"""
+
+    def bitwise_and_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: a & b (integers and bool), broadcasting"""
+
+    def bitwise_or(self, other: object) -> LocalTensor:
+        """a | b (integers and bool), broadcasting"""
+
+    def bitwise_or_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: a | b (integers and bool), broadcasting"""
+
+    def bitwise_xor(self, other: object) -> LocalTensor:
+        """a ^ b (integers and bool), broadcasting"""
+
+    def bitwise_xor_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: a ^ b (integers and bool), broadcasting"""
+
+    def logical_and(self, other: object) -> LocalTensor:
+        """a != 0 and b != 0, as bool, broadcasting"""
+
+    def logical_and_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: a != 0 and b != 0, as bool, broadcasting"""
+
+    def logical_or(self, other: object) -> LocalTensor:
+        """a != 0 or b != 0, as bool, broadcasting"""
+
+    def logical_or_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: a != 0 or b != 0, as bool, broadcasting"""
+
+    def logical_xor(self, other: object) -> LocalTensor:
+        """exactly one of a and b nonzero, as bool, broadcasting"""
+
+    def logical_xor_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """in place: exactly one of a and b nonzero, as bool, broadcasting"""
 
     def sum(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """sum (bool/int give int64)"""
@@ -565,6 +627,22 @@ class LocalTensor:
 
     def __ge__(self, other: object | None) -> object: ...
 
+    def __mod__(self, other: object | None) -> object: ...
+
+    def __rmod__(self, other: object | None) -> object: ...
+
+    def __and__(self, other: object | None) -> object: ...
+
+    def __rand__(self, other: object | None) -> object: ...
+
+    def __or__(self, other: object | None) -> object: ...
+
+    def __ror__(self, other: object | None) -> object: ...
+
+    def __xor__(self, other: object | None) -> object: ...
+
+    def __rxor__(self, other: object | None) -> object: ...
+
     def __iadd__(self, other: object | None) -> object: ...
 
     def __isub__(self, other: object | None) -> object: ...
@@ -575,9 +653,19 @@ class LocalTensor:
 
     def __ipow__(self, other: object | None) -> object: ...
 
+    def __imod__(self, other: object | None) -> object: ...
+
+    def __iand__(self, other: object | None) -> object: ...
+
+    def __ior__(self, other: object | None) -> object: ...
+
+    def __ixor__(self, other: object | None) -> object: ...
+
     def __neg__(self) -> LocalTensor: ...
 
     def __abs__(self) -> LocalTensor: ...
+
+    def __invert__(self) -> LocalTensor: ...
 
     def __pos__(self) -> object: ...
 
@@ -1059,6 +1147,12 @@ class Tensor:
     def logical_not_(self) -> Tensor:
         """in place: x == 0, as bool (NaN is true, so gives false)"""
 
+    def bitwise_not(self) -> Tensor:
+        """~x elementwise (integers; not x for bool)"""
+
+    def bitwise_not_(self) -> Tensor:
+        """in place: ~x elementwise (integers; not x for bool)"""
+
     def add(self, other: object) -> Tensor:
         """a + b, broadcasting"""
 
@@ -1136,6 +1230,62 @@ class Tensor:
 
     def ge_(self, other: Tensor | float | int | bool) -> Tensor:
         """in place: a >= b as bool, broadcasting"""
+
+    def remainder(self, other: object) -> Tensor:
+        """a - floor(a / b) * b (Python's %: the sign of b), broadcasting"""
+
+    def remainder_(self, other: Tensor | float | int | bool) -> Tensor:
+        """
+        in place: a - floor(a / b) * b (Python's %: the sign of b), broadcasting
+        """
+
+    def fmod(self, other: object) -> Tensor:
+        """a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting"""
+
+    def fmod_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting"""
+
+    def atan2(self, other: object) -> Tensor:
+        """the angle of the point (b, a), broadcasting"""
+
+    def atan2_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: the angle of the point (b, a), broadcasting"""
+
+    def bitwise_and(self, other: object) -> Tensor:
+        """a & b (integers and bool), broadcasting"""
+
+    def bitwise_and_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: a & b (integers and bool), broadcasting"""
+
+    def bitwise_or(self, other: object) -> Tensor:
+        """a | b (integers and bool), broadcasting"""
+
+    def bitwise_or_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: a | b (integers and bool), broadcasting"""
+
+    def bitwise_xor(self, other: object) -> Tensor:
+        """a ^ b (integers and bool), broadcasting"""
+
+    def bitwise_xor_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: a ^ b (integers and bool), broadcasting"""
+
+    def logical_and(self, other: object) -> Tensor:
+        """a != 0 and b != 0, as bool, broadcasting"""
+
+    def logical_and_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: a != 0 and b != 0, as bool, broadcasting"""
+
+    def logical_or(self, other: object) -> Tensor:
+        """a != 0 or b != 0, as bool, broadcasting"""
+
+    def logical_or_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: a != 0 or b != 0, as bool, broadcasting"""
+
+    def logical_xor(self, other: object) -> Tensor:
+        """exactly one of a and b nonzero, as bool, broadcasting"""
+
+    def logical_xor_(self, other: Tensor | float | int | bool) -> Tensor:
+        """in place: exactly one of a and b nonzero, as bool, broadcasting"""
 
     def sum(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """sum (bool/int give int64)"""
@@ -1274,6 +1424,22 @@ class Tensor:
 
     def __ge__(self, other: object | None) -> object: ...
 
+    def __mod__(self, other: object | None) -> object: ...
+
+    def __rmod__(self, other: object | None) -> object: ...
+
+    def __and__(self, other: object | None) -> object: ...
+
+    def __rand__(self, other: object | None) -> object: ...
+
+    def __or__(self, other: object | None) -> object: ...
+
+    def __ror__(self, other: object | None) -> object: ...
+
+    def __xor__(self, other: object | None) -> object: ...
+
+    def __rxor__(self, other: object | None) -> object: ...
+
     def __iadd__(self, other: object | None) -> object: ...
 
     def __isub__(self, other: object | None) -> object: ...
@@ -1284,9 +1450,19 @@ class Tensor:
 
     def __ipow__(self, other: object | None) -> object: ...
 
+    def __imod__(self, other: object | None) -> object: ...
+
+    def __iand__(self, other: object | None) -> object: ...
+
+    def __ior__(self, other: object | None) -> object: ...
+
+    def __ixor__(self, other: object | None) -> object: ...
+
     def __neg__(self) -> Tensor: ...
 
     def __abs__(self) -> Tensor: ...
+
+    def __invert__(self) -> Tensor: ...
 
     def __pos__(self) -> object: ...
 
