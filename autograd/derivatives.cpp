@@ -152,6 +152,7 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(unsqueeze, kSaveNothing, return {g.reshape(c.meta(0).shape)};),
     DTR_DERIVATIVE(flatten, kSaveNothing, return {g.reshape(c.meta(0).shape)};),
     DTR_DERIVATIVE(contiguous, kSaveNothing, return {g};),
+    DTR_DERIVATIVE(clone, kSaveNothing, return {g};),
     DTR_DERIVATIVE(to, kSaveNothing, return {g.to(c.meta(0).dtype)};),
     // ---- join and indexing ----
     DTR_DERIVATIVE(cat, kSaveNothing, return cat_grad(c, g);),
@@ -163,6 +164,8 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(gather, kSaveInput1, return gather_grad(c, g);),
     DTR_DERIVATIVE(scatter_add, kSaveInput1, return scatter_add_grad(c, g);),
     DTR_DERIVATIVE(cumsum, kSaveNothing, return cumsum_grad(c, g);),
+    DTR_DERIVATIVE(tril, kSaveNothing, return {g.apply(OpId::tril, c.attrs, nullptr)};),
+    DTR_DERIVATIVE(triu, kSaveNothing, return {g.apply(OpId::triu, c.attrs, nullptr)};),
     DTR_NO_GRAD(one_hot, "its result is int64"),
     DTR_DERIVATIVE(topk, kSaveInput0, return topk_grad(c, g);),
     DTR_NO_GRAD(topk_indices, "its result is int64"),

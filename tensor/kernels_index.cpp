@@ -1,7 +1,7 @@
 // CPU kernels of the Indexing ops: where and masked_fill (strided, broadcasting),
 // index_select, gather, scatter_add, one_hot (checked indices: an index out of range is an
 // IndexError naming the op, the index and the range, and nothing is written past a
-// tensor), cumsum and topk along a dim. Data is moved in its own dtype (float16 and
+// tensor), cumsum and topk along a dim, tril and triu. Data is moved in its own dtype (float16 and
 // bfloat16 included); cumsum runs on float32 widenings of 16-bit inputs (tensor.cpp).
 #include <algorithm>
 #include <cmath>
@@ -223,6 +223,34 @@ void topk_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, c
 
 }  // namespace
 
+// tril / triu: each matrix of the last two dims copied with the entries outside the kept
+// triangle zeroed (row r keeps the columns [0, r + k] for tril, [r + k, cols) for triu).
+void triangle_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
+                     const Tensor& out) {
+  const Tensor x = in[0].contiguous();
+  const Shape& shape = x.shape();
+  const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (x.numel() == 0) return;
+  // Clamped so that r + k cannot overflow; any k past either end means the same.
+  const int64_t k = std::clamp<int64_t>(a.ints[0], -rows - 1, cols + 1);
+  const bool lower = d.id == OpId::tril;
+  const int64_t matrices = x.numel() / (rows * cols);
+  const size_t bytes = element_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t begin = lower ? 0 : std::clamp<int64_t>(r + k, 0, cols);
+      const int64_t end = lower ? std::clamp<int64_t>(r + k + 1, 0, cols) : cols;
+      const size_t at = static_cast<size_t>((m * rows + r) * cols) * bytes;
+      std::memset(dst + at, 0, static_cast<size_t>(cols) * bytes);  // zero in every dtype
+      if (end > begin)
+        std::memcpy(dst + at + begin * bytes, src + at + begin * bytes,
+                    static_cast<size_t>(end - begin) * bytes);
+    }
+  }
+}
+
 void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
   switch (d.id) {
     case OpId::where:
@@ -241,6 +269,9 @@ void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, 
     case OpId::topk:
     case OpId::topk_indices:
       return topk_kernel(d, in, a, out);
+    case OpId::tril:
+    case OpId::triu:
+      return triangle_kernel(d, in, a, out);
     default:
       fail<InvalidArgument>(d.name, "is not an indexing op");
   }

@@ -298,6 +298,15 @@ InferResult infer_indexing(const OpDef& d, std::span<const TensorMeta> in, const
     case OpId::topk:
     case OpId::topk_indices:
       return infer_topk(d, x, a);
+    case OpId::tril:
+    case OpId::triu:
+      need_ints(d, a, 1);
+      if (x.dim() < 2)
+        fail<ShapeError>(d.name,
+                         "expected a tensor of at least 2 dims (matrices in the last two), got "
+                         "shape {}",
+                         x.shape);
+      return result(x.dtype, x.shape);
     default:
       need_ints(d, a, 1);
       return infer_select_like(d, in, a);

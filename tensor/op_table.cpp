@@ -901,8 +901,13 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
   }
   check_input_count(d, in);
   if (d.kind == OpKind::Mutate) fail<InvalidArgument>(d.name, "only exists in place");
-  if (is_elementwise(d.kind))
-    return contiguous_result(elementwise_dtype(d, in, a), elementwise_shape(d, in));
+  if (is_elementwise(d.kind)) {
+    // The shapes are checked first, as in place (one order whatever the compiler: a call's
+    // arguments are evaluated in an unspecified order, right to left by g++, left to right by
+    // clang, so an op with both a shape and a dtype error reported either).
+    const Shape shape = elementwise_shape(d, in);
+    return contiguous_result(elementwise_dtype(d, in, a), shape);
+  }
 
   InferResult r;
   switch (d.kind) {
@@ -927,6 +932,8 @@ InferResult infer(OpId op, std::span<const TensorMeta> in, const OpAttrs& a, boo
           fail<DTypeError>(d.name, "invalid dtype code {}", static_cast<int>(a.dtype));
         r = a.dtype == in[0].dtype ? InferResult{in[0], true}
                                    : contiguous_result(a.dtype, in[0].shape);
+      } else if (d.id == OpId::clone) {
+        r = contiguous_result(in[0].dtype, in[0].shape);
       } else {
         r = in[0].is_contiguous() ? InferResult{in[0], true}
                                   : contiguous_result(in[0].dtype, in[0].shape);

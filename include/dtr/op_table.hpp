@@ -195,6 +195,7 @@ namespace dtr {
     "merge dims start_dim..end_dim into one (a view when the strides allow, else a copy)")         \
   X(contiguous, 48, Convert, Same, "", "x itself if contiguous, else a packed copy")               \
   X(to, 49, Convert, Attr, "x: tensor, dtype: dtype", "convert to another dtype")                  \
+  X(clone, 129, Convert, Same, "", "a packed copy in new storage, always")                         \
   X(copy_, 50, Mutate, Same, "dst: tensor, src: tensor",                                           \
     "copy src (broadcast, any dtype) into dst")                                                    \
   X(fill_, 51, Mutate, Same, "x: tensor, value: number", "set every element to value")             \
@@ -239,7 +240,11 @@ namespace dtr {
     "the k largest (smallest) values along dim, in order; ties: lower index first")     \
   X(topk_indices, 75, Indexing, Index,                                                  \
     "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",      \
-    "the positions along dim of topk's values")
+    "the positions along dim of topk's values")                                         \
+  X(tril, 127, Indexing, Same, "x: tensor, diagonal: int = 0",                          \
+    "the matrices of the last two dims with the entries above the diagonal zeroed")     \
+  X(triu, 128, Indexing, Same, "x: tensor, diagonal: int = 0",                          \
+    "the matrices of the last two dims with the entries below the diagonal zeroed")
 
 // Neural-network layers on (N, C, H, W) tensors (conv2d and the pools also take an unbatched
 // (C, H, W)), and the gradients their backward passes run as ops. dropout's gradient is

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dtr/autograd_meta.hpp"
+#include "dtr/error.hpp"
 #include "dtr/generator.hpp"
 #include "dtr/op_table.hpp"
 
@@ -146,6 +147,43 @@ class TensorOps {
     mut().apply_inplace(OpId::clamp, clamp_attrs(lo, hi), nullptr);
     return mut();
   }
+  // clamp with tensor bounds (torch's clamp.Tensor, clamp_min, clamp_max), broadcasting:
+  // maximum with the lower bound, then minimum with the upper, one op each on the tensors'
+  // node. A NaN in x or in a bound gives NaN and a lower bound above the upper gives the
+  // upper, as in torch; the dtype promotes x's with the bounds'. At an exact tie the
+  // gradient is shared half and half between x and the bound (maximum's rule), where torch
+  // gives it all to x.
+  Derived clamp(const Derived& lo, const Derived& hi) const {
+    return self().maximum(lo).minimum(hi);
+  }
+  Derived clamp_min(const Derived& lo) const {
+    return self().maximum(lo);
+  }
+  Derived clamp_max(const Derived& hi) const {
+    return self().minimum(hi);
+  }
+
+  // The optimizers' steps, as torch computes them, each a composition of elementwise ops on
+  // the tensors' node: addcmul x + value * t1 * t2, addcdiv x + value * t1 / t2 (in that
+  // order of rounding), lerp x + weight * (end - x), as end - (end - x) * (1 - weight) where
+  // weight >= 0.5 (torch's form, exact at weight 1).
+  Derived addcmul(const Derived& t1, const Derived& t2, Scalar value = Scalar(1)) const {
+    return self() + (is_one(value) ? t1 : t1 * value) * t2;
+  }
+  Derived addcdiv(const Derived& t1, const Derived& t2, Scalar value = Scalar(1)) const {
+    return self() + (is_one(value) ? t1 : t1 * value) / t2;
+  }
+  Derived lerp(const Derived& end, Scalar weight) const {
+    const Derived diff = end - self();
+    const double w = weight.to<double>();
+    if (w < 0.5) return self() + diff * weight;
+    return end - diff * Scalar(1.0 - w);
+  }
+  Derived lerp(const Derived& end, const Derived& weight) const {
+    const Derived diff = end - self();
+    std::array<Derived, 3> in{weight.lt(0.5), self() + weight * diff, end - diff * (1.0 - weight)};
+    return Derived::apply_inputs(OpId::where, OpAttrs{}, std::span<const Derived>(in));
+  }
 
   // --- linear algebra ---
   Derived matmul(const Derived& other) const {
@@ -181,6 +219,85 @@ class TensorOps {
   Derived narrow(int64_t d, int64_t start, int64_t length) const {
     return self().apply(OpId::narrow, ints_attrs({d, start, length}), nullptr);
   }
+  // Views of consecutive pieces along dim d (narrow views, no copy), as torch's split,
+  // split_with_sizes and chunk: pieces of split_size (the last one shorter), of the given
+  // sizes (which must add up to the dim's size), or `chunks` pieces of ceil(size / chunks)
+  // (fewer when the size runs out first, as torch's).
+  std::vector<Derived> split(int64_t split_size, int64_t d = 0) const {
+    const int64_t size = this->size(d);
+    if (split_size <= 0 && !(split_size == 0 && size == 0))
+      throw InvalidArgument("split: split_size must be positive, got " +
+                            std::to_string(split_size));
+    std::vector<Derived> pieces;
+    if (size == 0) return {narrow(d, 0, 0)};
+    for (int64_t at = 0; at < size; at += split_size)
+      pieces.push_back(narrow(d, at, std::min(split_size, size - at)));
+    return pieces;
+  }
+  std::vector<Derived> split_with_sizes(const std::vector<int64_t>& sizes, int64_t d = 0) const {
+    const int64_t size = this->size(d);
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 0 || s > size - total)
+        throw InvalidArgument("split_with_sizes: the sizes must be >= 0 and add up to " +
+                              std::to_string(size) + " (the size of dim " + std::to_string(d) +
+                              "), got " + list_text(sizes));
+      total += s;
+    }
+    if (total != size)
+      throw InvalidArgument("split_with_sizes: the sizes add up to " + std::to_string(total) +
+                            ", not to " + std::to_string(size) + " (the size of dim " +
+                            std::to_string(d) + "): " + list_text(sizes));
+    std::vector<Derived> pieces;
+    int64_t at = 0;
+    for (int64_t s : sizes) {
+      pieces.push_back(narrow(d, at, s));
+      at += s;
+    }
+    return pieces;
+  }
+  std::vector<Derived> chunk(int64_t chunks, int64_t d = 0) const {
+    if (chunks <= 0)
+      throw InvalidArgument("chunk: chunks must be positive, got " + std::to_string(chunks));
+    const int64_t size = this->size(d);
+    return split(size == 0 ? 0 : (size + chunks - 1) / chunks, d);
+  }
+  // The tensor tiled repeats[i] times along dim i (torch's repeat; more repeats than dims
+  // add leading dims): one copy on the tensor's node. A view of x with a size-1 dim before
+  // each dim of size s > 1 repeated r > 1 times, expanded (r, s), then reshaped to r * s.
+  Derived repeat(const std::vector<int64_t>& repeats) const {
+    const Shape& shape = this->shape();
+    if (repeats.size() < shape.size())
+      throw InvalidArgument("repeat: " + std::to_string(repeats.size()) +
+                            " repeats for a tensor of " + std::to_string(shape.size()) +
+                            " dims (one per dim at least)");
+    const size_t lead = repeats.size() - shape.size();
+    size_t dims = 0;
+    for (size_t i = 0; i < repeats.size(); ++i) {
+      if (repeats[i] < 0)
+        throw InvalidArgument("repeat: repeats must be >= 0, got " + list_text(repeats));
+      const int64_t s = i < lead ? 1 : shape[i - lead];
+      dims += repeats[i] != 1 && s != 1 ? 2 : 1;
+    }
+    if (dims > static_cast<size_t>(kMaxDims))
+      throw InvalidArgument("repeat: " + list_text(repeats) + " on shape " + dtr::to_string(shape) +
+                            " needs " + std::to_string(dims) + " dims on the way, more than " +
+                            std::to_string(kMaxDims));
+    Shape split_shape, expanded, result;
+    for (size_t i = 0; i < repeats.size(); ++i) {
+      const int64_t s = i < lead ? 1 : shape[i - lead], r = repeats[i];
+      if (r != 1 && s != 1) {
+        split_shape.push_back(1);
+        expanded.push_back(r);
+      }
+      split_shape.push_back(s);
+      expanded.push_back(r != 1 && s != 1 ? s : r * s);
+      result.push_back(r * s);
+    }
+    Derived tiled = reshape(split_shape).expand(expanded).reshape(result);
+    // With a dim split, the last reshape copied; otherwise tiled may be x or a view of it.
+    return dims > repeats.size() ? tiled : tiled.apply(OpId::clone, {}, nullptr);
+  }
   // Python slice semantics: negative start/end count from the end, both are clamped.
   Derived slice(int64_t d, int64_t start, int64_t end = std::numeric_limits<int64_t>::max(),
                 int64_t step = 1) const {
@@ -208,6 +325,11 @@ class TensorOps {
   // --- conversions and fills ---
   Derived contiguous() const {
     return self().apply(OpId::contiguous, {}, nullptr);
+  }
+  // A packed copy in new storage, always (torch's clone; the local Tensor's own clone()
+  // hides this one and copies without an op).
+  Derived clone() const {
+    return self().apply(OpId::clone, {}, nullptr);
   }
   Derived to(DType t) const {
     OpAttrs a;
@@ -257,6 +379,14 @@ class TensorOps {
   }
   Derived cumsum(int64_t dim) const {
     return self().apply(OpId::cumsum, ints_attrs({dim}), nullptr);
+  }
+  // The matrices of the last two dims with the entries above (tril) or below (triu) the
+  // diagonal zeroed: tril keeps column - row <= diagonal, triu column - row >= diagonal.
+  Derived tril(int64_t diagonal = 0) const {
+    return self().apply(OpId::tril, ints_attrs({diagonal}), nullptr);
+  }
+  Derived triu(int64_t diagonal = 0) const {
+    return self().apply(OpId::triu, ints_attrs({diagonal}), nullptr);
   }
   // int64 rows of num_classes with a 1 at each value (an int64 tensor's).
   Derived one_hot(int64_t num_classes) const {
@@ -530,6 +660,15 @@ class TensorOps {
     a.keepdim = keepdim;
     a.scalars[0] = correction;
     return a;
+  }
+  static std::string list_text(const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+  // value is exactly 1 (multiplying by it would change nothing).
+  static bool is_one(const Scalar& value) {
+    return !value.is_none() && value.to<double>() == 1.0;
   }
   static OpAttrs clamp_attrs(Scalar lo, Scalar hi) {
     OpAttrs a;

@@ -122,6 +122,8 @@ from ._dtr import (  # noqa: E402,F401  (re-exported)
     threshold_backward,
     topk,
     topk_indices,
+    tril,
+    triu,
     where,
 )
 from . import local  # noqa: E402

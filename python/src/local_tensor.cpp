@@ -371,7 +371,6 @@ void bind_local_tensor(nb::module_& m) {
   c.def("cpu", [](const LocalTensor& t) { return t.cpu(); });
   c.def(
       "cuda", [](const LocalTensor& t, int d) { return t.cuda(d); }, nb::arg("device") = 0);
-  c.def("clone", [](const LocalTensor& t) { return t.clone(); });
   c.def("numpy", &to_numpy, "A numpy array sharing this tensor's memory (no copy).");
   c.def(
       "__array__",

@@ -242,6 +242,47 @@ void bind_elementwise(nb::class_<T>& c, const std::string& cls) {
 #undef DTR_PY_BINARY
 }
 
+// split, chunk (tuples of views) and repeat, as torch's.
+template <typename T>
+void bind_pieces(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  auto as_tuple = [](std::vector<T> pieces) {
+    nb::list l;
+    for (T& p : pieces) l.append(nb::cast(std::move(p)));
+    return nb::tuple(l);
+  };
+  c.def(
+      "split",
+      [as_tuple](const T& t, nb::handle size_or_sizes, int64_t dim) {
+        if (PyLong_Check(size_or_sizes.ptr()))
+          return as_tuple(t.split(nb::cast<int64_t>(size_or_sizes), dim));
+        return as_tuple(t.split_with_sizes(nb::cast<std::vector<int64_t>>(size_or_sizes), dim));
+      },
+      arg("split_size_or_sections"), arg("dim") = 0,
+      nb::sig(stub_sig("def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) "
+                       "-> tuple[" +
+                       cls + ", ...]")),
+      "views of pieces of split_size along dim (the last shorter), or of the given sizes");
+  c.def(
+      "chunk",
+      [as_tuple](const T& t, int64_t chunks, int64_t dim) {
+        return as_tuple(t.chunk(chunks, dim));
+      },
+      arg("chunks"), arg("dim") = 0,
+      nb::sig(stub_sig("def chunk(self, chunks: int, dim: int = 0) -> tuple[" + cls + ", ...]")),
+      "at most `chunks` views of ceil(size / chunks) along dim");
+  c.def(
+      "repeat",
+      [](const T& t, nb::args sizes) {
+        // repeat(2, 3) or repeat((2, 3)), as torch.
+        if (sizes.size() == 1 && !PyLong_Check(sizes[0].ptr()))
+          return t.repeat(nb::cast<std::vector<int64_t>>(sizes[0]));
+        return t.repeat(nb::cast<std::vector<int64_t>>(sizes));
+      },
+      nb::sig(stub_sig("def repeat(self, *sizes: int | Sequence[int]) -> " + cls)),
+      "the tensor tiled sizes[i] times along dim i (one copy)");
+}
+
 template <typename T>
 void bind_reductions(nb::class_<T>& c, const std::string& cls) {
   using nb::arg;
@@ -276,10 +317,50 @@ void bind_reductions(nb::class_<T>& c, const std::string& cls) {
       },
       arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1, "standard deviation");
   auto bound = [](nb::handle h) { return h.is_none() ? Scalar() : scalar_arg(h, "clamp"); };
+  // A bound is a number, None (open) or a tensor (then maximum/minimum, broadcasting, as
+  // torch's clamp.Tensor; tensor_ops.hpp).
   c.def(
       "clamp",
-      [bound](const T& t, nb::handle lo, nb::handle hi) { return t.clamp(bound(lo), bound(hi)); },
-      arg("min") = nb::none(), arg("max") = nb::none(), "limit values to [min, max]");
+      [bound](const T& t, nb::handle lo, nb::handle hi) -> T {
+        const bool tensor_lo = nb::isinstance<T>(lo), tensor_hi = nb::isinstance<T>(hi);
+        if (!tensor_lo && !tensor_hi) return t.clamp(bound(lo), bound(hi));
+        T r = tensor_lo      ? t.clamp_min(nb::cast<const T&>(lo))
+              : lo.is_none() ? t
+                             : t.clamp(bound(lo));
+        if (tensor_hi) return r.clamp_max(nb::cast<const T&>(hi));
+        return hi.is_none() ? r : r.clamp(Scalar(), bound(hi));
+      },
+      arg("min") = nb::none(), arg("max") = nb::none(),
+      self_sig(cls, "clamp",
+               ", min: " + cls + " | float | int | None = None, max: " + cls +
+                   " | float | int | None = None"),
+      "limit values to [min, max] (numbers or tensors, broadcasting)");
+  c.def(
+      "clamp_min", [](const T& t, const T& lo) { return t.clamp_min(lo); }, arg("min"),
+      "maximum with a tensor bound (torch's clamp_min)");
+  c.def(
+      "clamp_max", [](const T& t, const T& hi) { return t.clamp_max(hi); }, arg("max"),
+      "minimum with a tensor bound (torch's clamp_max)");
+  c.def(
+      "addcmul",
+      [](const T& t, const T& t1, const T& t2, nb::handle value) {
+        return t.addcmul(t1, t2, scalar_arg(value, "addcmul"));
+      },
+      arg("tensor1"), arg("tensor2"), arg("value") = 1, "x + value * tensor1 * tensor2");
+  c.def(
+      "addcdiv",
+      [](const T& t, const T& t1, const T& t2, nb::handle value) {
+        return t.addcdiv(t1, t2, scalar_arg(value, "addcdiv"));
+      },
+      arg("tensor1"), arg("tensor2"), arg("value") = 1, "x + value * tensor1 / tensor2");
+  c.def(
+      "lerp",
+      [](const T& t, const T& end, nb::handle weight) {
+        if (nb::isinstance<T>(weight)) return t.lerp(end, nb::cast<const T&>(weight));
+        return t.lerp(end, scalar_arg(weight, "lerp"));
+      },
+      arg("end"), arg("weight"), "x + weight * (end - x) (weight a number or a tensor)");
+  bind_pieces(c, cls);
   c.def(
       "clamp_",
       [bound](nb::pointer_and_handle<T> t, nb::handle lo, nb::handle hi) {
@@ -363,6 +444,8 @@ void bind_conversions_and_fills(nb::class_<T>& c, const std::string& cls) {
   using nb::arg;
   // ---- conversions and fills ----
   c.def("contiguous", [](const T& t) { return t.contiguous(); });
+  c.def(
+      "clone", [](const T& t) { return t.clone(); }, "a packed copy in new storage");
   c.def(
       "copy_",
       [](nb::pointer_and_handle<T> t, const T& src) {

@@ -339,3 +339,44 @@ def test_modulo_bitwise_and_logical_operators_match_numpy():
     assert np.isnan((f % 0.0).numpy()).all()
     with pytest.raises(TypeError, match="bitwise_and"):
         f & local.from_numpy(a[:3])
+
+
+def test_clamp_with_tensor_bounds_and_the_optimizer_steps():
+    x = np.array([[-2.0, 0.5, 3.0], [np.nan, 1.0, -1.0]])
+    lo, hi = np.array([-1.0, 1.0, 0.0]), np.array([[2.0], [0.0]])
+    t = local.from_numpy(x)
+    L, H = local.from_numpy(lo), local.from_numpy(hi)
+    # torch's clamp: max then min; NaN stays NaN; a lower bound above the upper gives the upper.
+    want = np.minimum(np.maximum(x, lo), hi)
+    np.testing.assert_array_equal(t.clamp(L, H).numpy(), want)
+    np.testing.assert_array_equal(t.clamp(min=L).numpy(), np.maximum(x, lo))
+    np.testing.assert_array_equal(t.clamp(L, 0.75).numpy(), np.minimum(np.maximum(x, lo), 0.75))
+    np.testing.assert_array_equal(t.clamp(-0.5, H).numpy(), np.minimum(np.maximum(x, -0.5), hi))
+    np.testing.assert_array_equal(t.clamp_max(H).numpy(), np.minimum(x, hi))
+    a, b, c = (np.linspace(-1, 1, 6).reshape(2, 3) * k for k in (1.0, 2.0, 3.0))
+    A, B, C = local.from_numpy(a), local.from_numpy(b), local.from_numpy(c + 4)
+    np.testing.assert_allclose(A.addcmul(B, C, value=0.5).numpy(), a + 0.5 * b * (c + 4))
+    np.testing.assert_allclose(A.addcdiv(B, C, value=-2).numpy(), a - 2 * b / (c + 4))
+    np.testing.assert_allclose(A.lerp(B, 0.25).numpy(), a + 0.25 * (b - a))
+    np.testing.assert_array_equal(A.lerp(B, 1.0).numpy(), b)
+    W = local.from_numpy(np.array([0.0, 0.6, 1.0]))
+    np.testing.assert_allclose(A.lerp(B, W).numpy(), a + np.array([0.0, 0.6, 1.0]) * (b - a))
+
+
+def test_split_chunk_repeat_and_clone_as_torch():
+    a = np.arange(10.0).reshape(2, 5)
+    t = local.from_numpy(a)
+    parts = t.split(2, dim=1)
+    assert isinstance(parts, tuple) and [p.shape for p in parts] == [(2, 2), (2, 2), (2, 1)]
+    np.testing.assert_array_equal(parts[1].numpy(), a[:, 2:4])
+    assert [p.shape for p in t.split([1, 4], 1)] == [(2, 1), (2, 4)]
+    assert len(t.chunk(4, 1)) == 3  # ceil(5 / 4) = 2 per piece, as torch
+    np.testing.assert_array_equal(t.repeat(2, 1).numpy(), np.tile(a, (2, 1)))
+    np.testing.assert_array_equal(t.repeat((1, 2, 1)).numpy(), np.tile(a, (1, 2, 1)))
+    c = t.clone()
+    c.fill_(0)
+    assert t.numpy()[1, 4] == 9  # a copy
+    with pytest.raises(ValueError, match="split_with_sizes: the sizes add up to 4, not to 5"):
+        t.split([2, 2], 1)
+    with pytest.raises(ValueError, match="repeat: 1 repeats for a tensor of 2 dims"):
+        t.repeat(2)

@@ -83,6 +83,25 @@ def test_other_ops_and_operators(session):
         local.empty(10).normal_(generator=dtr.Generator(1)).tolist()
 
 
+def test_compositions_run_on_the_worker(session):
+    # clamp with tensor bounds, lerp, addcmul, split, chunk, repeat, clone, tril/triu and the
+    # new operators on remote tensors, against the local kernels.
+    x, lx = dtr.tensor(DATA), local.tensor(DATA)
+    lo, llo = dtr.tensor(DATA[1] - 1), local.tensor(DATA[1] - 1)
+    assert x.clamp(lo, 1.0).tolist() == lx.clamp(llo, 1.0).tolist()
+    assert x.lerp(x * 2, 0.75).tolist() == lx.lerp(lx * 2, 0.75).tolist()
+    assert x.addcmul(x, lo, value=0.5).tolist() == lx.addcmul(lx, llo, value=0.5).tolist()
+    assert [p.tolist() for p in x.split(2, 1)] == [p.tolist() for p in lx.split(2, 1)]
+    assert [p.shape for p in x.chunk(2, 0)] == [(1, 3), (1, 3)]
+    assert x.repeat(2, 2).tolist() == np.tile(DATA, (2, 2)).tolist()
+    c = x.clone()
+    c.fill_(0)
+    assert x.tolist() == DATA.tolist()
+    assert x.tril().tolist() == np.tril(DATA).tolist() and x.triu(1).tolist() == np.triu(DATA, 1).tolist()
+    i, li = dtr.tensor(DATA * 4).long(), local.tensor(DATA * 4).long()
+    assert ((i % 3) ^ (i & 5)).tolist() == ((li % 3) ^ (li & 5)).tolist()
+
+
 def test_indexing_and_assignment(session):
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     x = dtr.tensor(a)

@@ -1,7 +1,7 @@
 // CUDA kernels of the Join and Indexing ops (the CPU's are tensor/kernels_index.cpp and
 // tensor.cpp's join): cat and stack (each input copied into its part of the output),
 // where and masked_fill (strided, broadcasting, operands converted as they are loaded),
-// index_select, gather, scatter_add and one_hot, cumsum and topk along a dim.
+// index_select, gather, scatter_add and one_hot, cumsum and topk along a dim, tril and triu.
 //
 // Indices are checked as on the CPU: the first one out of range (in the index's row-major
 // order) is reported as the same IndexError, which costs a wait for the stream
@@ -398,6 +398,37 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- tril, triu ----
+
+// out[i] = x[i] where column - row <= k (tril) or >= k (triu) in its matrix, else 0.
+template <typename U>
+__global__ void __launch_bounds__(kThreads)
+    triangle_kernel(const U* x, U* out, int64_t n, int64_t rows, int64_t cols, int64_t k,
+                    bool lower) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const int64_t col = i % cols, row = (i / cols) % rows;
+    const bool keep = lower ? col - row <= k : col - row >= k;
+    out[i] = keep ? x[i] : U(0);  // all-zero bits: zero in every dtype
+  }
+}
+
+void triangle_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+                 const local::Tensor& out) {
+  const local::Tensor x = contiguous_on(c, in[0]);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
+  // Clamped so that column - row against k cannot overflow; any k past either end is alike.
+  const int64_t k = std::clamp<int64_t>(a.ints[0], -rows - 1, cols + 1);
+  by_element_size(x.dtype(), [&]<typename U>() {
+    triangle_kernel<U><<<grid_for(c, n), kThreads, 0, c.stream>>>(
+        static_cast<const U*>(x.raw_data()), static_cast<U*>(out.raw_data()), n, rows, cols, k,
+        d.id == OpId::tril);
+  });
+  check_launch(c, "tril/triu kernel");
+}
+
 void topk_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
              const local::Tensor& out) {
   const local::Tensor x = contiguous_on(c, in[0]);
@@ -440,6 +471,9 @@ void index_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, c
     case OpId::topk:
     case OpId::topk_indices:
       return topk_op(c, d, in, a, out);
+    case OpId::tril:
+    case OpId::triu:
+      return triangle_op(c, d, in, a, out);
     default:
       fail<InvalidArgument>(d.name, "is not an indexing op");
   }

@@ -243,6 +243,7 @@ std::vector<Case> view_cases() {
                {input({3, 5}, 58).slice(1, 1, 2)}});
   c.push_back({"unsqueeze", "unsqueeze", [](V v) { return v[0].unsqueeze(1); }, x(59)});
   c.push_back({"contiguous", "contiguous", [](V v) { return v[0].contiguous(); }, x(60)});
+  c.push_back({"clone", "clone", [](V v) { return v[0].apply(OpId::clone, {}, nullptr); }, x(87)});
   c.push_back({"to", "to float32 and back",
                [](V v) { return v[0].to(DType::Float32).to(DType::Float64); }, x(61)});
   return c;
@@ -278,6 +279,8 @@ std::vector<Case> index_cases() {
                [gi](V v) { return v[0].scatter_add(1, gi, v[1]); },
                {input({3, 4}, 81), input({3, 2}, 82)}});
   c.push_back({"cumsum", "cumsum", [](V v) { return v[0].cumsum(1); }, x(83)});
+  c.push_back({"tril", "tril", [](V v) { return v[0].tril(); }, x(85)});
+  c.push_back({"triu", "triu above the diagonal", [](V v) { return v[0].triu(1); }, x(86)});
   OpAttrs topk;
   topk.ints = {2, 1, 1, 1};
   c.push_back(

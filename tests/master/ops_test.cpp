@@ -179,6 +179,13 @@ void index_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("i64 k 3", {in.ia}, with_ints({3, -1, 1, 1}), false, false);
       add("k 5 of 4 (error)", {in.fa}, with_ints({5, 1, 1, 1}), false, false);
       break;
+    case OpId::tril:
+    case OpId::triu:
+      add("f32 diagonal 0", {in.fa}, d0, false, false);
+      add("i64 diagonal 1, transposed", {in.ia}, with_ints({1}), false, true);
+      add("bool diagonal -1", {in.ba}, with_ints({-1}), false, false);
+      add("1-d (error)", {local::arange(0, 4)}, d0, false, false);
+      break;
     default:
       break;
   }
@@ -508,6 +515,11 @@ std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
           add("contiguous input", {in.fa});
           add("transposed input", {in.fa}, {}, false, true);
           add("3-d i64", {local::arange(0, 24).view({2, 3, 4})});
+          break;
+        case OpId::clone:
+          add("contiguous input", {in.fa});
+          add("transposed input", {in.fa}, {}, false, true);
+          add("bool", {in.ba});
           break;
         case OpId::to:
           add("f32 to f64", {in.fa}, to_dtype(DType::Float64));

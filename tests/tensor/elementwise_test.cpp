@@ -608,6 +608,55 @@ TEST_CASE("binary ops / remainder and fmod: signs, zero divisors") {
   CHECK_THROWS_WITH_AS(flags.fmod(flags), doctest::Contains("bool"), dtr::DTypeError);
 }
 
+TEST_CASE("compositions: clamp with tensor bounds, addcmul, addcdiv, lerp") {
+  const double nan = std::nan("");
+  Tensor x = tensor_of(kF32, {2, 3}, {-2.0, 0.5, 3.0, nan, 1.0, -1.0});
+  Tensor lo = tensor_of(kF32, {3}, {-1.0, 1.0, nan}), hi = tensor_of(kF32, {2, 1}, {2.0, 0.0});
+  // NaN in x or a bound gives NaN; a lower bound above the upper gives the upper (row 1).
+  check_tensor(x.clamp(lo, hi), make_array(kF32, {2, 3}, {-1.0, 1.0, nan, nan, 0.0, nan}),
+               "clamp(lo, hi) broadcast");
+  check_tensor(x.clamp_min(lo), make_array(kF32, {2, 3}, {-1.0, 1.0, nan, nan, 1.0, nan}),
+               "clamp_min");
+  check_tensor(x.clamp_max(hi), make_array(kF32, {2, 3}, {-2.0, 0.5, 2.0, nan, 0.0, -1.0}),
+               "clamp_max");
+  CHECK(tensor_of(kI32, {2}, {1, 5}).clamp_max(tensor_of(kF64, {1}, {2.5})).dtype() == kF64);
+
+  Array a = random_array(kF32, {3, 4}, 41), b = random_array(kF32, {3, 4}, 42);
+  Array c = random_array(kF32, {4}, 43, Range{0.5, 2.0});
+  Tensor t = make_tensor(a, Layout::ColumnMajor), t1 = make_tensor(b, Layout::Padded),
+         t2 = make_tensor(c, Layout::Contiguous);
+  auto ternary = [&](auto f) {
+    Array r = a;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const Sizes idx = unravel(i, a.shape);
+      r.v[static_cast<size_t>(i)] = f(a.at(idx), b.at(idx), c.at({idx[1]}));
+    }
+    return r;
+  };
+  check_tensor(t.addcmul(t1, t2, 0.5),
+               ternary([](double p, double q, double r) { return p + 0.5 * q * r; }), "addcmul");
+  check_tensor(t.addcmul(t1, t2), ternary([](double p, double q, double r) { return p + q * r; }),
+               "addcmul value 1");
+  check_tensor(t.addcdiv(t1, t2, -2),
+               ternary([](double p, double q, double r) { return p - 2 * q / r; }), "addcdiv");
+  // lerp: torch's two forms either side of weight 0.5; weight 1 gives end exactly.
+  for (double w : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+    check_tensor(t.lerp(t1, w),
+                 ternary([w](double p, double q, double) { return p + w * (q - p); }),
+                 "lerp " + std::to_string(w));
+  }
+  CHECK(t.lerp(t1, 1.0).to_vector<float>() == t1.to_vector<float>());  // end, exactly
+  Tensor weights = tensor_of(kF32, {4}, {0.0, 0.3, 0.7, 1.0});
+  Array by_column = a;
+  const double ws[] = {0.0, 0.3, 0.7, 1.0};
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const Sizes idx = unravel(i, a.shape);
+    const double w = ws[idx[1]];
+    by_column.v[static_cast<size_t>(i)] = a.at(idx) + w * (b.at(idx) - a.at(idx));
+  }
+  check_tensor(t.lerp(t1, weights), by_column, "lerp with a tensor of weights");
+}
+
 TEST_CASE("the integer and logical binary ops / bitwise_not") {
   Tensor a = tensor_of(kI32, {4}, {12, -1, 0, 5}), b = tensor_of(kI64, {4}, {10, 7, -1, 3});
   check_tensor(a.bitwise_and(b), make_array(kI64, {4}, {8, 7, 0, 1}), "int32 & int64");

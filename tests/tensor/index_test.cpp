@@ -1,7 +1,7 @@
 // The Join and Indexing ops against the reference: cat and stack (lists of inputs, dtype
 // promotion, skipped empty tensors, the input limit), where and masked_fill (broadcasting),
-// index_select, gather, scatter_add, one_hot (checked indices), cumsum and topk (ties,
-// NaN), over non-contiguous inputs, with errors that name the op and the shapes.
+// index_select, gather, scatter_add, one_hot (checked indices), cumsum, topk (ties,
+// NaN), tril and triu, over non-contiguous inputs, with errors that name the op and the shapes.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -210,6 +210,35 @@ TEST_CASE("cumsum along each dim; integers and bools count in int64") {
   Tensor h = tensor_of(kF16, {3}, {1, 2, 3}).cumsum(0);
   CHECK(h.dtype() == kF16);
   CHECK(h.to_vector<double>() == std::vector<double>{1, 3, 6});
+}
+
+TEST_CASE("tril and triu: every diagonal, batches, layouts, dtypes") {
+  Array x = random_array(kF64, {2, 3, 4}, 15);
+  for (int64_t k :
+       std::vector<int64_t>{-4, -3, -1, 0, 1, 2, 3, 5, std::numeric_limits<int64_t>::max(),
+                            std::numeric_limits<int64_t>::min()}) {
+    for (bool lower : {true, false}) {
+      Array want = x;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const Sizes idx = unravel(i, x.shape);
+        const int64_t offset = idx[2] - idx[1];  // column - row
+        if (!(lower ? offset <= k : offset >= k)) want.v[static_cast<size_t>(i)] = 0;
+      }
+      const std::string what = std::string(lower ? "tril" : "triu") + " " + std::to_string(k);
+      for (Layout layout : kAllLayouts) {
+        Tensor t = make_tensor(x, layout);
+        check_tensor(lower ? t.tril(k) : t.triu(k), want, what + " " + layout_name(layout));
+      }
+    }
+  }
+  // Data is moved in its own dtype: bool and 16-bit floats too; zero-size matrices.
+  Tensor b = tensor_of(kBool, {2, 2}, {1, 1, 1, 1});
+  CHECK(b.tril().to_vector<bool>() == std::vector<bool>{true, false, true, true});
+  Tensor h = tensor_of(kF16, {2, 2}, {1, 2, 3, 4}).triu();
+  CHECK(h.dtype() == kF16);
+  CHECK(h.to_vector<double>() == std::vector<double>{1, 2, 0, 4});
+  CHECK(tensor_of(kI64, {0, 3}, {}).tril().shape() == dtr::Shape{0, 3});
+  DTR_CHECK_ERROR(dtr::ShapeError, tensor_of(kF32, {3}, {1, 2, 3}).tril(), "tril", "2 dims", "[3]");
 }
 
 TEST_CASE("one_hot: rows of num_classes, checked values") {

@@ -110,6 +110,7 @@ constexpr Covered kCoveredOps[] = {
     {"squeeze", "view_test: squeeze and unsqueeze"},
     {"unsqueeze", "view_test: squeeze and unsqueeze"},
     {"contiguous", "view_test: contiguous copies only when needed"},
+    {"clone", "view_test: clone copies always; repeat"},
     {"to", "convert_test: to() every dtype pair"},
     {"copy_", "convert_test: copy_ layouts, dtypes, broadcasting; elementwise_test: aliasing"},
     {"fill_", "creation_test: fill_ and zero_"},
@@ -134,6 +135,8 @@ constexpr Covered kCoveredOps[] = {
     {"gather", "index_test: index_select, gather and scatter_add"},
     {"scatter_add", "index_test: index_select, gather and scatter_add"},
     {"cumsum", "index_test: cumsum"},
+    {"tril", "index_test: tril and triu"},
+    {"triu", "index_test: tril and triu"},
     {"one_hot", "index_test: one_hot"},
     {"topk", "index_test: topk"},
     {"topk_indices", "index_test: topk"},
@@ -302,7 +305,10 @@ constexpr Frozen kFrozenCodes[] = {{"neg", 0},
                                    {"logical_and", 123},
                                    {"logical_or", 124},
                                    {"logical_xor", 125},
-                                   {"bitwise_not", 126}};
+                                   {"bitwise_not", 126},
+                                   {"tril", 127},
+                                   {"triu", 128},
+                                   {"clone", 129}};
 
 }  // namespace
 

@@ -454,3 +454,67 @@ TEST_CASE("chains of views compose") {
       x, v, a, [](const Sizes& i) { return i[0] == 3 && i[1] >= 1 && i[1] < 4 && i[2] % 2 == 1; },
       "write through the chain");
 }
+
+TEST_CASE("split, split_with_sizes and chunk: views of consecutive pieces") {
+  Tensor x = tensor_of(kF32, {2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  std::vector<Tensor> p = x.split(2, 1);
+  REQUIRE(p.size() == 3);
+  CHECK(p[0].shape() == dtr::Shape{2, 2});
+  CHECK(p[2].shape() == dtr::Shape{2, 1});
+  CHECK(p[1].to_vector<float>() == std::vector<float>{2, 3, 7, 8});
+  CHECK(p[2].storage() == x.storage());  // a view
+  p = x.split_with_sizes({1, 4}, -1);
+  REQUIRE(p.size() == 2);
+  CHECK(p[1].to_vector<float>() == std::vector<float>{1, 2, 3, 4, 6, 7, 8, 9});
+  // torch's chunk: ceil(5 / 4) = 2 per piece, so 3 pieces, not 4.
+  CHECK(x.chunk(4, 1).size() == 3);
+  CHECK(x.chunk(2, 0).size() == 2);
+  CHECK(x.chunk(5, 1)[4].to_vector<float>() == std::vector<float>{4, 9});
+  CHECK(tensor_of(kF32, {0}, {}).split(3).size() == 1);
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.split(0, 1), "split", "positive", "0");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.split_with_sizes({2, 2}, 1), "split_with_sizes",
+                  "add up to 4", "not to 5", "[2, 2]");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.split_with_sizes({6, -1}, 1), "split_with_sizes",
+                  "[6, -1]");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.chunk(0), "chunk", "positive");
+}
+
+TEST_CASE("repeat: tiles along each dim, leading dims added, one copy") {
+  Tensor x = tensor_of(kI64, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor r = x.repeat({2, 1});
+  CHECK(r.shape() == dtr::Shape{4, 3});
+  CHECK(r.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+  r = x.repeat({1, 2});
+  CHECK(r.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6});
+  r = x.transpose(0, 1).repeat({2, 1, 2});  // non-contiguous, a new leading dim
+  CHECK(r.shape() == dtr::Shape{2, 3, 4});
+  CHECK(r.select(0, 1).select(0, 2).to_vector<int64_t>() == std::vector<int64_t>{3, 6, 3, 6});
+  CHECK(x.repeat({0, 2}).shape() == dtr::Shape{0, 6});
+  CHECK(tensor_of(kF32, {1}, {7}).repeat({3}).to_vector<float>() == std::vector<float>{7, 7, 7});
+  r = x.repeat({1, 1});
+  r.fill_(0);  // a copy, never a view of x
+  CHECK(x.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.repeat({2}), "repeat", "1 repeats", "2 dims");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.repeat({2, -1}), "repeat", "[2, -1]");
+  DTR_CHECK_ERROR(dtr::InvalidArgument,
+                  tensor_of(kF32, {2, 2, 2, 2, 2, 2, 2}, std::vector<double>(128, 1.0))
+                      .repeat({2, 2, 2, 2, 2, 2, 2}),
+                  "repeat", "14 dims");
+}
+
+TEST_CASE("clone copies always; repeat") {
+  Tensor x = tensor_of(kF32, {2, 2}, {1, 2, 3, 4});
+  Tensor c = x.apply(dtr::OpId::clone, {}, nullptr);
+  CHECK(c.storage() != x.storage());
+  CHECK(c.meta().is_contiguous());
+  CHECK(c.to_vector<float>() == x.to_vector<float>());
+  Tensor t = x.transpose(0, 1).apply(dtr::OpId::clone, {}, nullptr);
+  CHECK(t.meta().is_contiguous());
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 3, 2, 4});
+  // repeat through a stride-0 expand alone (no dim split) still gives packed new storage.
+  Tensor one = tensor_of(kF32, {1, 2}, {5, 6});
+  Tensor r = one.repeat({3, 1});
+  CHECK(r.meta().is_contiguous());
+  CHECK(r.storage() != one.storage());
+  CHECK(r.to_vector<float>() == std::vector<float>{5, 6, 5, 6, 5, 6});
+}

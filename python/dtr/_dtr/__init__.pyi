@@ -520,8 +520,34 @@ class LocalTensor:
     def std(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> LocalTensor:
         """standard deviation"""
 
-    def clamp(self, min: object | None = ..., max: object | None = ...) -> LocalTensor:
-        """limit values to [min, max]"""
+    def clamp(self, min: LocalTensor | float | int | None = None, max: LocalTensor | float | int | None = None) -> LocalTensor:
+        """limit values to [min, max] (numbers or tensors, broadcasting)"""
+
+    def clamp_min(self, min: LocalTensor) -> LocalTensor:
+        """maximum with a tensor bound (torch's clamp_min)"""
+
+    def clamp_max(self, max: LocalTensor) -> LocalTensor:
+        """minimum with a tensor bound (torch's clamp_max)"""
+
+    def addcmul(self, tensor1: LocalTensor, tensor2: LocalTensor, value: object = ...) -> LocalTensor:
+        """x + value * tensor1 * tensor2"""
+
+    def addcdiv(self, tensor1: LocalTensor, tensor2: LocalTensor, value: object = ...) -> LocalTensor:
+        """x + value * tensor1 / tensor2"""
+
+    def lerp(self, end: LocalTensor, weight: object) -> LocalTensor:
+        """x + weight * (end - x) (weight a number or a tensor)"""
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[LocalTensor, ...]:
+        """
+        views of pieces of split_size along dim (the last shorter), or of the given sizes
+        """
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[LocalTensor, ...]:
+        """at most `chunks` views of ceil(size / chunks) along dim"""
+
+    def repeat(self, *sizes: int | Sequence[int]) -> LocalTensor:
+        """the tensor tiled sizes[i] times along dim i (one copy)"""
 
     def clamp_(self, min: float | int | None = None, max: float | int | None = None) -> LocalTensor:
         """in place: limit values to [min, max]"""
@@ -570,6 +596,9 @@ class LocalTensor:
     def __setitem__(self, index: object | None, value: object | None) -> None: ...
 
     def contiguous(self) -> LocalTensor: ...
+
+    def clone(self) -> LocalTensor:
+        """a packed copy in new storage"""
 
     def copy_(self, src: LocalTensor) -> LocalTensor: ...
 
@@ -712,6 +741,16 @@ class LocalTensor:
     def topk_indices(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> LocalTensor:
         """
         topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+        """
+
+    def tril(self, diagonal: int = 0) -> LocalTensor:
+        """
+        tril(x, diagonal=0): the matrices of the last two dims with the entries above the diagonal zeroed
+        """
+
+    def triu(self, diagonal: int = 0) -> LocalTensor:
+        """
+        triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
         """
 
     def linear(self, weight: LocalTensor, bias: LocalTensor | None = None) -> LocalTensor:
@@ -866,8 +905,6 @@ class LocalTensor:
     def cpu(self) -> LocalTensor: ...
 
     def cuda(self, device: int = ...) -> LocalTensor: ...
-
-    def clone(self) -> LocalTensor: ...
 
     def numpy(self) -> object:
         """A numpy array sharing this tensor's memory (no copy)."""
@@ -1317,8 +1354,34 @@ class Tensor:
     def std(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> Tensor:
         """standard deviation"""
 
-    def clamp(self, min: object | None = ..., max: object | None = ...) -> Tensor:
-        """limit values to [min, max]"""
+    def clamp(self, min: Tensor | float | int | None = None, max: Tensor | float | int | None = None) -> Tensor:
+        """limit values to [min, max] (numbers or tensors, broadcasting)"""
+
+    def clamp_min(self, min: Tensor) -> Tensor:
+        """maximum with a tensor bound (torch's clamp_min)"""
+
+    def clamp_max(self, max: Tensor) -> Tensor:
+        """minimum with a tensor bound (torch's clamp_max)"""
+
+    def addcmul(self, tensor1: Tensor, tensor2: Tensor, value: object = ...) -> Tensor:
+        """x + value * tensor1 * tensor2"""
+
+    def addcdiv(self, tensor1: Tensor, tensor2: Tensor, value: object = ...) -> Tensor:
+        """x + value * tensor1 / tensor2"""
+
+    def lerp(self, end: Tensor, weight: object) -> Tensor:
+        """x + weight * (end - x) (weight a number or a tensor)"""
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """
+        views of pieces of split_size along dim (the last shorter), or of the given sizes
+        """
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """at most `chunks` views of ceil(size / chunks) along dim"""
+
+    def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
+        """the tensor tiled sizes[i] times along dim i (one copy)"""
 
     def clamp_(self, min: float | int | None = None, max: float | int | None = None) -> Tensor:
         """in place: limit values to [min, max]"""
@@ -1367,6 +1430,9 @@ class Tensor:
     def __setitem__(self, index: object | None, value: object | None) -> None: ...
 
     def contiguous(self) -> Tensor: ...
+
+    def clone(self) -> Tensor:
+        """a packed copy in new storage"""
 
     def copy_(self, src: Tensor) -> Tensor: ...
 
@@ -1509,6 +1575,16 @@ class Tensor:
     def topk_indices(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Tensor:
         """
         topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+        """
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """
+        tril(x, diagonal=0): the matrices of the last two dims with the entries above the diagonal zeroed
+        """
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """
+        triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
         """
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -1750,6 +1826,16 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
 def topk_indices(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Tensor:
     """
     topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
+    """
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """
+    tril(x, diagonal=0): the matrices of the last two dims with the entries above the diagonal zeroed
+    """
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """
+    triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
     """
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -82,6 +82,16 @@ def topk_indices(x: dtr._dtr.LocalTensor, k: int, dim: int = -1, largest: bool =
     topk_indices(x, k, dim=-1, largest=true, sorted=true): the positions along dim of topk's values
     """
 
+def tril(x: dtr._dtr.LocalTensor, diagonal: int = 0) -> dtr._dtr.LocalTensor:
+    """
+    tril(x, diagonal=0): the matrices of the last two dims with the entries above the diagonal zeroed
+    """
+
+def triu(x: dtr._dtr.LocalTensor, diagonal: int = 0) -> dtr._dtr.LocalTensor:
+    """
+    triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
+    """
+
 def linear(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor | None = None) -> dtr._dtr.LocalTensor:
     """
     linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
