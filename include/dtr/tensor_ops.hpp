@@ -260,7 +260,7 @@ class TensorOps {
     if (chunks <= 0)
       throw InvalidArgument("chunk: chunks must be positive, got " + std::to_string(chunks));
     const int64_t size = this->size(d);
-    return split(size == 0 ? 0 : (size + chunks - 1) / chunks, d);
+    return split(size / chunks + (size % chunks != 0 ? 1 : 0), d);  // ceil, without overflow
   }
   // The tensor tiled repeats[i] times along dim i (torch's repeat; more repeats than dims
   // add leading dims): one copy on the tensor's node. A view of x with a size-1 dim before
@@ -277,6 +277,9 @@ class TensorOps {
       if (repeats[i] < 0)
         throw InvalidArgument("repeat: repeats must be >= 0, got " + list_text(repeats));
       const int64_t s = i < lead ? 1 : shape[i - lead];
+      if (repeats[i] != 0 && s > std::numeric_limits<int64_t>::max() / repeats[i])
+        throw InvalidArgument("repeat: " + list_text(repeats) + " on shape " +
+                              dtr::to_string(shape) + ": a size past int64");
       dims += repeats[i] != 1 && s != 1 ? 2 : 1;
     }
     if (dims > static_cast<size_t>(kMaxDims))

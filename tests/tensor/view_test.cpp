@@ -477,6 +477,7 @@ TEST_CASE("split, split_with_sizes and chunk: views of consecutive pieces") {
   DTR_CHECK_ERROR(dtr::InvalidArgument, x.split_with_sizes({6, -1}, 1), "split_with_sizes",
                   "[6, -1]");
   DTR_CHECK_ERROR(dtr::InvalidArgument, x.chunk(0), "chunk", "positive");
+  CHECK(x.chunk(std::numeric_limits<int64_t>::max(), 1).size() == 5);  // no overflow
 }
 
 TEST_CASE("repeat: tiles along each dim, leading dims added, one copy") {
@@ -496,6 +497,8 @@ TEST_CASE("repeat: tiles along each dim, leading dims added, one copy") {
   CHECK(x.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
   DTR_CHECK_ERROR(dtr::InvalidArgument, x.repeat({2}), "repeat", "1 repeats", "2 dims");
   DTR_CHECK_ERROR(dtr::InvalidArgument, x.repeat({2, -1}), "repeat", "[2, -1]");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.repeat({1, std::numeric_limits<int64_t>::max() / 2}),
+                  "repeat", "past int64");
   DTR_CHECK_ERROR(dtr::InvalidArgument,
                   tensor_of(kF32, {2, 2, 2, 2, 2, 2, 2}, std::vector<double>(128, 1.0))
                       .repeat({2, 2, 2, 2, 2, 2, 2}),
