@@ -191,6 +191,11 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(dropout, kSaveNothing, return {g.apply(OpId::dropout, c.attrs, nullptr)};),
     DTR_DERIVATIVE(dropout2d, kSaveNothing, return {g.apply(OpId::dropout2d, c.attrs, nullptr)};),
     DTR_NO_GRAD(threshold_backward, "it is a gradient op (no gradients of gradients)"),
+    DTR_DERIVATIVE(layer_norm, kSaveInputs, return layer_norm_grad(c, g);),
+    DTR_DERIVATIVE(flip, kSaveNothing, return {g.apply(OpId::flip, c.attrs, nullptr)};),
+    DTR_DERIVATIVE(constant_pad_nd, kSaveNothing, return {constant_pad_grad(c, g)};),
+    DTR_NO_GRAD(layer_norm_backward, "it is a gradient op (no gradients of gradients)"),
+    DTR_NO_GRAD(layer_norm_weight_grad, "it is a gradient op (no gradients of gradients)"),
     // ---- in place only, and creation ----
     DTR_NO_GRAD(copy_, "it is in place only (not recorded while grad mode is on)"),
     DTR_NO_GRAD(fill_, "it is in place only (not recorded while grad mode is on)"),

@@ -133,6 +133,30 @@ std::vector<T> topk_grad(const GradContext<T>& c, const T& g) {
   return {call<T>(OpId::scatter_add, d, zeros_of_input(c, 0, g), idx, g)};
 }
 
+// constant_pad_nd: the gradient cropped back (the pads negated), with no value.
+template <typename T>
+T constant_pad_grad(const GradContext<T>& c, const T& g) {
+  OpAttrs a;
+  for (int64_t p : c.attrs.ints) a.ints.push_back(-p);
+  return g.apply(OpId::constant_pad_nd, a, nullptr);
+}
+
+// layer_norm(x, w, b): the input gradient and the weight's are ops of their own (the row
+// statistics recomputed from x); the bias's is g summed over the rows.
+template <typename T>
+std::vector<T> layer_norm_grad(const GradContext<T>& c, const T& g) {
+  const T &x = c.in(0), &w = c.in(1);
+  std::vector<T> out(3);
+  if (c.needs(0)) out[0] = call<T>(OpId::layer_norm_backward, c.attrs, g, x, w);
+  if (c.needs(1)) out[1] = call<T>(OpId::layer_norm_weight_grad, c.attrs, g, x, w);
+  if (c.needs(2)) {
+    Dims rows;
+    for (int64_t i = 0; i < g.dim() - w.dim(); ++i) rows.push_back(i);
+    out[2] = rows.empty() ? g : g.apply(OpId::sum, with_ints(rows), nullptr);
+  }
+  return out;
+}
+
 // linear(x, w, b): x (..., in), w (out, in).
 template <typename T>
 std::vector<T> linear_grad(const GradContext<T>& c, const T& g) {

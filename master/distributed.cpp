@@ -645,6 +645,12 @@ DistributedTensor ones(const Shape& shape, DType dtype) {
 DistributedTensor full(const Shape& shape, Scalar value, DType dtype) {
   return DistributedTensor::create(OpId::full, creation::full(shape, value, dtype));
 }
+DistributedTensor DistributedTensor::full_here(const Shape& shape, Scalar value,
+                                               DType dtype) const {
+  node_guard on(get_node());
+  device_guard dev(get_device());
+  return full(shape, value, dtype);
+}
 DistributedTensor arange(Scalar end) {
   return arange(0, end, 1);
 }

@@ -6,9 +6,12 @@ tagged `core` (torchgen ships the file in every torch wheel, at
 torchgen/packaged/ATen/native/native_functions.yaml), and dtr's own op table and tensor
 methods from the built Python module, then prints each overload as covered or missing and
 the count. An overload is covered when dtr's table has an op of its name, or dtr's remote
-Tensor has a method of that name that runs on the worker (a composition of table ops, such
-as split_with_sizes or repeat), under the ATen-to-dtr renames below where the names differ;
-the overloads listed in NOT_COVERED take an argument dtr's op lacks and count as missing.
+Tensor has a method of that name, or the dtr module or dtr.nn.functional a function of that
+name, that runs on the worker (a composition of table ops, such as split_with_sizes,
+repeat or embedding), under the ATen-to-dtr renames below where the names differ; the
+overloads listed in NOT_COVERED take an argument dtr's op lacks and count as missing.
+Metadata queries (sym_size, sym_stride, ...) are covered by the Tensor methods the master
+answers from its own record of the tensor, without a round trip.
 
 Usage: PYTHONPATH=build/python scripts/aten_coverage.py [--yaml PATH] [--missing]
   --yaml PATH  native_functions.yaml (default: the one of the importable torchgen)
@@ -47,6 +50,20 @@ RENAMES = {
     "squeeze_copy": "squeeze",
     "unsqueeze_copy": "unsqueeze",
     "transpose_copy": "transpose",
+    "scalar_tensor": "full",  # full of shape ()
+    "native_layer_norm": "layer_norm",  # mean and rstd are not outputs: recomputed in backward
+    # grad_input; grad_weight is layer_norm_weight_grad, grad_bias a sum of grad.
+    "native_layer_norm_backward": "layer_norm_backward",
+    "_local_scalar_dense": "item",  # a sync point, as in torch
+    # The functional forms of in-place ops: x.clone().copy_(src), x.clone().fill_(value).
+    "copy": "copy_",
+    "fill": "fill_",
+    # Metadata, answered by the master.
+    "sym_size": "size",
+    "sym_stride": "stride",
+    "sym_numel": "numel",
+    "sym_storage_offset": "storage_offset",
+    "sym_is_contiguous": "is_contiguous",
 }
 
 # Overloads whose extra arguments dtr's op of that name does not take.
@@ -73,9 +90,12 @@ def core_overloads(path):
 
 def dtr_names():
     import dtr  # noqa: PLC0415 (needs PYTHONPATH)
+    import dtr.nn.functional  # noqa: PLC0415
     table = {name for name, _, _, _ in dtr._dtr._op_table()}
     methods = {n for n in dir(dtr.Tensor) if not n.startswith("__")}
-    return table, methods
+    functions = {n for n in dir(dtr) if callable(getattr(dtr, n)) and not n.startswith("_")}
+    functions |= set(dtr.nn.functional.__all__)
+    return table, methods, functions
 
 
 def find_yaml():
@@ -97,7 +117,7 @@ def main():
     if not overloads:
         sys.exit("aten_coverage: no entry tagged core in the file: not torch's "
                  "native_functions.yaml?")
-    table, methods = dtr_names()
+    table, methods, functions = dtr_names()
     covered = 0
     for overload in overloads:
         name = overload.split(".")[0]
@@ -108,6 +128,8 @@ def main():
                 how = f"op {dtr_name}"
             elif dtr_name in methods:
                 how = f"method {dtr_name}"
+            elif dtr_name in functions:
+                how = f"function {dtr_name}"
         covered += how is not None
         if how is None:
             print(f"missing  {overload}")

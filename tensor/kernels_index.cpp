@@ -9,7 +9,9 @@
 #include <numeric>
 #include <vector>
 
+#include "index_math.hpp"
 #include "kernels.hpp"
+#include "parallel.hpp"
 
 namespace dtr::local::detail {
 
@@ -251,6 +253,31 @@ void triangle_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& 
   }
 }
 
+// flip and constant_pad_nd: each output element copied from the input position
+// dtr::detail::source_of gives, or set to the pad value; in parallel over blocks of the
+// output.
+void remap_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
+  const Tensor x = in[0].contiguous();
+  const dtr::detail::SourceMap m = dtr::detail::source_map(d.id, x.shape(), out.shape(), a);
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const size_t bytes = element_size(x.dtype());
+  // The pad value in the tensor's dtype, as bytes.
+  const Tensor value =
+      local::full({}, a.scalars[0].is_none() ? Scalar(0) : a.scalars[0], x.dtype());
+  const char* fill = static_cast<const char*>(value.raw_data());
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  constexpr int64_t kBlock = 1 << 14;
+  dtr::detail::parallel_for((n + kBlock - 1) / kBlock, [&](int64_t b) {
+    for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+      const int64_t s = dtr::detail::source_of(m, i);
+      std::memcpy(dst + static_cast<size_t>(i) * bytes,
+                  s < 0 ? fill : src + static_cast<size_t>(s) * bytes, bytes);
+    }
+  });
+}
+
 void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
   switch (d.id) {
     case OpId::where:
@@ -272,6 +299,9 @@ void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, 
     case OpId::tril:
     case OpId::triu:
       return triangle_kernel(d, in, a, out);
+    case OpId::flip:
+    case OpId::constant_pad_nd:
+      return remap_kernel(d, in, a, out);
     default:
       fail<InvalidArgument>(d.name, "is not an indexing op");
   }

@@ -8,6 +8,7 @@
 // one is C planes). max_pool2d runs tap by tap over whole output rows; avg_pool2d's
 // gradient is gathered per input element (the outputs whose windows hold it), max_pool2d's
 // is scattered from its indices in output order.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -16,6 +17,7 @@
 #include "kernels.hpp"
 #include "nn_math.hpp"
 #include "nn_params.hpp"
+#include "parallel.hpp"
 
 namespace dtr::local::detail {
 
@@ -306,6 +308,50 @@ void threshold_backward_kernel(std::span<const Tensor> in, const OpAttrs& a, con
   });
 }
 
+// layer_norm (x, w, b), layer_norm_backward (g, x, w) and layer_norm_weight_grad (g, x, w),
+// over rows of the normalized size, in parallel: blocks of rows fixed by the shape alone.
+// The weight gradient sums each block's rows in double, then the blocks in order, so the
+// result does not depend on the threads.
+void layer_norm_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
+                       const Tensor& out) {
+  const bool forward = d.id == OpId::layer_norm;
+  const Tensor x = in[forward ? 0 : 1].contiguous();
+  const Tensor w = in[forward ? 1 : 2].contiguous();
+  const Tensor other = (forward ? in[2] : in[0]).contiguous();  // bias, or grad
+  const double eps = a.scalars[0].is_none() ? 1e-5 : a.scalars[0].to_double();
+  const int64_t n = w.numel(), rows = n > 0 ? x.numel() / n : 0;
+  constexpr int64_t kRowsPerBlock = 64;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  dispatch_float(d.name, x.dtype(), [&]<typename T>() {
+    const T* px = static_cast<const T*>(x.raw_data());
+    const T* pw = static_cast<const T*>(w.raw_data());
+    const T* po = static_cast<const T*>(other.raw_data());
+    T* o = static_cast<T*>(out.raw_data());
+    if (d.id == OpId::layer_norm_weight_grad) {
+      std::vector<double> partial(static_cast<size_t>(blocks * n), 0.0);
+      dtr::detail::parallel_for(blocks, [&](int64_t blk) {
+        double* acc = partial.data() + blk * n;
+        for (int64_t r = blk * kRowsPerBlock; r < std::min(rows, (blk + 1) * kRowsPerBlock); ++r)
+          dtr::detail::layer_norm_weight_grad_row(po + r * n, px + r * n, acc, n, eps);
+      });
+      for (int64_t i = 0; i < n; ++i) {
+        double sum = 0;
+        for (int64_t blk = 0; blk < blocks; ++blk) sum += partial[static_cast<size_t>(blk * n + i)];
+        o[i] = static_cast<T>(sum);
+      }
+      return;
+    }
+    dtr::detail::parallel_for(blocks, [&](int64_t blk) {
+      for (int64_t r = blk * kRowsPerBlock; r < std::min(rows, (blk + 1) * kRowsPerBlock); ++r) {
+        if (forward)
+          dtr::detail::layer_norm_row(px + r * n, pw, po, o + r * n, n, eps);
+        else
+          dtr::detail::layer_norm_backward_row(po + r * n, px + r * n, pw, o + r * n, n, eps);
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void nn_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
@@ -332,6 +378,10 @@ void nn_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, con
       return dropout_kernel(d, in, a, out);
     case OpId::threshold_backward:
       return threshold_backward_kernel(in, a, out);
+    case OpId::layer_norm:
+    case OpId::layer_norm_backward:
+    case OpId::layer_norm_weight_grad:
+      return layer_norm_kernel(d, in, a, out);
     default:
       fail<InvalidArgument>(d.name, "has no NN kernel");
   }

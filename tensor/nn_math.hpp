@@ -54,6 +54,61 @@ DTR_HOST_DEVICE void softmax_backward_row(const T* g, const T* y, T* out, int64_
   }
 }
 
+// layer_norm over one row of n contiguous elements: the mean and 1 / sqrt(var + eps) of
+// the row (the biased variance, two passes, in double).
+template <typename T>
+DTR_HOST_DEVICE void layer_norm_stats(const T* x, int64_t n, double eps, double& mean,
+                                      double& rstd) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double c = static_cast<double>(x[i]) - mean;
+    sq += c * c;
+  }
+  rstd = 1.0 / sqrt((n > 0 ? sq / static_cast<double>(n) : 0.0) + eps);
+}
+// y = (x - mean) * rstd * w + b.
+template <typename T>
+DTR_HOST_DEVICE void layer_norm_row(const T* x, const T* w, const T* b, T* y, int64_t n,
+                                    double eps) {
+  double mean, rstd;
+  layer_norm_stats(x, n, eps, mean, rstd);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<T>((static_cast<double>(x[i]) - mean) * rstd * static_cast<double>(w[i]) +
+                          static_cast<double>(b[i]));
+}
+// The input gradient of one row from the output gradient g: with xhat = (x - mean) * rstd
+// and gw = g * w, rstd * (gw - mean(gw) - xhat * mean(gw * xhat)).
+template <typename T>
+DTR_HOST_DEVICE void layer_norm_backward_row(const T* g, const T* x, const T* w, T* out, int64_t n,
+                                             double eps) {
+  double mean, rstd;
+  layer_norm_stats(x, n, eps, mean, rstd);
+  double sum_gw = 0, sum_gw_xhat = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double gw = static_cast<double>(g[i]) * static_cast<double>(w[i]);
+    sum_gw += gw;
+    sum_gw_xhat += gw * (static_cast<double>(x[i]) - mean) * rstd;
+  }
+  const double inv_n = n > 0 ? 1.0 / static_cast<double>(n) : 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xhat = (static_cast<double>(x[i]) - mean) * rstd;
+    const double gw = static_cast<double>(g[i]) * static_cast<double>(w[i]);
+    out[i] = static_cast<T>(rstd * (gw - sum_gw * inv_n - xhat * sum_gw_xhat * inv_n));
+  }
+}
+// The weight gradient's terms of one row, added into acc (n doubles): g * xhat.
+template <typename T>
+DTR_HOST_DEVICE void layer_norm_weight_grad_row(const T* g, const T* x, double* acc, int64_t n,
+                                                double eps) {
+  double mean, rstd;
+  layer_norm_stats(x, n, eps, mean, rstd);
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] += static_cast<double>(g[i]) * (static_cast<double>(x[i]) - mean) * rstd;
+}
+
 // nll_loss's reductions: attrs.ints[0].
 enum NllReduction : int64_t { kNllNone = 0, kNllMean = 1, kNllSum = 2 };
 

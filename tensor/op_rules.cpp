@@ -298,6 +298,36 @@ InferResult infer_indexing(const OpDef& d, std::span<const TensorMeta> in, const
     case OpId::topk:
     case OpId::topk_indices:
       return infer_topk(d, x, a);
+    case OpId::flip: {
+      std::array<bool, kMaxDims> seen{};
+      for (int64_t dim : a.ints) {
+        const auto k = static_cast<size_t>(wrap_dim(d.name, dim, x.dim()));
+        if (seen[k]) fail<InvalidArgument>(d.name, "dim {} appears twice in dims {}", k, a.ints);
+        seen[k] = true;
+      }
+      return result(x.dtype, x.shape);
+    }
+    case OpId::constant_pad_nd: {
+      if (a.ints.size() % 2 != 0 || static_cast<int64_t>(a.ints.size()) > 2 * x.dim())
+        fail<InvalidArgument>(d.name,
+                              "pad must have an even length of at most 2 * {} (two per dim of "
+                              "x {}), got {}",
+                              x.dim(), x.shape, a.ints);
+      Shape shape = x.shape;
+      for (size_t i = 0; i < a.ints.size() / 2; ++i) {
+        const size_t dim = shape.size() - 1 - i;
+        const int64_t before = a.ints[2 * i], after = a.ints[2 * i + 1];
+        const int64_t limit = std::numeric_limits<int64_t>::max() / 4;
+        if (std::abs(before) > limit || std::abs(after) > limit)
+          fail<InvalidArgument>(d.name, "pad {} is out of range", a.ints);
+        const int64_t size = shape[dim] + before + after;
+        if (size < 0)
+          fail<ShapeError>(d.name, "pad {} makes dim {} of x {} negative ({})", a.ints, dim,
+                           x.shape, size);
+        shape[dim] = size;
+      }
+      return result(x.dtype, shape);
+    }
     case OpId::tril:
     case OpId::triu:
       need_ints(d, a, 1);
@@ -544,6 +574,39 @@ InferResult infer_dropout(const OpDef& d, const TensorMeta& x, const OpAttrs& a)
   return result(x.dtype, x.shape);
 }
 
+// layer_norm (x, weight, bias), layer_norm_backward (grad, x, weight) and
+// layer_norm_weight_grad (grad, x, weight): x (..., normalized) with weight and bias of the
+// normalized shape (x's last weight.dim() dims).
+InferResult infer_layer_norm(const OpDef& d, std::span<const TensorMeta> in, const OpAttrs& a) {
+  need_ints(d, a, 0);
+  const bool forward = d.id == OpId::layer_norm;
+  const TensorMeta& x = in[forward ? 0 : 1];
+  const TensorMeta& w = in[forward ? 1 : 2];
+  need_float(d, "x", x);
+  need_same_dtype(d, "x", x, "weight", w);
+  const double eps = a.scalars[0].is_none() ? 1e-5 : a.scalars[0].to_double();
+  if (!(eps >= 0)) fail<InvalidArgument>(d.name, "eps must be >= 0, got {}", eps);
+  const int64_t k = w.dim();
+  bool fits = k >= 1 && k <= x.dim();
+  for (int64_t i = 0; fits && i < k; ++i) fits = w.shape[i] == x.shape[x.dim() - k + i];
+  if (!fits)
+    fail<ShapeError>(d.name,
+                     "weight of shape {} must be the normalized shape: the last dims of x {} "
+                     "(at least one)",
+                     w.shape, x.shape);
+  if (forward) {
+    need_same_dtype(d, "x", x, "bias", in[2]);
+    if (!(in[2].shape == w.shape))
+      fail<ShapeError>(d.name, "bias of shape {} must have weight's shape {}", in[2].shape,
+                       w.shape);
+    return result(x.dtype, x.shape);
+  }
+  need_same_dtype(d, "grad", in[0], "x", x);
+  if (!(in[0].shape == x.shape))
+    fail<ShapeError>(d.name, "grad {} and x {} must have one shape", in[0].shape, x.shape);
+  return result(x.dtype, d.id == OpId::layer_norm_backward ? x.shape : w.shape);
+}
+
 InferResult infer_threshold_backward(const OpDef& d, std::span<const TensorMeta> in,
                                      const OpAttrs& a) {
   need_ints(d, a, 0);
@@ -586,6 +649,10 @@ InferResult infer_nn(const OpDef& d, std::span<const TensorMeta> in, const OpAtt
       return infer_dropout(d, in[0], a);
     case OpId::threshold_backward:
       return infer_threshold_backward(d, in, a);
+    case OpId::layer_norm:
+    case OpId::layer_norm_backward:
+    case OpId::layer_norm_weight_grad:
+      return infer_layer_norm(d, in, a);
     default:
       fail<InvalidArgument>(d.name, "is not a neural-network op");
   }

@@ -146,6 +146,11 @@ Tensor Tensor::apply(OpId op, const OpAttrs& attrs, const Tensor* other) const {
   return out;
 }
 
+Tensor Tensor::full_here(const Shape& shape, Scalar value, DType dtype) const {
+  if (device() < 0) return full(shape, value, dtype);
+  return empty(shape, dtype, device()).fill_(value);
+}
+
 void Tensor::apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other) {
   if (autograd_ || (other && other->autograd_)) [[unlikely]] {
     const Tensor* in[2] = {this, other};

@@ -91,6 +91,9 @@ class DistributedTensor : public TensorOps<DistributedTensor> {
                                         std::span<const DistributedTensor> inputs);
   // A tensor made by a creation op on the current node and device.
   static DistributedTensor create(OpId op, const OpAttrs& attrs);
+  // A new tensor of `shape` filled with `value` on this tensor's node and device (made
+  // there on the calling thread's current stream). Never blocks.
+  DistributedTensor full_here(const Shape& shape, Scalar value, DType dtype) const;
   // Internal: the handle of tensor `id` that a queued command makes on `node`.
   static DistributedTensor adopt(std::shared_ptr<detail::MasterSession> s, int node, int device,
                                  uint64_t id, const TensorMeta& meta);

@@ -117,6 +117,8 @@ class Tensor : public TensorOps<Tensor> {
   void apply_inplace(OpId op, const OpAttrs& attrs, const Tensor* other);
   // `op` on any number of inputs (up to kMaxOpInputs): execute(op, inputs, attrs, false).
   static Tensor apply_inputs(OpId op, const OpAttrs& attrs, std::span<const Tensor> inputs);
+  // A new tensor of `shape` filled with `value`, on this tensor's device.
+  Tensor full_here(const Shape& shape, Scalar value, DType dtype) const;
 
   // torch-style text: the values (summarized past 1000 elements) and the dtype.
   std::string to_string() const;

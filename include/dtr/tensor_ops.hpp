@@ -6,6 +6,8 @@
 //   // a new result of any number of inputs (up to kMaxOpInputs: cat, conv2d with bias)
 //   static Derived apply_inputs(OpId, const OpAttrs&, std::span<const Derived>);
 //   const TensorMeta& meta() const;
+//   // a new tensor of shape filled with value where this one lives (node and device)
+//   Derived full_here(const Shape&, Scalar value, DType) const;
 // The functions of several tensors (cat, stack, where) are free functions below the class.
 // TensorOps also holds the handle's autograd slot (dtr/autograd_meta.hpp): Derived's apply,
 // apply_inplace and apply_inputs report ops on tensors that have one. The autograd methods
@@ -15,6 +17,7 @@
 // Thread safety: as Derived's; autograd state as dtr/autograd.hpp says.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -115,6 +118,11 @@ class TensorOps {
   }                                                                     \
   Derived name(int64_t d, bool keepdim = false) const {                 \
     return self().apply(OpId::name, reduce_attrs(d, keepdim), nullptr); \
+  }                                                                     \
+  Derived name(const Dims& dims, bool keepdim = false) const {          \
+    OpAttrs a = ints_attrs(dims);                                       \
+    a.keepdim = keepdim;                                                \
+    return self().apply(OpId::name, a, nullptr);                        \
   }
   DTR_REDUCE_OPS(DTR_REDUCE_METHOD)
 #undef DTR_REDUCE_METHOD
@@ -137,6 +145,34 @@ class TensorOps {
   Derived std(std::optional<int64_t> d = std::nullopt, bool keepdim = false,
               int64_t correction = 1) const {
     return self().apply(OpId::std, moment_attrs(d, keepdim, correction), nullptr);
+  }
+  // Over several dims (empty: all of them).
+  Derived var(const Dims& dims, bool keepdim = false, int64_t correction = 1) const {
+    return self().apply(OpId::var, moment_attrs(dims, keepdim, correction), nullptr);
+  }
+  Derived std(const Dims& dims, bool keepdim = false, int64_t correction = 1) const {
+    return self().apply(OpId::std, moment_attrs(dims, keepdim, correction), nullptr);
+  }
+  // Whether some (any) or every (all) element is nonzero, as bool (NaN counts as nonzero),
+  // over everything, one dim or several, as torch's any and all: the number of nonzero
+  // (zero) elements compared with 0, on the tensor's node.
+  Derived any() const {
+    return self().ne(0).sum().gt(0);
+  }
+  Derived any(int64_t d, bool keepdim = false) const {
+    return self().ne(0).sum(d, keepdim).gt(0);
+  }
+  Derived any(const Dims& dims, bool keepdim = false) const {
+    return self().ne(0).sum(dims, keepdim).gt(0);
+  }
+  Derived all() const {
+    return self().eq(0).sum().eq(0);
+  }
+  Derived all(int64_t d, bool keepdim = false) const {
+    return self().eq(0).sum(d, keepdim).eq(0);
+  }
+  Derived all(const Dims& dims, bool keepdim = false) const {
+    return self().eq(0).sum(dims, keepdim).eq(0);
   }
 
   // clamp(min, max); pass Scalar() for an open bound.
@@ -181,11 +217,49 @@ class TensorOps {
   }
   Derived lerp(const Derived& end, const Derived& weight) const {
     const Derived diff = end - self();
-    std::array<Derived, 3> in{weight.lt(0.5), self() + weight * diff, end - diff * (1.0 - weight)};
-    return Derived::apply_inputs(OpId::where, OpAttrs{}, std::span<const Derived>(in));
+    return where3(weight.lt(0.5), self() + weight * diff, end - diff * (1.0 - weight));
+  }
+
+  // The activations torch.nn.functional has beyond the table's, for floating tensors, each
+  // a composition on the tensor's node whose gradient follows from its ops' (and equals
+  // torch's): leaky_relu x > 0 ? x : slope * x; hardtanh clamp(x, min, max), whose gradient
+  // passes strictly inside (min, max) only, as torch's; elu x > 0 ? scale * x : scale *
+  // alpha * (exp(input_scale * x) - 1), the exponential taken of min(x, 0) so that a large
+  // x (whose branch `where` drops) cannot make inf * 0 = NaN in the gradient.
+  Derived leaky_relu(double negative_slope = 0.01) const {
+    require_floating("leaky_relu");
+    return where3(self().gt(0), self(), self() * negative_slope);
+  }
+  Derived hardtanh(double min_val = -1.0, double max_val = 1.0) const {
+    require_floating("hardtanh");
+    if (min_val > max_val)
+      throw InvalidArgument("hardtanh: min_val (" + std::to_string(min_val) +
+                            ") must not be above max_val (" + std::to_string(max_val) + ")");
+    const Derived inside = self().gt(min_val).logical_and(self().lt(max_val));
+    return where3(inside, self(), self().clamp(min_val, max_val).detach());
+  }
+  Derived elu(double alpha = 1.0, double scale = 1.0, double input_scale = 1.0) const {
+    require_floating("elu");
+    const Derived neg = (self().clamp(Scalar(), 0) * input_scale).expm1() * (alpha * scale);
+    return where3(self().gt(0), scale == 1.0 ? self() : self() * scale, neg);
   }
 
   // --- linear algebra ---
+  // beta * x + alpha * (m1 @ m2) for matrices m1 (n, k), m2 (k, m) and x broadcasting to
+  // (n, m), as torch.addmm: with beta 0, x is not read (its NaNs do not pass).
+  Derived addmm(const Derived& m1, const Derived& m2, Scalar beta = Scalar(1),
+                Scalar alpha = Scalar(1)) const {
+    if (m1.dim() != 2 || m2.dim() != 2)
+      throw ShapeError("addmm: mat1 and mat2 must be matrices, got shapes " +
+                       dtr::to_string(m1.shape()) + " and " + dtr::to_string(m2.shape()));
+    Derived prod = m1.matmul(m2);
+    if (!is_one(alpha)) prod = prod * alpha;
+    if (broadcast_shapes("addmm", shape(), prod.shape()) != prod.shape())
+      throw ShapeError("addmm: input of shape " + dtr::to_string(shape()) +
+                       " does not broadcast to the product's " + dtr::to_string(prod.shape()));
+    if (!beta.is_none() && beta.to<double>() == 0.0) return prod;
+    return (is_one(beta) ? self() : self() * beta) + prod;
+  }
   Derived matmul(const Derived& other) const {
     return self().apply(OpId::matmul, {}, &other);
   }
@@ -325,6 +399,18 @@ class TensorOps {
     return self().apply(OpId::unsqueeze, ints_attrs({d}), nullptr);
   }
 
+  // --- new tensors where this one lives (its node and device), as torch's new_full,
+  // new_zeros and new_ones; the dtype is this tensor's unless given ---
+  Derived new_full(const Shape& shape, Scalar value, std::optional<DType> dt = std::nullopt) const {
+    return self().full_here(shape, value, dt.value_or(dtype()));
+  }
+  Derived new_zeros(const Shape& shape, std::optional<DType> dt = std::nullopt) const {
+    return new_full(shape, 0, dt);
+  }
+  Derived new_ones(const Shape& shape, std::optional<DType> dt = std::nullopt) const {
+    return new_full(shape, 1, dt);
+  }
+
   // --- conversions and fills ---
   Derived contiguous() const {
     return self().apply(OpId::contiguous, {}, nullptr);
@@ -390,6 +476,17 @@ class TensorOps {
   }
   Derived triu(int64_t diagonal = 0) const {
     return self().apply(OpId::triu, ints_attrs({diagonal}), nullptr);
+  }
+  // A copy with the elements reversed along each of dims (torch.flip).
+  Derived flip(const Dims& dims) const {
+    return self().apply(OpId::flip, ints_attrs(dims), nullptr);
+  }
+  // x padded with `value` (torch's constant_pad_nd, F.pad's constant mode): pad[2i] and
+  // pad[2i+1] elements before and after the i-th dim from the end; negative pads crop.
+  Derived constant_pad_nd(const Dims& pad, Scalar value = Scalar(0)) const {
+    OpAttrs a = ints_attrs(pad);
+    a.scalars[0] = value;
+    return self().apply(OpId::constant_pad_nd, a, nullptr);
   }
   // int64 rows of num_classes with a 1 at each value (an int64 tensor's).
   Derived one_hot(int64_t num_classes) const {
@@ -466,6 +563,21 @@ class TensorOps {
   }
   Derived log_softmax(int64_t dim) const {
     return self().apply(OpId::log_softmax, ints_attrs({dim}), nullptr);
+  }
+  // torch.nn.functional.layer_norm over the last dims, which must be normalized_shape:
+  // (x - mean) / sqrt(var + eps) * weight + bias, weight and bias of normalized_shape or
+  // left out (ones and zeros, made where x lives).
+  Derived layer_norm(const Shape& normalized_shape,
+                     const std::optional<Derived>& weight = std::nullopt,
+                     const std::optional<Derived>& bias = std::nullopt, double eps = 1e-5) const {
+    const Derived w = weight ? *weight : self().new_ones(normalized_shape);
+    const Derived b = bias ? *bias : self().new_zeros(normalized_shape);
+    if (!(w.shape() == normalized_shape))
+      throw ShapeError("layer_norm: weight of shape " + dtr::to_string(w.shape()) +
+                       " is not normalized_shape " + dtr::to_string(normalized_shape));
+    OpAttrs a;
+    a.scalars[0] = eps;
+    return with(OpId::layer_norm, a, w, &b);
   }
   // On the output gradient, with the op's output.
   Derived softmax_backward(const Derived& output, int64_t dim) const {
@@ -658,11 +770,24 @@ class TensorOps {
     return a;
   }
   static OpAttrs moment_attrs(std::optional<int64_t> d, bool keepdim, int64_t correction) {
-    OpAttrs a;
-    if (d) a.ints = {*d};
+    return moment_attrs(d ? Dims{*d} : Dims{}, keepdim, correction);
+  }
+  static OpAttrs moment_attrs(const Dims& dims, bool keepdim, int64_t correction) {
+    OpAttrs a = ints_attrs(dims);
     a.keepdim = keepdim;
     a.scalars[0] = correction;
     return a;
+  }
+  // Throws DTypeError unless the tensor is floating point (the activations torch defines
+  // for floating tensors only).
+  void require_floating(const char* op) const {
+    if (!is_floating(dtype()))
+      throw DTypeError(std::string(op) + ": defined for floating-point tensors only, got " +
+                       std::string(dtype_name(dtype())));
+  }
+  static Derived where3(const Derived& cond, const Derived& a, const Derived& b) {
+    std::array<Derived, 3> in{cond, a, b};
+    return Derived::apply_inputs(OpId::where, OpAttrs{}, std::span<const Derived>(in));
   }
   static std::string list_text(const std::vector<int64_t>& v) {
     std::string s = "[";
@@ -768,4 +893,116 @@ T where(const T& condition, const T& a, const T& b) {
   return T::apply_inputs(OpId::where, OpAttrs{}, std::span<const T>(in));
 }
 
+namespace detail {
+// padding_idx wrapped into [0, num_embeddings) (negative counts from the end, as torch).
+inline int64_t embedding_padding(std::optional<int64_t> padding_idx, int64_t num_embeddings) {
+  const int64_t p = *padding_idx;
+  if (p < -num_embeddings || p >= num_embeddings)
+    throw IndexError("embedding: padding_idx " + std::to_string(p) + " is outside the " +
+                     std::to_string(num_embeddings) + " embeddings");
+  return p < 0 ? p + num_embeddings : p;
+}
+}  // namespace detail
+
+// torch.nn.functional.embedding: the rows of weight (num_embeddings, embedding_dim) at the
+// integer indices, of shape indices.shape + (embedding_dim,) (index_select of the flattened
+// indices, on weight's node; an index out of range raises IndexError there). padding_idx:
+// that row's value is returned but gets no gradient (its positions take the value from a
+// detached copy). The gradient of weight is embedding_dense_backward's (index_select's).
+template <TensorHandle T>
+T embedding(const T& weight, const T& indices, std::optional<int64_t> padding_idx = std::nullopt) {
+  if (weight.dim() != 2)
+    throw ShapeError("embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape " +
+                     dtr::to_string(weight.shape()));
+  Shape out = indices.shape();
+  out.push_back(weight.size(1));
+  const T flat = indices.reshape({-1});
+  T rows = weight.index_select(0, flat);
+  if (padding_idx) {
+    const int64_t p = detail::embedding_padding(padding_idx, weight.size(0));
+    rows = where(flat.eq(p).unsqueeze(1), rows.detach(), rows);
+  }
+  return rows.view(out);
+}
+
+// The gradient of embedding's weight (torch's embedding_dense_backward): the rows of grad
+// (indices.shape + (embedding_dim,)) added up per index into (num_weights, embedding_dim),
+// one scatter_add on grad's node. padding_idx: that row's gradient stays 0.
+// scale_grad_by_freq: each row of grad divided by how often its index occurs in indices.
+template <TensorHandle T>
+T embedding_dense_backward(const T& grad, const T& indices, int64_t num_weights,
+                           std::optional<int64_t> padding_idx = std::nullopt,
+                           bool scale_grad_by_freq = false) {
+  const int64_t n = indices.numel();
+  const int64_t dim = grad.dim() > 0 ? grad.shape().back() : 0;
+  if (grad.dim() != indices.dim() + 1 || grad.numel() != n * dim)
+    throw ShapeError("embedding_dense_backward: grad of shape " + dtr::to_string(grad.shape()) +
+                     " does not match indices of shape " + dtr::to_string(indices.shape()) +
+                     " (expected indices.shape + (embedding_dim,))");
+  if (num_weights < 0)
+    throw InvalidArgument("embedding_dense_backward: num_weights must be >= 0, got " +
+                          std::to_string(num_weights));
+  const T idx = indices.reshape({n});
+  T g = grad.reshape({n, dim});
+  if (padding_idx)
+    g = g.masked_fill(idx.eq(detail::embedding_padding(padding_idx, num_weights)).unsqueeze(1), 0);
+  if (scale_grad_by_freq) {
+    const T counts =
+        g.new_zeros({num_weights}, DType::Int64).scatter_add(0, idx, g.new_ones({n}, DType::Int64));
+    g = g / counts.index_select(0, idx).unsqueeze(1);
+  }
+  return g.new_zeros({num_weights, dim}).scatter_add(0, idx.unsqueeze(1).expand({n, dim}), g);
+}
+
+// torch.select_scatter: x with src (of x.select(dim, index)'s shape) written at index of
+// dim; torch.slice_scatter: x with src written at start, start + step, ... (before end) of
+// dim. New tensors of x's dtype (src is converted), made on x's node: the pieces joined by
+// cat for a step of 1, else src placed by a scatter_add into zeros and chosen by a mask.
+// Gradients pass to x outside the written positions and to src at them.
+template <TensorHandle T>
+T slice_scatter(const T& x, const T& src, int64_t dim = 0,
+                std::optional<int64_t> start = std::nullopt,
+                std::optional<int64_t> end = std::nullopt, int64_t step = 1) {
+  dim = wrap_dim("slice_scatter", dim, x.dim());
+  if (step <= 0)
+    throw InvalidArgument("slice_scatter: step must be positive, got " + std::to_string(step));
+  const int64_t size = x.size(dim);
+  const T view = x.slice(dim, start.value_or(0), end.value_or(size), step);
+  if (src.shape() != view.shape())
+    throw ShapeError("slice_scatter: src of shape " + dtr::to_string(src.shape()) +
+                     " does not match the slice's shape " + dtr::to_string(view.shape()));
+  const T s = src.dtype() == x.dtype() ? src : src.to(x.dtype());
+  const int64_t m = view.size(dim);
+  if (m == 0) return x.clone();
+  // The first position the slice takes: start clamped as Python's (and slice()) does.
+  int64_t at = start.value_or(0);
+  if (at < 0) at = std::max<int64_t>(at + size, 0);
+  if (step == 1) {
+    std::vector<T> pieces{x.narrow(dim, 0, at), s, x.narrow(dim, at + m, size - at - m)};
+    return cat(pieces, dim);
+  }
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  along[dim] = m;
+  const T pos = (x.new_ones({m}, DType::Int64).cumsum(0) - 1) * step + at;  // the positions
+  const T placed = x.new_zeros(x.shape()).scatter_add(dim, pos.view(along).expand(s.shape()), s);
+  Shape mask_shape(static_cast<size_t>(x.dim()), 1);
+  mask_shape[dim] = size;
+  const T mask = x.new_zeros({size}, DType::Int64)
+                     .scatter_add(0, pos, x.new_ones({m}, DType::Int64))
+                     .gt(0)
+                     .view(mask_shape);
+  return where(mask, placed, x);
+}
+
+template <TensorHandle T>
+T select_scatter(const T& x, const T& src, int64_t dim, int64_t index) {
+  dim = wrap_dim("select_scatter", dim, x.dim());
+  const int64_t size = x.size(dim);
+  if (index < -size || index >= size)
+    throw IndexError("select_scatter: index " + std::to_string(index) +
+                     " is out of range for dim " + std::to_string(dim) + " of size " +
+                     std::to_string(size));
+  if (index < 0) index += size;
+  return slice_scatter(x, src.unsqueeze(dim), dim, index, index + 1, 1);
+}
 }  // namespace dtr

@@ -29,6 +29,17 @@ topk = _l.topk
 topk_indices = _l.topk_indices
 tril = _l.tril
 triu = _l.triu
+flip = _l.flip
+constant_pad_nd = _l.constant_pad_nd
+layer_norm = _l.layer_norm
+layer_norm_backward = _l.layer_norm_backward
+layer_norm_weight_grad = _l.layer_norm_weight_grad
+# Compositions of table ops (include/dtr/tensor_ops.hpp).
+embedding = _l.embedding
+embedding_dense_backward = _l.embedding_dense_backward
+slice_scatter = _l.slice_scatter
+select_scatter = _l.select_scatter
+addmm = _l.addmm
 linear = _l.linear
 conv2d = _l.conv2d
 conv2d_input_grad = _l.conv2d_input_grad

@@ -14,6 +14,7 @@
 
 #include "autograd_methods.hpp"
 #include "bindings.hpp"
+#include "composite_ops.hpp"
 #include "table_ops.hpp"
 #include "tensor_methods.hpp"
 
@@ -360,6 +361,7 @@ void bind_local_tensor(nb::module_& m) {
   c.def(nb::init<>());
   bind_tensor_methods(c, "LocalTensor");
   bind_table_methods(c, "LocalTensor");
+  bind_composite_methods(c, "LocalTensor");
   bind_autograd_methods(c, "LocalTensor");
   c.def_prop_ro("device", [](const LocalTensor& t) { return t.device(); });
   c.def("item", [](const LocalTensor& t) { return from_scalar(t.item()); });
@@ -406,6 +408,7 @@ void bind_local_tensor(nb::module_& m) {
   bind_local_creation(local);
   bind_local_random(local);
   bind_table_functions<LocalTensor>(local, "dtr._dtr.LocalTensor", "dtr._dtr.Generator");
+  bind_composite_functions<LocalTensor>(local, "dtr._dtr.LocalTensor");
 }
 
 }  // namespace dtr::python

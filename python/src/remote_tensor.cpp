@@ -7,6 +7,7 @@
 
 #include "autograd_methods.hpp"
 #include "bindings.hpp"
+#include "composite_ops.hpp"
 #include "table_ops.hpp"
 #include "tensor_methods.hpp"
 
@@ -215,7 +216,9 @@ void bind_remote_tensor(nb::module_& m) {
   c.attr("__array_ufunc__") = nb::none();
   bind_tensor_methods(c, "Tensor");
   bind_table_methods(c, "Tensor");
+  bind_composite_methods(c, "Tensor");
   bind_table_functions<Tensor>(m, "Tensor", "Generator");
+  bind_composite_functions<Tensor>(m, "Tensor");
   bind_remote_methods(c);
   bind_autograd_methods(c, "Tensor");
   bind_creation(m);

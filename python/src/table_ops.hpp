@@ -84,6 +84,13 @@ inline void attr_value(const OpDef& d, const OpParam& p, nb::handle v, OpAttrs& 
     case ParamType::Int:
       a.ints.push_back(nb::cast<int64_t>(v));
       return;
+    case ParamType::Ints:  // an int, or a sequence of them (flip's dims, a pad)
+      if (nb::isinstance<nb::int_>(v)) {
+        a.ints.push_back(nb::cast<int64_t>(v));
+        return;
+      }
+      for (int64_t i : nb::cast<std::vector<int64_t>>(v)) a.ints.push_back(i);
+      return;
     case ParamType::Pair: {
       if (v.is_none()) {
         a.ints.push_back(0);

@@ -164,6 +164,14 @@ T index_view(const T& x, nb::handle index) {
   return r;
 }
 
+// A `dim` argument of a reduction: None (every dim: an empty list), an int, or a sequence.
+inline Dims dims_arg(nb::handle dim) {
+  if (dim.is_none()) return Dims{};
+  if (PyLong_Check(dim.ptr())) return Dims{nb::cast<int64_t>(dim)};
+  const auto v = nb::cast<std::vector<int64_t>>(dim);
+  return Dims(v.begin(), v.end());
+}
+
 // The nb::sig of a method that returns self: "def name(self<params>) -> cls" (the stubs
 // would say `object` otherwise).
 inline nb::sig self_sig(const std::string& cls, const char* name, const std::string& params) {
@@ -286,15 +294,18 @@ void bind_pieces(nb::class_<T>& c, const std::string& cls) {
 template <typename T>
 void bind_reductions(nb::class_<T>& c, const std::string& cls) {
   using nb::arg;
-  (void)cls;
-  // ---- reductions: over everything, or over one dim ----
-#define DTR_PY_REDUCE(name, code, kind, rule, sig, doc)        \
-  c.def(                                                       \
-      #name,                                                   \
-      [](const T& t, std::optional<int64_t> d, bool keepdim) { \
-        return d ? t.name(*d, keepdim) : t.name();             \
-      },                                                       \
-      arg("dim") = nb::none(), arg("keepdim") = false, doc);
+  // ---- reductions: over everything, one dim or several ----
+#define DTR_PY_REDUCE(name, code, kind, rule, sig, doc)                                        \
+  c.def(                                                                                       \
+      #name,                                                                                   \
+      [](const T& t, nb::handle dim, bool keepdim) {                                           \
+        if (dim.is_none()) return t.name();                                                    \
+        if (PyLong_Check(dim.ptr())) return t.name(nb::cast<int64_t>(dim), keepdim);           \
+        return t.name(dims_arg(dim), keepdim);                                                 \
+      },                                                                                       \
+      arg("dim") = nb::none(), arg("keepdim") = false,                                         \
+      self_sig(cls, #name, ", dim: int | Sequence[int] | None = None, keepdim: bool = False"), \
+      doc " (over every dim, one, or several)");
   DTR_REDUCE_OPS(DTR_PY_REDUCE)
 #undef DTR_PY_REDUCE
 
@@ -304,18 +315,22 @@ void bind_reductions(nb::class_<T>& c, const std::string& cls) {
         return d ? t.norm(p, *d, keepdim) : t.norm(p);
       },
       arg("p") = 2.0, arg("dim") = nb::none(), arg("keepdim") = false, "p-norm (p may be inf)");
+  const std::string moment_sig =
+      ", dim: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1";
   c.def(
       "var",
-      [](const T& t, std::optional<int64_t> d, bool keepdim, int64_t correction) {
-        return t.var(d, keepdim, correction);
+      [](const T& t, nb::handle dim, bool keepdim, int64_t correction) {
+        return t.var(dims_arg(dim), keepdim, correction);
       },
-      arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1, "variance");
+      arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1,
+      self_sig(cls, "var", moment_sig), "variance (over every dim, one, or several)");
   c.def(
       "std",
-      [](const T& t, std::optional<int64_t> d, bool keepdim, int64_t correction) {
-        return t.std(d, keepdim, correction);
+      [](const T& t, nb::handle dim, bool keepdim, int64_t correction) {
+        return t.std(dims_arg(dim), keepdim, correction);
       },
-      arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1, "standard deviation");
+      arg("dim") = nb::none(), arg("keepdim") = false, arg("correction") = 1,
+      self_sig(cls, "std", moment_sig), "standard deviation (over every dim, one, or several)");
   auto bound = [](nb::handle h) { return h.is_none() ? Scalar() : scalar_arg(h, "clamp"); };
   // A bound is a number, None (open) or a tensor (then maximum/minimum, broadcasting, as
   // torch's clamp.Tensor; tensor_ops.hpp).

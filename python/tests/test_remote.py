@@ -102,6 +102,116 @@ def test_compositions_run_on_the_worker(session):
     assert ((i % 3) ^ (i & 5)).tolist() == ((li % 3) ^ (li & 5)).tolist()
 
 
+def test_more_compositions_match_numpy(session):
+    # Reductions over several dims, any/all, addmm, new_*, the activations, embedding and
+    # its backward, slice/select_scatter: remote against numpy.
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 10
+    x = dtr.tensor(a)
+    np.testing.assert_allclose(x.sum((0, 2)).numpy(), a.sum((0, 2)))
+    np.testing.assert_allclose(x.mean([0, 1], keepdim=True).numpy(), a.mean((0, 1), keepdims=True))
+    np.testing.assert_allclose(x.max((1, 2)).numpy(), a.max((1, 2)))
+    np.testing.assert_allclose(x.var((0, 2)).numpy(), a.var((0, 2), ddof=1), rtol=1e-6)
+    z = x * (x > 0)
+    assert z.any().item() is True and z.all().item() is False
+    assert z.any((0, 2)).tolist() == (a * (a > 0)).any((0, 2)).tolist()
+    assert z.all(1, keepdim=True).tolist() == (a * (a > 0)).all(1, keepdims=True).tolist()
+    assert dtr.tensor(np.array([np.nan, 0], np.float32)).any().item() is True
+    assert dtr.zeros(0).all().item() is True and dtr.zeros(0).any().item() is False
+    m1, m2, b = a[0], a[1].T, np.arange(3, dtype=np.float32)
+    np.testing.assert_allclose(dtr.tensor(b).addmm(dtr.tensor(m1), dtr.tensor(m2), beta=2, alpha=0.5).numpy(),
+                               2 * b + 0.5 * (m1 @ m2))
+    nan = dtr.full([3, 3], float("nan"))
+    assert not np.isnan(dtr.addmm(nan, dtr.tensor(m1), dtr.tensor(m2), beta=0).numpy()).any()
+    with pytest.raises(dtr.ShapeError, match="addmm"):
+        dtr.tensor(b).addmm(x, x)
+    n = x.new_full((2, 2), 7, dtype=dtr.int64)
+    assert n.get_node() == x.get_node() and n.dtype == dtr.int64 and n.tolist() == [[7, 7], [7, 7]]
+    assert x.new_zeros(3).tolist() == [0, 0, 0] and x.new_ones([1, 2]).dtype == dtr.float32
+    assert [p.shape for p in x.split_with_sizes([1, 3], 2)] == [(2, 3, 1), (2, 3, 3)]
+    assert x[1].storage_offset() == 12
+    F = dtr.nn.functional
+    np.testing.assert_allclose(F.leaky_relu(x, 0.1).numpy(), np.where(a > 0, a, 0.1 * a), rtol=1e-6)
+    np.testing.assert_allclose(F.hardtanh(x, -2, 3).numpy(), np.clip(a, -2, 3))
+    np.testing.assert_allclose(F.elu(x / 4, 1.5).numpy(),
+                               np.where(a > 0, a / 4, 1.5 * np.expm1(a / 4)), rtol=1e-6)
+    with pytest.raises(dtr.DTypeError, match="leaky_relu"):
+        x.long().leaky_relu()
+    w = np.arange(15, dtype=np.float32).reshape(5, 3)
+    idx = np.array([[0, 4, 4], [2, 0, 1]])
+    e = F.embedding(dtr.tensor(idx), dtr.tensor(w))
+    assert e.shape == (2, 3, 3) and e.tolist() == w[idx].tolist()
+    with pytest.raises(dtr.RemoteError, match="index 5 is out of range"):
+        F.embedding(dtr.tensor(np.array([5])), dtr.tensor(w)).tolist()
+    with pytest.raises(dtr.InvalidArgument, match="max_norm"):
+        F.embedding(dtr.tensor(idx), dtr.tensor(w), max_norm=1.0)
+    g = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
+    want = np.zeros_like(w)
+    np.add.at(want, idx.reshape(-1), g.reshape(-1, 3))
+    got = dtr.embedding_dense_backward(dtr.tensor(g), dtr.tensor(idx), 5)
+    assert got.tolist() == want.tolist()
+    want[4] = 0
+    counts = np.bincount(idx.reshape(-1), minlength=5)
+    scaled = np.zeros_like(w)
+    np.add.at(scaled, idx.reshape(-1), g.reshape(-1, 3) / counts[idx.reshape(-1)][:, None])
+    scaled[4] = 0
+    got = dtr.embedding_dense_backward(dtr.tensor(g), dtr.tensor(idx), 5, padding_idx=-1,
+                                       scale_grad_by_freq=True)
+    np.testing.assert_allclose(got.numpy(), scaled, rtol=1e-6)
+    src = dtr.tensor(-np.ones((2, 3, 2), np.float32))
+    want = a.copy()
+    want[:, :, 1:4:2] = -1
+    assert dtr.slice_scatter(x, src, 2, 1, None, 2).tolist() == want.tolist()
+    want = a.copy()
+    want[:, :, 1:3] = -1
+    assert dtr.slice_scatter(x, src, -1, 1, 3).tolist() == want.tolist()
+    want = a.copy()
+    want[:, 2] = 5
+    assert dtr.select_scatter(x, dtr.full([2, 4], 5.0), 1, -1).tolist() == want.tolist()
+    with pytest.raises(dtr.ShapeError, match="slice_scatter"):
+        dtr.slice_scatter(x, src, 2, 0, 3)
+
+
+def test_layer_norm_and_embedding_modules(session):
+    # nn.LayerNorm / nn.Embedding on a worker against numpy, and one backward step through
+    # both (the gradients of weight and bias of the layer norm, and the embedding rows).
+    a = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    x = dtr.tensor(a)
+    ln = dtr.nn.LayerNorm(4)
+    mean, var = a.mean(-1, keepdims=True), a.var(-1, keepdims=True)
+    np.testing.assert_allclose(ln(x).numpy(), (a - mean) / np.sqrt(var + 1e-5), rtol=1e-5,
+                               atol=1e-6)
+    y = dtr.nn.functional.layer_norm(x, (3, 4), eps=0.1)
+    m2, v2 = a.mean((1, 2), keepdims=True), a.var((1, 2), keepdims=True)
+    np.testing.assert_allclose(y.numpy(), (a - m2) / np.sqrt(v2 + 0.1), rtol=1e-5, atol=1e-6)
+    with pytest.raises(dtr.ShapeError, match="layer_norm"):
+        dtr.nn.functional.layer_norm(x, (3,))
+    ln(x).sum().backward()
+    np.testing.assert_allclose(ln.bias.grad.numpy(), np.full(4, 6.0))
+    np.testing.assert_allclose(ln.weight.grad.numpy(),
+                               ((a - mean) / np.sqrt(var + 1e-5)).sum((0, 1)), rtol=1e-5,
+                               atol=1e-5)
+    emb = dtr.nn.Embedding(5, 3, padding_idx=0)
+    assert isinstance(emb.weight, dtr.Tensor) and emb.weight[0].tolist() == [0, 0, 0]
+    idx = dtr.tensor(np.array([[1, 0, 1]]))
+    out = emb(idx)
+    assert out.shape == (1, 3, 3)
+    (out * 2).sum().backward()
+    g = emb.weight.grad.numpy()
+    assert g[1].tolist() == [4, 4, 4] and g[0].tolist() == [0, 0, 0] and g[2:].sum() == 0
+
+
+def test_flip_and_pad(session):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = dtr.tensor(a)
+    assert x.flip([0, 2]).tolist() == np.flip(a, (0, 2)).tolist()
+    assert dtr.flip(x, [1]).tolist() == np.flip(a, 1).tolist()
+    want = np.pad(a, ((0, 0), (1, 0), (2, 1)), constant_values=-1)
+    assert dtr.nn.functional.pad(x, (2, 1, 1, 0), value=-1).tolist() == want.tolist()
+    assert x.constant_pad_nd([-1, -1]).tolist() == a[:, :, 1:3].tolist()
+    with pytest.raises(dtr.InvalidArgument, match="reflect"):
+        dtr.nn.functional.pad(x, (1, 1), mode="reflect")
+
+
 def test_indexing_and_assignment(session):
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     x = dtr.tensor(a)

@@ -12,6 +12,7 @@
 //
 // Thread safety: any thread; launches on the calling thread's current stream.
 #include "tensor/cuda/kernels.cuh"
+#include "tensor/index_math.hpp"
 #include "tensor/op_rules.hpp"
 
 namespace dtr::cuda::detail {
@@ -429,6 +430,39 @@ void triangle_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in
   check_launch(c, "tril/triu kernel");
 }
 
+// ---- flip, constant_pad_nd: out[i] = x[source_of(i)], or the pad value ----
+
+template <typename U>
+__global__ void __launch_bounds__(kThreads)
+    remap_kernel(const U* x, U* out, int64_t n, ::dtr::detail::SourceMap m, U fill) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const int64_t s = ::dtr::detail::source_of(m, i);
+    out[i] = s < 0 ? fill : x[s];
+  }
+}
+
+void remap_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+              const local::Tensor& out) {
+  const local::Tensor x = contiguous_on(c, in[0]);
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const ::dtr::detail::SourceMap m = ::dtr::detail::source_map(d.id, x.shape(), out.shape(), a);
+  const Scalar fill = a.scalars[0].is_none() ? Scalar(0) : a.scalars[0];
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T value = fill.to<T>();
+    if constexpr (is_half_v<T>) {  // the rounded bits
+      remap_kernel<uint16_t><<<grid_for(c, n), kThreads, 0, c.stream>>>(
+          static_cast<const uint16_t*>(x.raw_data()), static_cast<uint16_t*>(out.raw_data()), n, m,
+          value.bits);
+    } else {
+      remap_kernel<T><<<grid_for(c, n), kThreads, 0, c.stream>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<T*>(out.raw_data()), n, m, value);
+    }
+  });
+  check_launch(c, "flip/constant_pad_nd kernel");
+}
+
 void topk_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
              const local::Tensor& out) {
   const local::Tensor x = contiguous_on(c, in[0]);
@@ -466,6 +500,9 @@ void index_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, c
       return gather_scatter_op(c, d, in, a, out);
     case OpId::cumsum:
       return cumsum_op(c, d, in, a, out);
+    case OpId::flip:
+    case OpId::constant_pad_nd:
+      return remap_op(c, d, in, a, out);
     case OpId::one_hot:
       return one_hot_op(c, d, in, out);
     case OpId::topk:

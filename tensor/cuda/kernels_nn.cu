@@ -173,6 +173,72 @@ void softmax_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
   check_launch(c, "softmax kernel");
 }
 
+// ---- layer_norm and its gradients: a thread per row (forward, input gradient); the weight
+// gradient from per-row statistics, a thread per column summing the rows in order ----
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_rows(const T* x, const T* w, const T* other, T* out, int64_t rows, int64_t n,
+                    double eps, bool forward) {
+  DTR_GRID_LOOP(r, rows) {
+    if (forward)
+      ::dtr::detail::layer_norm_row(x + r * n, w, other, out + r * n, n, eps);
+    else
+      ::dtr::detail::layer_norm_backward_row(other + r * n, x + r * n, w, out + r * n, n, eps);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_row_stats(const T* x, double* stats, int64_t rows, int64_t n, double eps) {
+  DTR_GRID_LOOP(r, rows) {
+    ::dtr::detail::layer_norm_stats(x + r * n, n, eps, stats[2 * r], stats[2 * r + 1]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_columns(const T* g, const T* x, const double* stats, T* out, int64_t rows,
+                       int64_t n) {
+  DTR_GRID_LOOP(i, n) {
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      sum += static_cast<double>(g[r * n + i]) *
+             (static_cast<double>(x[r * n + i]) - stats[2 * r]) * stats[2 * r + 1];
+    out[i] = static_cast<T>(sum);
+  }
+}
+
+void layer_norm_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
+                   const OpAttrs& a, const local::Tensor& out) {
+  const bool forward = d.id == OpId::layer_norm;
+  const local::Tensor x = contiguous_on(c, in[forward ? 0 : 1]);
+  const local::Tensor w = contiguous_on(c, in[forward ? 1 : 2]);
+  const local::Tensor other = contiguous_on(c, forward ? in[2] : in[0]);
+  const double eps = a.scalars[0].is_none() ? 1e-5 : a.scalars[0].to_double();
+  const int64_t n = w.numel(), rows = n > 0 ? x.numel() / n : 0;
+  if (n == 0) return;
+  dispatch_float(d.name, x.dtype(), [&]<typename T>() {
+    const T* px = static_cast<const T*>(x.raw_data());
+    const T* po = static_cast<const T*>(other.raw_data());
+    T* o = static_cast<T*>(out.raw_data());
+    if (d.id != OpId::layer_norm_weight_grad) {
+      if (rows == 0) return;
+      layer_norm_rows<T><<<grid_for(c, rows), kThreads, 0, c.stream>>>(
+          px, static_cast<const T*>(w.raw_data()), po, o, rows, n, eps, forward);
+      return;
+    }
+    std::shared_ptr<Storage> stats =
+        allocate(c.device, static_cast<size_t>(std::max<int64_t>(rows, 1)) * 2 * sizeof(double));
+    auto* ps = static_cast<double*>(stats->data());
+    if (rows > 0)
+      layer_norm_row_stats<T><<<grid_for(c, rows), kThreads, 0, c.stream>>>(px, ps, rows, n, eps);
+    layer_norm_columns<T><<<grid_for(c, n), kThreads, 0, c.stream>>>(po, px, ps, o, rows, n);
+    // stats is released after the launches: the allocator is stream-ordered.
+  });
+  check_launch(c, "layer_norm kernel");
+}
+
 // ---- nll_loss and its gradient ----
 
 // The loss per sample (reduction none), or the reduced loss by one thread (the CPU's
@@ -321,6 +387,10 @@ void nn_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> inputs, 
         return dropout_op(c, d, in, a, out);
       case OpId::threshold_backward:
         return threshold_backward_op(c, in, a, out);
+      case OpId::layer_norm:
+      case OpId::layer_norm_backward:
+      case OpId::layer_norm_weight_grad:
+        return layer_norm_op(c, d, in, a, out);
       default:
         fail<InvalidArgument>(d.name, "has no NN kernel");
     }

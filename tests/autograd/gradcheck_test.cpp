@@ -318,6 +318,19 @@ std::vector<Case> nn_cases() {
                "avg_pool2d ceil mode",
                [](V v) { return v[0].avg_pool2d(2, Int2(2), 1, true, false); },
                {input({1, 2, 5, 4}, 102)}});
+  c.push_back({"flip", "flip", [](V v) { return v[0].flip({0, 2}); }, {input({2, 3, 4}, 112)}});
+  c.push_back({"constant_pad_nd",
+               "constant_pad_nd pad and crop",
+               [](V v) {
+                 return v[0].constant_pad_nd({1, -1, 2, 0}, 0.5);
+               },
+               {input({3, 4}, 113)}});
+  c.push_back({"layer_norm",
+               "layer_norm over two dims",
+               [](V v) {
+                 return v[0].layer_norm({3, 4}, v[1], v[2], 1e-3);
+               },
+               {input({2, 3, 4}, 109), input({3, 4}, 110), input({3, 4}, 111)}});
   c.push_back({"softmax", "softmax", [](V v) { return v[0].softmax(1); }, {input({3, 4}, 103)}});
   c.push_back({"log_softmax",
                "log_softmax",
@@ -350,10 +363,55 @@ std::vector<Case> nn_cases() {
   return c;
 }
 
+// The compositions of tensor_ops.hpp: their gradients are their ops', checked here whole.
+std::vector<Case> composition_cases() {
+  std::vector<Case> c;
+  c.push_back({"(composition)",
+               "sum over two dims",
+               [](V v) {
+                 return v[0].sum({0, 2}, true);
+               },
+               {input({2, 3, 4}, 120)}});
+  c.push_back({"(composition)",
+               "var over two dims",
+               [](V v) {
+                 return v[0].var({0, 2});
+               },
+               {input({2, 3, 4}, 121)}});
+  c.push_back({"(composition)",
+               "leaky_relu",
+               [](V v) { return v[0].leaky_relu(0.2); },
+               {input({3, 4}, 122)}});
+  c.push_back({"(composition)",
+               "hardtanh",
+               [](V v) { return v[0].hardtanh(-0.5, 0.7); },
+               {input({3, 4}, 123)}});
+  c.push_back(
+      {"(composition)", "elu", [](V v) { return v[0].elu(1.5, 1.2, 0.8); }, {input({3, 4}, 124)}});
+  c.push_back({"(composition)",
+               "addmm",
+               [](V v) { return v[0].addmm(v[1], v[2], 0.5, 2.0); },
+               {input({4}, 125), input({3, 2}, 126), input({2, 4}, 127)}});
+  const Tensor idx = local::from_vector<int64_t>({0, 3, 3, 1, 4, 0}).view({2, 3});
+  c.push_back({"(composition)",
+               "embedding (padding_idx: no gradient by design, not here)",
+               [idx](V v) { return embedding(v[0], idx); },
+               {input({5, 2}, 128)}});
+  c.push_back({"(composition)",
+               "slice_scatter step 2",
+               [](V v) { return slice_scatter(v[0], v[1], 1, 1, std::nullopt, 2); },
+               {input({3, 5}, 129), input({3, 2}, 130)}});
+  c.push_back({"(composition)",
+               "select_scatter",
+               [](V v) { return select_scatter(v[0], v[1], 0, -1); },
+               {input({3, 4}, 131), input({4}, 132)}});
+  return c;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> all;
   for (auto part : {unary_cases(), binary_cases(), reduce_cases(), linalg_cases(), view_cases(),
-                    index_cases(), nn_cases()})
+                    index_cases(), nn_cases(), composition_cases()})
     for (Case& c : part) all.push_back(std::move(c));
   return all;
 }

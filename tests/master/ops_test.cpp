@@ -179,6 +179,21 @@ void index_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("i64 k 3", {in.ia}, with_ints({3, -1, 1, 1}), false, false);
       add("k 5 of 4 (error)", {in.fa}, with_ints({5, 1, 1, 1}), false, false);
       break;
+    case OpId::flip:
+      add("f32 dims 0 1", {in.fa}, with_ints({0, 1}), false, false);
+      add("i64 dim -1, transposed", {in.ia}, with_ints({-1}), false, true);
+      add("bool no dims", {in.ba}, {}, false, false);
+      add("dim 0 twice (error)", {in.fa}, with_ints({0, -2}), false, false);
+      break;
+    case OpId::constant_pad_nd: {
+      OpAttrs pad = with_ints({1, 2, -1, 1});
+      pad.scalars[0] = 1.5;
+      add("f32 pad and crop", {in.fa}, pad, false, false);
+      add("i64 last dim, transposed", {in.ia}, with_ints({2, 0}), false, true);
+      add("odd length (error)", {in.fa}, with_ints({1}), false, false);
+      add("crop past the size (error)", {in.fa}, with_ints({-3, -2}), false, false);
+      break;
+    }
     case OpId::tril:
     case OpId::triu:
       add("f32 diagonal 0", {in.fa}, d0, false, false);
@@ -242,6 +257,11 @@ void nn_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("f64 dim -1, transposed", {in.da}, with_ints({-1}), false, true);
       add("i64 (error)", {in.ia}, with_ints({0}), false, false);
       break;
+    case OpId::layer_norm:
+      add("over the last dim", {in.fa, in.fr, in.fr2}, with_scalars(1e-5), false, false);
+      add("over the last two, transposed", {in.f3d, in.fa, in.fb}, with_scalars(0.1), false, true);
+      add("weight [5] (error)", {in.fa, in.b5, in.b5}, with_scalars(1e-5), false, false);
+      break;
     case OpId::nll_loss:
       add("mean", {in.logp, in.target}, mean, false, false);
       add("sum, weighted", {in.logp, in.target, in.cw}, with_ints({2, -100}), false, false);
@@ -290,6 +310,11 @@ void nn_gradient_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
     case OpId::nll_loss_backward:
       add("mean", {local::full({}, 0.5), in.logp, in.target}, mean, false, false);
       add("none, weighted, ignore 2", {in.fr, in.logp, in.target, in.cw}, none, false, false);
+      break;
+    case OpId::layer_norm_backward:
+    case OpId::layer_norm_weight_grad:
+      add("over the last dim", {in.fb, in.fa, in.fr}, with_scalars(1e-5), false, false);
+      add("over the last two", {in.f3d, in.f3d, in.fa}, with_scalars(1e-3), false, false);
       break;
     case OpId::threshold_backward:
       add("threshold 0", {in.fb, in.fa}, with_scalars(0), false, false);

@@ -241,6 +241,38 @@ TEST_CASE("tril and triu: every diagonal, batches, layouts, dtypes") {
   DTR_CHECK_ERROR(dtr::ShapeError, tensor_of(kF32, {3}, {1, 2, 3}).tril(), "tril", "2 dims", "[3]");
 }
 
+TEST_CASE("flip and constant_pad_nd: against index arithmetic, layouts, dtypes, errors") {
+  Array x = random_array(kF64, {2, 3, 4}, 16);
+  Array flipped = x, padded = make_array(kF64, {2, 4, 5}, std::vector<double>(40, -7));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const Sizes idx = unravel(i, x.shape);
+    flipped.v[static_cast<size_t>(((1 - idx[0]) * 3 + idx[1]) * 4 + 3 - idx[2])] =
+        x.v[static_cast<size_t>(i)];
+    // pad {1, 0, 2, -1}: last dim 1 before, 0 after; dim 1 two before, one cropped after.
+    if (idx[1] < 2)
+      padded.v[static_cast<size_t>((idx[0] * 4 + idx[1] + 2) * 5 + idx[2] + 1)] =
+          x.v[static_cast<size_t>(i)];
+  }
+  for (Layout layout : kAllLayouts) {
+    Tensor t = make_tensor(x, layout);
+    check_tensor(t.flip({0, -1}), flipped, std::string("flip ") + layout_name(layout));
+    check_tensor(t.constant_pad_nd({1, 0, 2, -1}, -7), padded,
+                 std::string("pad ") + layout_name(layout));
+  }
+  Tensor h = tensor_of(kF16, {3}, {1, 2, 3});
+  CHECK(h.flip({0}).to_vector<double>() == std::vector<double>{3, 2, 1});
+  CHECK(h.constant_pad_nd({1, 1}, 0.5).to_vector<double>() ==
+        std::vector<double>{0.5, 1, 2, 3, 0.5});
+  Tensor b = tensor_of(kBool, {2}, {1, 0});
+  CHECK(b.constant_pad_nd({0, 1}, 1).to_vector<bool>() == std::vector<bool>{true, false, true});
+  CHECK(tensor_of(kI64, {0, 3}, {}).flip({1}).shape() == dtr::Shape{0, 3});
+  CHECK(tensor_of(kI64, {2}, {1, 2}).constant_pad_nd({-1, -1}).shape() == dtr::Shape{0});
+  DTR_CHECK_ERROR(dtr::InvalidArgument, h.flip({0, -1}), "flip", "twice");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, h.constant_pad_nd({1, 1, 1, 1}), "constant_pad_nd",
+                  "even length");
+  DTR_CHECK_ERROR(dtr::ShapeError, h.constant_pad_nd({-2, -2}), "constant_pad_nd", "negative");
+}
+
 TEST_CASE("one_hot: rows of num_classes, checked values") {
   Tensor x = tensor_of(kI64, {2, 2}, {0, 2, 1, 2});
   Tensor r = x.one_hot(3);

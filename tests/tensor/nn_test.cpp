@@ -466,6 +466,51 @@ TEST_CASE("softmax and log_softmax along each dim, and their gradients") {
                   "softmax_backward", "[3, 5]", "[5, 3]");
 }
 
+TEST_CASE("layer_norm: values over the last dims, dtypes, errors; its gradients") {
+  Array x = random_array(kF32, {3, 2, 4}, 310, Range{-4, 4});
+  Array w = random_array(kF32, {2, 4}, 311), b = random_array(kF32, {2, 4}, 312);
+  Array want = x;
+  for (int64_t r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < 8; ++i) mean += x.v[static_cast<size_t>(r * 8 + i)] / 8;
+    for (int64_t i = 0; i < 8; ++i) {
+      const double c = x.v[static_cast<size_t>(r * 8 + i)] - mean;
+      var += c * c / 8;
+    }
+    for (int64_t i = 0; i < 8; ++i) {
+      const auto k = static_cast<size_t>(r * 8 + i);
+      want.v[k] =
+          cast_to(kF32, (x.v[k] - mean) / std::sqrt(var + 1e-5) * w.v[static_cast<size_t>(i)] +
+                            b.v[static_cast<size_t>(i)]);
+    }
+  }
+  Tensor tx = make_tensor(x, Layout::ColumnMajor), tw = make_tensor(w), tb = make_tensor(b);
+  check_tensor(tx.layer_norm({2, 4}, tw, tb), want, "layer_norm over two dims");
+  check_tensor(tx.to(kF16).layer_norm({2, 4}, tw.to(kF16), tb.to(kF16)).to(kF32), want,
+               Tol{2e-2, 2e-2, 0.0}, "layer_norm float16");
+  // A constant row normalizes to the bias (eps keeps it finite).
+  Tensor flat = local::full({2, 3}, 7.0);
+  check_tensor(flat.layer_norm({3}), make_array(kF32, {2, 3}, {0, 0, 0, 0, 0, 0}),
+               "layer_norm of a constant row");
+  // Gradients against finite differences (float64): input and weight.
+  Array xd = random_array(kF64, {3, 5}, 313), wd = random_array(kF64, {5}, 314);
+  Array gd = random_array(kF64, {3, 5}, 315);
+  Tensor tg = make_tensor(gd), twd = make_tensor(wd), tbd = local::zeros({5}, kF64);
+  auto fx = [&](const Tensor& t) { return dot(t.layer_norm({5}, twd, tbd, 1e-3), tg); };
+  dtr::OpAttrs eps;
+  eps.scalars[0] = 1e-3;
+  Tensor gx = Tensor::apply_inputs(dtr::OpId::layer_norm_backward, eps,
+                                   std::array<Tensor, 3>{tg, make_tensor(xd), twd});
+  check_tensor(gx, fd_grad(fx, xd), kFdTol, "layer_norm_backward");
+  auto fw = [&](const Tensor& t) { return dot(make_tensor(xd).layer_norm({5}, t, tbd, 1e-3), tg); };
+  Tensor gw = Tensor::apply_inputs(dtr::OpId::layer_norm_weight_grad, eps,
+                                   std::array<Tensor, 3>{tg, make_tensor(xd), twd});
+  check_tensor(gw, fd_grad(fw, wd), kFdTol, "layer_norm_weight_grad");
+  DTR_CHECK_ERROR(dtr::ShapeError, tx.layer_norm({4, 2}), "layer_norm", "[4, 2]");
+  DTR_CHECK_ERROR(dtr::DTypeError, local::zeros({2, 3}, kI64).layer_norm({3}), "layer_norm",
+                  "int64");
+}
+
 TEST_CASE("nll_loss: reductions, weights, ignore_index; its gradient") {
   Array x = random_array(kF64, {4, 3}, 400), w = random_array(kF64, {3}, 401, Range{0.5, 2});
   Tensor t = tensor_of(kI64, {4}, {2, 0, -100, 1});

@@ -158,6 +158,11 @@ constexpr Covered kCoveredOps[] = {
     {"dropout", "nn_test: dropout and dropout2d"},
     {"dropout2d", "nn_test: dropout and dropout2d"},
     {"threshold_backward", "nn_test: threshold_backward"},
+    {"layer_norm", "nn_test: layer_norm"},
+    {"flip", "index_test: flip and constant_pad_nd"},
+    {"constant_pad_nd", "index_test: flip and constant_pad_nd"},
+    {"layer_norm_backward", "nn_test: layer_norm / finite differences"},
+    {"layer_norm_weight_grad", "nn_test: layer_norm / finite differences"},
 };
 
 // The table as its X-macro lists declare it.
@@ -308,7 +313,12 @@ constexpr Frozen kFrozenCodes[] = {{"neg", 0},
                                    {"bitwise_not", 126},
                                    {"tril", 127},
                                    {"triu", 128},
-                                   {"clone", 129}};
+                                   {"clone", 129},
+                                   {"layer_norm", 130},
+                                   {"layer_norm_backward", 131},
+                                   {"layer_norm_weight_grad", 132},
+                                   {"flip", 133},
+                                   {"constant_pad_nd", 134}};
 
 }  // namespace
 

@@ -490,35 +490,35 @@ class LocalTensor:
     def logical_xor_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
         """in place: exactly one of a and b nonzero, as bool, broadcasting"""
 
-    def sum(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """sum (bool/int give int64)"""
+    def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """sum (bool/int give int64) (over every dim, one, or several)"""
 
-    def prod(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """product"""
+    def prod(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """product (over every dim, one, or several)"""
 
-    def mean(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """arithmetic mean"""
+    def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """arithmetic mean (over every dim, one, or several)"""
 
-    def max(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """largest value (NaN wins)"""
+    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """largest value (NaN wins) (over every dim, one, or several)"""
 
-    def min(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """smallest value (NaN wins)"""
+    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """smallest value (NaN wins) (over every dim, one, or several)"""
 
-    def argmax(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """index of the first max"""
+    def argmax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """index of the first max (over every dim, one, or several)"""
 
-    def argmin(self, dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
-        """index of the first min"""
+    def argmin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """index of the first min (over every dim, one, or several)"""
 
     def norm(self, p: float = ..., dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """p-norm (p may be inf)"""
 
-    def var(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> LocalTensor:
-        """variance"""
+    def var(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> LocalTensor:
+        """variance (over every dim, one, or several)"""
 
-    def std(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> LocalTensor:
-        """standard deviation"""
+    def std(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> LocalTensor:
+        """standard deviation (over every dim, one, or several)"""
 
     def clamp(self, min: LocalTensor | float | int | None = None, max: LocalTensor | float | int | None = None) -> LocalTensor:
         """limit values to [min, max] (numbers or tensors, broadcasting)"""
@@ -753,6 +753,16 @@ class LocalTensor:
         triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
         """
 
+    def flip(self, dims: int) -> LocalTensor:
+        """
+        flip(x, dims): a copy with the elements in reverse order along each of dims
+        """
+
+    def constant_pad_nd(self, pad: int, value: float | int = 0) -> LocalTensor:
+        """
+        constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
+        """
+
     def linear(self, weight: LocalTensor, bias: LocalTensor | None = None) -> LocalTensor:
         """
         linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -838,6 +848,62 @@ class LocalTensor:
         """
         threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
         """
+
+    def layer_norm(self, weight: LocalTensor, bias: LocalTensor, eps: float | int = 1e-05) -> LocalTensor:
+        """
+        layer_norm(x, weight, bias, eps=1e-05): (x - mean) / sqrt(var + eps) * weight + bias over x's last weight.dim() dims
+        """
+
+    def layer_norm_backward(self, x: LocalTensor, weight: LocalTensor, eps: float | int = 1e-05) -> LocalTensor:
+        """
+        layer_norm_backward(grad, x, weight, eps=1e-05): layer_norm's input gradient (the statistics recomputed from x)
+        """
+
+    def layer_norm_weight_grad(self, x: LocalTensor, weight: LocalTensor, eps: float | int = 1e-05) -> LocalTensor:
+        """
+        layer_norm_weight_grad(grad, x, weight, eps=1e-05): layer_norm's weight gradient: grad * (x - mean) / sqrt(var + eps) summed over the rows
+        """
+
+    def any(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """
+        whether some element is nonzero (over everything, a dim or several), as bool
+        """
+
+    def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
+        """
+        whether every element is nonzero (over everything, a dim or several), as bool
+        """
+
+    def addmm(self, mat1: LocalTensor, mat2: LocalTensor, *, beta: object = ..., alpha: object = ...) -> LocalTensor:
+        """beta * self + alpha * (mat1 @ mat2)"""
+
+    def new_full(self, size: object, fill_value: object, *, dtype: object | None = ...) -> LocalTensor:
+        """
+        a tensor of size filled with fill_value where this one lives (its dtype unless given)
+        """
+
+    def new_zeros(self, size: object, *, dtype: object | None = ...) -> LocalTensor:
+        """a tensor of zeros where this one lives (its dtype unless given)"""
+
+    def new_ones(self, size: object, *, dtype: object | None = ...) -> LocalTensor:
+        """a tensor of ones where this one lives (its dtype unless given)"""
+
+    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[LocalTensor, ...]:
+        """
+        views of pieces of the given sizes along dim (they must add up to its size)
+        """
+
+    def storage_offset(self) -> int:
+        """the offset of element 0 in the storage, in elements"""
+
+    def leaky_relu(self, negative_slope: float = ...) -> LocalTensor:
+        """x > 0 ? x : negative_slope * x"""
+
+    def hardtanh(self, min_val: float = ..., max_val: float = ...) -> LocalTensor:
+        """x clamped to [min_val, max_val]"""
+
+    def elu(self, alpha: float = ..., scale: float = ..., input_scale: float = ...) -> LocalTensor:
+        """x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)"""
 
     @property
     def requires_grad(self) -> bool:
@@ -1324,35 +1390,35 @@ class Tensor:
     def logical_xor_(self, other: Tensor | float | int | bool) -> Tensor:
         """in place: exactly one of a and b nonzero, as bool, broadcasting"""
 
-    def sum(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """sum (bool/int give int64)"""
+    def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """sum (bool/int give int64) (over every dim, one, or several)"""
 
-    def prod(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """product"""
+    def prod(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """product (over every dim, one, or several)"""
 
-    def mean(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """arithmetic mean"""
+    def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """arithmetic mean (over every dim, one, or several)"""
 
-    def max(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """largest value (NaN wins)"""
+    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """largest value (NaN wins) (over every dim, one, or several)"""
 
-    def min(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """smallest value (NaN wins)"""
+    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """smallest value (NaN wins) (over every dim, one, or several)"""
 
-    def argmax(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """index of the first max"""
+    def argmax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """index of the first max (over every dim, one, or several)"""
 
-    def argmin(self, dim: int | None = ..., keepdim: bool = ...) -> Tensor:
-        """index of the first min"""
+    def argmin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """index of the first min (over every dim, one, or several)"""
 
     def norm(self, p: float = ..., dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """p-norm (p may be inf)"""
 
-    def var(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> Tensor:
-        """variance"""
+    def var(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """variance (over every dim, one, or several)"""
 
-    def std(self, dim: int | None = ..., keepdim: bool = ..., correction: int = ...) -> Tensor:
-        """standard deviation"""
+    def std(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """standard deviation (over every dim, one, or several)"""
 
     def clamp(self, min: Tensor | float | int | None = None, max: Tensor | float | int | None = None) -> Tensor:
         """limit values to [min, max] (numbers or tensors, broadcasting)"""
@@ -1587,6 +1653,16 @@ class Tensor:
         triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
         """
 
+    def flip(self, dims: int) -> Tensor:
+        """
+        flip(x, dims): a copy with the elements in reverse order along each of dims
+        """
+
+    def constant_pad_nd(self, pad: int, value: float | int = 0) -> Tensor:
+        """
+        constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
+        """
+
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """
         linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -1672,6 +1748,62 @@ class Tensor:
         """
         threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
         """
+
+    def layer_norm(self, weight: Tensor, bias: Tensor, eps: float | int = 1e-05) -> Tensor:
+        """
+        layer_norm(x, weight, bias, eps=1e-05): (x - mean) / sqrt(var + eps) * weight + bias over x's last weight.dim() dims
+        """
+
+    def layer_norm_backward(self, x: Tensor, weight: Tensor, eps: float | int = 1e-05) -> Tensor:
+        """
+        layer_norm_backward(grad, x, weight, eps=1e-05): layer_norm's input gradient (the statistics recomputed from x)
+        """
+
+    def layer_norm_weight_grad(self, x: Tensor, weight: Tensor, eps: float | int = 1e-05) -> Tensor:
+        """
+        layer_norm_weight_grad(grad, x, weight, eps=1e-05): layer_norm's weight gradient: grad * (x - mean) / sqrt(var + eps) summed over the rows
+        """
+
+    def any(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """
+        whether some element is nonzero (over everything, a dim or several), as bool
+        """
+
+    def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """
+        whether every element is nonzero (over everything, a dim or several), as bool
+        """
+
+    def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: object = ..., alpha: object = ...) -> Tensor:
+        """beta * self + alpha * (mat1 @ mat2)"""
+
+    def new_full(self, size: object, fill_value: object, *, dtype: object | None = ...) -> Tensor:
+        """
+        a tensor of size filled with fill_value where this one lives (its dtype unless given)
+        """
+
+    def new_zeros(self, size: object, *, dtype: object | None = ...) -> Tensor:
+        """a tensor of zeros where this one lives (its dtype unless given)"""
+
+    def new_ones(self, size: object, *, dtype: object | None = ...) -> Tensor:
+        """a tensor of ones where this one lives (its dtype unless given)"""
+
+    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """
+        views of pieces of the given sizes along dim (they must add up to its size)
+        """
+
+    def storage_offset(self) -> int:
+        """the offset of element 0 in the storage, in elements"""
+
+    def leaky_relu(self, negative_slope: float = ...) -> Tensor:
+        """x > 0 ? x : negative_slope * x"""
+
+    def hardtanh(self, min_val: float = ..., max_val: float = ...) -> Tensor:
+        """x clamped to [min_val, max_val]"""
+
+    def elu(self, alpha: float = ..., scale: float = ..., input_scale: float = ...) -> Tensor:
+        """x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)"""
 
     def get_node(self) -> int: ...
 
@@ -1838,6 +1970,16 @@ def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
     """
 
+def flip(x: Tensor, dims: int) -> Tensor:
+    """
+    flip(x, dims): a copy with the elements in reverse order along each of dims
+    """
+
+def constant_pad_nd(x: Tensor, pad: int, value: float | int = 0) -> Tensor:
+    """
+    constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
+    """
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """
     linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -1923,6 +2065,40 @@ def threshold_backward(grad: Tensor, x: Tensor, threshold: float | int = 0) -> T
     """
     threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
     """
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float | int = 1e-05) -> Tensor:
+    """
+    layer_norm(x, weight, bias, eps=1e-05): (x - mean) / sqrt(var + eps) * weight + bias over x's last weight.dim() dims
+    """
+
+def layer_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float | int = 1e-05) -> Tensor:
+    """
+    layer_norm_backward(grad, x, weight, eps=1e-05): layer_norm's input gradient (the statistics recomputed from x)
+    """
+
+def layer_norm_weight_grad(grad: Tensor, x: Tensor, weight: Tensor, eps: float | int = 1e-05) -> Tensor:
+    """
+    layer_norm_weight_grad(grad, x, weight, eps=1e-05): layer_norm's weight gradient: grad * (x - mean) / sqrt(var + eps) summed over the rows
+    """
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """
+    the rows of weight at the integer indices input (torch.nn.functional.embedding)
+    """
+
+def embedding_dense_backward(grad_output: Tensor, indices: Tensor, num_weights: int, padding_idx: int | None = None, scale_grad_by_freq: bool = False) -> Tensor:
+    """the gradient of embedding's weight: grad rows added up per index"""
+
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Tensor:
+    """
+    input with src written at the slice start:end:step of dim (a new tensor)
+    """
+
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """input with src written at index of dim (a new tensor)"""
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float | int = 1, alpha: float | int = 1) -> Tensor:
+    """beta * input + alpha * (mat1 @ mat2)"""
 
 def empty(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """

@@ -92,6 +92,16 @@ def triu(x: dtr._dtr.LocalTensor, diagonal: int = 0) -> dtr._dtr.LocalTensor:
     triu(x, diagonal=0): the matrices of the last two dims with the entries below the diagonal zeroed
     """
 
+def flip(x: dtr._dtr.LocalTensor, dims: int) -> dtr._dtr.LocalTensor:
+    """
+    flip(x, dims): a copy with the elements in reverse order along each of dims
+    """
+
+def constant_pad_nd(x: dtr._dtr.LocalTensor, pad: int, value: float | int = 0) -> dtr._dtr.LocalTensor:
+    """
+    constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
+    """
+
 def linear(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor | None = None) -> dtr._dtr.LocalTensor:
     """
     linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -177,3 +187,37 @@ def threshold_backward(grad: dtr._dtr.LocalTensor, x: dtr._dtr.LocalTensor, thre
     """
     threshold_backward(grad, x, threshold=0): grad where x > threshold, else 0 (relu's gradient at threshold 0)
     """
+
+def layer_norm(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor, eps: float | int = 1e-05) -> dtr._dtr.LocalTensor:
+    """
+    layer_norm(x, weight, bias, eps=1e-05): (x - mean) / sqrt(var + eps) * weight + bias over x's last weight.dim() dims
+    """
+
+def layer_norm_backward(grad: dtr._dtr.LocalTensor, x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, eps: float | int = 1e-05) -> dtr._dtr.LocalTensor:
+    """
+    layer_norm_backward(grad, x, weight, eps=1e-05): layer_norm's input gradient (the statistics recomputed from x)
+    """
+
+def layer_norm_weight_grad(grad: dtr._dtr.LocalTensor, x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, eps: float | int = 1e-05) -> dtr._dtr.LocalTensor:
+    """
+    layer_norm_weight_grad(grad, x, weight, eps=1e-05): layer_norm's weight gradient: grad * (x - mean) / sqrt(var + eps) summed over the rows
+    """
+
+def embedding(input: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, padding_idx: int | None = None) -> dtr._dtr.LocalTensor:
+    """
+    the rows of weight at the integer indices input (torch.nn.functional.embedding)
+    """
+
+def embedding_dense_backward(grad_output: dtr._dtr.LocalTensor, indices: dtr._dtr.LocalTensor, num_weights: int, padding_idx: int | None = None, scale_grad_by_freq: bool = False) -> dtr._dtr.LocalTensor:
+    """the gradient of embedding's weight: grad rows added up per index"""
+
+def slice_scatter(input: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> dtr._dtr.LocalTensor:
+    """
+    input with src written at the slice start:end:step of dim (a new tensor)
+    """
+
+def select_scatter(input: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor, dim: int, index: int) -> dtr._dtr.LocalTensor:
+    """input with src written at index of dim (a new tensor)"""
+
+def addmm(input: dtr._dtr.LocalTensor, mat1: dtr._dtr.LocalTensor, mat2: dtr._dtr.LocalTensor, *, beta: float | int = 1, alpha: float | int = 1) -> dtr._dtr.LocalTensor:
+    """beta * input + alpha * (mat1 @ mat2)"""

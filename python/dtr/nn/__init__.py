@@ -43,7 +43,8 @@ from . import functional as F
 
 _TENSORS = (_dtr.Tensor, _dtr.LocalTensor)
 
-__all__ = ["Module", "Parameter", "Linear", "Conv2d", "Dropout", "Dropout2d", "ReLU", "Tanh",
+__all__ = ["Module", "Parameter", "Linear", "Conv2d", "LayerNorm", "Embedding", "Dropout",
+           "Dropout2d", "ReLU", "LeakyReLU", "ELU", "Hardtanh", "Tanh",
            "Sigmoid", "GELU", "SiLU", "Flatten", "MaxPool2d", "AvgPool2d", "LogSoftmax", "Softmax", "Identity",
            "Sequential", "NLLLoss", "CrossEntropyLoss", "MSELoss", "functional", "save_state",
            "load_state"]
@@ -67,18 +68,20 @@ class Parameter(metaclass=_ParameterMeta):
         return data.detach().requires_grad_(requires_grad)
 
 
-def _new_parameter(shape, fan_in, node, device):
-    """An uninitialized-then-drawn parameter: uniform on [-1/sqrt(fan_in), 1/sqrt(fan_in)]
-    (torch's default), where the module's parameters live."""
+def _new_parameter(shape, fan_in, node, device, init=None):
+    """A parameter where the module's parameters live: uniform on [-1/sqrt(fan_in),
+    1/sqrt(fan_in)] (torch's default), or init(t) when given (it fills t in place)."""
     bound = 1.0 / fan_in ** 0.5 if fan_in > 0 else 0.0
     if node is not None or device is not None or _dtr.is_master_worker_initialized():
         t = _dtr.empty(*shape, node=node, device=device)
-        t.uniform_(-bound, bound)
     else:
         t = _dtr.local.empty(*shape)
-        t.uniform_(-bound, bound)
         if device is not None and device >= 0:
             t = t.to_device(device)
+    if init is None:
+        t.uniform_(-bound, bound)
+    else:
+        init(t)
     return t.requires_grad_()
 
 
@@ -381,6 +384,63 @@ class Conv2d(Module):
                 f"stride={self.stride}")
 
 
+class LayerNorm(Module):
+    """Layer normalization over the last dims (normalized_shape), as torch.nn.LayerNorm:
+    weight ones and bias zeros when elementwise_affine (bias=False: no bias)."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, *, node=None, device=None):
+        super().__init__()
+        shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                 else tuple(normalized_shape))
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = (_new_parameter(shape, 0, node, device, lambda t: t.fill_(1))
+                       if elementwise_affine else None)
+        self.bias = (_new_parameter(shape, 0, node, device, lambda t: t.fill_(0))
+                     if elementwise_affine and bias else None)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class Embedding(Module):
+    """A lookup table of num_embeddings rows of embedding_dim, drawn from N(0, 1) (torch's
+    default; the padding_idx row zeroed), as torch.nn.Embedding."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, *,
+                 node=None, device=None):
+        super().__init__()
+        if num_embeddings <= 0 or embedding_dim <= 0:
+            raise _dtr.InvalidArgument("Embedding: num_embeddings and embedding_dim must be "
+                                       "positive")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise _dtr.InvalidArgument(f"Embedding: padding_idx {padding_idx} is outside "
+                                           f"the {num_embeddings} embeddings")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
+
+        def init(t):
+            t.normal_()
+            if padding_idx is not None:
+                t[padding_idx] = 0
+
+        self.weight = _new_parameter((num_embeddings, embedding_dim), 0, node, device, init)
+
+    def forward(self, x):
+        return F.embedding(x, self.weight, self.padding_idx)
+
+    def extra_repr(self):
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+
+
 class Dropout(Module):
     """Zeroes each element with probability p while training; the identity in eval mode.
     Draws from `generator` (a dtr.Generator; the default one when None)."""
@@ -419,7 +479,22 @@ class _Function(Module):
 
 class ReLU(_Function):
     def __init__(self, inplace: bool = False):
-        super().__init__(F.relu)
+        super().__init__(F.relu, inplace=inplace)
+
+
+class LeakyReLU(_Function):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__(F.leaky_relu, negative_slope=negative_slope, inplace=inplace)
+
+
+class ELU(_Function):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__(F.elu, alpha=alpha, inplace=inplace)
+
+
+class Hardtanh(_Function):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__(F.hardtanh, min_val=min_val, max_val=max_val, inplace=inplace)
 
 
 class Tanh(_Function):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .. import _dtr
 
-__all__ = ["relu", "tanh", "sigmoid", "gelu", "silu", "linear", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
+__all__ = ["relu", "leaky_relu", "hardtanh", "elu", "tanh", "sigmoid", "gelu", "silu", "embedding",
+           "layer_norm", "linear", "pad", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
            "dropout2d", "log_softmax", "softmax", "nll_loss", "cross_entropy", "mse_loss",
            "flatten", "all_reduce"]
 
@@ -52,8 +53,45 @@ def _check_operands(name, input, **others):
 
 
 def relu(input, inplace: bool = False):
-    """max(x, 0) (inplace=True is accepted and ignored: the result is a new tensor)."""
-    return input.relu()
+    """max(x, 0); inplace=True writes the result into the input, as torch's."""
+    return input.relu_() if inplace else input.relu()
+
+
+def _into(input, result, inplace):
+    """The result, or (inplace=True) the input with the result copied into it."""
+    return input.copy_(result) if inplace else result
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    """x > 0 ? x : negative_slope * x (floating tensors)."""
+    return _into(input, input.leaky_relu(negative_slope), inplace)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    """x clamped to [min_val, max_val]; the gradient passes strictly inside only."""
+    return _into(input, input.hardtanh(min_val, max_val), inplace)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    """x > 0 ? x : alpha * (exp(x) - 1)."""
+    return _into(input, input.elu(alpha), inplace)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False):
+    """The rows of weight (num_embeddings, embedding_dim) at the integer indices input, of
+    shape input.shape + (embedding_dim,); padding_idx's row gets no gradient. max_norm,
+    scale_grad_by_freq and sparse gradients are not supported and raise."""
+    _check_operands("embedding", input, weight=weight)
+    for name, value, default in (("max_norm", max_norm, None),
+                                 ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                 ("sparse", sparse, False)):
+        if value != default:
+            raise _dtr.InvalidArgument(
+                f"embedding: {name}={value!r} is not supported on dtr tensors (the default "
+                f"{default!r} is); dtr.embedding_dense_backward takes scale_grad_by_freq")
+    mod = _dtr if isinstance(input, _dtr.Tensor) else _dtr.local
+    return mod.embedding(input, weight, padding_idx)
 
 
 def tanh(input):
@@ -76,6 +114,33 @@ def gelu(input, approximate: str = "none"):
 def silu(input, inplace: bool = False):
     """x * sigmoid(x); inplace=True writes the result into the input, as torch's."""
     return input.silu_() if inplace else input.silu()
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dims, which must be
+    normalized_shape (weight and bias of that shape, or None: ones and zeros)."""
+    _check_operands("layer_norm", input, weight=weight, bias=bias)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    for label, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise _dtr.ShapeError(f"layer_norm: {label} of shape {list(t.shape)} is not "
+                                  f"normalized_shape {list(shape)}")
+    if tuple(input.shape[len(input.shape) - len(shape):]) != shape or not shape:
+        raise _dtr.ShapeError(f"layer_norm: normalized_shape {list(shape)} is not the last dims "
+                              f"of the input's shape {list(input.shape)}")
+    w = weight if weight is not None else input.new_ones(shape)
+    b = bias if bias is not None else input.new_zeros(shape)
+    return input.layer_norm(w, b, eps)
+
+
+def pad(input, pad, mode: str = "constant", value=None):
+    """input padded by pad (pairs for the last dims, the last dim's first; negative pads
+    crop), as torch's F.pad: mode "constant" (value, default 0). The reflect, replicate and
+    circular modes are not supported on dtr tensors and raise."""
+    if mode != "constant":
+        raise _dtr.InvalidArgument(f"pad: mode {mode!r} is not supported on dtr tensors "
+                                   "(only 'constant')")
+    return input.constant_pad_nd(list(pad), 0 if value is None else value)
 
 
 def linear(input, weight, bias=None):

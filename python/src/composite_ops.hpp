@@ -1,0 +1,162 @@
+// The methods and module functions of both tensor classes that are compositions of table
+// ops (include/dtr/tensor_ops.hpp), as torch spells them: any/all, addmm, new_full /
+// new_zeros / new_ones, split_with_sizes, storage_offset, the activations leaky_relu /
+// hardtanh / elu, and the functions embedding, embedding_dense_backward, slice_scatter and
+// select_scatter. Each runs as ops on the tensors' node.
+//
+// Thread safety: as the bound type's; called with the GIL held.
+#pragma once
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "tensor_methods.hpp"
+
+namespace dtr::python {
+
+template <typename T>
+void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  const std::string dims_sig = ", dim: int | Sequence[int] | None = None, keepdim: bool = False";
+  c.def(
+      "any",
+      [](const T& t, nb::handle dim, bool keepdim) {
+        return dim.is_none() ? t.any() : t.any(dims_arg(dim), keepdim);
+      },
+      arg("dim") = nb::none(), arg("keepdim") = false, self_sig(cls, "any", dims_sig),
+      "whether some element is nonzero (over everything, a dim or several), as bool");
+  c.def(
+      "all",
+      [](const T& t, nb::handle dim, bool keepdim) {
+        return dim.is_none() ? t.all() : t.all(dims_arg(dim), keepdim);
+      },
+      arg("dim") = nb::none(), arg("keepdim") = false, self_sig(cls, "all", dims_sig),
+      "whether every element is nonzero (over everything, a dim or several), as bool");
+  c.def(
+      "addmm",
+      [](const T& t, const T& m1, const T& m2, nb::handle beta, nb::handle alpha) {
+        return t.addmm(m1, m2, scalar_arg(beta, "addmm"), scalar_arg(alpha, "addmm"));
+      },
+      arg("mat1"), arg("mat2"), nb::kw_only(), arg("beta") = 1, arg("alpha") = 1,
+      "beta * self + alpha * (mat1 @ mat2)");
+  auto new_full = [](const T& t, nb::handle size, Scalar value, nb::handle dtype) {
+    std::optional<DType> dt;
+    if (!dtype.is_none()) dt = dtype_arg(dtype);
+    return t.new_full(dims_arg(size), value, dt);
+  };
+  c.def(
+      "new_full",
+      [new_full](const T& t, nb::handle size, nb::handle value, nb::handle dtype) {
+        return new_full(t, size, scalar_arg(value, "new_full"), dtype);
+      },
+      arg("size"), arg("fill_value"), nb::kw_only(), arg("dtype") = nb::none(),
+      "a tensor of size filled with fill_value where this one lives (its dtype unless given)");
+  c.def(
+      "new_zeros",
+      [new_full](const T& t, nb::handle size, nb::handle dtype) {
+        return new_full(t, size, 0, dtype);
+      },
+      arg("size"), nb::kw_only(), arg("dtype") = nb::none(),
+      "a tensor of zeros where this one lives (its dtype unless given)");
+  c.def(
+      "new_ones",
+      [new_full](const T& t, nb::handle size, nb::handle dtype) {
+        return new_full(t, size, 1, dtype);
+      },
+      arg("size"), nb::kw_only(), arg("dtype") = nb::none(),
+      "a tensor of ones where this one lives (its dtype unless given)");
+  c.def(
+      "split_with_sizes",
+      [](const T& t, const std::vector<int64_t>& sizes, int64_t dim) {
+        nb::list l;
+        for (T& p : t.split_with_sizes(sizes, dim)) l.append(nb::cast(std::move(p)));
+        return nb::tuple(l);
+      },
+      arg("split_sizes"), arg("dim") = 0,
+      nb::sig(stub_sig("def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> "
+                       "tuple[" +
+                       cls + ", ...]")),
+      "views of pieces of the given sizes along dim (they must add up to its size)");
+  c.def(
+      "storage_offset", [](const T& t) { return t.meta().offset; },
+      "the offset of element 0 in the storage, in elements");
+  c.def(
+      "leaky_relu", [](const T& t, double slope) { return t.leaky_relu(slope); },
+      arg("negative_slope") = 0.01, "x > 0 ? x : negative_slope * x");
+  c.def(
+      "hardtanh", [](const T& t, double lo, double hi) { return t.hardtanh(lo, hi); },
+      arg("min_val") = -1.0, arg("max_val") = 1.0, "x clamped to [min_val, max_val]");
+  c.def(
+      "elu",
+      [](const T& t, double alpha, double scale, double input_scale) {
+        return t.elu(alpha, scale, input_scale);
+      },
+      arg("alpha") = 1.0, arg("scale") = 1.0, arg("input_scale") = 1.0,
+      "x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)");
+}
+
+// Module functions of class T (`cls`: its name in the stubs).
+template <typename T>
+void bind_composite_functions(nb::module_& m, const std::string& cls) {
+  using nb::arg;
+  m.def(
+      "embedding",
+      [](const T& indices, const T& weight, std::optional<int64_t> padding_idx) {
+        return embedding(weight, indices, padding_idx);
+      },
+      arg("input"), arg("weight"), arg("padding_idx") = nb::none(),
+      nb::sig(stub_sig("def embedding(input: " + cls + ", weight: " + cls +
+                       ", padding_idx: int | None = None) -> " + cls)),
+      "the rows of weight at the integer indices input (torch.nn.functional.embedding)");
+  m.def(
+      "embedding_dense_backward",
+      [](const T& grad, const T& indices, int64_t num_weights, std::optional<int64_t> padding_idx,
+         bool scale_grad_by_freq) {
+        return embedding_dense_backward(grad, indices, num_weights, padding_idx,
+                                        scale_grad_by_freq);
+      },
+      arg("grad_output"), arg("indices"), arg("num_weights"), arg("padding_idx") = nb::none(),
+      arg("scale_grad_by_freq") = false,
+      nb::sig(stub_sig("def embedding_dense_backward(grad_output: " + cls + ", indices: " + cls +
+                       ", num_weights: int, padding_idx: int | None = None, "
+                       "scale_grad_by_freq: bool = False) -> " +
+                       cls)),
+      "the gradient of embedding's weight: grad rows added up per index");
+  m.def(
+      "slice_scatter",
+      [](const T& x, const T& src, int64_t dim, std::optional<int64_t> start,
+         std::optional<int64_t> end,
+         int64_t step) { return slice_scatter(x, src, dim, start, end, step); },
+      arg("input"), arg("src"), arg("dim") = 0, arg("start") = nb::none(), arg("end") = nb::none(),
+      arg("step") = 1,
+      nb::sig(stub_sig("def slice_scatter(input: " + cls + ", src: " + cls +
+                       ", dim: int = 0, start: int | None = None, end: int | None = None, "
+                       "step: int = 1) -> " +
+                       cls)),
+      "input with src written at the slice start:end:step of dim (a new tensor)");
+  m.def(
+      "select_scatter",
+      [](const T& x, const T& src, int64_t dim, int64_t index) {
+        return select_scatter(x, src, dim, index);
+      },
+      arg("input"), arg("src"), arg("dim"), arg("index"),
+      nb::sig(stub_sig("def select_scatter(input: " + cls + ", src: " + cls +
+                       ", dim: int, index: int) -> " + cls)),
+      "input with src written at index of dim (a new tensor)");
+  m.def(
+      "addmm",
+      [](const T& x, const T& m1, const T& m2, nb::handle beta, nb::handle alpha) {
+        return x.addmm(m1, m2, scalar_arg(beta, "addmm"), scalar_arg(alpha, "addmm"));
+      },
+      arg("input"), arg("mat1"), arg("mat2"), nb::kw_only(), arg("beta") = 1, arg("alpha") = 1,
+      nb::sig(stub_sig("def addmm(input: " + cls + ", mat1: " + cls + ", mat2: " + cls +
+                       ", *, beta: float | int = 1, alpha: float | int = 1) -> " + cls)),
+      "beta * input + alpha * (mat1 @ mat2)");
+}
+
+}  // namespace dtr::python

@@ -1,0 +1,59 @@
+// Internal: where an output element of flip and constant_pad_nd comes from, host and
+// device code, so that the CPU kernels (tensor/kernels_index.cpp) and the CUDA kernels
+// (tensor/cuda/kernels_index.cu) map positions the same way.
+//
+// The input is contiguous; the output contiguous of out_shape. Along dim d an output index
+// o reads input index in_size - 1 - o (flipped) or o - before (padded; outside [0, in_size)
+// it is padding).
+//
+// Thread safety: pure functions of a value type.
+#pragma once
+
+#include <cstdint>
+
+#include "dtr/dims.hpp"
+#include "dtr/half.hpp"  // DTR_HOST_DEVICE
+#include "dtr/op_table.hpp"
+
+namespace dtr::detail {
+
+struct SourceMap {
+  int64_t ndim = 0;
+  int64_t out[kMaxDims] = {};
+  int64_t in[kMaxDims] = {};
+  int64_t before[kMaxDims] = {};
+  bool flip[kMaxDims] = {};
+};
+
+// The input position output position i reads, or -1 for padding.
+DTR_HOST_DEVICE inline int64_t source_of(const SourceMap& m, int64_t i) {
+  int64_t src = 0, scale = 1;
+  for (int64_t d = m.ndim - 1; d >= 0; --d) {
+    const int64_t o = i % m.out[d];
+    i /= m.out[d];
+    const int64_t s = m.flip[d] ? m.in[d] - 1 - o : o - m.before[d];
+    if (s < 0 || s >= m.in[d]) return -1;
+    src += s * scale;
+    scale *= m.in[d];
+  }
+  return src;
+}
+
+// The map of flip (attrs.ints: the dims) or constant_pad_nd (attrs.ints: the pads, the last
+// dim's first) from x's shape to the output's (both checked by the op's shape rule).
+inline SourceMap source_map(OpId op, const Shape& in, const Shape& out, const OpAttrs& a) {
+  SourceMap m;
+  m.ndim = static_cast<int64_t>(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    m.in[i] = in[i];
+    m.out[i] = out[i];
+  }
+  if (op == OpId::flip) {
+    for (int64_t dim : a.ints) m.flip[wrap_dim("flip", dim, m.ndim)] = true;
+  } else {
+    for (size_t i = 0; i < a.ints.size() / 2; ++i) m.before[in.size() - 1 - i] = a.ints[2 * i];
+  }
+  return m;
+}
+
+}  // namespace dtr::detail
