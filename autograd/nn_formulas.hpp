@@ -113,6 +113,13 @@ template <typename T>
 std::vector<T> scatter_add_grad(const GradContext<T>& c, const T& g) {
   return {g, T(), c.needs(2) ? call<T>(OpId::gather, c.attrs, g, c.in(1)) : T()};
 }
+// scatter(x, dim, index, src): x's gradient with the written positions zeroed, src's
+// gathered at index.
+template <typename T>
+std::vector<T> scatter_grad(const GradContext<T>& c, const T& g) {
+  T gx = c.needs(0) ? call<T>(OpId::scatter, c.attrs, g, c.in(1), zeros_of_input(c, 2, g)) : T();
+  return {gx, T(), c.needs(2) ? call<T>(OpId::gather, c.attrs, g, c.in(1)) : T()};
+}
 // cumsum: the reversed cumulative sum, sum - cumsum + g.
 template <typename T>
 std::vector<T> cumsum_grad(const GradContext<T>& c, const T& g) {

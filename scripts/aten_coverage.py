@@ -54,6 +54,7 @@ RENAMES = {
     "native_layer_norm": "layer_norm",  # mean and rstd are not outputs: recomputed in backward
     # grad_input; grad_weight is layer_norm_weight_grad, grad_bias a sum of grad.
     "native_layer_norm_backward": "layer_norm_backward",
+    "sort": "sort_indices",  # the values are gathered at the positions (x.sort)
     "_local_scalar_dense": "item",  # a sync point, as in torch
     # The functional forms of in-place ops: x.clone().copy_(src), x.clone().fill_(value).
     "copy": "copy_",

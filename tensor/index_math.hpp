@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "dtr/dims.hpp"
 #include "dtr/half.hpp"  // DTR_HOST_DEVICE
@@ -37,6 +39,28 @@ DTR_HOST_DEVICE inline int64_t source_of(const SourceMap& m, int64_t i) {
     scale *= m.in[d];
   }
   return src;
+}
+
+// sort_indices's order as an unsigned key: ascending keys sort as the values do, NaN after
+// everything, -0 equal to +0; descending inverts the key (NaN first), so one stable sort of
+// the keys gives torch's stable order either way.
+template <typename T>
+DTR_HOST_DEVICE uint64_t sort_key(T value, bool descending) {
+  uint64_t k;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || is_half_v<T>) {
+    double v = static_cast<double>(value);
+    if (v != v) {
+      k = ~uint64_t{0};
+    } else {
+      if (v == 0) v = 0;  // -0 sorts as +0
+      uint64_t bits;
+      memcpy(&bits, &v, sizeof bits);
+      k = (bits >> 63) != 0 ? ~bits : bits | (uint64_t{1} << 63);
+    }
+  } else {
+    k = static_cast<uint64_t>(static_cast<int64_t>(value)) ^ (uint64_t{1} << 63);
+  }
+  return descending ? ~k : k;
 }
 
 // The map of flip (attrs.ints: the dims) or constant_pad_nd (attrs.ints: the pads, the last

@@ -141,6 +141,8 @@ void gather_scatter_kernel(const OpDef& d, std::span<const Tensor> in, const OpA
       if (at < 0 || at >= size) index_out_of_range(d, at, size, dim, x.shape());
       if (gather) {
         o[i] = s[offset_with(c, xs, dim, at)];
+      } else if (d.id == OpId::scatter) {
+        o[offset_with(c, xs, dim, at)] = s[offset_with(c, src.strides(), dim, c[dim])];
       } else {
         T& dst = o[offset_with(c, xs, dim, at)];
         dst = add_elem(dst, s[offset_with(c, src.strides(), dim, c[dim])]);
@@ -223,6 +225,29 @@ void topk_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, c
   });
 }
 
+// sort_indices: each row along the dim sorted stably by dtr::detail::sort_key, rows in
+// parallel.
+void sort_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, const Tensor& out) {
+  const Tensor x = in[0].contiguous();
+  const bool descending = a.ints[1] != 0;
+  const DimSplit s = split_at(x.shape(), wrap_dim(d.name, a.ints[0], x.dim()));
+  int64_t* o = static_cast<int64_t*>(out.raw_data());
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* p = static_cast<const T*>(x.raw_data());
+    dtr::detail::parallel_for(s.outer * s.inner, [&](int64_t row) {
+      const int64_t r = row / s.inner, j = row % s.inner;
+      const T* base = p + r * s.size * s.inner + j;
+      std::vector<std::pair<uint64_t, int64_t>> keyed(static_cast<size_t>(s.size));
+      for (int64_t i = 0; i < s.size; ++i)
+        keyed[static_cast<size_t>(i)] = {dtr::detail::sort_key(base[i * s.inner], descending), i};
+      std::stable_sort(keyed.begin(), keyed.end(),
+                       [](const auto& u, const auto& v) { return u.first < v.first; });
+      for (int64_t i = 0; i < s.size; ++i)
+        o[(r * s.size + i) * s.inner + j] = keyed[static_cast<size_t>(i)].second;
+    });
+  });
+}
+
 }  // namespace
 
 // tril / triu: each matrix of the last two dims copied with the entries outside the kept
@@ -288,7 +313,10 @@ void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, 
       return index_select_kernel(d, in, a, out);
     case OpId::gather:
     case OpId::scatter_add:
+    case OpId::scatter:
       return gather_scatter_kernel(d, in, a, out);
+    case OpId::sort_indices:
+      return sort_kernel(d, in, a, out);
     case OpId::cumsum:
       return cumsum_kernel(d, in, a, out);
     case OpId::one_hot:

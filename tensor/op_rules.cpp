@@ -298,6 +298,12 @@ InferResult infer_indexing(const OpDef& d, std::span<const TensorMeta> in, const
     case OpId::topk:
     case OpId::topk_indices:
       return infer_topk(d, x, a);
+    case OpId::sort_indices: {
+      need_ints(d, a, 2);
+      flag_at(d, a, 1);
+      wrap_dim(d.name, a.ints[0], x.dim());
+      return result(DType::Int64, x.shape);
+    }
     case OpId::flip: {
       std::array<bool, kMaxDims> seen{};
       for (int64_t dim : a.ints) {

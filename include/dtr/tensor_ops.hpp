@@ -466,6 +466,64 @@ class TensorOps {
   Derived scatter_add(int64_t dim, const Derived& index, const Derived& src) const {
     return with(OpId::scatter_add, ints_attrs({dim}), index, &src);
   }
+  // x with src (or value) written at index along dim: out[index[i][j]][j] = src[i][j] for
+  // dim 0 (torch's scatter; of duplicate positions one write wins).
+  Derived scatter(int64_t dim, const Derived& index, const Derived& src) const {
+    return with(OpId::scatter, ints_attrs({dim}), index, &src);
+  }
+  Derived scatter(int64_t dim, const Derived& index, Scalar value) const {
+    return scatter(dim, index, self().new_full(index.shape(), value));
+  }
+  // The values along dim in order and their positions (torch.sort; stable: equal values
+  // keep their order; NaN sorts last, first when descending), and the positions alone
+  // (argsort). The values are gathered at the positions.
+  std::pair<Derived, Derived> sort(int64_t dim = -1, bool descending = false) const {
+    Derived idx = argsort(dim, descending);
+    return {gather(dim, idx), idx};
+  }
+  Derived argsort(int64_t dim = -1, bool descending = false) const {
+    return self().apply(OpId::sort_indices, ints_attrs({dim, descending ? 1 : 0}), nullptr);
+  }
+  // Advanced indexing, torch's index.Tensor (x[i0, i1] with integer tensors): indices[d]
+  // indexes dim d (undefined or left out: the whole dim); the index tensors broadcast to a
+  // shape B, and the result has B in place of the indexed dims when they are adjacent, else
+  // B first, as torch's. Negative indices count from the end; one out of range raises
+  // IndexError on the node. One index_select of the indexed dims flattened, on the node.
+  // Bool (mask) indices are refused: the result's size would depend on the values.
+  Derived index(const std::vector<Derived>& indices) const {
+    AdvancedIndex ai = advanced_index(indices);
+    if (ai.dims.empty()) return self();
+    Shape flat_shape{ai.count};
+    for (int64_t s : ai.rest) flat_shape.push_back(s);
+    Derived rows = ai.permuted.reshape(flat_shape).index_select(0, ai.flat.reshape({-1}));
+    Shape out = ai.broadcast;
+    for (int64_t s : ai.rest) out.push_back(s);
+    return ai.to_torch_layout(rows.view(out));
+  }
+  // torch's index_put (out of place): x with values (broadcast to x.index(indices)'s shape)
+  // written at the indexed positions, or added there (accumulate, duplicates summed).
+  // Without accumulate, of duplicate positions one write wins.
+  Derived index_put(const std::vector<Derived>& indices, const Derived& values,
+                    bool accumulate = false) const {
+    AdvancedIndex ai = advanced_index(indices);
+    if (ai.dims.empty())
+      return accumulate ? self() + values : values.to(dtype()).expand(shape()).clone();
+    const int64_t nb = numel_of(ai.broadcast);
+    Shape torch_shape = ai.torch_shape(), flat_shape{nb}, rows_shape{ai.count};
+    for (int64_t s : ai.rest) {
+      flat_shape.push_back(s);
+      rows_shape.push_back(s);
+    }
+    const Derived v = ai.from_torch_layout(
+        (values.dtype() == dtype() ? values : values.to(dtype())).expand(torch_shape));
+    Shape idx_shape(static_cast<size_t>(flat_shape.size()), 1);
+    idx_shape[0] = nb;
+    const Derived idx = ai.flat.reshape(idx_shape).expand(flat_shape);
+    const Derived base = ai.permuted.reshape(rows_shape);
+    const Derived vf = v.reshape(flat_shape);
+    const Derived put = accumulate ? base.scatter_add(0, idx, vf) : base.scatter(0, idx, vf);
+    return put.view(ai.permuted.shape()).permute(ai.inverse);
+  }
   Derived cumsum(int64_t dim) const {
     return self().apply(OpId::cumsum, ints_attrs({dim}), nullptr);
   }
@@ -768,6 +826,94 @@ class TensorOps {
     a.ints = {d};
     a.keepdim = keepdim;
     return a;
+  }
+  // What index and index_put share: x with the indexed dims permuted first, the flat
+  // positions in those dims (checked, of the broadcast shape), and the layouts.
+  struct AdvancedIndex {
+    Dims dims;          // the indexed dims, in order
+    Shape broadcast;    // B
+    Shape rest;         // the sizes of the other dims, in order
+    int64_t count = 1;  // the number of positions of the indexed dims
+    bool adjacent = true;
+    Dims perm, inverse;  // indexed dims first, and back
+    Derived permuted, flat;
+    // torch's layout of the result: B in place of the indexed dims when adjacent.
+    Shape torch_shape() const {
+      Shape s;
+      const size_t lead = adjacent ? static_cast<size_t>(dims[0]) : 0;
+      for (size_t i = 0; i < lead; ++i) s.push_back(rest[i]);
+      for (int64_t b : broadcast) s.push_back(b);
+      for (size_t i = lead; i < rest.size(); ++i) s.push_back(rest[i]);
+      return s;
+    }
+    // The permutation from B + rest to torch's layout (identity unless adjacent, not first).
+    Dims layout_perm(bool to_torch) const {
+      const int64_t nb = static_cast<int64_t>(broadcast.size());
+      const int64_t lead = adjacent ? dims[0] : 0, n = nb + static_cast<int64_t>(rest.size());
+      Dims p;  // p[j] = the dim of B + rest that torch's dim j is
+      for (int64_t i = 0; i < lead; ++i) p.push_back(nb + i);
+      for (int64_t i = 0; i < nb; ++i) p.push_back(i);
+      for (int64_t i = nb + lead; i < n; ++i) p.push_back(i);
+      if (to_torch) return p;
+      Dims q(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(p[static_cast<size_t>(j)])] = j;
+      return q;
+    }
+    Derived to_torch_layout(const Derived& t) const {
+      return adjacent && dims[0] > 0 ? t.permute(layout_perm(true)) : t;
+    }
+    Derived from_torch_layout(const Derived& t) const {
+      return adjacent && dims[0] > 0 ? t.permute(layout_perm(false)) : t;
+    }
+  };
+  AdvancedIndex advanced_index(const std::vector<Derived>& indices) const {
+    if (static_cast<int64_t>(indices.size()) > dim())
+      throw IndexError("index: " + std::to_string(indices.size()) +
+                       " indices for a tensor of dimension " + std::to_string(dim()));
+    AdvancedIndex ai;
+    for (size_t d = 0; d < indices.size(); ++d) {
+      if (!indices[d].defined()) continue;
+      const DType t = indices[d].dtype();
+      if (t == DType::Bool)
+        throw IndexError(
+            "index: a bool (mask) index is not supported: the result's size would depend on "
+            "the values (a sync point); use masked_fill or where");
+      if (t != DType::Int64 && t != DType::Int32)
+        throw IndexError("index: tensors used as indices must be int64 or int32, got " +
+                         std::string(dtype_name(t)) + " for dim " + std::to_string(d));
+      if (!ai.dims.empty() && ai.dims.back() != static_cast<int64_t>(d) - 1) ai.adjacent = false;
+      ai.broadcast = ai.dims.empty() ? indices[d].shape()
+                                     : broadcast_shapes("index", ai.broadcast, indices[d].shape());
+      ai.dims.push_back(static_cast<int64_t>(d));
+    }
+    if (ai.dims.empty()) return ai;
+    for (int64_t d : ai.dims) ai.perm.push_back(d);
+    for (int64_t d = 0; d < dim(); ++d) {
+      bool indexed = false;
+      for (int64_t k : ai.dims) indexed = indexed || k == d;
+      if (!indexed) {
+        ai.perm.push_back(d);
+        ai.rest.push_back(size(d));
+      }
+    }
+    ai.inverse = Dims(static_cast<size_t>(dim()));
+    for (size_t j = 0; j < ai.perm.size(); ++j)
+      ai.inverse[static_cast<size_t>(ai.perm[j])] = static_cast<int64_t>(j);
+    ai.permuted = self().permute(ai.perm);
+    // Each index wrapped and checked (index_select of 0..size-1 is the identity on the
+    // valid ones and raises IndexError on the others), then combined row-major.
+    for (int64_t d : ai.dims) {
+      const int64_t s = size(d);
+      Derived i = indices[static_cast<size_t>(d)];
+      if (i.dtype() != DType::Int64) i = i.to(DType::Int64);
+      i = where3(i.lt(0), i + s, i);
+      const Derived all = self().new_ones({s}, DType::Int64).cumsum(0) - 1;
+      i = all.index_select(0, i.reshape({-1})).view(i.shape());
+      ai.flat = ai.flat.defined() ? ai.flat * s + i : i;
+      ai.count *= s;
+    }
+    if (!(ai.flat.shape() == ai.broadcast)) ai.flat = ai.flat.expand(ai.broadcast);
+    return ai;
   }
   static OpAttrs moment_attrs(std::optional<int64_t> d, bool keepdim, int64_t correction) {
     return moment_attrs(d ? Dims{*d} : Dims{}, keepdim, correction);

@@ -83,6 +83,45 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
                        cls + ", ...]")),
       "views of pieces of the given sizes along dim (they must add up to its size)");
   c.def(
+      "sort",
+      [](const T& t, int64_t dim, bool descending, bool stable) {
+        (void)stable;  // always stable: a stable order is a valid unstable one
+        return t.sort(dim, descending);
+      },
+      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false,
+      nb::sig(stub_sig("def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = "
+                       "False) -> tuple[" +
+                       cls + ", " + cls + "]")),
+      "(values, indices) along dim in order; stable; NaN last (first when descending)");
+  c.def(
+      "argsort",
+      [](const T& t, int64_t dim, bool descending, bool stable) {
+        (void)stable;
+        return t.argsort(dim, descending);
+      },
+      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false,
+      "the positions along dim that sort the tensor (stable)");
+  auto index_list = [](nb::handle indices) {
+    std::vector<T> out;
+    for (nb::handle h : indices) out.push_back(h.is_none() ? T() : nb::cast<T>(h));
+    return out;
+  };
+  c.def(
+      "index",
+      [index_list](const T& t, nb::handle indices) { return t.index(index_list(indices)); },
+      arg("indices"),
+      nb::sig(stub_sig("def index(self, indices: Sequence[" + cls + " | None]) -> " + cls)),
+      "advanced indexing (torch's index.Tensor): integer tensors per dim, None: the whole dim");
+  c.def(
+      "index_put",
+      [index_list](const T& t, nb::handle indices, const T& values, bool accumulate) {
+        return t.index_put(index_list(indices), values, accumulate);
+      },
+      arg("indices"), arg("values"), arg("accumulate") = false,
+      nb::sig(stub_sig("def index_put(self, indices: Sequence[" + cls + " | None], values: " + cls +
+                       ", accumulate: bool = False) -> " + cls)),
+      "a copy with values written (or added: accumulate) at the advanced index");
+  c.def(
       "storage_offset", [](const T& t) { return t.meta().offset; },
       "the offset of element 0 in the storage, in elements");
   c.def(

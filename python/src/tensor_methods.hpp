@@ -110,16 +110,67 @@ nb::object binary_inplace(OpId op, nb::pointer_and_handle<T> self, nb::handle ot
   return nb::borrow(self.h);
 }
 
-// x[index]: ints select (dropping the dim), slices slice (step > 0), None inserts a dim,
-// one Ellipsis stands for the dims not named. Views: they share x's storage.
-template <typename T>
-T index_view(const T& x, nb::handle index) {
+// The items of an index: a tuple's, or the index itself.
+inline std::vector<nb::handle> index_items(nb::handle index) {
   std::vector<nb::handle> items;
   if (nb::isinstance<nb::tuple>(index)) {
     for (nb::handle h : nb::borrow<nb::tuple>(index)) items.push_back(h);
   } else {
     items.push_back(index);
   }
+  return items;
+}
+
+// Advanced indexing (an item is a tensor or a list of ints): the index tensors per dim of
+// x (undefined where the whole dim is taken) for TensorOps::index / index_put. Ints index
+// too (0-d tensors, as in torch, so the layout is torch's); `:` takes a whole dim and one
+// `...` the dims not named; a partial slice or None beside a tensor index raises.
+template <typename T>
+std::optional<std::vector<T>> advanced_indices(const T& x, nb::handle index) {
+  const std::vector<nb::handle> items = index_items(index);
+  bool advanced = false;
+  for (nb::handle h : items) advanced = advanced || tensor_of<T>(h) || PyList_Check(h.ptr());
+  if (!advanced) return std::nullopt;
+  int64_t named = 0;
+  for (nb::handle h : items) named += h.ptr() == Py_Ellipsis ? 0 : 1;
+  if (named > x.dim())
+    throw IndexError("too many indices for a tensor of dimension " + std::to_string(x.dim()));
+  std::vector<T> out;
+  for (nb::handle h : items) {
+    if (h.ptr() == Py_Ellipsis) {
+      out.resize(out.size() + static_cast<size_t>(x.dim() - named));
+    } else if (const T* t = tensor_of<T>(h)) {
+      out.push_back(*t);
+    } else if (PyList_Check(h.ptr())) {
+      const local::Tensor l = local::from_vector(nb::cast<std::vector<int64_t>>(h));
+      if constexpr (std::is_same_v<T, local::Tensor>) {
+        out.push_back(l.to_device(x.device()));
+      } else {
+        device_guard dev(x.get_device());
+        out.push_back(dist_send(l, x.get_node()));
+      }
+    } else if (!PyBool_Check(h.ptr()) && PyIndex_Check(h.ptr())) {
+      out.push_back(
+          x.new_full({}, nb::cast<int64_t>(nb::steal(PyNumber_Index(h.ptr()))), DType::Int64));
+    } else if (PySlice_Check(h.ptr()) && nb::borrow<nb::slice>(h).attr("start").is_none() &&
+               nb::borrow<nb::slice>(h).attr("stop").is_none() &&
+               nb::borrow<nb::slice>(h).attr("step").is_none()) {
+      out.emplace_back();
+    } else {
+      throw IndexError(
+          "beside a tensor index only ints, ':' and '...' are supported (index in two steps: "
+          "x[1:3][idx]), got " +
+          std::string(nb::type_name(h.type()).c_str()));
+    }
+  }
+  return out;
+}
+
+// x[index]: ints select (dropping the dim), slices slice (step > 0), None inserts a dim,
+// one Ellipsis stands for the dims not named. Views: they share x's storage.
+template <typename T>
+T index_view(const T& x, nb::handle index) {
+  const std::vector<nb::handle> items = index_items(index);
   auto is_int = [](nb::handle h) { return !PyBool_Check(h.ptr()) && PyIndex_Check(h.ptr()); };
   int64_t consuming = 0, ellipses = 0;
   for (nb::handle h : items) {
@@ -128,8 +179,10 @@ T index_view(const T& x, nb::handle index) {
     } else if (h.ptr() == Py_Ellipsis) {
       ++ellipses;
     } else if (!h.is_none()) {
-      throw IndexError(std::string("only integers, slices, None and ... index a tensor, got ") +
-                       nb::type_name(h.type()).c_str() + " (no advanced indexing)");
+      throw IndexError(
+          std::string("only integers, slices, None, ..., integer tensors and lists index a "
+                      "tensor, got ") +
+          nb::type_name(h.type()).c_str());
     }
   }
   if (ellipses > 1) throw IndexError("an index can only have one ellipsis ('...')");
@@ -289,6 +342,18 @@ void bind_pieces(nb::class_<T>& c, const std::string& cls) {
       },
       nb::sig(stub_sig("def repeat(self, *sizes: int | Sequence[int]) -> " + cls)),
       "the tensor tiled sizes[i] times along dim i (one copy)");
+  // Bound before the table's scatter (src a tensor), which it serves too: src may be a
+  // number (torch's scatter.value).
+  c.def(
+      "scatter",
+      [](const T& t, int64_t dim, const T& index, nb::handle src) {
+        if (const T* s = tensor_of<T>(src)) return t.scatter(dim, index, *s);
+        return t.scatter(dim, index, scalar_arg(src, "scatter"));
+      },
+      arg("dim"), arg("index"), arg("src"),
+      nb::sig(stub_sig("def scatter(self, dim: int, index: " + cls + ", src: " + cls +
+                       " | float | int) -> " + cls)),
+      "x with src (a tensor, or a number) written at index along dim");
 }
 
 template <typename T>
@@ -440,11 +505,20 @@ void bind_views(nb::class_<T>& c, const std::string& cls) {
   c.def(
       "unsqueeze", [](const T& t, int64_t d) { return t.unsqueeze(d); }, arg("dim"));
   c.def(
-      "__getitem__", [](const T& t, nb::handle index) { return index_view(t, index); },
+      "__getitem__",
+      [](const T& t, nb::handle index) {
+        if (std::optional<std::vector<T>> adv = advanced_indices(t, index)) return t.index(*adv);
+        return index_view(t, index);
+      },
       arg("index").none());
   c.def(
       "__setitem__",
-      [](const T& t, nb::handle index, nb::handle value) {
+      [](T& t, nb::handle index, nb::handle value) {
+        if (std::optional<std::vector<T>> adv = advanced_indices(t, index)) {
+          const T* v = tensor_of<T>(value);
+          t.copy_(t.index_put(*adv, v ? *v : t.new_full({}, scalar_arg(value, "__setitem__"))));
+          return;
+        }
         T view = index_view(t, index);
         if (const T* v = tensor_of<T>(value))
           view.copy_(*v);

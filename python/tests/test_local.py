@@ -176,8 +176,11 @@ def test_bad_input_raises_the_matching_classes():
     with pytest.raises(dtr.IndexError, match=r"invalid index of a 0-dim tensor: use x.item\(\)"):
         local.ones(()).data[0]
     assert local.ones(())[None].shape == (1,) and local.ones(())[...].shape == ()
-    with pytest.raises(dtr.IndexError, match="advanced indexing"):
-        a[[0, 1]]
+    assert a[[0, 1]].shape == (2,) + tuple(a.shape[1:])  # advanced indexing
+    with pytest.raises(dtr.IndexError, match="mask"):
+        a[a > 0]
+    with pytest.raises(dtr.IndexError, match="beside a tensor index"):
+        a[[0], None]
     with pytest.raises(dtr.InvalidArgument, match="ambiguous"):
         bool(a)
     with pytest.raises(TypeError):

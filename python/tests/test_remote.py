@@ -212,6 +212,32 @@ def test_flip_and_pad(session):
         dtr.nn.functional.pad(x, (1, 1), mode="reflect")
 
 
+def test_sort_scatter_and_advanced_indexing(session):
+    a = np.array([[3, 1, np.nan, 1], [0, 2, -1, 2]], dtype=np.float32)
+    x = dtr.tensor(a)
+    v, i = x.sort(1)
+    assert i.tolist() == np.argsort(a, 1, kind="stable").tolist()
+    np.testing.assert_array_equal(v.numpy(), np.sort(a, 1))
+    assert x.argsort(1, descending=True).tolist() == [[2, 0, 1, 3], [1, 3, 0, 2]]
+    s = dtr.zeros(2, 4).scatter(1, dtr.tensor(np.array([[3], [0]])), 5.0)
+    assert s.tolist() == [[0, 0, 0, 5], [5, 0, 0, 0]]
+    b = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    y = dtr.tensor(b)
+    idx = np.array([2, 0, -1])
+    for key in [(dtr.tensor(np.array([1, 0, -1])),), (slice(None), [1, 2]),
+                (0, slice(None), dtr.tensor(idx)),
+                (dtr.tensor(np.array([[1], [0]])), Ellipsis, dtr.tensor(idx))]:
+        want = b[tuple(k.numpy() if isinstance(k, dtr.Tensor) else k for k in key)]
+        assert y[key].tolist() == want.tolist(), key
+    y[:, [0, 2]] = -1
+    b[:, [0, 2]] = -1
+    assert y.tolist() == b.tolist()
+    with pytest.raises(dtr.IndexError, match="mask"):
+        y[y > 3]
+    with pytest.raises(dtr.RemoteError, match="out of range"):
+        y[:, dtr.tensor(np.array([3]))].tolist()
+
+
 def test_indexing_and_assignment(session):
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     x = dtr.tensor(a)

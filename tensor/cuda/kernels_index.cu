@@ -11,6 +11,8 @@
 // order is the CPU's exactly. 16-bit cumsum runs on a float32 copy and rounds, as the CPU.
 //
 // Thread safety: any thread; launches on the calling thread's current stream.
+#include <cub/device/device_segmented_sort.cuh>
+
 #include "tensor/cuda/kernels.cuh"
 #include "tensor/index_math.hpp"
 #include "tensor/op_rules.hpp"
@@ -252,6 +254,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// scatter: out[x position] = src[i] (of duplicate positions, one write wins).
+template <typename U>
+__global__ void __launch_bounds__(kThreads)
+    scatter_kernel(GatherArgs g, U* out, const int64_t* idx, const U* src) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
+       i += step) {
+    int64_t xo, so;
+    g.offsets(i, idx[i], xo, so);
+    out[xo] = src[so];
+  }
+}
+
 void gather_scatter_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
                        const OpAttrs& a, const local::Tensor& out) {
   const local::Tensor& x = in[0];
@@ -279,6 +294,17 @@ void gather_scatter_op(const Ctx& c, const OpDef& d, std::span<const local::Tens
           static_cast<U*>(out.raw_data()));
     });
     check_launch(c, "gather kernel");
+    return;
+  }
+  if (d.id == OpId::scatter) {
+    copy_impl(c, out, x);
+    if (g.n == 0) return;
+    by_element_size(x.dtype(), [&]<typename U>() {
+      scatter_kernel<U><<<grid_for(c, g.n), kThreads, 0, c.stream>>>(
+          g, static_cast<U*>(out.raw_data()), int64_data(idx),
+          static_cast<const U*>(src.raw_data()));
+    });
+    check_launch(c, "scatter kernel");
     return;
   }
   // scatter_add: a workspace of an atomic type holds x, takes the sums, and is stored back.
@@ -463,6 +489,75 @@ void remap_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, c
   check_launch(c, "flip/constant_pad_nd kernel");
 }
 
+// ---- sort_indices: a key per element (dtr::detail::sort_key), then CUB's stable
+// segmented sort of (key, position) pairs, one segment per row; a dim other than the last
+// is moved last first (a packed copy) and the positions written back through the same swap.
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sort_keys_kernel(const T* x, uint64_t* keys, int64_t* pos, int64_t n, int64_t size,
+                     bool descending) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    keys[i] = ::dtr::detail::sort_key(x[i], descending);
+    pos[i] = i % size;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    row_offsets_kernel(int64_t* offsets, int64_t rows, int64_t size) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r <= rows;
+       r += step)
+    offsets[r] = r * size;
+}
+
+// t with dims a and b swapped (a view: the same storage).
+local::Tensor swapped(const local::Tensor& t, int64_t a, int64_t b) {
+  TensorMeta m = t.meta();
+  std::swap(m.shape[static_cast<size_t>(a)], m.shape[static_cast<size_t>(b)]);
+  std::swap(m.strides[static_cast<size_t>(a)], m.strides[static_cast<size_t>(b)]);
+  return local::Tensor(t.storage(), m);
+}
+
+void sort_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
+             const local::Tensor& out) {
+  const local::Tensor& x = in[0];
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (x.dim() == 0) {
+    fill_impl(c, out, Scalar(0));
+    return;
+  }
+  const int64_t dim = wrap_dim(d.name, a.ints[0], x.dim()), last = x.dim() - 1;
+  const local::Tensor rows_x = contiguous_on(c, dim == last ? x : swapped(x, dim, last));
+  const int64_t size = rows_x.shape()[static_cast<size_t>(last)], rows = n / size;
+  const local::Tensor keys = empty_on(c, {2 * n}, DType::Int64);
+  const local::Tensor pos = empty_on(c, {n}, DType::Int64);
+  const local::Tensor sorted = dim == last ? out : empty_on(c, rows_x.shape(), DType::Int64);
+  const local::Tensor offsets = empty_on(c, {rows + 1}, DType::Int64);
+  auto* key_in = static_cast<uint64_t*>(keys.raw_data());
+  dispatch(x.dtype(), [&]<typename T>() {
+    sort_keys_kernel<T><<<grid_for(c, n), kThreads, 0, c.stream>>>(
+        static_cast<const T*>(rows_x.raw_data()), key_in, static_cast<int64_t*>(pos.raw_data()), n,
+        size, a.ints[1] != 0);
+  });
+  row_offsets_kernel<<<grid_for(c, rows + 1), kThreads, 0, c.stream>>>(
+      static_cast<int64_t*>(offsets.raw_data()), rows, size);
+  check_launch(c, "sort key kernels");
+  const auto* off = static_cast<const int64_t*>(offsets.raw_data());
+  size_t temp_bytes = 0;
+  auto run = [&](void* temp) {
+    return cub::DeviceSegmentedSort::StableSortPairs(
+        temp, temp_bytes, key_in, key_in + n, static_cast<const int64_t*>(pos.raw_data()),
+        static_cast<int64_t*>(sorted.raw_data()), n, rows, off, off + 1, c.stream);
+  };
+  check_cuda(c, "cub::DeviceSegmentedSort (size)", run(nullptr));
+  const local::Tensor temp = empty_on(c, {static_cast<int64_t>(temp_bytes / 8 + 1)}, DType::Int64);
+  check_cuda(c, "cub::DeviceSegmentedSort", run(temp.raw_data()));
+  if (dim != last) copy_impl(c, swapped(out, dim, last), sorted);
+}
+
 void topk_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, const OpAttrs& a,
              const local::Tensor& out) {
   const local::Tensor x = contiguous_on(c, in[0]);
@@ -497,7 +592,10 @@ void index_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, c
       return index_select_op(c, d, in, a, out);
     case OpId::gather:
     case OpId::scatter_add:
+    case OpId::scatter:
       return gather_scatter_op(c, d, in, a, out);
+    case OpId::sort_indices:
+      return sort_op(c, d, in, a, out);
     case OpId::cumsum:
       return cumsum_op(c, d, in, a, out);
     case OpId::flip:

@@ -318,6 +318,15 @@ std::vector<Case> nn_cases() {
                "avg_pool2d ceil mode",
                [](V v) { return v[0].avg_pool2d(2, Int2(2), 1, true, false); },
                {input({1, 2, 5, 4}, 102)}});
+  const Tensor sidx = local::from_vector<int64_t>({2, 0, 1, 1, 0, 2}).view({2, 3});
+  c.push_back({"scatter",
+               "scatter dim 1",
+               [sidx](V v) { return v[0].scatter(1, sidx, v[1]); },
+               {input({2, 4}, 114), input({2, 3}, 115)}});
+  c.push_back({"(composition)",
+               "sort values",
+               [](V v) { return v[0].sort(1, true).first; },
+               {input({3, 4}, 116)}});
   c.push_back({"flip", "flip", [](V v) { return v[0].flip({0, 2}); }, {input({2, 3, 4}, 112)}});
   c.push_back({"constant_pad_nd",
                "constant_pad_nd pad and crop",

@@ -179,6 +179,15 @@ void index_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("i64 k 3", {in.ia}, with_ints({3, -1, 1, 1}), false, false);
       add("k 5 of 4 (error)", {in.fa}, with_ints({5, 1, 1, 1}), false, false);
       break;
+    case OpId::sort_indices:
+      add("f32 dim -1", {in.fa}, with_ints({-1, 0}), false, false);
+      add("i64 dim 0 descending, transposed", {in.ia}, with_ints({0, 1}), false, true);
+      add("bool dim 1", {in.ba}, with_ints({1, 0}), false, false);
+      break;
+    case OpId::scatter:  // no duplicate positions: one write each, on any device
+      add("dim 1", {in.fa, i64({3, 0, 1, 2, 1, 2, 3, 0}, {2, 4}), in.fb}, d1, false, false);
+      add("index 4 of 4 (error)", {in.fa, i64({4}, {1, 1}), in.fb}, d1, false, false);
+      break;
     case OpId::flip:
       add("f32 dims 0 1", {in.fa}, with_ints({0, 1}), false, false);
       add("i64 dim -1, transposed", {in.ia}, with_ints({-1}), false, true);

@@ -273,6 +273,58 @@ TEST_CASE("flip and constant_pad_nd: against index arithmetic, layouts, dtypes, 
   DTR_CHECK_ERROR(dtr::ShapeError, h.constant_pad_nd({-2, -2}), "constant_pad_nd", "negative");
 }
 
+TEST_CASE("sort and argsort: stable, NaN last (first descending), -0 equal to +0, dims") {
+  const double nan = std::nan("");
+  Tensor x = tensor_of(kF32, {2, 5}, {3, 1, nan, -0.0, 1, 0, 2, -1, 2, 0}, Layout::ColumnMajor);
+  CHECK(x.argsort(1).to_vector<int64_t>() == std::vector<int64_t>{3, 1, 4, 0, 2, 2, 0, 4, 1, 3});
+  CHECK(x.argsort(1, true).to_vector<int64_t>() ==
+        std::vector<int64_t>{2, 0, 1, 4, 3, 1, 3, 0, 4, 2});
+  auto [v, i] = x.sort(0);
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 0, 1, 0, 1, 0, 1, 0});
+  CHECK(v.to_vector<float>()[0] == 0.0f);
+  Tensor ints = tensor_of(kI64, {4}, {5, -3, 5, 0});
+  CHECK(ints.argsort(0, true).to_vector<int64_t>() == std::vector<int64_t>{0, 2, 3, 1});
+  CHECK(tensor_of(kBool, {3}, {1, 0, 1}).argsort().to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 0, 2});
+  CHECK(tensor_of(kF16, {3}, {2, -1, 0.5}).sort().first.to_vector<double>() ==
+        std::vector<double>{-1, 0.5, 2});
+  CHECK(local::full({}, 4.0).argsort().to_vector<int64_t>() == std::vector<int64_t>{0});
+}
+
+TEST_CASE("scatter: writes src or a value at the index, errors") {
+  Tensor x = local::zeros({2, 4});
+  Tensor idx = tensor_of(kI64, {2, 2}, {3, 0, 1, 2});
+  Tensor src = tensor_of(kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(x.scatter(1, idx, src).to_vector<float>() == std::vector<float>{2, 0, 0, 1, 0, 4, 5, 0});
+  CHECK(x.scatter(0, tensor_of(kI64, {1, 2}, {1, 0}), 7.0).to_vector<float>() ==
+        std::vector<float>{0, 7, 0, 0, 7, 0, 0, 0});
+  DTR_CHECK_ERROR(dtr::IndexError, x.scatter(1, tensor_of(kI64, {1, 1}, {4}), src), "scatter", "4");
+  DTR_CHECK_ERROR(dtr::DTypeError, x.scatter(1, idx, src.to(kF64)), "scatter");
+}
+
+TEST_CASE("index and index_put: torch's layouts, negative indices, accumulate, errors") {
+  Tensor x = local::arange(0, 24).view({2, 3, 4});
+  Tensor i = tensor_of(kI64, {2}, {2, -1}), j = tensor_of(kI64, {2, 1}, {0, 1});
+  // One index on dim 1: B in its place.
+  Tensor a = x.index({Tensor(), i});
+  CHECK(a.shape() == dtr::Shape{2, 2, 4});
+  CHECK(a.contiguous().to_vector<int64_t>() ==
+        std::vector<int64_t>{8, 9, 10, 11, 8, 9, 10, 11, 20, 21, 22, 23, 20, 21, 22, 23});
+  // Dims 0 and 2 (not adjacent): B = (2, 2) first.
+  Tensor b = x.index({j, Tensor(), i});
+  CHECK(b.shape() == dtr::Shape{2, 2, 3});
+  CHECK(b.contiguous().to_vector<int64_t>() ==
+        std::vector<int64_t>{2, 6, 10, 3, 7, 11, 14, 18, 22, 15, 19, 23});
+  Tensor put = x.index_put({Tensor(), i}, local::full({}, int64_t{-1}, kI64));
+  CHECK(put.select(1, 2).to_vector<int64_t>() == std::vector<int64_t>(8, -1));
+  CHECK(put.select(1, 0).sum().item<int64_t>() == x.select(1, 0).sum().item<int64_t>());
+  Tensor acc = local::zeros({3}).index_put({tensor_of(kI64, {3}, {1, 1, 2})},
+                                           tensor_of(kF32, {3}, {1, 2, 3}), true);
+  CHECK(acc.to_vector<float>() == std::vector<float>{0, 3, 3});
+  DTR_CHECK_ERROR(dtr::IndexError, x.index({tensor_of(kI64, {1}, {2})}).contiguous(), "index", "2");
+  DTR_CHECK_ERROR(dtr::IndexError, x.index({x.gt(3)}), "index", "mask");
+}
+
 TEST_CASE("one_hot: rows of num_classes, checked values") {
   Tensor x = tensor_of(kI64, {2, 2}, {0, 2, 1, 2});
   Tensor r = x.one_hot(3);

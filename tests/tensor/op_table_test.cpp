@@ -161,6 +161,8 @@ constexpr Covered kCoveredOps[] = {
     {"layer_norm", "nn_test: layer_norm"},
     {"flip", "index_test: flip and constant_pad_nd"},
     {"constant_pad_nd", "index_test: flip and constant_pad_nd"},
+    {"sort_indices", "index_test: sort and argsort"},
+    {"scatter", "index_test: scatter"},
     {"layer_norm_backward", "nn_test: layer_norm / finite differences"},
     {"layer_norm_weight_grad", "nn_test: layer_norm / finite differences"},
 };
@@ -318,7 +320,9 @@ constexpr Frozen kFrozenCodes[] = {{"neg", 0},
                                    {"layer_norm_backward", 131},
                                    {"layer_norm_weight_grad", 132},
                                    {"flip", 133},
-                                   {"constant_pad_nd", 134}};
+                                   {"constant_pad_nd", 134},
+                                   {"sort_indices", 135},
+                                   {"scatter", 136}};
 
 }  // namespace
 

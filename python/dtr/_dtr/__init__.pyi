@@ -2,6 +2,7 @@
 
 from collections.abc import Callable, Sequence
 import enum
+from typing import overload
 
 from dtr import (
     AuthenticationError as AuthenticationError,
@@ -549,6 +550,16 @@ class LocalTensor:
     def repeat(self, *sizes: int | Sequence[int]) -> LocalTensor:
         """the tensor tiled sizes[i] times along dim i (one copy)"""
 
+    @overload
+    def scatter(self, dim: int, index: LocalTensor, src: LocalTensor | float | int) -> LocalTensor:
+        """x with src (a tensor, or a number) written at index along dim"""
+
+    @overload
+    def scatter(self, dim: int, index: LocalTensor, src: LocalTensor) -> LocalTensor:
+        """
+        scatter(x, dim, index, src): x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; of duplicate positions one write wins)
+        """
+
     def clamp_(self, min: float | int | None = None, max: float | int | None = None) -> LocalTensor:
         """in place: limit values to [min, max]"""
 
@@ -763,6 +774,11 @@ class LocalTensor:
         constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
         """
 
+    def sort_indices(self, dim: int = -1, descending: bool = False) -> LocalTensor:
+        """
+        sort_indices(x, dim=-1, descending=false): the positions along dim that sort x, stably (NaN last; first when descending)
+        """
+
     def linear(self, weight: LocalTensor, bias: LocalTensor | None = None) -> LocalTensor:
         """
         linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -891,6 +907,24 @@ class LocalTensor:
     def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[LocalTensor, ...]:
         """
         views of pieces of the given sizes along dim (they must add up to its size)
+        """
+
+    def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False) -> tuple[LocalTensor, LocalTensor]:
+        """
+        (values, indices) along dim in order; stable; NaN last (first when descending)
+        """
+
+    def argsort(self, dim: int = ..., descending: bool = ..., *, stable: bool = ...) -> LocalTensor:
+        """the positions along dim that sort the tensor (stable)"""
+
+    def index(self, indices: Sequence[LocalTensor | None]) -> LocalTensor:
+        """
+        advanced indexing (torch's index.Tensor): integer tensors per dim, None: the whole dim
+        """
+
+    def index_put(self, indices: Sequence[LocalTensor | None], values: LocalTensor, accumulate: bool = False) -> LocalTensor:
+        """
+        a copy with values written (or added: accumulate) at the advanced index
         """
 
     def storage_offset(self) -> int:
@@ -1449,6 +1483,16 @@ class Tensor:
     def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
         """the tensor tiled sizes[i] times along dim i (one copy)"""
 
+    @overload
+    def scatter(self, dim: int, index: Tensor, src: Tensor | float | int) -> Tensor:
+        """x with src (a tensor, or a number) written at index along dim"""
+
+    @overload
+    def scatter(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """
+        scatter(x, dim, index, src): x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; of duplicate positions one write wins)
+        """
+
     def clamp_(self, min: float | int | None = None, max: float | int | None = None) -> Tensor:
         """in place: limit values to [min, max]"""
 
@@ -1663,6 +1707,11 @@ class Tensor:
         constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
         """
 
+    def sort_indices(self, dim: int = -1, descending: bool = False) -> Tensor:
+        """
+        sort_indices(x, dim=-1, descending=false): the positions along dim that sort x, stably (NaN last; first when descending)
+        """
+
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """
         linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -1791,6 +1840,24 @@ class Tensor:
     def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
         """
         views of pieces of the given sizes along dim (they must add up to its size)
+        """
+
+    def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False) -> tuple[Tensor, Tensor]:
+        """
+        (values, indices) along dim in order; stable; NaN last (first when descending)
+        """
+
+    def argsort(self, dim: int = ..., descending: bool = ..., *, stable: bool = ...) -> Tensor:
+        """the positions along dim that sort the tensor (stable)"""
+
+    def index(self, indices: Sequence[Tensor | None]) -> Tensor:
+        """
+        advanced indexing (torch's index.Tensor): integer tensors per dim, None: the whole dim
+        """
+
+    def index_put(self, indices: Sequence[Tensor | None], values: Tensor, accumulate: bool = False) -> Tensor:
+        """
+        a copy with values written (or added: accumulate) at the advanced index
         """
 
     def storage_offset(self) -> int:
@@ -1978,6 +2045,16 @@ def flip(x: Tensor, dims: int) -> Tensor:
 def constant_pad_nd(x: Tensor, pad: int, value: float | int = 0) -> Tensor:
     """
     constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
+    """
+
+def sort_indices(x: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+    """
+    sort_indices(x, dim=-1, descending=false): the positions along dim that sort x, stably (NaN last; first when descending)
+    """
+
+def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """
+    scatter(x, dim, index, src): x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; of duplicate positions one write wins)
     """
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

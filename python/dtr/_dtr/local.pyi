@@ -102,6 +102,16 @@ def constant_pad_nd(x: dtr._dtr.LocalTensor, pad: int, value: float | int = 0) -
     constant_pad_nd(x, pad, value=0): x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim (torch's pad; negative pads crop)
     """
 
+def sort_indices(x: dtr._dtr.LocalTensor, dim: int = -1, descending: bool = False) -> dtr._dtr.LocalTensor:
+    """
+    sort_indices(x, dim=-1, descending=false): the positions along dim that sort x, stably (NaN last; first when descending)
+    """
+
+def scatter(x: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """
+    scatter(x, dim, index, src): x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; of duplicate positions one write wins)
+    """
+
 def linear(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor | None = None) -> dtr._dtr.LocalTensor:
     """
     linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
