@@ -71,6 +71,16 @@ std::vector<T> modulo_grad(const GradContext<T>& c, const T& g, bool floor) {
   return {c.needs(0) ? g : T(), c.needs(1) ? -(g * rounded(a / b)) : T()};
 }
 
+// floor_divide, trunc_divide: piecewise constant, so zero gradients (as torch's div with a
+// rounding mode), of each tensor operand's shape.
+template <typename T>
+std::vector<T> rounded_division_grad(const GradContext<T>& c, const T& g) {
+  std::vector<T> out{zeros_like(TensorMeta::contiguous(c.meta(0).dtype, c.meta(0).shape), g)};
+  if (c.tensor_operand())
+    out.push_back(zeros_like(TensorMeta::contiguous(c.meta(1).dtype, c.meta(1).shape), g));
+  return out;
+}
+
 // atan2(a, b): a's gradient is g * b / (a^2 + b^2), b's is -g * a / (a^2 + b^2).
 template <typename T>
 std::vector<T> atan2_grad(const GradContext<T>& c, const T& g) {

@@ -9,7 +9,7 @@ the count. An overload is covered when dtr's table has an op of its name, or dtr
 Tensor has a method of that name, or the dtr module or dtr.nn.functional a function of that
 name, that runs on the worker (a composition of table ops, such as split_with_sizes,
 repeat or embedding), under the ATen-to-dtr renames below where the names differ; the
-overloads listed in NOT_COVERED take an argument dtr's op lacks and count as missing.
+overloads listed in NOT_COVERED (none today) would take an argument dtr lacks: missing.
 Metadata queries (sym_size, sym_stride, ...) are covered by the Tensor methods the master
 answers from its own record of the tensor, without a round trip.
 
@@ -67,11 +67,9 @@ RENAMES = {
     "sym_is_contiguous": "is_contiguous",
 }
 
-# Overloads whose extra arguments dtr's op of that name does not take.
-NOT_COVERED = {
-    "div.Tensor_mode",  # rounding_mode
-    "div.Scalar_mode",
-}
+# Overloads whose extra arguments dtr's op of that name does not take (div's rounding_mode
+# is taken: x.div(y, rounding_mode=...) runs floor_divide or trunc_divide).
+NOT_COVERED: set = set()
 
 
 def core_overloads(path):

@@ -48,6 +48,59 @@ DTR_HOST_DEVICE inline T remainder_of(T a, T b) {
   return r;
 }
 
+// trunc(a / b). For integers b is not 0; b = -1 negates (wrapping the lowest value, as
+// torch's).
+template <typename T>
+DTR_HOST_DEVICE inline T trunc_divide_of(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+#ifdef __CUDA_ARCH__
+    return ::trunc(a / b);
+#else
+    return std::trunc(a / b);
+#endif
+  } else {
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1))
+        return static_cast<T>(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(a));
+    }
+    return static_cast<T>(a / b);
+  }
+}
+
+// floor(a / b), as torch computes it: for floats from fmod (exact where a / b rounds to an
+// integer), b = 0 giving a / b (inf or NaN); for integers the truncated quotient moved
+// down when the signs differ and it is inexact.
+template <typename T>
+DTR_HOST_DEVICE inline T floor_divide_of(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == T(0)) return a / b;
+    const T mod = fmod_of(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+    if (div == T(0)) {
+#ifdef __CUDA_ARCH__
+      return ::copysign(T(0), a / b);
+#else
+      return std::copysign(T(0), a / b);
+#endif
+    }
+#ifdef __CUDA_ARCH__
+    T floordiv = ::floor(div);
+#else
+    T floordiv = std::floor(div);
+#endif
+    if (div - floordiv > T(0.5)) floordiv += T(1);
+    return floordiv;
+  } else {
+    const T q = trunc_divide_of(a, b);
+    if constexpr (std::is_signed_v<T>) {
+      if (b != T(-1) && a % b != T(0) && ((a < T(0)) != (b < T(0))))
+        return static_cast<T>(q - T(1));
+    }
+    return q;
+  }
+}
+
 // The angle of the point (b, a) in radians, in [-pi, pi].
 template <typename T>
 DTR_HOST_DEVICE inline T atan2_of(T a, T b) {

@@ -383,16 +383,23 @@ void binary_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
         return;
       case OpId::remainder:
       case OpId::fmod:
+      case OpId::floor_divide:
+      case OpId::trunc_divide:
         if constexpr (!std::is_same_v<T, bool>) {
           if constexpr (!is_floating_v<T>) {
             // The divisor: y, x when the scalar is the dividend, else the scalar.
             const Tensor* divisor = !scalar ? &y : scalar_first ? &x : nullptr;
             refuse_zero_divisor<T>(d, divisor, s);
           }
+          namespace bm = dtr::detail::binary_math;
           if (d.id == OpId::fmod)
-            arith([](T u, T v) { return dtr::detail::binary_math::fmod_of(u, v); });
+            arith([](T u, T v) { return bm::fmod_of(u, v); });
+          else if (d.id == OpId::remainder)
+            arith([](T u, T v) { return bm::remainder_of(u, v); });
+          else if (d.id == OpId::floor_divide)
+            arith([](T u, T v) { return bm::floor_divide_of(u, v); });
           else
-            arith([](T u, T v) { return dtr::detail::binary_math::remainder_of(u, v); });
+            arith([](T u, T v) { return bm::trunc_divide_of(u, v); });
           return;
         }
         break;

@@ -2,6 +2,7 @@
 // master runs the same rules before it sends a command.
 #include "dtr/op_table.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -404,7 +405,9 @@ DType elementwise_dtype(const OpDef& d, std::span<const TensorMeta> in, const Op
   if (d.id == OpId::sub && operand == DType::Bool)
     fail<DTypeError>(d.name, "subtracting bool tensors is not supported (got {} and {})", x.dtype,
                      other);
-  if ((d.id == OpId::remainder || d.id == OpId::fmod) && operand == DType::Bool)
+  if ((d.id == OpId::remainder || d.id == OpId::fmod || d.id == OpId::floor_divide ||
+       d.id == OpId::trunc_divide) &&
+      operand == DType::Bool)
     fail<DTypeError>(d.name, "not supported for bool tensors (got {} and {})", x.dtype, other);
   const bool bitwise =
       d.id == OpId::bitwise_and || d.id == OpId::bitwise_or || d.id == OpId::bitwise_xor;
@@ -501,6 +504,29 @@ Shape flatten_shape(const OpDef& d, const TensorMeta& x, const Dims& v) {
   return shape;
 }
 
+// diagonal(x, offset, dim1, dim2): dims dim1 and dim2 dropped, the diagonal a new last dim
+// (stride: the sum of theirs), as torch's view.
+TensorMeta diagonal_view(const OpDef& d, const TensorMeta& x, const Dims& v) {
+  if (x.dim() < 2)
+    fail<ShapeError>(d.name, "expected a tensor of at least 2 dims, got shape {}", x.shape);
+  const int64_t d1 = wrap_dim(d.name, v[1], x.dim()), d2 = wrap_dim(d.name, v[2], x.dim());
+  if (d1 == d2) fail<InvalidArgument>(d.name, "dim1 and dim2 must differ, both are {}", d1);
+  const int64_t s1 = x.shape[d1], s2 = x.shape[d2];
+  // Clamped first: any offset past either end gives an empty diagonal.
+  const int64_t o = std::clamp<int64_t>(v[0], -s1, s2);
+  const int64_t length = std::max<int64_t>(o >= 0 ? std::min(s1, s2 - o) : std::min(s1 + o, s2), 0);
+  TensorMeta m = x;
+  if (length > 0) m.offset += o >= 0 ? o * x.strides[d2] : -o * x.strides[d1];
+  const int64_t stride = x.strides[d1] + x.strides[d2];
+  for (int64_t dim : {std::max(d1, d2), std::min(d1, d2)}) {
+    m.shape.erase(static_cast<size_t>(dim));
+    m.strides.erase(static_cast<size_t>(dim));
+  }
+  m.shape.push_back(length);
+  m.strides.push_back(stride);
+  return m;
+}
+
 InferResult infer_view(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
   TensorMeta m = x;
   const Dims& v = a.ints;
@@ -594,6 +620,10 @@ InferResult infer_view(const OpDef& d, const TensorMeta& x, const OpAttrs& a) {
       m.strides.erase(static_cast<size_t>(dim));
       break;
     }
+    case OpId::diagonal:
+      need_ints(3, "(offset, dim1, dim2)");
+      m = diagonal_view(d, x, v);
+      break;
     case OpId::expand: {
       if (static_cast<int64_t>(v.size()) < x.dim())
         fail<ShapeError>(d.name, "target shape {} has fewer dims than the input shape {}", v,

@@ -132,31 +132,35 @@ namespace dtr {
   X(logical_not, 116, Unary, ToBool, "", "x == 0, as bool (NaN is true, so gives false)")       \
   X(bitwise_not, 126, Unary, Same, "", "~x elementwise (integers; not x for bool)")
 
-#define DTR_BINARY_OPS(X)                                                                \
-  X(add, 11, Binary, Promote, "", "a + b, broadcasting")                                 \
-  X(sub, 12, Binary, Promote, "", "a - b, broadcasting")                                 \
-  X(mul, 13, Binary, Promote, "", "a * b, broadcasting")                                 \
-  X(div, 14, Binary, PromoteFloat, "", "a / b (true division), broadcasting")            \
-  X(pow, 15, Binary, Promote, "", "a ^ b, broadcasting")                                 \
-  X(maximum, 16, Binary, Promote, "", "larger of a and b, broadcasting")                 \
-  X(minimum, 17, Binary, Promote, "", "smaller of a and b, broadcasting")                \
-  X(eq, 18, Binary, ToBool, "", "a == b as bool, broadcasting")                          \
-  X(ne, 19, Binary, ToBool, "", "a != b as bool, broadcasting")                          \
-  X(lt, 20, Binary, ToBool, "", "a < b as bool, broadcasting")                           \
-  X(le, 21, Binary, ToBool, "", "a <= b as bool, broadcasting")                          \
-  X(gt, 22, Binary, ToBool, "", "a > b as bool, broadcasting")                           \
-  X(ge, 23, Binary, ToBool, "", "a >= b as bool, broadcasting")                          \
-  X(remainder, 117, Binary, Promote, "",                                                 \
-    "a - floor(a / b) * b (Python's %: the sign of b), broadcasting")                    \
-  X(fmod, 118, Binary, Promote, "",                                                      \
-    "a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting")                      \
-  X(atan2, 119, Binary, PromoteFloat, "", "the angle of the point (b, a), broadcasting") \
-  X(bitwise_and, 120, Binary, Promote, "", "a & b (integers and bool), broadcasting")    \
-  X(bitwise_or, 121, Binary, Promote, "", "a | b (integers and bool), broadcasting")     \
-  X(bitwise_xor, 122, Binary, Promote, "", "a ^ b (integers and bool), broadcasting")    \
-  X(logical_and, 123, Binary, ToBool, "", "a != 0 and b != 0, as bool, broadcasting")    \
-  X(logical_or, 124, Binary, ToBool, "", "a != 0 or b != 0, as bool, broadcasting")      \
-  X(logical_xor, 125, Binary, ToBool, "", "exactly one of a and b nonzero, as bool, broadcasting")
+#define DTR_BINARY_OPS(X)                                                                          \
+  X(add, 11, Binary, Promote, "", "a + b, broadcasting")                                           \
+  X(sub, 12, Binary, Promote, "", "a - b, broadcasting")                                           \
+  X(mul, 13, Binary, Promote, "", "a * b, broadcasting")                                           \
+  X(div, 14, Binary, PromoteFloat, "", "a / b (true division), broadcasting")                      \
+  X(pow, 15, Binary, Promote, "", "a ^ b, broadcasting")                                           \
+  X(maximum, 16, Binary, Promote, "", "larger of a and b, broadcasting")                           \
+  X(minimum, 17, Binary, Promote, "", "smaller of a and b, broadcasting")                          \
+  X(eq, 18, Binary, ToBool, "", "a == b as bool, broadcasting")                                    \
+  X(ne, 19, Binary, ToBool, "", "a != b as bool, broadcasting")                                    \
+  X(lt, 20, Binary, ToBool, "", "a < b as bool, broadcasting")                                     \
+  X(le, 21, Binary, ToBool, "", "a <= b as bool, broadcasting")                                    \
+  X(gt, 22, Binary, ToBool, "", "a > b as bool, broadcasting")                                     \
+  X(ge, 23, Binary, ToBool, "", "a >= b as bool, broadcasting")                                    \
+  X(remainder, 117, Binary, Promote, "",                                                           \
+    "a - floor(a / b) * b (Python's %: the sign of b), broadcasting")                              \
+  X(fmod, 118, Binary, Promote, "",                                                                \
+    "a - trunc(a / b) * b (C's fmod: the sign of a), broadcasting")                                \
+  X(atan2, 119, Binary, PromoteFloat, "", "the angle of the point (b, a), broadcasting")           \
+  X(bitwise_and, 120, Binary, Promote, "", "a & b (integers and bool), broadcasting")              \
+  X(bitwise_or, 121, Binary, Promote, "", "a | b (integers and bool), broadcasting")               \
+  X(bitwise_xor, 122, Binary, Promote, "", "a ^ b (integers and bool), broadcasting")              \
+  X(logical_and, 123, Binary, ToBool, "", "a != 0 and b != 0, as bool, broadcasting")              \
+  X(logical_or, 124, Binary, ToBool, "", "a != 0 or b != 0, as bool, broadcasting")                \
+  X(logical_xor, 125, Binary, ToBool, "", "exactly one of a and b nonzero, as bool, broadcasting") \
+  X(floor_divide, 137, Binary, Promote, "",                                                        \
+    "floor(a / b) (torch's div with rounding_mode='floor'; Python's //), broadcasting")            \
+  X(trunc_divide, 138, Binary, Promote, "",                                                        \
+    "trunc(a / b) (torch's div with rounding_mode='trunc'), broadcasting")
 
 #define DTR_REDUCE_OPS(X)                                      \
   X(sum, 24, Reduce, SumLike, "", "sum (bool/int give int64)") \
@@ -186,6 +190,8 @@ namespace dtr {
     "python-style slice of one dim")                                                               \
   X(select, 44, View, Same, "x: tensor, dim: int, index: int",                                     \
     "one index of a dim, dropping the dim")                                                        \
+  X(diagonal, 139, View, Same, "x: tensor, offset: int = 0, dim1: int = 0, dim2: int = 1",         \
+    "the diagonal of dims dim1 and dim2 (offset above it) as a new last dim")                      \
   X(expand, 45, View, Same, "x: tensor, shape: ints",                                              \
     "broadcast size-1 dims without copying (-1 keeps)")                                            \
   X(squeeze, 46, View, Same, "x: tensor, dims?: ints",                                             \

@@ -383,6 +383,10 @@ class TensorOps {
   Derived select(int64_t d, int64_t index) const {
     return self().apply(OpId::select, ints_attrs({d, index}), nullptr);
   }
+  // The diagonal of dims dim1 and dim2 (offset > 0: above it) as a new last dim; a view.
+  Derived diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const {
+    return self().apply(OpId::diagonal, ints_attrs({offset, dim1, dim2}), nullptr);
+  }
   Derived operator[](int64_t index) const {
     return select(0, index);
   }
@@ -524,6 +528,25 @@ class TensorOps {
     const Derived put = accumulate ? base.scatter_add(0, idx, vf) : base.scatter(0, idx, vf);
     return put.view(ai.permuted.shape()).permute(ai.inverse);
   }
+  // torch's masked_scatter: x with the elements of source, in order, written where mask
+  // (bool, broadcast to x) is true. The running count of the mask gives each true position
+  // its source element (cumsum, then index_select of the flattened source on the node, which
+  // raises IndexError there when source has too few elements; an empty source raises even
+  // for a mask without a true element, where torch returns x).
+  Derived masked_scatter(const Derived& mask, const Derived& source) const {
+    if (mask.dtype() != DType::Bool)
+      throw DTypeError("masked_scatter: mask must be bool, got " +
+                       std::string(dtype_name(mask.dtype())));
+    if (!(broadcast_shapes("masked_scatter", shape(), mask.shape()) == shape()))
+      throw ShapeError("masked_scatter: mask of shape " + dtr::to_string(mask.shape()) +
+                       " does not broadcast to x's shape " + dtr::to_string(shape()));
+    const Derived m = mask.expand(shape());
+    const Derived flat = m.reshape({-1});
+    const Derived pos = flat.to(DType::Int64).cumsum(0) - 1;
+    const Derived at = where3(flat, pos, pos.new_zeros({}));
+    const Derived src = source.dtype() == dtype() ? source : source.to(dtype());
+    return where3(m, src.reshape({-1}).index_select(0, at).view(shape()), self());
+  }
   Derived cumsum(int64_t dim) const {
     return self().apply(OpId::cumsum, ints_attrs({dim}), nullptr);
   }
@@ -605,6 +628,19 @@ class TensorOps {
                         avg_pool_attrs(std::nullopt, kernel_size, stride, padding, ceil_mode,
                                        count_include_pad, divisor_override),
                         nullptr);
+  }
+  // 1-D average pooling over the last dim of (N, C, L) or (C, L), as torch's avg_pool1d:
+  // avg_pool2d over a size-1 height (stride: the kernel size when left out).
+  Derived avg_pool1d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt,
+                     int64_t padding = 0, bool ceil_mode = false,
+                     bool count_include_pad = true) const {
+    if (dim() != 2 && dim() != 3)
+      throw ShapeError("avg_pool1d: expected x of 2 dims (C, L) or 3 (N, C, L), got shape " +
+                       dtr::to_string(shape()));
+    return unsqueeze(-2)
+        .avg_pool2d(Int2(1, kernel_size), Int2(1, stride.value_or(kernel_size)), Int2(0, padding),
+                    ceil_mode, count_include_pad)
+        .squeeze(-2);
   }
   // On avg_pool2d's output gradient: the gradient of its input (of spatial size input_size).
   Derived avg_pool2d_backward(Int2 input_size, Int2 kernel_size,

@@ -122,6 +122,28 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
                        ", accumulate: bool = False) -> " + cls)),
       "a copy with values written (or added: accumulate) at the advanced index");
   c.def(
+      "diagonal",
+      [](const T& t, int64_t offset, int64_t dim1, int64_t dim2) {
+        return t.diagonal(offset, dim1, dim2);
+      },
+      arg("offset") = 0, arg("dim1") = 0, arg("dim2") = 1,
+      "the diagonal of dims dim1 and dim2 as a new last dim (a view)");
+  c.def(
+      "masked_scatter",
+      [](const T& t, const T& mask, const T& source) { return t.masked_scatter(mask, source); },
+      arg("mask"), arg("source"), "x with source's elements, in order, where mask is true");
+  c.def(
+      "div",
+      [](const T& t, nb::handle other, std::optional<std::string> rounding_mode) {
+        if (!rounding_mode) return binary_method<T>(OpId::div, t, other);
+        if (*rounding_mode == "floor") return binary_method<T>(OpId::floor_divide, t, other);
+        if (*rounding_mode == "trunc") return binary_method<T>(OpId::trunc_divide, t, other);
+        throw InvalidArgument("div: rounding_mode must be None, 'trunc' or 'floor', got '" +
+                              *rounding_mode + "'");
+      },
+      arg("other"), nb::kw_only(), arg("rounding_mode").none(),
+      "a / b; rounding_mode 'floor' or 'trunc' rounds the quotient (torch's div)");
+  c.def(
       "storage_offset", [](const T& t) { return t.meta().offset; },
       "the offset of element 0 in the storage, in elements");
   c.def(

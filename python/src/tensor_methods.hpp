@@ -599,19 +599,32 @@ void bind_operators(nb::class_<T>& c, const std::string& cls) {
     OpId op;
     bool reflected;
   };
-  static const Op kOps[] = {
-      {"__add__", OpId::add, false},         {"__radd__", OpId::add, true},
-      {"__sub__", OpId::sub, false},         {"__rsub__", OpId::sub, true},
-      {"__mul__", OpId::mul, false},         {"__rmul__", OpId::mul, true},
-      {"__truediv__", OpId::div, false},     {"__rtruediv__", OpId::div, true},
-      {"__pow__", OpId::pow, false},         {"__rpow__", OpId::pow, true},
-      {"__eq__", OpId::eq, false},           {"__ne__", OpId::ne, false},
-      {"__lt__", OpId::lt, false},           {"__le__", OpId::le, false},
-      {"__gt__", OpId::gt, false},           {"__ge__", OpId::ge, false},
-      {"__mod__", OpId::remainder, false},   {"__rmod__", OpId::remainder, true},
-      {"__and__", OpId::bitwise_and, false}, {"__rand__", OpId::bitwise_and, true},
-      {"__or__", OpId::bitwise_or, false},   {"__ror__", OpId::bitwise_or, true},
-      {"__xor__", OpId::bitwise_xor, false}, {"__rxor__", OpId::bitwise_xor, true}};
+  static const Op kOps[] = {{"__add__", OpId::add, false},
+                            {"__radd__", OpId::add, true},
+                            {"__sub__", OpId::sub, false},
+                            {"__rsub__", OpId::sub, true},
+                            {"__mul__", OpId::mul, false},
+                            {"__rmul__", OpId::mul, true},
+                            {"__truediv__", OpId::div, false},
+                            {"__rtruediv__", OpId::div, true},
+                            {"__pow__", OpId::pow, false},
+                            {"__rpow__", OpId::pow, true},
+                            {"__eq__", OpId::eq, false},
+                            {"__ne__", OpId::ne, false},
+                            {"__lt__", OpId::lt, false},
+                            {"__le__", OpId::le, false},
+                            {"__gt__", OpId::gt, false},
+                            {"__ge__", OpId::ge, false},
+                            {"__mod__", OpId::remainder, false},
+                            {"__rmod__", OpId::remainder, true},
+                            {"__and__", OpId::bitwise_and, false},
+                            {"__rand__", OpId::bitwise_and, true},
+                            {"__or__", OpId::bitwise_or, false},
+                            {"__ror__", OpId::bitwise_or, true},
+                            {"__xor__", OpId::bitwise_xor, false},
+                            {"__rxor__", OpId::bitwise_xor, true},
+                            {"__floordiv__", OpId::floor_divide, false},
+                            {"__rfloordiv__", OpId::floor_divide, true}};
   for (const Op& o : kOps) {
     OpId op = o.op;
     bool reflected = o.reflected;
@@ -627,7 +640,7 @@ void bind_operators(nb::class_<T>& c, const std::string& cls) {
       {"__imul__", OpId::mul, false},         {"__itruediv__", OpId::div, false},
       {"__ipow__", OpId::pow, false},         {"__imod__", OpId::remainder, false},
       {"__iand__", OpId::bitwise_and, false}, {"__ior__", OpId::bitwise_or, false},
-      {"__ixor__", OpId::bitwise_xor, false}};
+      {"__ixor__", OpId::bitwise_xor, false}, {"__ifloordiv__", OpId::floor_divide, false}};
   for (const Op& o : kInplace) {
     OpId op = o.op;
     c.def(

@@ -238,6 +238,31 @@ def test_sort_scatter_and_advanced_indexing(session):
         y[:, dtr.tensor(np.array([3]))].tolist()
 
 
+def test_rounding_division_diagonal_masked_scatter_avg_pool1d(session):
+    a = np.array([[7.5, -7.5, 3], [-0.5, 4, 9]], dtype=np.float32)
+    x, y = dtr.tensor(a), dtr.tensor(np.array([2, 2, -2], np.float32))
+    assert x.div(y, rounding_mode="floor").tolist() == np.floor_divide(a, [2, 2, -2]).tolist()
+    assert x.div(y, rounding_mode="trunc").tolist() == np.trunc(a / [2, 2, -2]).tolist()
+    assert (x // 2).tolist() == (a // 2).tolist() and (7 // x).tolist() == (7 // a).tolist()
+    i = dtr.tensor(np.array([7, -7, 0]))
+    assert (i // 2).tolist() == [3, -4, 0] and i.div(-2, rounding_mode="trunc").tolist() == [-3, 3, 0]
+    with pytest.raises(dtr.RemoteError, match="division by zero"):
+        (i // i).tolist()
+    with pytest.raises(dtr.InvalidArgument, match="rounding_mode"):
+        x.div(2, rounding_mode="round")
+    b = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert dtr.tensor(b).diagonal(1, 1, 2).tolist() == np.diagonal(b, 1, 1, 2).tolist()
+    mask = a > 0
+    src = np.arange(10, 16, dtype=np.float32)
+    want = a.copy()
+    want[mask] = src[:mask.sum()]
+    assert x.masked_scatter(dtr.tensor(mask), dtr.tensor(src)).tolist() == want.tolist()
+    with pytest.raises(dtr.RemoteError, match="out of range"):
+        x.masked_scatter(dtr.tensor(mask), dtr.tensor(src[:2])).tolist()
+    p = dtr.nn.functional.avg_pool1d(dtr.tensor(b), 2)
+    assert p.tolist() == b.reshape(2, 3, 2, 2).mean(-1).tolist()
+
+
 def test_indexing_and_assignment(session):
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     x = dtr.tensor(a)

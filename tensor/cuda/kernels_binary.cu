@@ -97,6 +97,8 @@ struct BinaryFn {
     if constexpr (!std::is_same_v<T, bool>) {
       if (op == OpId::fmod) return bm::fmod_of(u, v);
       if (op == OpId::remainder) return bm::remainder_of(u, v);
+      if (op == OpId::floor_divide) return bm::floor_divide_of(u, v);
+      if (op == OpId::trunc_divide) return bm::trunc_divide_of(u, v);
     }
     return T(0);
   }
@@ -207,7 +209,8 @@ void binary_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, 
           fail<InvalidArgument>(
               "pow", "integers to negative integer powers are not allowed (exponent {})", lowest);
       }
-      if (op == OpId::remainder || op == OpId::fmod) {
+      if (op == OpId::remainder || op == OpId::fmod || op == OpId::floor_divide ||
+          op == OpId::trunc_divide) {
         // Refused before writing anything, as on the CPU (a GPU would give an unspecified
         // value). The divisor: y, x when the scalar is the dividend, else the scalar.
         const bool zero = !scalar          ? has_zero<T>(c, in[1])

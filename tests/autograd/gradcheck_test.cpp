@@ -154,6 +154,15 @@ std::vector<Case> binary_cases() {
       "fmod", [](const Tensor& a, const Tensor& b) { return a.fmod(b); },
       [](const Tensor& a) { return a.fmod(-0.7); },
       [](const Tensor& a) { return a.rscalar(OpId::fmod, -2.5); }, true);
+  // floor_divide and trunc_divide are piecewise constant: zero gradients, away from jumps.
+  bin(
+      "floor_divide", [](const Tensor& a, const Tensor& b) { return a.floor_divide(b); },
+      [](const Tensor& a) { return a.floor_divide(0.7); },
+      [](const Tensor& a) { return a.rscalar(OpId::floor_divide, 2.5); }, true);
+  bin(
+      "trunc_divide", [](const Tensor& a, const Tensor& b) { return a.trunc_divide(b); },
+      [](const Tensor& a) { return a.trunc_divide(-0.7); },
+      [](const Tensor& a) { return a.rscalar(OpId::trunc_divide, -2.5); }, true);
   bin(
       "atan2", [](const Tensor& a, const Tensor& b) { return a.atan2(b); },
       [](const Tensor& a) { return a.atan2(-0.8); },
@@ -327,6 +336,10 @@ std::vector<Case> nn_cases() {
                "sort values",
                [](V v) { return v[0].sort(1, true).first; },
                {input({3, 4}, 116)}});
+  c.push_back({"diagonal",
+               "diagonal offset 1",
+               [](V v) { return v[0].diagonal(1, 2, 0); },
+               {input({3, 2, 4}, 117)}});
   c.push_back({"flip", "flip", [](V v) { return v[0].flip({0, 2}); }, {input({2, 3, 4}, 112)}});
   c.push_back({"constant_pad_nd",
                "constant_pad_nd pad and crop",

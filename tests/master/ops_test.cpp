@@ -514,6 +514,12 @@ std::vector<Case> cases_for(const OpDef& d, const Inputs& in) {
           add("transposed dim 0 index 3", {in.fa}, with_ints({0, 3}), false, true);
           add("index 3 of 3 (error)", {in.fa}, with_ints({0, 3}));
           break;
+        case OpId::diagonal:
+          add("main", {in.fa}, with_ints({0, 0, 1}));
+          add("offset 1, 3-d dims 2 0", {in.f3d}, with_ints({1, 2, 0}));
+          add("offset -2, transposed", {in.fa}, with_ints({-2, 0, 1}), false, true);
+          add("dims 1 1 (error)", {in.fa}, with_ints({0, 1, 1}));
+          break;
         case OpId::expand:
           add("[1,4] to {3,4}", {in.f14}, with_ints({3, 4}));
           add("[3,1] to {2,3,5}", {in.f31}, with_ints({2, 3, 5}));

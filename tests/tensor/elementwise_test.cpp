@@ -346,6 +346,10 @@ std::vector<BinarySpec> binary_specs() {
       BinarySpec{DTR_BINARY_CALLS(remainder), Rule::Promote, ref_remainder, false},
       BinarySpec{DTR_BINARY_CALLS(fmod), Rule::Promote,
                  [](double x, double y) { return std::fmod(x, y); }, false},
+      BinarySpec{DTR_BINARY_CALLS(floor_divide), Rule::Promote,
+                 [](double x, double y) { return std::floor(x / y); }, false},
+      BinarySpec{DTR_BINARY_CALLS(trunc_divide), Rule::Promote,
+                 [](double x, double y) { return std::trunc(x / y); }, false},
       BinarySpec{DTR_BINARY_CALLS(atan2), Rule::PromoteFloat,
                  [](double x, double y) { return std::atan2(x, y); }, true},
       BinarySpec{DTR_BINARY_CALLS(logical_and), Rule::ToBool,
@@ -378,7 +382,7 @@ Range lhs_range(const BinarySpec& op, DType dt) {
 Range rhs_range(const BinarySpec& op, DType dt) {
   std::string n = op.name;
   if (n == "pow") return is_float(dt) ? Range{-2.0, 2.0} : Range{0, 3};
-  if (n == "div" || n == "remainder" || n == "fmod")
+  if (n == "div" || n == "remainder" || n == "fmod" || n == "floor_divide" || n == "trunc_divide")
     return is_float(dt) ? Range{-3, 3, 0.0, true} : Range{-9, 9, 0.0, true};
   return lhs_range(op, dt);
 }
@@ -655,6 +659,26 @@ TEST_CASE("compositions: clamp with tensor bounds, addcmul, addcdiv, lerp") {
     by_column.v[static_cast<size_t>(i)] = a.at(idx) + w * (b.at(idx) - a.at(idx));
   }
   check_tensor(t.lerp(t1, weights), by_column, "lerp with a tensor of weights");
+}
+
+TEST_CASE("binary ops / floor_divide and trunc_divide: signs, exact quotients, zero divisors") {
+  Tensor a = tensor_of(kI32, {5}, {7, -7, 7, -7, 0}), b = tensor_of(kI32, {5}, {2, 2, -2, -2, 3});
+  check_tensor(a.floor_divide(b), make_array(kI32, {5}, {3, -4, -4, 3, 0}), "int floor");
+  check_tensor(a.trunc_divide(b), make_array(kI32, {5}, {3, -3, -3, 3, 0}), "int trunc");
+  Tensor lowest = tensor_of(kI64, {1}, {static_cast<double>(std::numeric_limits<int64_t>::min())});
+  CHECK(lowest.floor_divide(-1).item<int64_t>() == std::numeric_limits<int64_t>::min());
+  const double inf = INFINITY;
+  Tensor x = tensor_of(kF64, {5}, {7.5, -7.5, 1, -1, 0.3}),
+         y = tensor_of(kF64, {5}, {2, 2, 0, 0, 0.1});
+  check_tensor(x.floor_divide(y), make_array(kF64, {5}, {3, -4, inf, -inf, 2}), "float floor");
+  check_tensor(x.trunc_divide(y), make_array(kF64, {5}, {3, -3, inf, -inf, 2}), "float trunc");
+  CHECK(std::signbit(tensor_of(kF64, {1}, {0.0}).floor_divide(-2).item<double>()));  // -0
+  CHECK(tensor_of(kF64, {1}, {-0.5}).floor_divide(2).item<double>() == -1.0);
+  CHECK(std::signbit(tensor_of(kF64, {1}, {-0.5}).trunc_divide(2).item<double>()));
+  CHECK_THROWS_WITH_AS(a.floor_divide(0), doctest::Contains("division by zero"),
+                       dtr::InvalidArgument);
+  CHECK_THROWS_WITH_AS(a.trunc_divide(a), doctest::Contains("division by zero"),
+                       dtr::InvalidArgument);
 }
 
 TEST_CASE("the integer and logical binary ops / bitwise_not") {

@@ -162,6 +162,9 @@ constexpr Covered kCoveredOps[] = {
     {"flip", "index_test: flip and constant_pad_nd"},
     {"constant_pad_nd", "index_test: flip and constant_pad_nd"},
     {"sort_indices", "index_test: sort and argsort"},
+    {"floor_divide", "elementwise_test: binary ops / floor_divide and trunc_divide"},
+    {"trunc_divide", "elementwise_test: binary ops / floor_divide and trunc_divide"},
+    {"diagonal", "view_test: diagonal"},
     {"scatter", "index_test: scatter"},
     {"layer_norm_backward", "nn_test: layer_norm / finite differences"},
     {"layer_norm_weight_grad", "nn_test: layer_norm / finite differences"},
@@ -322,7 +325,10 @@ constexpr Frozen kFrozenCodes[] = {{"neg", 0},
                                    {"flip", 133},
                                    {"constant_pad_nd", 134},
                                    {"sort_indices", 135},
-                                   {"scatter", 136}};
+                                   {"scatter", 136},
+                                   {"floor_divide", 137},
+                                   {"trunc_divide", 138},
+                                   {"diagonal", 139}};
 
 }  // namespace
 

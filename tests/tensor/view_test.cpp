@@ -224,6 +224,36 @@ TEST_CASE("transpose and permute") {
       "transpose(0, 2)[3]");
 }
 
+TEST_CASE("diagonal: offsets, dims, layouts; a view sharing storage") {
+  Array a = random_array(kF32, {3, 4, 5}, 300300);
+  Tensor x = make_tensor(a, Layout::ColumnMajor);
+  check_tensor(x.diagonal(),
+               gather(a, {5, 3},
+                      [](const Sizes& i) {
+                        return Sizes{i[1], i[1], i[0]};
+                      }),
+               "diagonal()");
+  check_tensor(x.diagonal(2, 1, 2),
+               gather(a, {3, 3},
+                      [](const Sizes& i) {
+                        return Sizes{i[0], i[1], i[1] + 2};
+                      }),
+               "diagonal(2, 1, 2)");
+  check_tensor(x.diagonal(-1, -1, 0),
+               gather(a, {4, 3},
+                      [](const Sizes& i) {
+                        return Sizes{i[1], i[0], i[1] + 1};
+                      }),
+               "diagonal(-1, -1, 0)");
+  CHECK(x.diagonal(9).shape() == dtr::Shape{5, 0});
+  CHECK(x.diagonal(std::numeric_limits<int64_t>::min()).shape() == dtr::Shape{5, 0});
+  Tensor m = local::zeros({3, 3});
+  m.diagonal().fill_(1);
+  CHECK(m.sum().item<float>() == 3.0f);
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.diagonal(0, 1, -2), "diagonal", "differ");
+  DTR_CHECK_ERROR(dtr::ShapeError, local::zeros({3}).diagonal(), "diagonal", "2 dims");
+}
+
 TEST_CASE("narrow") {
   Array a = random_array(kF32, {5, 6}, 300301);
   Tensor x = make_tensor(a, Layout::ColumnMajor);

@@ -375,8 +375,15 @@ class LocalTensor:
     def mul_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
         """in place: a * b, broadcasting"""
 
+    @overload
     def div(self, other: object) -> LocalTensor:
         """a / b (true division), broadcasting"""
+
+    @overload
+    def div(self, other: object, *, rounding_mode: str | None) -> LocalTensor:
+        """
+        a / b; rounding_mode 'floor' or 'trunc' rounds the quotient (torch's div)
+        """
 
     def div_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
         """in place: a / b (true division), broadcasting"""
@@ -490,6 +497,24 @@ class LocalTensor:
 
     def logical_xor_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
         """in place: exactly one of a and b nonzero, as bool, broadcasting"""
+
+    def floor_divide(self, other: object) -> LocalTensor:
+        """
+        floor(a / b) (torch's div with rounding_mode='floor'; Python's //), broadcasting
+        """
+
+    def floor_divide_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """
+        in place: floor(a / b) (torch's div with rounding_mode='floor'; Python's //), broadcasting
+        """
+
+    def trunc_divide(self, other: object) -> LocalTensor:
+        """trunc(a / b) (torch's div with rounding_mode='trunc'), broadcasting"""
+
+    def trunc_divide_(self, other: LocalTensor | float | int | bool) -> LocalTensor:
+        """
+        in place: trunc(a / b) (torch's div with rounding_mode='trunc'), broadcasting
+        """
 
     def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
         """sum (bool/int give int64) (over every dim, one, or several)"""
@@ -683,6 +708,10 @@ class LocalTensor:
 
     def __rxor__(self, other: object | None) -> object: ...
 
+    def __floordiv__(self, other: object | None) -> object: ...
+
+    def __rfloordiv__(self, other: object | None) -> object: ...
+
     def __iadd__(self, other: object | None) -> object: ...
 
     def __isub__(self, other: object | None) -> object: ...
@@ -700,6 +729,8 @@ class LocalTensor:
     def __ior__(self, other: object | None) -> object: ...
 
     def __ixor__(self, other: object | None) -> object: ...
+
+    def __ifloordiv__(self, other: object | None) -> object: ...
 
     def __neg__(self) -> LocalTensor: ...
 
@@ -926,6 +957,12 @@ class LocalTensor:
         """
         a copy with values written (or added: accumulate) at the advanced index
         """
+
+    def diagonal(self, offset: int = ..., dim1: int = ..., dim2: int = ...) -> LocalTensor:
+        """the diagonal of dims dim1 and dim2 as a new last dim (a view)"""
+
+    def masked_scatter(self, mask: LocalTensor, source: LocalTensor) -> LocalTensor:
+        """x with source's elements, in order, where mask is true"""
 
     def storage_offset(self) -> int:
         """the offset of element 0 in the storage, in elements"""
@@ -1308,8 +1345,15 @@ class Tensor:
     def mul_(self, other: Tensor | float | int | bool) -> Tensor:
         """in place: a * b, broadcasting"""
 
+    @overload
     def div(self, other: object) -> Tensor:
         """a / b (true division), broadcasting"""
+
+    @overload
+    def div(self, other: object, *, rounding_mode: str | None) -> Tensor:
+        """
+        a / b; rounding_mode 'floor' or 'trunc' rounds the quotient (torch's div)
+        """
 
     def div_(self, other: Tensor | float | int | bool) -> Tensor:
         """in place: a / b (true division), broadcasting"""
@@ -1423,6 +1467,24 @@ class Tensor:
 
     def logical_xor_(self, other: Tensor | float | int | bool) -> Tensor:
         """in place: exactly one of a and b nonzero, as bool, broadcasting"""
+
+    def floor_divide(self, other: object) -> Tensor:
+        """
+        floor(a / b) (torch's div with rounding_mode='floor'; Python's //), broadcasting
+        """
+
+    def floor_divide_(self, other: Tensor | float | int | bool) -> Tensor:
+        """
+        in place: floor(a / b) (torch's div with rounding_mode='floor'; Python's //), broadcasting
+        """
+
+    def trunc_divide(self, other: object) -> Tensor:
+        """trunc(a / b) (torch's div with rounding_mode='trunc'), broadcasting"""
+
+    def trunc_divide_(self, other: Tensor | float | int | bool) -> Tensor:
+        """
+        in place: trunc(a / b) (torch's div with rounding_mode='trunc'), broadcasting
+        """
 
     def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """sum (bool/int give int64) (over every dim, one, or several)"""
@@ -1616,6 +1678,10 @@ class Tensor:
 
     def __rxor__(self, other: object | None) -> object: ...
 
+    def __floordiv__(self, other: object | None) -> object: ...
+
+    def __rfloordiv__(self, other: object | None) -> object: ...
+
     def __iadd__(self, other: object | None) -> object: ...
 
     def __isub__(self, other: object | None) -> object: ...
@@ -1633,6 +1699,8 @@ class Tensor:
     def __ior__(self, other: object | None) -> object: ...
 
     def __ixor__(self, other: object | None) -> object: ...
+
+    def __ifloordiv__(self, other: object | None) -> object: ...
 
     def __neg__(self) -> Tensor: ...
 
@@ -1859,6 +1927,12 @@ class Tensor:
         """
         a copy with values written (or added: accumulate) at the advanced index
         """
+
+    def diagonal(self, offset: int = ..., dim1: int = ..., dim2: int = ...) -> Tensor:
+        """the diagonal of dims dim1 and dim2 as a new last dim (a view)"""
+
+    def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
+        """x with source's elements, in order, where mask is true"""
 
     def storage_offset(self) -> int:
         """the offset of element 0 in the storage, in elements"""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import _dtr
 
 __all__ = ["relu", "leaky_relu", "hardtanh", "elu", "tanh", "sigmoid", "gelu", "silu", "embedding",
-           "layer_norm", "linear", "pad", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
+           "layer_norm", "linear", "pad", "avg_pool1d", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
            "dropout2d", "log_softmax", "softmax", "nll_loss", "cross_entropy", "mse_loss",
            "flatten", "all_reduce"]
 
@@ -171,6 +171,20 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     """2-D average pooling (stride: kernel_size when None)."""
     return input.avg_pool2d(kernel_size, stride, padding, ceil_mode, count_include_pad,
                             divisor_override)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True):
+    """1-D average pooling over the last dim of (N, C, L) or (C, L): avg_pool2d over a
+    size-1 height (stride: kernel_size when None)."""
+    one = lambda v: v if isinstance(v, int) else v[0]  # noqa: E731  (torch takes (k,) too)
+    if len(input.shape) not in (2, 3):
+        raise _dtr.ShapeError(f"avg_pool1d: expected input of 2 dims (C, L) or 3 (N, C, L), "
+                              f"got shape {list(input.shape)}")
+    k = one(kernel_size)
+    s = k if stride is None else one(stride)
+    return input.unsqueeze(-2).avg_pool2d((1, k), (1, s), (0, one(padding)), ceil_mode,
+                                          count_include_pad).squeeze(-2)
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, generator=None):
