@@ -45,6 +45,7 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       arg("mat1"), arg("mat2"), nb::kw_only(), arg("beta") = 1, arg("alpha") = 1,
       "beta * self + alpha * (mat1 @ mat2)");
   auto new_full = [](const T& t, nb::handle size, Scalar value, nb::handle dtype) {
+    if (size.is_none()) throw nb::type_error("new_full: size must be an int or a sequence of ints");
     std::optional<DType> dt;
     if (!dtype.is_none()) dt = dtype_arg(dtype);
     return t.new_full(dims_arg(size), value, dt);
@@ -70,18 +71,6 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       },
       arg("size"), nb::kw_only(), arg("dtype") = nb::none(),
       "a tensor of ones where this one lives (its dtype unless given)");
-  c.def(
-      "split_with_sizes",
-      [](const T& t, const std::vector<int64_t>& sizes, int64_t dim) {
-        nb::list l;
-        for (T& p : t.split_with_sizes(sizes, dim)) l.append(nb::cast(std::move(p)));
-        return nb::tuple(l);
-      },
-      arg("split_sizes"), arg("dim") = 0,
-      nb::sig(stub_sig("def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> "
-                       "tuple[" +
-                       cls + ", ...]")),
-      "views of pieces of the given sizes along dim (they must add up to its size)");
   c.def(
       "sort",
       [](const T& t, int64_t dim, bool descending, bool stable) {

@@ -325,6 +325,16 @@ void bind_pieces(nb::class_<T>& c, const std::string& cls) {
                        cls + ", ...]")),
       "views of pieces of split_size along dim (the last shorter), or of the given sizes");
   c.def(
+      "split_with_sizes",
+      [as_tuple](const T& t, const std::vector<int64_t>& sizes, int64_t dim) {
+        return as_tuple(t.split_with_sizes(sizes, dim));
+      },
+      arg("split_sizes"), arg("dim") = 0,
+      nb::sig(stub_sig("def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> "
+                       "tuple[" +
+                       cls + ", ...]")),
+      "views of pieces of the given sizes along dim (they must add up to its size)");
+  c.def(
       "chunk",
       [as_tuple](const T& t, int64_t chunks, int64_t dim) {
         return as_tuple(t.chunk(chunks, dim));

@@ -127,6 +127,8 @@ def test_more_compositions_match_numpy(session):
     n = x.new_full((2, 2), 7, dtype=dtr.int64)
     assert n.get_node() == x.get_node() and n.dtype == dtr.int64 and n.tolist() == [[7, 7], [7, 7]]
     assert x.new_zeros(3).tolist() == [0, 0, 0] and x.new_ones([1, 2]).dtype == dtr.float32
+    with pytest.raises(TypeError, match="size"):
+        x.new_zeros(None)
     assert [p.shape for p in x.split_with_sizes([1, 3], 2)] == [(2, 3, 1), (2, 3, 3)]
     assert x[1].storage_offset() == 12
     F = dtr.nn.functional

@@ -569,6 +569,11 @@ class LocalTensor:
         views of pieces of split_size along dim (the last shorter), or of the given sizes
         """
 
+    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[LocalTensor, ...]:
+        """
+        views of pieces of the given sizes along dim (they must add up to its size)
+        """
+
     def chunk(self, chunks: int, dim: int = 0) -> tuple[LocalTensor, ...]:
         """at most `chunks` views of ceil(size / chunks) along dim"""
 
@@ -934,11 +939,6 @@ class LocalTensor:
 
     def new_ones(self, size: object, *, dtype: object | None = ...) -> LocalTensor:
         """a tensor of ones where this one lives (its dtype unless given)"""
-
-    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[LocalTensor, ...]:
-        """
-        views of pieces of the given sizes along dim (they must add up to its size)
-        """
 
     def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False) -> tuple[LocalTensor, LocalTensor]:
         """
@@ -1539,6 +1539,11 @@ class Tensor:
         views of pieces of split_size along dim (the last shorter), or of the given sizes
         """
 
+    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """
+        views of pieces of the given sizes along dim (they must add up to its size)
+        """
+
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         """at most `chunks` views of ceil(size / chunks) along dim"""
 
@@ -1904,11 +1909,6 @@ class Tensor:
 
     def new_ones(self, size: object, *, dtype: object | None = ...) -> Tensor:
         """a tensor of ones where this one lives (its dtype unless given)"""
-
-    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-        """
-        views of pieces of the given sizes along dim (they must add up to its size)
-        """
 
     def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False) -> tuple[Tensor, Tensor]:
         """
