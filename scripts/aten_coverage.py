@@ -59,6 +59,26 @@ RENAMES = {
     # The functional forms of in-place ops: x.clone().copy_(src), x.clone().fill_(value).
     "copy": "copy_",
     "fill": "fill_",
+    # dtr.nn.functional's pad with mode "reflect" / "replicate" (index_selects of positions
+    # computed on the worker), interpolate (nearest: an index_select per dim; bilinear: two
+    # per dim, weighted), adaptive_avg_pool*d, group_norm and batch_norm (dtr/nn.hpp).
+    "reflection_pad1d": "pad",
+    "reflection_pad2d": "pad",
+    "reflection_pad3d": "pad",
+    "replication_pad2d": "pad",
+    "replication_pad3d": "pad",
+    "upsample_nearest2d": "interpolate",
+    "upsample_bilinear2d": "interpolate",
+    "_adaptive_avg_pool2d": "adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d": "adaptive_avg_pool3d",
+    "_adaptive_avg_pool2d_backward": "adaptive_avg_pool_backward",
+    # (out, mean, rstd): dtr returns out; the backward recomputes the statistics from x.
+    "native_group_norm": "group_norm",
+    "native_group_norm_backward": "group_norm_backward",
+    # With running statistics (training), without (no_stats), and in eval mode
+    # (no_training): F.batch_norm's three cases.
+    "_native_batch_norm_legit": "batch_norm",
+    "_native_batch_norm_legit_no_training": "batch_norm",
     # Metadata, answered by the master.
     "sym_size": "size",
     "sym_stride": "stride",

@@ -120,6 +120,9 @@ template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 
 Tensor Tensor::clone() const {
   check_defined(*this, "clone");
+  // A tensor autograd tracks clones through the op, so that the gradient passes (the copy
+  // below would cut the graph: x.clone().sum().backward() left x.grad empty).
+  if (autograd_) return apply(OpId::clone, OpAttrs{}, nullptr);
   Tensor out = empty(shape(), dtype(), device());
   copy_elements(out, *this);
   return out;

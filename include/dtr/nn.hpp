@@ -22,7 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -178,6 +180,76 @@ T nll_loss(const T& input, const T& target);
 // nll_loss(log_softmax(input, 1), target).
 template <typename T>
 T cross_entropy(const T& input, const T& target);
+
+// --- resampling and normalization: compositions of table ops, run where x lives (the
+// worker for a DistributedTensor; nn/resample.cpp, nn/normalization.cpp), differentiated
+// through their ops. Each checks its arguments as torch does and throws ShapeError /
+// InvalidArgument / DTypeError naming the function and the value.
+
+// torch.nn.functional.pad's modes.
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+// "constant", "reflect", "replicate" or "circular"; anything else throws InvalidArgument.
+PadMode pad_mode(const std::string& name);
+// x padded by `pad`: (before, after) pairs for the last dims, the last dim's first, as
+// torch.nn.functional.pad. Constant: constant_pad_nd (value; negative pads crop). Reflect,
+// replicate, circular: the last 1 to 3 dims of a tensor of 1 or 2 more dims, each padded
+// dim an index_select of positions computed on the worker (reflect: pads < the dim's size;
+// circular: pads <= it). The gradient adds up into the positions read.
+template <typename T>
+T pad(const T& x, const std::vector<int64_t>& pad, PadMode mode = PadMode::Constant,
+      Scalar value = Scalar(0));
+
+// torch's adaptive_avg_pool{1,2,3}d over the last output_size.size() (1 to 3) dims of a
+// floating x with 1 or 2 leading dims: bin i of a dim of size n pooled to m covers
+// [floor(i n / m), ceil((i + 1) n / m)). A dim with m dividing n is a mean over a reshape;
+// any other is a product with the (m, n) matrix of bin weights (1 / bin size).
+template <typename T>
+T adaptive_avg_pool(const T& x, const std::vector<int64_t>& output_size);
+// Its gradient (torch's _adaptive_avg_pool2d_backward, any of 1 to 3 dims): grad spread
+// back over x's shape, each bin's gradient divided among its inputs.
+template <typename T>
+T adaptive_avg_pool_backward(const T& grad, const T& x);
+
+// torch.nn.functional.interpolate's modes: nearest, nearest-exact, linear (linear,
+// bilinear and trilinear by the number of dims) and area (adaptive_avg_pool).
+enum class InterpolateMode { Nearest, NearestExact, Linear, Area };
+// torch's name of the mode for a number of resized dims ("bilinear" for Linear and 2).
+std::string interpolate_mode_name(InterpolateMode mode, size_t dims);
+// x (N, C, d1[, d2[, d3]]) resized to `size` over its last size.size() dims, computing the
+// source positions as torch's upsample kernels do (in float, or double for a double x;
+// `scales`: the user's scale factors, one per dim or none, which torch uses in place of
+// size ratios). Nearest: an index_select per dim; linear: two index_selects per dim,
+// weighted (the last dim first, as torch nests them); area: adaptive_avg_pool.
+// align_corners applies to Linear only (torch refuses it for the others).
+template <typename T>
+T interpolate(const T& x, const std::vector<int64_t>& size, InterpolateMode mode,
+              bool align_corners = false, const std::vector<double>& scales = {});
+
+// torch.nn.functional.group_norm: x (N, C, *) in num_groups groups of C / num_groups
+// channels, each group of each sample normalized (layer_norm over its rows), then
+// * weight + bias per channel (C each, or left out).
+template <typename T>
+T group_norm(const T& x, int64_t num_groups, const std::optional<T>& weight = std::nullopt,
+             const std::optional<T>& bias = std::nullopt, double eps = 1e-5);
+// Its gradients (torch's native_group_norm_backward, the statistics recomputed from x as
+// layer_norm_backward does): grad_input, grad_weight and grad_bias (the last two of
+// shape (C); grad_weight is what a weight would get, also when weight is left out).
+template <typename T>
+std::tuple<T, T, T> group_norm_backward(const T& grad, const T& x, int64_t num_groups,
+                                        const std::optional<T>& weight = std::nullopt,
+                                        double eps = 1e-5);
+
+// torch.nn.functional.batch_norm over x (N, C, *), per channel. Training: each channel
+// normalized by the mean and biased variance of its N * (*) values (a layer_norm over the
+// channel's row); running_mean / running_var, when given, updated in place to
+// momentum * batch + (1 - momentum) * running (the unbiased variance), as torch does.
+// Not training: x * invstd * weight + (bias - running_mean * invstd * weight), with
+// invstd = 1 / sqrt(running_var + eps) (the running statistics are then required).
+template <typename T>
+T batch_norm(const T& x, const std::optional<T>& running_mean, const std::optional<T>& running_var,
+             const std::optional<T>& weight = std::nullopt,
+             const std::optional<T>& bias = std::nullopt, bool training = false,
+             double momentum = 0.1, double eps = 1e-5);
 
 }  // namespace functional
 

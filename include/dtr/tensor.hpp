@@ -109,7 +109,8 @@ class Tensor : public TensorOps<Tensor> {
   template <typename T>
   std::vector<T> to_vector() const;
 
-  // A contiguous copy with its own storage.
+  // A contiguous copy with its own storage (recorded by autograd when this tensor is
+  // tracked, as torch's clone).
   Tensor clone() const;
 
   // Engine hooks used by TensorOps.

@@ -82,6 +82,7 @@ from ._dtr import (  # noqa: F401  (re-exported)
     promote_types,
     rand,
     randn,
+    randperm,
     reduce_scatter,
     set_device,
     set_node,
@@ -95,8 +96,10 @@ from ._dtr import (  # noqa: F401  (re-exported)
 # methods are on the class): dtr.cat([a, b], 1), dtr.conv2d(x, w, b, stride=2), ...
 from ._dtr import (  # noqa: E402,F401  (re-exported)
     addmm,
+    adaptive_avg_pool_backward,
     avg_pool2d,
     avg_pool2d_backward,
+    batch_norm,
     cat,
     constant_pad_nd,
     conv2d,
@@ -109,6 +112,8 @@ from ._dtr import (  # noqa: E402,F401  (re-exported)
     embedding_dense_backward,
     flip,
     gather,
+    group_norm,
+    group_norm_backward,
     index_select,
     layer_norm,
     layer_norm_backward,

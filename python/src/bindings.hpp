@@ -42,6 +42,10 @@ nb::object from_scalar(const Scalar& s);
 Shape shape_from_args(nb::args args, const char* what);
 // A DType, or a dtype named by a string ("float32", "float", "int64", "long", ...).
 DType dtype_arg(nb::handle h);
+// randperm's n: raises InvalidArgument for a negative one, as torch does.
+inline void check_randperm(int64_t n) {
+  if (n < 0) throw InvalidArgument("randperm: n must be non-negative, got " + std::to_string(n));
+}
 // Runs fn with `node` / `device` current when given (the constructors' node=, device=).
 template <typename F>
 auto on_place(std::optional<int> node, std::optional<int> device, F&& fn) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "dtr/nn.hpp"
 #include "tensor_methods.hpp"
 
 namespace dtr::python {
@@ -150,6 +153,97 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       "x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)");
 }
 
+// The resampling and normalization functions of dtr/nn.hpp (dtr::nn::functional), which
+// dtr.nn.functional's pad, adaptive_avg_pool*d, interpolate, group_norm and batch_norm call.
+template <typename T>
+void bind_nn_functions(nb::module_& m, const std::string& cls) {
+  namespace F = dtr::nn::functional;
+  using nb::arg;
+  const std::string opt = cls + " | None";
+  m.def(
+      "pad",
+      [](const T& x, std::vector<int64_t> pad, const std::string& mode, nb::handle value) {
+        return F::pad(x, pad, F::pad_mode(mode), scalar_arg(value, "pad"));
+      },
+      arg("input"), arg("pad"), arg("mode") = "constant", arg("value") = 0,
+      nb::sig(stub_sig("def pad(input: " + cls +
+                       ", pad: Sequence[int], mode: str = 'constant', "
+                       "value: float | int = 0) -> " +
+                       cls)),
+      "input padded by (before, after) pairs for the last dims, the last dim's first; mode "
+      "'constant', 'reflect', 'replicate' or 'circular'");
+  m.def(
+      "adaptive_avg_pool",
+      [](const T& x, std::vector<int64_t> size) { return F::adaptive_avg_pool(x, size); },
+      arg("input"), arg("output_size"),
+      nb::sig(stub_sig("def adaptive_avg_pool(input: " + cls + ", output_size: Sequence[int]) -> " +
+                       cls)),
+      "adaptive average pooling of the last len(output_size) (1 to 3) dims");
+  m.def(
+      "adaptive_avg_pool_backward",
+      [](const T& grad, const T& x) { return F::adaptive_avg_pool_backward(grad, x); },
+      arg("grad_output"), arg("input"),
+      nb::sig(stub_sig("def adaptive_avg_pool_backward(grad_output: " + cls + ", input: " + cls +
+                       ") -> " + cls)),
+      "the gradient of adaptive_avg_pool: each bin's gradient spread over its inputs");
+  m.def(
+      "interpolate",
+      [](const T& x, std::vector<int64_t> size, const std::string& mode, bool align_corners,
+         std::vector<double> scales) {
+        for (auto md : {F::InterpolateMode::Nearest, F::InterpolateMode::NearestExact,
+                        F::InterpolateMode::Linear, F::InterpolateMode::Area})
+          if (mode == F::interpolate_mode_name(md, 1))
+            return F::interpolate(x, size, md, align_corners, scales);
+        throw InvalidArgument("interpolate: mode '" + mode +
+                              "' is not nearest, nearest-exact, linear or area");
+      },
+      arg("input"), arg("size"), arg("mode"), arg("align_corners") = false,
+      arg("scales") = std::vector<double>{},
+      nb::sig(stub_sig("def interpolate(input: " + cls +
+                       ", size: Sequence[int], mode: str, "
+                       "align_corners: bool = False, scales: Sequence[float] = []) -> " +
+                       cls)),
+      "input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)");
+  m.def(
+      "group_norm",
+      [](const T& x, int64_t groups, std::optional<T> w, std::optional<T> b, double eps) {
+        return F::group_norm(x, groups, w, b, eps);
+      },
+      arg("input"), arg("num_groups"), arg("weight") = nb::none(), arg("bias") = nb::none(),
+      arg("eps") = 1e-5,
+      nb::sig(stub_sig("def group_norm(input: " + cls + ", num_groups: int, weight: " + opt +
+                       " = None, bias: " + opt + " = None, eps: float = 1e-05) -> " + cls)),
+      "each group of channels of each sample normalized, then * weight + bias per channel");
+  m.def(
+      "group_norm_backward",
+      [](const T& grad, const T& x, int64_t groups, std::optional<T> w, double eps) {
+        return F::group_norm_backward(grad, x, groups, w, eps);
+      },
+      arg("grad_output"), arg("input"), arg("num_groups"), arg("weight") = nb::none(),
+      arg("eps") = 1e-5,
+      nb::sig(stub_sig("def group_norm_backward(grad_output: " + cls + ", input: " + cls +
+                       ", num_groups: int, weight: " + opt +
+                       " = None, eps: float = 1e-05) -> "
+                       "tuple[" +
+                       cls + ", " + cls + ", " + cls + "]")),
+      "(grad_input, grad_weight, grad_bias) of group_norm, the statistics recomputed");
+  m.def(
+      "batch_norm",
+      [](const T& x, std::optional<T> rm, std::optional<T> rv, std::optional<T> w,
+         std::optional<T> b, bool training, double momentum,
+         double eps) { return F::batch_norm(x, rm, rv, w, b, training, momentum, eps); },
+      arg("input"), arg("running_mean").none(), arg("running_var").none(),
+      arg("weight") = nb::none(), arg("bias") = nb::none(), arg("training") = false,
+      arg("momentum") = 0.1, arg("eps") = 1e-5,
+      nb::sig(stub_sig("def batch_norm(input: " + cls + ", running_mean: " + opt +
+                       ", running_var: " + opt + ", weight: " + opt + " = None, bias: " + opt +
+                       " = None, training: bool = False, momentum: float = 0.1, eps: float = "
+                       "1e-05) -> " +
+                       cls)),
+      "per-channel normalization by the batch's statistics (training; the running ones "
+      "updated in place) or by the running ones");
+}
+
 // Module functions of class T (`cls`: its name in the stubs).
 template <typename T>
 void bind_composite_functions(nb::module_& m, const std::string& cls) {
@@ -207,6 +301,7 @@ void bind_composite_functions(nb::module_& m, const std::string& cls) {
       nb::sig(stub_sig("def addmm(input: " + cls + ", mat1: " + cls + ", mat2: " + cls +
                        ", *, beta: float | int = 1, alpha: float | int = 1) -> " + cls)),
       "beta * input + alpha * (mat1 @ mat2)");
+  bind_nn_functions<T>(m, cls);
 }
 
 }  // namespace dtr::python

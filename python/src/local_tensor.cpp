@@ -244,6 +244,18 @@ void bind_local_random(nb::module_& local) {
         arg("shape"), arg("generator") = nb::none(), arg("dtype") = DType::Float32,
         arg("requires_grad") = false);
   }
+  local.def(
+      "randperm",
+      [](int64_t n, Generator* gen, nb::handle dtype) {
+        check_randperm(n);
+        const DType t = dtype.is_none() ? DType::Int64 : dtype_arg(dtype);
+        LocalTensor keys =
+            gen ? local::rand({n}, *gen, DType::Float64) : local::rand({n}, DType::Float64);
+        LocalTensor perm = keys.argsort(0);
+        return t == DType::Int64 ? perm : perm.to(t);
+      },
+      arg("n"), nb::kw_only(), arg("generator") = nb::none(), arg("dtype") = nb::none(),
+      "A random permutation of 0 .. n-1 (int64): the order of n uniform draws.");
   local.def("from_dlpack", &local_from_object, arg("array"),
             "A LocalTensor sharing the memory of any object with __dlpack__ or the buffer "
             "protocol (numpy, torch CPU tensors); no copy.");

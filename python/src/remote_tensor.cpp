@@ -142,6 +142,24 @@ void bind_random_and_send(nb::module_& m) {
                : "Uniform draws on [0, 1) (the same seed gives the same values on any node).");
   }
   m.def(
+      "randperm",
+      [](int64_t n, Generator* gen, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device) {
+        check_randperm(n);
+        const DType t = dtype.is_none() ? DType::Int64 : dtype_arg(dtype);
+        return on_place(node, device, [&] {
+          // Each position's key a double draw (53 bits: ties, left in place by the stable
+          // sort, are rare), the permutation their order.
+          Tensor keys = gen ? rand({n}, *gen, DType::Float64) : rand({n}, DType::Float64);
+          Tensor perm = keys.argsort(0);
+          return t == DType::Int64 ? perm : perm.to(t);
+        });
+      },
+      arg("n"), nb::kw_only(), arg("generator") = nb::none(), arg("dtype") = nb::none(),
+      arg("node") = nb::none(), arg("device") = nb::none(),
+      "A random permutation of 0 .. n-1 (int64), made on the node: the order of n uniform "
+      "draws (the same seed gives the same permutation on any node).");
+  m.def(
       "dist_send",
       [](nb::handle data, std::optional<int> node, std::optional<int> device) {
         local::Tensor t = local_from_object(data);

@@ -487,3 +487,13 @@ def test_spmd_differentiable_all_reduce(tmp_path, backend):
     # y = 2 (x0 + x1) = [6, 6] on both; d/dx_k of sum_r (r + 1) sum(y_r) = 2 * (1 + 2) = 6
     assert lines == ["[0] rank 0 [6.0, 6.0] [6.0, 6.0]", "[1] rank 1 [6.0, 6.0] [6.0, 6.0]"], \
         r.stdout
+
+
+def test_clone_of_a_tracked_local_tensor_passes_the_gradient():
+    # LocalTensor.clone used to copy outside the graph: x.grad stayed None, silently.
+    x = local.ones(3, dtype=dtr.float64).requires_grad_()
+    y = x.clone()
+    assert y.requires_grad and not y.is_leaf
+    (y * 2).sum().backward()
+    assert arr(x.grad).tolist() == [2.0, 2.0, 2.0]
+    assert not local.ones(2).clone().requires_grad  # untracked: a plain copy

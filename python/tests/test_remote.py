@@ -210,8 +210,10 @@ def test_flip_and_pad(session):
     want = np.pad(a, ((0, 0), (1, 0), (2, 1)), constant_values=-1)
     assert dtr.nn.functional.pad(x, (2, 1, 1, 0), value=-1).tolist() == want.tolist()
     assert x.constant_pad_nd([-1, -1]).tolist() == a[:, :, 1:3].tolist()
-    with pytest.raises(dtr.InvalidArgument, match="reflect"):
-        dtr.nn.functional.pad(x, (1, 1), mode="reflect")
+    assert dtr.nn.functional.pad(x, (1, 1), mode="reflect").tolist() == \
+        np.pad(a, ((0, 0), (0, 0), (1, 1)), mode="reflect").tolist()
+    with pytest.raises(dtr.InvalidArgument, match="mirror"):
+        dtr.nn.functional.pad(x, (1, 1), mode="mirror")
 
 
 def test_sort_scatter_and_advanced_indexing(session):

@@ -2251,6 +2251,39 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float | int = 1, alpha: float | int = 1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2)"""
 
+def pad(input: Tensor, pad: Sequence[int], mode: str = 'constant', value: float | int = 0) -> Tensor:
+    """
+    input padded by (before, after) pairs for the last dims, the last dim's first; mode 'constant', 'reflect', 'replicate' or 'circular'
+    """
+
+def adaptive_avg_pool(input: Tensor, output_size: Sequence[int]) -> Tensor:
+    """adaptive average pooling of the last len(output_size) (1 to 3) dims"""
+
+def adaptive_avg_pool_backward(grad_output: Tensor, input: Tensor) -> Tensor:
+    """
+    the gradient of adaptive_avg_pool: each bin's gradient spread over its inputs
+    """
+
+def interpolate(input: Tensor, size: Sequence[int], mode: str, align_corners: bool = False, scales: Sequence[float] = []) -> Tensor:
+    """
+    input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)
+    """
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:
+    """
+    each group of channels of each sample normalized, then * weight + bias per channel
+    """
+
+def group_norm_backward(grad_output: Tensor, input: Tensor, num_groups: int, weight: Tensor | None = None, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
+    """
+    (grad_input, grad_weight, grad_bias) of group_norm, the statistics recomputed
+    """
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-05) -> Tensor:
+    """
+    per-channel normalization by the batch's statistics (training; the running ones updated in place) or by the running ones
+    """
+
 def empty(*shape, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """
     An uninitialized tensor on the current node and device (or node=, device=).
@@ -2276,6 +2309,11 @@ def rand(*shape, generator: Generator | None = ..., dtype: object = dtype.float3
 def randn(*shape, generator: Generator | None = ..., dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
     """
     Standard normal draws (the same seed gives the same values on any node).
+    """
+
+def randperm(n: int, *, generator: Generator | None = ..., dtype: object | None = ..., node: int | None = ..., device: int | None = ...) -> Tensor:
+    """
+    A random permutation of 0 .. n-1 (int64), made on the node: the order of n uniform draws (the same seed gives the same permutation on any node).
     """
 
 def dist_send(data: object, node: int | None = ..., device: int | None = ...) -> Tensor:

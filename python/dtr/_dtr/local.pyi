@@ -21,6 +21,11 @@ def rand(*shape, generator: dtr._dtr.Generator | None = ..., dtype: object = dtr
 
 def randn(*shape, generator: dtr._dtr.Generator | None = ..., dtype: object = dtr._dtr.dtype.float32, requires_grad: bool = ...) -> dtr._dtr.LocalTensor: ...
 
+def randperm(n: int, *, generator: dtr._dtr.Generator | None = ..., dtype: object | None = ...) -> dtr._dtr.LocalTensor:
+    """
+    A random permutation of 0 .. n-1 (int64): the order of n uniform draws.
+    """
+
 def from_dlpack(array: object) -> dtr._dtr.LocalTensor:
     """
     A LocalTensor sharing the memory of any object with __dlpack__ or the buffer protocol (numpy, torch CPU tensors); no copy.
@@ -231,3 +236,36 @@ def select_scatter(input: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor, dim: 
 
 def addmm(input: dtr._dtr.LocalTensor, mat1: dtr._dtr.LocalTensor, mat2: dtr._dtr.LocalTensor, *, beta: float | int = 1, alpha: float | int = 1) -> dtr._dtr.LocalTensor:
     """beta * input + alpha * (mat1 @ mat2)"""
+
+def pad(input: dtr._dtr.LocalTensor, pad: Sequence[int], mode: str = 'constant', value: float | int = 0) -> dtr._dtr.LocalTensor:
+    """
+    input padded by (before, after) pairs for the last dims, the last dim's first; mode 'constant', 'reflect', 'replicate' or 'circular'
+    """
+
+def adaptive_avg_pool(input: dtr._dtr.LocalTensor, output_size: Sequence[int]) -> dtr._dtr.LocalTensor:
+    """adaptive average pooling of the last len(output_size) (1 to 3) dims"""
+
+def adaptive_avg_pool_backward(grad_output: dtr._dtr.LocalTensor, input: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """
+    the gradient of adaptive_avg_pool: each bin's gradient spread over its inputs
+    """
+
+def interpolate(input: dtr._dtr.LocalTensor, size: Sequence[int], mode: str, align_corners: bool = False, scales: Sequence[float] = []) -> dtr._dtr.LocalTensor:
+    """
+    input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)
+    """
+
+def group_norm(input: dtr._dtr.LocalTensor, num_groups: int, weight: dtr._dtr.LocalTensor | None = None, bias: dtr._dtr.LocalTensor | None = None, eps: float = 1e-05) -> dtr._dtr.LocalTensor:
+    """
+    each group of channels of each sample normalized, then * weight + bias per channel
+    """
+
+def group_norm_backward(grad_output: dtr._dtr.LocalTensor, input: dtr._dtr.LocalTensor, num_groups: int, weight: dtr._dtr.LocalTensor | None = None, eps: float = 1e-05) -> tuple[dtr._dtr.LocalTensor, dtr._dtr.LocalTensor, dtr._dtr.LocalTensor]:
+    """
+    (grad_input, grad_weight, grad_bias) of group_norm, the statistics recomputed
+    """
+
+def batch_norm(input: dtr._dtr.LocalTensor, running_mean: dtr._dtr.LocalTensor | None, running_var: dtr._dtr.LocalTensor | None, weight: dtr._dtr.LocalTensor | None = None, bias: dtr._dtr.LocalTensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-05) -> dtr._dtr.LocalTensor:
+    """
+    per-channel normalization by the batch's statistics (training; the running ones updated in place) or by the running ones
+    """

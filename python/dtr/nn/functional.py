@@ -7,9 +7,10 @@ from __future__ import annotations
 from .. import _dtr
 
 __all__ = ["relu", "leaky_relu", "hardtanh", "elu", "tanh", "sigmoid", "gelu", "silu", "embedding",
-           "layer_norm", "linear", "pad", "avg_pool1d", "conv2d", "max_pool2d", "avg_pool2d", "dropout",
-           "dropout2d", "log_softmax", "softmax", "nll_loss", "cross_entropy", "mse_loss",
-           "flatten", "all_reduce"]
+           "layer_norm", "group_norm", "batch_norm", "linear", "pad", "interpolate", "avg_pool1d",
+           "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_avg_pool3d", "dropout", "dropout2d", "log_softmax", "softmax", "nll_loss",
+           "cross_entropy", "mse_loss", "flatten", "all_reduce"]
 
 
 _TENSORS = (_dtr.Tensor, _dtr.LocalTensor)
@@ -90,8 +91,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
             raise _dtr.InvalidArgument(
                 f"embedding: {name}={value!r} is not supported on dtr tensors (the default "
                 f"{default!r} is); dtr.embedding_dense_backward takes scale_grad_by_freq")
-    mod = _dtr if isinstance(input, _dtr.Tensor) else _dtr.local
-    return mod.embedding(input, weight, padding_idx)
+    return _module_of(input).embedding(input, weight, padding_idx)
 
 
 def tanh(input):
@@ -133,14 +133,119 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     return input.layer_norm(w, b, eps)
 
 
+def _module_of(input):
+    """The extension module whose functions take input's class (dtr.Tensor or LocalTensor)."""
+    return _dtr if isinstance(input, _dtr.Tensor) else _dtr.local
+
+
 def pad(input, pad, mode: str = "constant", value=None):
-    """input padded by pad (pairs for the last dims, the last dim's first; negative pads
-    crop), as torch's F.pad: mode "constant" (value, default 0). The reflect, replicate and
-    circular modes are not supported on dtr tensors and raise."""
-    if mode != "constant":
-        raise _dtr.InvalidArgument(f"pad: mode {mode!r} is not supported on dtr tensors "
-                                   "(only 'constant')")
-    return input.constant_pad_nd(list(pad), 0 if value is None else value)
+    """input padded by pad (pairs for the last dims, the last dim's first), as torch's F.pad:
+    mode "constant" (value, default 0; negative pads crop), or "reflect", "replicate",
+    "circular" for the last 1 to 3 dims of a tensor of 1 or 2 more dims (each an
+    index_select of positions computed on the tensor's node)."""
+    _check_operands("pad", input)
+    if mode != "constant" and value not in (None, 0):
+        raise _dtr.InvalidArgument(f"pad: mode {mode!r} takes no value (got {value!r})")
+    return _module_of(input).pad(input, list(pad), mode, 0 if value is None else value)
+
+
+def _output_sizes(name, input, output_size, k):
+    """output_size as k ints: an int for every dim, or k entries (None: the input's size)."""
+    sizes = (output_size,) * k if isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != k:
+        raise _dtr.InvalidArgument(f"{name}: output_size must be an int or {k} values, got "
+                                   f"{output_size!r}")
+    shape = list(input.shape)
+    return [shape[len(shape) - k + i] if s is None else int(s) for i, s in enumerate(sizes)]
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Average pooling of the last dim of (N, C, L) or (C, L) into output_size bins (bin i
+    covers [floor(i L / out), ceil((i + 1) L / out)))."""
+    _check_operands("adaptive_avg_pool1d", input)
+    return _module_of(input).adaptive_avg_pool(
+        input, _output_sizes("adaptive_avg_pool1d", input, output_size, 1))
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling of the last two dims of (N, C, H, W) or (C, H, W) into output_size
+    bins (an int, or a pair whose None entries keep that size)."""
+    _check_operands("adaptive_avg_pool2d", input)
+    return _module_of(input).adaptive_avg_pool(
+        input, _output_sizes("adaptive_avg_pool2d", input, output_size, 2))
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Average pooling of the last three dims of (N, C, D, H, W) or (C, D, H, W)."""
+    _check_operands("adaptive_avg_pool3d", input)
+    return _module_of(input).adaptive_avg_pool(
+        input, _output_sizes("adaptive_avg_pool3d", input, output_size, 3))
+
+
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False):
+    """input (N, C, *) resized over its 1 to 3 spatial dims, as torch's F.interpolate: size
+    (an int or one per dim) or scale_factor (output size floor(in * scale)); mode "nearest",
+    "nearest-exact", "linear" / "bilinear" / "trilinear" (by the input's dims) or "area".
+    The source positions are computed as torch's kernels do. "bicubic" and antialias raise."""
+    _check_operands("interpolate", input)
+    k = len(input.shape) - 2
+    if k not in (1, 2, 3):
+        raise _dtr.ShapeError(f"interpolate: expected an input of 3, 4 or 5 dims (N, C, *), got "
+                              f"shape {list(input.shape)}")
+    if mode in _LINEAR_MODES and _LINEAR_MODES[mode] != k:
+        raise _dtr.ShapeError(f"interpolate: mode {mode!r} needs a {_LINEAR_MODES[mode] + 2}-D "
+                              f"input, got shape {list(input.shape)}")
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in _LINEAR_MODES:
+        raise _dtr.InvalidArgument(f"interpolate: mode {mode!r} is not supported on dtr tensors "
+                                   "(nearest, nearest-exact, linear, bilinear, trilinear, area)")
+    if antialias:
+        raise _dtr.InvalidArgument("interpolate: antialias=True is not supported on dtr tensors")
+    if align_corners is not None and mode not in _LINEAR_MODES:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: exactly one of size and scale_factor must be given")
+    spatial = list(input.shape)[2:]
+    scales = []
+    if size is not None:
+        sizes = [size] * k if isinstance(size, int) else [int(v) for v in size]
+        if len(sizes) != k:
+            raise ValueError(f"interpolate: size {size!r} for {k} spatial dims")
+    else:
+        factors = [float(scale_factor)] * k if isinstance(scale_factor, (int, float)) \
+            else [float(v) for v in scale_factor]
+        if len(factors) != k:
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} for {k} spatial dims")
+        import math  # noqa: PLC0415
+        sizes = [math.floor(n * f) for n, f in zip(spatial, factors)]
+        # torch computes the positions from the user's factors unless told to recompute
+        # them from the sizes; area mode uses the sizes only.
+        if not recompute_scale_factor and mode != "area":
+            scales = factors
+    kind = "linear" if mode in _LINEAR_MODES else mode
+    return _module_of(input).interpolate(input, sizes, kind, bool(align_corners), scales)
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Each of num_groups groups of channels of each sample of (N, C, *) normalized, then
+    * weight + bias per channel (C each, or None)."""
+    _check_operands("group_norm", input, weight=weight, bias=bias)
+    return _module_of(input).group_norm(input, num_groups, weight, bias, eps)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5):
+    """Per-channel normalization of (N, C, *): by the batch's mean and biased variance when
+    training (running_mean / running_var, if given, updated in place to momentum * batch +
+    (1 - momentum) * running, the variance unbiased), else by the running statistics."""
+    _check_operands("batch_norm", input, running_mean=running_mean, running_var=running_var,
+                    weight=weight, bias=bias)
+    return _module_of(input).batch_norm(input, running_mean, running_var, weight, bias,
+                                        training, momentum, eps)
 
 
 def linear(input, weight, bias=None):
