@@ -239,6 +239,19 @@ std::tuple<T, T, T> group_norm_backward(const T& grad, const T& x, int64_t num_g
                                         const std::optional<T>& weight = std::nullopt,
                                         double eps = 1e-5);
 
+// torch.nn.functional.scaled_dot_product_attention, the math form (torch's
+// _scaled_dot_product_attention_math): softmax(q k^T * scale + mask) v with q (..., L, E),
+// k (..., S, E), v (..., S, Ev), the leading dims broadcast; q and k each scaled by
+// sqrt(scale) (default 1 / sqrt(E)) before the product. is_causal: position i attends to
+// j <= i (then attn_mask must be left out); attn_mask: bool (true = attend) or of q's dtype
+// (added to the scores), broadcasting to (..., L, S). dropout_p: dropout on the weights.
+template <typename T>
+T scaled_dot_product_attention(const T& q, const T& k, const T& v,
+                               const std::optional<T>& attn_mask = std::nullopt,
+                               double dropout_p = 0.0, bool is_causal = false,
+                               std::optional<double> scale = std::nullopt,
+                               Generator* generator = nullptr);
+
 // torch.nn.functional.batch_norm over x (N, C, *), per channel. Training: each channel
 // normalized by the mean and biased variance of its N * (*) values (a layer_norm over the
 // channel's row); running_mean / running_var, when given, updated in place to

@@ -46,6 +46,12 @@ DType dtype_arg(nb::handle h);
 inline void check_randperm(int64_t n) {
   if (n < 0) throw InvalidArgument("randperm: n must be non-negative, got " + std::to_string(n));
 }
+// torch.randint's arguments: (high, size) or (low, high, size), size also as a keyword.
+struct RandintArgs {
+  int64_t low, high;
+  Shape shape;
+};
+RandintArgs randint_args(nb::args args, nb::handle size);
 // Runs fn with `node` / `device` current when given (the constructors' node=, device=).
 template <typename F>
 auto on_place(std::optional<int> node, std::optional<int> device, F&& fn) {

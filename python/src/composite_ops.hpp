@@ -17,10 +17,16 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "dtr/composite.hpp"
 #include "dtr/nn.hpp"
 #include "tensor_methods.hpp"
 
 namespace dtr::python {
+
+// Generator as the stubs of the module holding class `cls` name it.
+inline std::string generator_type(const std::string& cls) {
+  return cls.find('.') == std::string::npos ? "Generator" : "dtr._dtr.Generator";
+}
 
 template <typename T>
 void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
@@ -139,6 +145,35 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       "storage_offset", [](const T& t) { return t.meta().offset; },
       "the offset of element 0 in the storage, in elements");
   c.def(
+      "logsumexp",
+      [](const T& t, nb::handle dim, bool keepdim) { return logsumexp(t, dims_arg(dim), keepdim); },
+      arg("dim"), arg("keepdim") = false, "log(sum(exp(x))) over dim (an int or several), stably");
+  c.def(
+      "amax",
+      [](const T& t, nb::handle dim, bool keepdim) {
+        return amax(t, dim.is_none() ? Dims{} : dims_arg(dim), keepdim);
+      },
+      arg("dim") = nb::tuple(), arg("keepdim") = false,
+      "the largest value over dim (an int or several; () or None: every dim)");
+  c.def(
+      "amin",
+      [](const T& t, nb::handle dim, bool keepdim) {
+        return amin(t, dim.is_none() ? Dims{} : dims_arg(dim), keepdim);
+      },
+      arg("dim") = nb::tuple(), arg("keepdim") = false,
+      "the smallest value over dim (an int or several; () or None: every dim)");
+  c.def(
+      "index_add",
+      [](const T& t, int64_t dim, const T& index, const T& source, nb::handle alpha) {
+        return index_add(t, dim, index, source, scalar_arg(alpha, "index_add"));
+      },
+      arg("dim"), arg("index"), arg("source"), nb::kw_only(), arg("alpha") = 1,
+      "a copy with alpha * source added at the positions index (1-D) of dim");
+  c.def(
+      "bernoulli", [](const T& t, Generator* gen) { return bernoulli(t, gen); }, nb::kw_only(),
+      arg("generator") = nb::none(),
+      "1 with probability x (per element), else 0, drawn where x lives");
+  c.def(
       "leaky_relu", [](const T& t, double slope) { return t.leaky_relu(slope); },
       arg("negative_slope") = 0.01, "x > 0 ? x : negative_slope * x");
   c.def(
@@ -204,6 +239,21 @@ void bind_nn_functions(nb::module_& m, const std::string& cls) {
                        "align_corners: bool = False, scales: Sequence[float] = []) -> " +
                        cls)),
       "input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)");
+  m.def(
+      "scaled_dot_product_attention",
+      [](const T& q, const T& k, const T& v, std::optional<T> mask, double dropout_p,
+         bool is_causal, std::optional<double> scale, Generator* gen) {
+        return F::scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen);
+      },
+      arg("query"), arg("key"), arg("value"), arg("attn_mask") = nb::none(), arg("dropout_p") = 0.0,
+      arg("is_causal") = false, nb::kw_only(), arg("scale") = nb::none(),
+      arg("generator") = nb::none(),
+      nb::sig(stub_sig("def scaled_dot_product_attention(query: " + cls + ", key: " + cls +
+                       ", value: " + cls + ", attn_mask: " + opt +
+                       " = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: "
+                       "float | None = None, generator: " +
+                       generator_type(cls) + " | None = None) -> " + cls)),
+      "softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)");
   m.def(
       "group_norm",
       [](const T& x, int64_t groups, std::optional<T> w, std::optional<T> b, double eps) {
@@ -301,6 +351,51 @@ void bind_composite_functions(nb::module_& m, const std::string& cls) {
       nb::sig(stub_sig("def addmm(input: " + cls + ", mat1: " + cls + ", mat2: " + cls +
                        ", *, beta: float | int = 1, alpha: float | int = 1) -> " + cls)),
       "beta * input + alpha * (mat1 @ mat2)");
+  m.def(
+      "logsumexp",
+      [](const T& x, nb::handle dim, bool keepdim) { return logsumexp(x, dims_arg(dim), keepdim); },
+      arg("input"), arg("dim"), arg("keepdim") = false,
+      nb::sig(stub_sig("def logsumexp(input: " + cls +
+                       ", dim: int | Sequence[int], keepdim: bool = False) -> " + cls)),
+      "log(sum(exp(input))) over dim, stably");
+  m.def(
+      "var_mean",
+      [](const T& x, nb::handle dim, int64_t correction, bool keepdim) {
+        return var_mean(x, dim.is_none() ? Dims{} : dims_arg(dim), correction, keepdim);
+      },
+      arg("input"), arg("dim") = nb::none(), nb::kw_only(), arg("correction") = 1,
+      arg("keepdim") = false,
+      nb::sig(stub_sig("def var_mean(input: " + cls +
+                       ", dim: int | Sequence[int] | None = None, *, correction: int = 1, "
+                       "keepdim: bool = False) -> tuple[" +
+                       cls + ", " + cls + "]")),
+      "(variance, mean) over dim (None: every dim)");
+  for (bool largest : {true, false})
+    m.def(
+        largest ? "amax" : "amin",
+        [largest](const T& x, nb::handle dim, bool keepdim) {
+          const Dims d = dim.is_none() ? Dims{} : dims_arg(dim);
+          return largest ? amax(x, d, keepdim) : amin(x, d, keepdim);
+        },
+        arg("input"), arg("dim") = nb::tuple(), arg("keepdim") = false,
+        nb::sig(stub_sig(std::string("def ") + (largest ? "amax" : "amin") + "(input: " + cls +
+                         ", dim: int | Sequence[int] = (), keepdim: bool = False) -> " + cls)),
+        largest ? "the largest value over dim" : "the smallest value over dim");
+  m.def(
+      "index_add",
+      [](const T& x, int64_t dim, const T& index, const T& source, nb::handle alpha) {
+        return index_add(x, dim, index, source, scalar_arg(alpha, "index_add"));
+      },
+      arg("input"), arg("dim"), arg("index"), arg("source"), nb::kw_only(), arg("alpha") = 1,
+      nb::sig(stub_sig("def index_add(input: " + cls + ", dim: int, index: " + cls +
+                       ", source: " + cls + ", *, alpha: float | int = 1) -> " + cls)),
+      "input with alpha * source added at the positions index of dim");
+  m.def(
+      "bernoulli", [](const T& p, Generator* gen) { return bernoulli(p, gen); }, arg("input"),
+      nb::kw_only(), arg("generator") = nb::none(),
+      nb::sig(stub_sig("def bernoulli(input: " + cls + ", *, generator: " + generator_type(cls) +
+                       " | None = None) -> " + cls)),
+      "1 with probability input (per element), else 0");
   bind_nn_functions<T>(m, cls);
 }
 

@@ -62,6 +62,22 @@ nb::object from_scalar(const Scalar& s) {
   return nb::none();
 }
 
+RandintArgs randint_args(nb::args args, nb::handle size) {
+  const size_t n = args.size();
+  nb::handle shape = size;
+  if (size.is_none() && n >= 1) shape = args[n - 1];
+  const size_t ints = size.is_none() ? (n >= 1 ? n - 1 : 0) : n;
+  if (shape.is_none() || ints < 1 || ints > 2)
+    throw nb::type_error(
+        "randint: expected randint(high, size) or randint(low, high, size), size a sequence of "
+        "ints");
+  const int64_t a = nb::cast<int64_t>(args[0]);
+  RandintArgs r{ints == 2 ? a : 0, ints == 2 ? nb::cast<int64_t>(args[1]) : a, {}};
+  nb::tuple t = nb::make_tuple(shape);
+  r.shape = shape_from_args(nb::borrow<nb::args>(t), "randint");
+  return r;
+}
+
 Shape shape_from_args(nb::args args, const char* what) {
   nb::handle seq = args;
   if (args.size() == 1 && !PyLong_Check(args[0].ptr()) &&

@@ -256,6 +256,26 @@ void bind_local_random(nb::module_& local) {
       },
       arg("n"), nb::kw_only(), arg("generator") = nb::none(), arg("dtype") = nb::none(),
       "A random permutation of 0 .. n-1 (int64): the order of n uniform draws.");
+  local.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> cols, nb::handle dtype, bool requires_grad) {
+        return with_requires_grad(local::eye(n, cols, dtype_arg(dtype)), requires_grad);
+      },
+      arg("n"), arg("m") = nb::none(), nb::kw_only(), arg("dtype") = DType::Float32,
+      arg("requires_grad") = false, "The n x m identity (m = n by default).");
+  local.def(
+      "randint",
+      [](nb::args args, nb::handle size, Generator* gen, nb::handle dtype) {
+        const auto [low, high, shape] = randint_args(args, size);
+        return local::randint(low, high, shape, gen,
+                              dtype.is_none() ? DType::Int64 : dtype_arg(dtype));
+      },
+      arg("args"), arg("size") = nb::none(), arg("generator") = nb::none(),
+      arg("dtype") = nb::none(),
+      nb::sig("def randint(*args, size: Sequence[int] | None = None, generator: "
+              "dtr._dtr.Generator | None = None, dtype: object | None = None) -> "
+              "dtr._dtr.LocalTensor"),
+      "Integers uniform on [low, high): randint(high, size) or randint(low, high, size).");
   local.def("from_dlpack", &local_from_object, arg("array"),
             "A LocalTensor sharing the memory of any object with __dlpack__ or the buffer "
             "protocol (numpy, torch CPU tensors); no copy.");

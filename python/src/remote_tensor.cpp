@@ -8,6 +8,7 @@
 #include "autograd_methods.hpp"
 #include "bindings.hpp"
 #include "composite_ops.hpp"
+#include "dtr/composite.hpp"
 #include "table_ops.hpp"
 #include "tensor_methods.hpp"
 
@@ -159,6 +160,32 @@ void bind_random_and_send(nb::module_& m) {
       arg("node") = nb::none(), arg("device") = nb::none(),
       "A random permutation of 0 .. n-1 (int64), made on the node: the order of n uniform "
       "draws (the same seed gives the same permutation on any node).");
+  m.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> cols, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device, bool requires_grad) {
+        const DType t = dtype_arg(dtype);
+        return with_requires_grad(on_place(node, device, [&] { return eye(n, cols, t); }),
+                                  requires_grad);
+      },
+      arg("n"), arg("m") = nb::none(), nb::kw_only(), arg("dtype") = DType::Float32,
+      arg("node") = nb::none(), arg("device") = nb::none(), arg("requires_grad") = false,
+      "The n x m identity (m = n by default), made on the node.");
+  m.def(
+      "randint",
+      [](nb::args args, nb::handle size, Generator* gen, nb::handle dtype, std::optional<int> node,
+         std::optional<int> device) {
+        const auto [low, high, shape] = randint_args(args, size);
+        const DType t = dtype.is_none() ? DType::Int64 : dtype_arg(dtype);
+        return on_place(node, device, [&] { return randint(low, high, shape, gen, t); });
+      },
+      arg("args"), arg("size") = nb::none(), arg("generator") = nb::none(),
+      arg("dtype") = nb::none(), arg("node") = nb::none(), arg("device") = nb::none(),
+      nb::sig("def randint(*args, size: Sequence[int] | None = None, generator: Generator | None "
+              "= None, dtype: object | None = None, node: int | None = None, device: int | None "
+              "= None) -> Tensor"),
+      "Integers uniform on [low, high): randint(high, size) or randint(low, high, size), made "
+      "on the node (int64 unless dtype is given).");
   m.def(
       "dist_send",
       [](nb::handle data, std::optional<int> node, std::optional<int> device) {

@@ -1,7 +1,9 @@
-"""Padding modes, adaptive average pooling, interpolation, group and batch normalization and
-randperm (dtr/nn.hpp, issue 42): against numpy's formulas here, and output and input
-gradients against torch (Debian's python3-torch under /usr/bin/python3, skipped without
-it) for float32 and float64; on a worker, the same bits as here."""
+"""The compositions of issue 42 (dtr/nn.hpp, dtr/composite.hpp): padding modes, adaptive
+average pooling, interpolation, group and batch normalization, scaled dot-product attention,
+logsumexp, var_mean, amax/amin, index_add, eye, randint, bernoulli and randperm. Against
+numpy's formulas here, and outputs and input gradients against torch (Debian's python3-torch
+under /usr/bin/python3, skipped without it) in float32 and float64; on a worker, the same
+bits as here."""
 
 import json
 import os
@@ -24,8 +26,15 @@ ARRAYS = {
     "b": RNG.standard_normal(4),
     "rm": RNG.standard_normal(4),
     "rv": RNG.random(4) + 0.5,
+    "q": RNG.standard_normal((2, 2, 5, 4)),
+    "k": RNG.standard_normal((2, 2, 6, 4)),
+    "v": RNG.standard_normal((2, 2, 6, 3)),
+    "amask": RNG.standard_normal((5, 6)),
+    "bmask": np.tril(np.ones((5, 6), dtype=bool), 1),
+    "idx": np.array([2, 0, 2]),
+    "src3": RNG.standard_normal((2, 3, 5)),
 }
-GRAD_OF = ("x3", "x4", "x5", "w", "b")
+GRAD_OF = ("x3", "x4", "x5", "w", "b", "q", "k", "v", "src3")
 
 # name -> expression over F and the arrays, spelled the same for dtr and torch.
 CASES = {
@@ -66,16 +75,26 @@ CASES = {
     "batch_norm_stats": "[F.batch_norm(x4, rm, rv, None, None, True, 0.3), rm, rv][1:]",
     "batch_norm_nostats": "F.batch_norm(x3, None, None, training=True)",
     "batch_norm_eval": "F.batch_norm(x4, rm, rv, w, b, False)",
+    "logsumexp": "x4.logsumexp((1, 3))",
+    "logsumexp_keep": "M.logsumexp(x3, -1, keepdim=True)",
+    "var_mean": "list(M.var_mean(x4, (0, 2)))",
+    "amax": "x4.amax((0, 2))",
+    "amin": "M.amin(x5, -1, keepdim=True)",
+    "index_add": "x3.index_add(1, idx, src3, alpha=2)",
+    "sdpa_causal": "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+    "sdpa_bool_mask": "F.scaled_dot_product_attention(q, k, v, bmask)",
+    "sdpa_float_mask": "F.scaled_dot_product_attention(q, k, v, amask, scale=0.3)",
 }
 
 # Evaluates every case with `F` and `make(name, array, requires_grad)`; returns name ->
 # output array and "name/array" -> the gradient of sum(out ** 2) for that array.
 RUNNER = """
-def run_cases(F, make, arrays, cases, grad_of, dtype):
+def run_cases(F, M, make, arrays, cases, grad_of, dtype):
     out = {}
     for name, expr in cases.items():
-        env = {k: make(v.astype(dtype), k in grad_of) for k, v in arrays.items()}
-        y = eval(expr, {"F": F, **env})
+        env = {k: make(v.astype(dtype), k in grad_of) if v.dtype.kind == "f" else make(v, False)
+               for k, v in arrays.items()}
+        y = eval(expr, {"F": F, "M": M, **env})
         ys = y if isinstance(y, list) else [y]
         for i, t in enumerate(ys):
             out[f"{name}#{i}"] = t.detach().numpy().copy()
@@ -92,11 +111,22 @@ TORCH_SCRIPT = RUNNER + """
 import json, sys
 import numpy as np, torch
 import torch.nn.functional as F
+if not hasattr(F, "scaled_dot_product_attention"):  # torch < 2.0: the documented math form
+    def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+        s = q @ k.transpose(-2, -1) * (scale if scale is not None else q.shape[-1] ** -0.5)
+        if is_causal:
+            attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            s = s.masked_fill(~attn_mask, float("-inf"))
+        elif attn_mask is not None:
+            s = s + attn_mask
+        return s.softmax(-1) @ v
+    F.scaled_dot_product_attention = _sdpa
 arrays = dict(np.load(sys.argv[1]))
 cases = json.load(open(sys.argv[2]))
 res = {}
 for dt in ("float32", "float64"):
-    got = run_cases(F, lambda a, g: torch.from_numpy(a).requires_grad_(g), arrays, cases,
+    got = run_cases(F, torch, lambda a, g: torch.from_numpy(a).requires_grad_(g), arrays, cases,
                     json.loads(sys.argv[4]), dt)
     res.update({f"{dt}:{k}": v for k, v in got.items()})
 np.savez(sys.argv[3], **res)
@@ -104,7 +134,8 @@ np.savez(sys.argv[3], **res)
 
 
 def _dtr_make(a, grad):
-    return local.from_numpy(np.ascontiguousarray(a)).clone().requires_grad_(grad)
+    t = local.from_numpy(np.ascontiguousarray(a)).clone()
+    return t.requires_grad_(grad) if grad else t
 
 
 def _torch_python():
@@ -130,7 +161,7 @@ def test_outputs_and_gradients_match_torch():
         assert r.returncode == 0, r.stderr[-3000:]
         ref = dict(np.load(paths[2]))
     for dt, tol in (("float32", 2e-5), ("float64", 1e-11)):
-        got = run_cases(F, _dtr_make, ARRAYS, CASES, GRAD_OF, dt)  # noqa: F821
+        got = run_cases(F, local, _dtr_make, ARRAYS, CASES, GRAD_OF, dt)  # noqa: F821
         want = {k.split(":", 1)[1]: v for k, v in ref.items() if k.startswith(dt + ":")}
         assert sorted(got) == sorted(want), (dt, set(got) ^ set(want))
         for key, value in want.items():
@@ -271,12 +302,55 @@ def test_randperm_is_a_seeded_permutation():
 
 
 def test_on_a_worker_the_same_bits_as_here(session):
-    got = run_cases(F, lambda a, g: dtr.tensor(np.ascontiguousarray(a)).requires_grad_(g),  # noqa: F821
+    got = run_cases(F, dtr, lambda a, g: dtr.tensor(np.ascontiguousarray(a)).requires_grad_(g),  # noqa: F821
                     ARRAYS, CASES, GRAD_OF, "float32")
-    here = run_cases(F, _dtr_make, ARRAYS, CASES, GRAD_OF, "float32")  # noqa: F821
+    here = run_cases(F, local, _dtr_make, ARRAYS, CASES, GRAD_OF, "float32")  # noqa: F821
     assert sorted(got) == sorted(here)
     for key in here:
         assert np.array_equal(got[key], here[key]), key
+    e = dtr.eye(3, 4, dtype=dtr.int32, node=1)
+    assert e.get_node() == 1 and e.tolist() == np.eye(3, 4, dtype=np.int32).tolist()
+    r = dtr.randint(2, 9, (500,), generator=dtr.Generator(4), node=1)
+    assert r.tolist() == local.randint(2, 9, (500,), generator=dtr.Generator(4)).numpy().tolist()
     p = dtr.randperm(50, generator=dtr.Generator(3), node=1)
     assert p.get_node() == 1
     assert p.tolist() == local.randperm(50, generator=dtr.Generator(3)).numpy().tolist()
+
+
+def test_eye_randint_and_bernoulli():
+    assert local.eye(3).numpy().tolist() == np.eye(3, dtype=np.float32).tolist()
+    assert local.eye(2, 4, dtype=dtr.bool).numpy().tolist() == np.eye(2, 4, dtype=bool).tolist()
+    assert local.eye(0).shape == (0, 0)
+    r = local.randint(3, 8, size=(4000,), generator=dtr.Generator(1)).numpy()
+    assert r.dtype == np.int64 and sorted(set(r.tolist())) == [3, 4, 5, 6, 7]
+    assert local.randint(4, (2, 3)).shape == (2, 3)
+    assert local.randint(4, (5,), dtype=dtr.int32).dtype == dtr.int32
+    with pytest.raises(dtr.InvalidArgument, match=r"low \(5\) must be less than high \(5\)"):
+        local.randint(5, 5, (2,))
+    with pytest.raises(TypeError, match="randint\\(high, size\\)"):
+        local.randint(5)
+    p = local.full((20000,), 0.3, dtype=dtr.float64)
+    b = p.bernoulli(generator=dtr.Generator(5)).numpy()
+    assert set(b.tolist()) == {0.0, 1.0} and abs(b.mean() - 0.3) < 0.02
+    assert b.tolist() == local.bernoulli(p, generator=dtr.Generator(5)).numpy().tolist()
+    with pytest.raises(dtr.DTypeError, match="bernoulli: the probabilities must be floating"):
+        local.ones(2, dtype=dtr.int64).bernoulli()
+
+
+def test_composites_refuse_bad_arguments():
+    x = local.zeros(3, 4)
+    with pytest.raises(dtr.ShapeError, match="index_add: source of shape \\[2, 4\\]"):
+        x.index_add(0, local.from_numpy(np.array([0, 1, 2])), local.zeros(2, 4))
+    with pytest.raises(dtr.DTypeError, match="same dtype"):
+        x.index_add(0, local.from_numpy(np.array([0])), local.zeros(1, 4, dtype=dtr.float64))
+    with pytest.raises(dtr.IndexError, match="1-D int64 or int32"):
+        x.index_add(0, local.zeros(1), local.zeros(1, 4))
+    with pytest.raises(dtr.InvalidArgument, match="dim 1 appears more than once"):
+        x.logsumexp((1, -1))
+    q = local.zeros(1, 2, 4)
+    with pytest.raises(dtr.ShapeError, match="expected q \\(..., L, E\\)"):
+        F.scaled_dot_product_attention(q, local.zeros(1, 2, 3), q)
+    with pytest.raises(dtr.InvalidArgument, match="should not be set when is_causal"):
+        F.scaled_dot_product_attention(q, q, q, local.ones(2, 2, dtype=dtr.bool), is_causal=True)
+    with pytest.raises(dtr.InvalidArgument, match="enable_gqa"):
+        F.scaled_dot_product_attention(q, q, q, enable_gqa=True)

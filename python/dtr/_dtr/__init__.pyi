@@ -967,6 +967,21 @@ class LocalTensor:
     def storage_offset(self) -> int:
         """the offset of element 0 in the storage, in elements"""
 
+    def logsumexp(self, dim: object, keepdim: bool = ...) -> LocalTensor:
+        """log(sum(exp(x))) over dim (an int or several), stably"""
+
+    def amax(self, dim: object = ..., keepdim: bool = ...) -> LocalTensor:
+        """the largest value over dim (an int or several; () or None: every dim)"""
+
+    def amin(self, dim: object = ..., keepdim: bool = ...) -> LocalTensor:
+        """the smallest value over dim (an int or several; () or None: every dim)"""
+
+    def index_add(self, dim: int, index: LocalTensor, source: LocalTensor, *, alpha: object = ...) -> LocalTensor:
+        """a copy with alpha * source added at the positions index (1-D) of dim"""
+
+    def bernoulli(self, *, generator: Generator | None = ...) -> LocalTensor:
+        """1 with probability x (per element), else 0, drawn where x lives"""
+
     def leaky_relu(self, negative_slope: float = ...) -> LocalTensor:
         """x > 0 ? x : negative_slope * x"""
 
@@ -1937,6 +1952,21 @@ class Tensor:
     def storage_offset(self) -> int:
         """the offset of element 0 in the storage, in elements"""
 
+    def logsumexp(self, dim: object, keepdim: bool = ...) -> Tensor:
+        """log(sum(exp(x))) over dim (an int or several), stably"""
+
+    def amax(self, dim: object = ..., keepdim: bool = ...) -> Tensor:
+        """the largest value over dim (an int or several; () or None: every dim)"""
+
+    def amin(self, dim: object = ..., keepdim: bool = ...) -> Tensor:
+        """the smallest value over dim (an int or several; () or None: every dim)"""
+
+    def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: object = ...) -> Tensor:
+        """a copy with alpha * source added at the positions index (1-D) of dim"""
+
+    def bernoulli(self, *, generator: Generator | None = ...) -> Tensor:
+        """1 with probability x (per element), else 0, drawn where x lives"""
+
     def leaky_relu(self, negative_slope: float = ...) -> Tensor:
         """x > 0 ? x : negative_slope * x"""
 
@@ -2251,6 +2281,24 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float | int = 1, alpha: float | int = 1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2)"""
 
+def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
+    """log(sum(exp(input))) over dim, stably"""
+
+def var_mean(input: Tensor, dim: int | Sequence[int] | None = None, *, correction: int = 1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    """(variance, mean) over dim (None: every dim)"""
+
+def amax(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
+    """the largest value over dim"""
+
+def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
+    """the smallest value over dim"""
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: float | int = 1) -> Tensor:
+    """input with alpha * source added at the positions index of dim"""
+
+def bernoulli(input: Tensor, *, generator: Generator | None = None) -> Tensor:
+    """1 with probability input (per element), else 0"""
+
 def pad(input: Tensor, pad: Sequence[int], mode: str = 'constant', value: float | int = 0) -> Tensor:
     """
     input padded by (before, after) pairs for the last dims, the last dim's first; mode 'constant', 'reflect', 'replicate' or 'circular'
@@ -2268,6 +2316,9 @@ def interpolate(input: Tensor, size: Sequence[int], mode: str, align_corners: bo
     """
     input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)
     """
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: Generator | None = None) -> Tensor:
+    """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:
     """
@@ -2314,6 +2365,14 @@ def randn(*shape, generator: Generator | None = ..., dtype: object = dtype.float
 def randperm(n: int, *, generator: Generator | None = ..., dtype: object | None = ..., node: int | None = ..., device: int | None = ...) -> Tensor:
     """
     A random permutation of 0 .. n-1 (int64), made on the node: the order of n uniform draws (the same seed gives the same permutation on any node).
+    """
+
+def eye(n: int, m: int | None = ..., *, dtype: object = dtype.float32, node: int | None = ..., device: int | None = ..., requires_grad: bool = ...) -> Tensor:
+    """The n x m identity (m = n by default), made on the node."""
+
+def randint(*args, size: Sequence[int] | None = None, generator: Generator | None = None, dtype: object | None = None, node: int | None = None, device: int | None = None) -> Tensor:
+    """
+    Integers uniform on [low, high): randint(high, size) or randint(low, high, size), made on the node (int64 unless dtype is given).
     """
 
 def dist_send(data: object, node: int | None = ..., device: int | None = ...) -> Tensor:

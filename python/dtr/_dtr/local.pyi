@@ -26,6 +26,14 @@ def randperm(n: int, *, generator: dtr._dtr.Generator | None = ..., dtype: objec
     A random permutation of 0 .. n-1 (int64): the order of n uniform draws.
     """
 
+def eye(n: int, m: int | None = ..., *, dtype: object = dtr._dtr.dtype.float32, requires_grad: bool = ...) -> dtr._dtr.LocalTensor:
+    """The n x m identity (m = n by default)."""
+
+def randint(*args, size: Sequence[int] | None = None, generator: dtr._dtr.Generator | None = None, dtype: object | None = None) -> dtr._dtr.LocalTensor:
+    """
+    Integers uniform on [low, high): randint(high, size) or randint(low, high, size).
+    """
+
 def from_dlpack(array: object) -> dtr._dtr.LocalTensor:
     """
     A LocalTensor sharing the memory of any object with __dlpack__ or the buffer protocol (numpy, torch CPU tensors); no copy.
@@ -237,6 +245,24 @@ def select_scatter(input: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor, dim: 
 def addmm(input: dtr._dtr.LocalTensor, mat1: dtr._dtr.LocalTensor, mat2: dtr._dtr.LocalTensor, *, beta: float | int = 1, alpha: float | int = 1) -> dtr._dtr.LocalTensor:
     """beta * input + alpha * (mat1 @ mat2)"""
 
+def logsumexp(input: dtr._dtr.LocalTensor, dim: int | Sequence[int], keepdim: bool = False) -> dtr._dtr.LocalTensor:
+    """log(sum(exp(input))) over dim, stably"""
+
+def var_mean(input: dtr._dtr.LocalTensor, dim: int | Sequence[int] | None = None, *, correction: int = 1, keepdim: bool = False) -> tuple[dtr._dtr.LocalTensor, dtr._dtr.LocalTensor]:
+    """(variance, mean) over dim (None: every dim)"""
+
+def amax(input: dtr._dtr.LocalTensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> dtr._dtr.LocalTensor:
+    """the largest value over dim"""
+
+def amin(input: dtr._dtr.LocalTensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> dtr._dtr.LocalTensor:
+    """the smallest value over dim"""
+
+def index_add(input: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor, source: dtr._dtr.LocalTensor, *, alpha: float | int = 1) -> dtr._dtr.LocalTensor:
+    """input with alpha * source added at the positions index of dim"""
+
+def bernoulli(input: dtr._dtr.LocalTensor, *, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
+    """1 with probability input (per element), else 0"""
+
 def pad(input: dtr._dtr.LocalTensor, pad: Sequence[int], mode: str = 'constant', value: float | int = 0) -> dtr._dtr.LocalTensor:
     """
     input padded by (before, after) pairs for the last dims, the last dim's first; mode 'constant', 'reflect', 'replicate' or 'circular'
@@ -254,6 +280,9 @@ def interpolate(input: dtr._dtr.LocalTensor, size: Sequence[int], mode: str, ali
     """
     input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)
     """
+
+def scaled_dot_product_attention(query: dtr._dtr.LocalTensor, key: dtr._dtr.LocalTensor, value: dtr._dtr.LocalTensor, attn_mask: dtr._dtr.LocalTensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
+    """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
 
 def group_norm(input: dtr._dtr.LocalTensor, num_groups: int, weight: dtr._dtr.LocalTensor | None = None, bias: dtr._dtr.LocalTensor | None = None, eps: float = 1e-05) -> dtr._dtr.LocalTensor:
     """

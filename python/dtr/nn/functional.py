@@ -9,7 +9,7 @@ from .. import _dtr
 __all__ = ["relu", "leaky_relu", "hardtanh", "elu", "tanh", "sigmoid", "gelu", "silu", "embedding",
            "layer_norm", "group_norm", "batch_norm", "linear", "pad", "interpolate", "avg_pool1d",
            "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-           "adaptive_avg_pool3d", "dropout", "dropout2d", "log_softmax", "softmax", "nll_loss",
+           "adaptive_avg_pool3d", "dropout", "dropout2d", "log_softmax", "softmax", "scaled_dot_product_attention", "nll_loss",
            "cross_entropy", "mse_loss", "flatten", "all_reduce"]
 
 
@@ -228,6 +228,23 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             scales = factors
     kind = "linear" if mode in _LINEAR_MODES else mode
     return _module_of(input).interpolate(input, sizes, kind, bool(align_corners), scales)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False,
+                                 generator=None):
+    """softmax(query key^T * scale + attn_mask) value, the math form of torch's (query
+    (..., L, E), key (..., S, E), value (..., S, Ev)): is_causal lets position i attend to
+    j <= i; attn_mask is bool (True: attend) or added to the scores; scale defaults to
+    1 / sqrt(E); dropout_p drops attention weights (generator: a dtr.Generator).
+    enable_gqa is not supported and raises."""
+    _check_operands("scaled_dot_product_attention", query, key=key, value=value,
+                    attn_mask=attn_mask)
+    if enable_gqa:
+        raise _dtr.InvalidArgument("scaled_dot_product_attention: enable_gqa=True is not "
+                                   "supported on dtr tensors (repeat key and value per group)")
+    return _module_of(query).scaled_dot_product_attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, generator=generator)
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):

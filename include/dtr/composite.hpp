@@ -1,0 +1,70 @@
+// Functions of torch's namespace that dtr runs as compositions of op-table ops (library
+// dtr::nn, nn/composite.cpp), for local::Tensor and DistributedTensor alike: each runs
+// where its tensors live (a worker, for a DistributedTensor), differentiated through the
+// ops it is made of. The creation functions make their tensors on the current node and
+// device (DistributedTensor, as dtr::arange) or here (local::).
+//
+//   auto lse = dtr::logsumexp(scores, {-1});             // log(sum(exp)) along the last dim
+//   auto [var, mean] = dtr::var_mean(x, {0, 2});
+//   auto y = dtr::index_add(x, 0, rows, updates);        // x with updates added at rows
+//
+// Arguments are checked as torch checks them, raising ShapeError / IndexError / DTypeError /
+// InvalidArgument naming the function and the value.
+//
+// Thread safety: as the tensors' own (a handle is used by one thread at a time).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "dtr/distributed.hpp"
+#include "dtr/generator.hpp"
+#include "dtr/tensor.hpp"
+
+namespace dtr {
+
+// log(sum(exp(x))) over dims (none: every dim), computed stably: the max over the dims
+// (infinities replaced by 0) is subtracted before exp and added back. Integer x is
+// computed in float32.
+template <TensorHandle T>
+T logsumexp(const T& x, const Dims& dims, bool keepdim = false);
+
+// (var, mean) over dims (none: every dim); var with `correction` (1: unbiased).
+template <TensorHandle T>
+std::pair<T, T> var_mean(const T& x, const Dims& dims = {}, int64_t correction = 1,
+                         bool keepdim = false);
+
+// The largest / smallest value over dims (none: every dim), keeping them when asked.
+template <TensorHandle T>
+T amax(const T& x, const Dims& dims = {}, bool keepdim = false);
+template <TensorHandle T>
+T amin(const T& x, const Dims& dims = {}, bool keepdim = false);
+
+// x with alpha * source added at the positions `index` (1-D, int64 or int32) of dim:
+// result.select(dim, index[i]) += alpha * source.select(dim, i), repeated indices adding
+// up. source has x's shape except along dim (index.numel() there) and x's dtype.
+template <TensorHandle T>
+T index_add(const T& x, int64_t dim, const T& index, const T& source, Scalar alpha = Scalar(1));
+
+// 1 with probability p (a floating tensor of probabilities, drawn per element from the
+// generator, or the default one when null), else 0, of p's dtype. p is not checked for
+// [0, 1] (a check would be a sync point): below 0 always gives 0, above 1 always 1.
+template <TensorHandle T>
+T bernoulli(const T& p, Generator* generator = nullptr);
+
+// The n x m identity (m = n when not given), of dtype.
+DistributedTensor eye(int64_t n, std::optional<int64_t> m = std::nullopt,
+                      DType dtype = DType::Float32);
+// Integers drawn uniformly from [low, high), of shape and dtype: floor of a float64 uniform
+// draw scaled to high - low (its bias below 2^-53 * (high - low)).
+DistributedTensor randint(int64_t low, int64_t high, const Shape& shape,
+                          Generator* generator = nullptr, DType dtype = DType::Int64);
+
+namespace local {
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* generator = nullptr,
+               DType dtype = DType::Int64);
+}  // namespace local
+
+}  // namespace dtr
