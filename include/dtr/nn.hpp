@@ -181,6 +181,23 @@ T nll_loss(const T& input, const T& target);
 template <typename T>
 T cross_entropy(const T& input, const T& target);
 
+// torch.nn.functional.nll_loss for each input layout torch takes: (N, C) with target (N),
+// (C) with a 0-d target, or (N, C, d1, ...) with target (N, d1, ...) (the class dim moved
+// last and the samples flattened for the nll_loss op). Reduction::None gives target's shape;
+// Mean divides by the summed weights of the targets not ignored, as torch.
+template <typename T>
+T nll_loss_nd(const T& input, const T& target, const std::optional<T>& weight = std::nullopt,
+              Reduction reduction = Reduction::Mean, int64_t ignore_index = -100);
+// torch.nn.functional.cross_entropy in full: log_softmax over the class dim (1; 0 for a (C)
+// input), then for int64 class-index targets nll_loss_nd, for floating class-probability
+// targets (input's shape) -sum(target * weight * log p) over the classes (Mean: divided by
+// the number of samples). label_smoothing eps in [0, 1] mixes in the uniform distribution as
+// torch does: (1 - eps) * loss + eps / C * (-sum of weighted log p, ignored targets 0).
+template <typename T>
+T cross_entropy(const T& input, const T& target, const std::optional<T>& weight,
+                int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
+                double label_smoothing = 0.0);
+
 // --- resampling and normalization: compositions of table ops, run where x lives (the
 // worker for a DistributedTensor; nn/resample.cpp, nn/normalization.cpp), differentiated
 // through their ops. Each checks its arguments as torch does and throws ShapeError /

@@ -254,6 +254,37 @@ void bind_nn_functions(nb::module_& m, const std::string& cls) {
                        "float | None = None, generator: " +
                        generator_type(cls) + " | None = None) -> " + cls)),
       "softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)");
+  const auto reduction_of = [](const std::string& r) {
+    if (r == "none") return Reduction::None;
+    if (r == "mean") return Reduction::Mean;
+    if (r == "sum") return Reduction::Sum;
+    throw InvalidArgument("reduction must be 'none', 'mean' or 'sum', got '" + r + "'");
+  };
+  m.def(
+      "nll_loss_nd",
+      [reduction_of](const T& x, const T& target, std::optional<T> w, int64_t ignore_index,
+                     const std::string& reduction) {
+        return F::nll_loss_nd(x, target, w, reduction_of(reduction), ignore_index);
+      },
+      arg("input"), arg("target"), arg("weight") = nb::none(), arg("ignore_index") = -100,
+      arg("reduction") = "mean",
+      nb::sig(stub_sig("def nll_loss_nd(input: " + cls + ", target: " + cls + ", weight: " + opt +
+                       " = None, ignore_index: int = -100, reduction: str = 'mean') -> " + cls)),
+      "nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities");
+  m.def(
+      "cross_entropy",
+      [reduction_of](const T& x, const T& target, std::optional<T> w, int64_t ignore_index,
+                     const std::string& reduction, double label_smoothing) {
+        return F::cross_entropy(x, target, w, ignore_index, reduction_of(reduction),
+                                label_smoothing);
+      },
+      arg("input"), arg("target"), arg("weight") = nb::none(), arg("ignore_index") = -100,
+      arg("reduction") = "mean", arg("label_smoothing") = 0.0,
+      nb::sig(stub_sig("def cross_entropy(input: " + cls + ", target: " + cls + ", weight: " + opt +
+                       " = None, ignore_index: int = -100, reduction: str = 'mean', "
+                       "label_smoothing: float = 0.0) -> " +
+                       cls)),
+      "log_softmax over the class dim, then the loss against class indices or probabilities");
   m.def(
       "group_norm",
       [](const T& x, int64_t groups, std::optional<T> w, std::optional<T> b, double eps) {

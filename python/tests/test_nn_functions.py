@@ -33,6 +33,9 @@ ARRAYS = {
     "bmask": np.tril(np.ones((5, 6), dtype=bool), 1),
     "idx": np.array([2, 0, 2]),
     "src3": RNG.standard_normal((2, 3, 5)),
+    "cls": np.array([[0, 3, 1, 1, 2], [3, 3, 0, 2, 1]]),  # (N, d) targets of x4 (2, 4, ., 5)
+    "cls2": np.array([[1, 3, -100, 0, 2], [2, 0, 0, -100, 1]]),
+    "prob": RNG.random((2, 4, 4, 5)),
 }
 GRAD_OF = ("x3", "x4", "x5", "w", "b", "q", "k", "v", "src3")
 
@@ -81,6 +84,15 @@ CASES = {
     "amax": "x4.amax((0, 2))",
     "amin": "M.amin(x5, -1, keepdim=True)",
     "index_add": "x3.index_add(1, idx, src3, alpha=2)",
+    "ce_nd": "F.cross_entropy(x4[:, :, 0], cls)",
+    "ce_nd_none": "F.cross_entropy(x4[:, :, 1], cls2, reduction='none')",
+    "ce_smooth": "F.cross_entropy(x4[:, :, 2], cls2, label_smoothing=0.2)",
+    "ce_smooth_w": "F.cross_entropy(x4[:, :, 3], cls2, w.abs().detach(), label_smoothing=0.1)",
+    "ce_smooth_sum": "F.cross_entropy(x3[:, :, 1:], cls[:, :4] % 3, reduction='sum', "
+                     "label_smoothing=0.3)",
+    "ce_probs": "F.cross_entropy(x4, prob, w.abs().detach(), label_smoothing=0.05)",
+    "ce_one_sample": "F.cross_entropy(x4[0, :, 0, 0], cls[0, 1])",
+    "nll_nd_w": "F.nll_loss(x4[:, :, 0], cls2, w.abs().detach())",
     "sdpa_causal": "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
     "sdpa_bool_mask": "F.scaled_dot_product_attention(q, k, v, bmask)",
     "sdpa_float_mask": "F.scaled_dot_product_attention(q, k, v, amask, scale=0.3)",

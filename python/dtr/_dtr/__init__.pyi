@@ -2320,6 +2320,14 @@ def interpolate(input: Tensor, size: Sequence[int], mode: str, align_corners: bo
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: Generator | None = None) -> Tensor:
     """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
 
+def nll_loss_nd(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = 'mean') -> Tensor:
+    """nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities"""
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> Tensor:
+    """
+    log_softmax over the class dim, then the loss against class indices or probabilities
+    """
+
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:
     """
     each group of channels of each sample normalized, then * weight + bias per channel

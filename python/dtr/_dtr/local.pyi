@@ -284,6 +284,14 @@ def interpolate(input: dtr._dtr.LocalTensor, size: Sequence[int], mode: str, ali
 def scaled_dot_product_attention(query: dtr._dtr.LocalTensor, key: dtr._dtr.LocalTensor, value: dtr._dtr.LocalTensor, attn_mask: dtr._dtr.LocalTensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
     """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
 
+def nll_loss_nd(input: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, ignore_index: int = -100, reduction: str = 'mean') -> dtr._dtr.LocalTensor:
+    """nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities"""
+
+def cross_entropy(input: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> dtr._dtr.LocalTensor:
+    """
+    log_softmax over the class dim, then the loss against class indices or probabilities
+    """
+
 def group_norm(input: dtr._dtr.LocalTensor, num_groups: int, weight: dtr._dtr.LocalTensor | None = None, bias: dtr._dtr.LocalTensor | None = None, eps: float = 1e-05) -> dtr._dtr.LocalTensor:
     """
     each group of channels of each sample normalized, then * weight + bias per channel

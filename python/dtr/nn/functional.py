@@ -345,17 +345,32 @@ def softmax(input, dim=None):
     return input.softmax(_softmax_dim(input.dim()) if dim is None else dim)
 
 
-def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
-    """Negative log likelihood of log-probabilities input (N, C) at int64 targets (N);
-    reduction 'mean' (weighted), 'sum' or 'none'."""
+def _legacy_reduction(name, size_average, reduce):
+    if size_average is not None or reduce is not None:
+        raise _dtr.InvalidArgument(f"{name}: size_average and reduce are deprecated in torch and "
+                                   "not supported here: use reduction='mean' | 'sum' | 'none'")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean"):
+    """Negative log likelihood of log-probabilities input (N, C), (C) or (N, C, d1, ...) at
+    int64 targets (N), () or (N, d1, ...); reduction 'mean' (weighted), 'sum' or 'none'."""
     _check_operands("nll_loss", input, target=target, weight=weight)
-    return input.nll_loss(target, weight, reduction, ignore_index)
+    _legacy_reduction("nll_loss", size_average, reduce)
+    if len(input.shape) == 2:
+        return input.nll_loss(target, weight, reduction, ignore_index)
+    return _module_of(input).nll_loss_nd(input, target, weight, ignore_index, reduction)
 
 
-def cross_entropy(input, target, weight=None, ignore_index: int = -100,
-                  reduction: str = "mean"):
-    """nll_loss(log_softmax(input, 1), target, ...)."""
-    return nll_loss(input.log_softmax(1), target, weight, ignore_index, reduction)
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
+    """log_softmax over the class dim of input (N, C), (C) or (N, C, d1, ...), then the loss
+    against int64 class indices (nll_loss) or floating class probabilities of input's shape;
+    label_smoothing mixes in the uniform distribution, as torch's."""
+    _check_operands("cross_entropy", input, target=target, weight=weight)
+    _legacy_reduction("cross_entropy", size_average, reduce)
+    return _module_of(input).cross_entropy(input, target, weight, ignore_index, reduction,
+                                           label_smoothing)
 
 
 def mse_loss(input, target, reduction: str = "mean"):
