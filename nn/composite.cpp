@@ -68,7 +68,118 @@ T scaled_draws(const T& u, int64_t low, int64_t high, DType dtype) {
   return dtype == DType::Int64 ? r : r.to(dtype);
 }
 
+// The mask's checks of x[mask]: bool, over x's first dims, of their sizes.
+template <typename T>
+void check_mask(const char* fn, const T& x, const T& mask) {
+  if (mask.dtype() != DType::Bool)
+    throw DTypeError(
+        fmt::format("{}: the mask must be bool, got {}", fn, dtype_name(mask.dtype())));
+  bool fits = mask.dim() <= x.dim();
+  for (int64_t d = 0; fits && d < mask.dim(); ++d) fits = mask.size(d) == x.size(d);
+  if (!fits)
+    throw IndexError(
+        fmt::format("{}: the shape of the mask {} does not match the shape of the "
+                    "indexed tensor {}",
+                    fn, dtr::to_string(mask.shape()), dtr::to_string(x.shape())));
+}
+
+// The mask viewed with x's other dims as 1 and expanded to x's shape.
+template <typename T>
+T mask_over(const T& x, const T& mask) {
+  Shape s = mask.shape();
+  while (static_cast<int64_t>(s.size()) < x.dim()) s.push_back(1);
+  return mask.view(s).expand(x.shape());
+}
+
+local::Tensor nonzero_of(const local::Tensor& x) {
+  return local::nonzero(x);
+}
+DistributedTensor nonzero_of(const DistributedTensor& x) {
+  return nonzero(x);
+}
+
 }  // namespace
+
+DistributedTensor nonzero(const DistributedTensor& x) {
+  const local::Tensor positions =
+      local::nonzero((x.dtype() == DType::Bool ? x : x.ne(0)).to_local());
+  node_guard on_node(x.get_node());
+  device_guard on_device(x.get_device());
+  return dist_send(positions, x.get_node());
+}
+
+namespace local {
+Tensor nonzero(const Tensor& x) {
+  const std::vector<bool> set = (x.dtype() == DType::Bool ? x : x.ne(0)).to_vector<bool>();
+  int64_t count = 0;
+  for (bool b : set) count += b ? 1 : 0;
+  const int64_t dims = x.dim();
+  Tensor out = dtr::local::full(Shape{count, dims}, 0, DType::Int64);
+  int64_t* p = out.data<int64_t>();
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (!set[i]) continue;
+    auto rest = static_cast<int64_t>(i);
+    for (int64_t d = dims - 1; d >= 0; --d) {
+      p[d] = rest % x.size(d);
+      rest /= x.size(d);
+    }
+    p += dims;
+  }
+  return out;
+}
+}  // namespace local
+
+template <TensorHandle T>
+T mask_index(const T& x, const T& mask) {
+  check_mask("index", x, mask);
+  int64_t lead = 1;
+  Shape rows{0};
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < mask.dim())
+      lead *= x.size(d);
+    else
+      rows.push_back(x.size(d));
+  }
+  rows[0] = lead;
+  const T pos = nonzero_of(mask.reshape({lead})).reshape({-1});
+  return x.reshape(rows).index_select(0, pos);
+}
+
+template <TensorHandle T>
+T masked_select(const T& x, const T& mask) {
+  if (mask.dtype() != DType::Bool)
+    throw DTypeError(
+        fmt::format("masked_select: the mask must be bool, got {}", dtype_name(mask.dtype())));
+  const Shape s = broadcast_shapes("masked_select", x.shape(), mask.shape());
+  const T xb = x.shape() == s ? x : x.expand(s);
+  return mask_index(xb, mask.shape() == s ? mask : mask.expand(s));
+}
+
+template <TensorHandle T>
+void mask_assign(T& x, const T& mask, const T& value) {
+  check_mask("index_put", x, mask);
+  const T v = value.dtype() == x.dtype() ? value : value.to(x.dtype());
+  const T m = mask_over(x, mask);
+  if (v.dim() <= x.dim() - mask.dim()) {  // one row, broadcast: no sync point
+    x.copy_(where(m, v, x));
+    return;
+  }
+  const int64_t count = mask.sum().template item<int64_t>();
+  Shape want{count};
+  for (int64_t d = mask.dim(); d < x.dim(); ++d) want.push_back(x.size(d));
+  if (!(v.shape() == want))
+    throw ShapeError(
+        fmt::format("index_put: a value of shape {} for {} selected positions (expected "
+                    "{}, or one row that broadcasts)",
+                    dtr::to_string(v.shape()), count, dtr::to_string(want)));
+  if (count > 0) x.copy_(x.masked_scatter(m, v));
+}
+
+template <TensorHandle T>
+void mask_assign(T& x, const T& mask, Scalar value) {
+  check_mask("index_put", x, mask);
+  x.copy_(x.masked_fill(mask_over(x, mask), value));
+}
 
 template <TensorHandle T>
 T logsumexp(const T& x, const Dims& dims, bool keepdim) {
@@ -173,7 +284,11 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* generat
   template T amax(const T&, const Dims&, bool);                            \
   template T amin(const T&, const Dims&, bool);                            \
   template T index_add(const T&, int64_t, const T&, const T&, Scalar);     \
-  template T bernoulli(const T&, Generator*);
+  template T bernoulli(const T&, Generator*);                              \
+  template T mask_index(const T&, const T&);                               \
+  template T masked_select(const T&, const T&);                            \
+  template void mask_assign(T&, const T&, const T&);                       \
+  template void mask_assign(T&, const T&, Scalar);
 DTR_INSTANTIATE(local::Tensor)
 DTR_INSTANTIATE(DistributedTensor)
 #undef DTR_INSTANTIATE

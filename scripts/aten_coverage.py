@@ -87,6 +87,10 @@ RENAMES = {
     "sym_is_contiguous": "is_contiguous",
 }
 
+# Data-dependent ops: covered, as sync points (the values come to the master, as torch's
+# nonzero synchronizes with the device); printed as such.
+SYNC_POINTS = {"nonzero"}
+
 # Overloads whose extra arguments dtr's op of that name does not take (div's rounding_mode
 # is taken: x.div(y, rounding_mode=...) runs floor_divide or trunc_divide).
 NOT_COVERED: set = set()
@@ -153,7 +157,8 @@ def main():
         if how is None:
             print(f"missing  {overload}")
         elif not args.missing:
-            print(f"covered  {overload:45s} {how}")
+            sync = " (a sync point)" if name in SYNC_POINTS else ""
+            print(f"covered  {overload:45s} {how}{sync}")
     print(f"covered {covered} of {len(overloads)} core ATen overloads "
           f"({100.0 * covered / len(overloads):.1f}%)")
 

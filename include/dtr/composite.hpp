@@ -61,7 +61,30 @@ DistributedTensor eye(int64_t n, std::optional<int64_t> m = std::nullopt,
 DistributedTensor randint(int64_t low, int64_t high, const Shape& shape,
                           Generator* generator = nullptr, DType dtype = DType::Int64);
 
+// ---- sync points (as in torch: the size of the result depends on the values) ----
+
+// torch.nonzero: the positions of x's nonzero elements, (count, x.dim()) int64 in row-major
+// order. A DistributedTensor's elements (as bool) are fetched to the master, the positions
+// found here and sent back to x's node and device.
+DistributedTensor nonzero(const DistributedTensor& x);
+// torch.masked_select: the elements of x where mask (bool; the two broadcast) is true, 1-D
+// in row-major order.
+template <TensorHandle T>
+T masked_select(const T& x, const T& mask);
+// x[mask], torch's boolean indexing: mask (bool) over x's first mask.dim() dims, of their
+// sizes; the result (count, the other dims...).
+template <TensorHandle T>
+T mask_index(const T& x, const T& mask);
+// x[mask] = value, in place. A value that broadcasts over one selected row (value.dim() <=
+// the dims mask leaves) is written without a sync point (a where); one row per selected
+// position (shape (count, rest...)) is a sync point, the count checked first.
+template <TensorHandle T>
+void mask_assign(T& x, const T& mask, const T& value);
+template <TensorHandle T>
+void mask_assign(T& x, const T& mask, Scalar value);
+
 namespace local {
+Tensor nonzero(const Tensor& x);
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* generator = nullptr,
                DType dtype = DType::Int64);

@@ -129,6 +129,7 @@ from ._dtr import (  # noqa: E402,F401  (re-exported)
     logsumexp,
     log_softmax_backward,
     masked_fill,
+    masked_select,
     max_pool2d,
     max_pool2d_backward,
     max_pool2d_indices,

@@ -51,6 +51,7 @@ var_mean = _l.var_mean
 amax = _l.amax
 amin = _l.amin
 index_add = _l.index_add
+masked_select = _l.masked_select
 bernoulli = _l.bernoulli
 group_norm_backward = _l.group_norm_backward
 batch_norm = _l.batch_norm

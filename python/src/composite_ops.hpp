@@ -145,6 +145,25 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       "storage_offset", [](const T& t) { return t.meta().offset; },
       "the offset of element 0 in the storage, in elements");
   c.def(
+      "nonzero",
+      [](const T& t, bool as_tuple) -> nb::object {
+        T pos;
+        if constexpr (std::is_same_v<T, DistributedTensor>)
+          pos = nonzero(t);
+        else
+          pos = local::nonzero(t);
+        if (!as_tuple) return nb::cast(pos);
+        nb::list cols;
+        for (int64_t d = 0; d < pos.size(1); ++d) cols.append(pos.select(1, d));
+        return nb::tuple(cols);
+      },
+      nb::kw_only(), arg("as_tuple") = false,
+      "sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one "
+      "1-D tensor per dim)");
+  c.def(
+      "masked_select", [](const T& t, const T& mask) { return masked_select(t, mask); },
+      arg("mask"), "sync point: the elements where mask (bool) is true, 1-D");
+  c.def(
       "logsumexp",
       [](const T& t, nb::handle dim, bool keepdim) { return logsumexp(t, dims_arg(dim), keepdim); },
       arg("dim"), arg("keepdim") = false, "log(sum(exp(x))) over dim (an int or several), stably");
@@ -382,6 +401,11 @@ void bind_composite_functions(nb::module_& m, const std::string& cls) {
       nb::sig(stub_sig("def addmm(input: " + cls + ", mat1: " + cls + ", mat2: " + cls +
                        ", *, beta: float | int = 1, alpha: float | int = 1) -> " + cls)),
       "beta * input + alpha * (mat1 @ mat2)");
+  m.def(
+      "masked_select", [](const T& x, const T& mask) { return masked_select(x, mask); },
+      arg("input"), arg("mask"),
+      nb::sig(stub_sig("def masked_select(input: " + cls + ", mask: " + cls + ") -> " + cls)),
+      "sync point: the elements of input where mask (bool) is true, 1-D");
   m.def(
       "logsumexp",
       [](const T& x, nb::handle dim, bool keepdim) { return logsumexp(x, dims_arg(dim), keepdim); },

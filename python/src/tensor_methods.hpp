@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "dtr/composite.hpp"
 
 namespace dtr::python {
 
@@ -517,6 +518,8 @@ void bind_views(nb::class_<T>& c, const std::string& cls) {
   c.def(
       "__getitem__",
       [](const T& t, nb::handle index) {
+        if (const T* m = tensor_of<T>(index); m && m->dtype() == DType::Bool)
+          return mask_index(t, *m);  // a sync point, as in torch
         if (std::optional<std::vector<T>> adv = advanced_indices(t, index)) return t.index(*adv);
         return index_view(t, index);
       },
@@ -524,6 +527,13 @@ void bind_views(nb::class_<T>& c, const std::string& cls) {
   c.def(
       "__setitem__",
       [](T& t, nb::handle index, nb::handle value) {
+        if (const T* m = tensor_of<T>(index); m && m->dtype() == DType::Bool) {
+          if (const T* v = tensor_of<T>(value))
+            mask_assign(t, *m, *v);
+          else
+            mask_assign(t, *m, scalar_arg(value, "__setitem__"));
+          return;
+        }
         if (std::optional<std::vector<T>> adv = advanced_indices(t, index)) {
           const T* v = tensor_of<T>(value);
           t.copy_(t.index_put(*adv, v ? *v : t.new_full({}, scalar_arg(value, "__setitem__"))));

@@ -177,8 +177,11 @@ def test_bad_input_raises_the_matching_classes():
         local.ones(()).data[0]
     assert local.ones(())[None].shape == (1,) and local.ones(())[...].shape == ()
     assert a[[0, 1]].shape == (2,) + tuple(a.shape[1:])  # advanced indexing
-    with pytest.raises(dtr.IndexError, match="mask"):
-        a[a > 0]
+    assert a[a > 0].shape == (int((a > 0).sum().item()),)  # a boolean index: a sync point
+    with pytest.raises(dtr.IndexError, match="mask"):  # beside other indices: not supported
+        a[0, a[0] > 0]
+    with pytest.raises(dtr.IndexError, match="shape of the mask \\[3\\] does not match"):
+        a[local.ones(3, dtype=dtr.bool)]
     with pytest.raises(dtr.IndexError, match="beside a tensor index"):
         a[[0], None]
     with pytest.raises(dtr.InvalidArgument, match="ambiguous"):

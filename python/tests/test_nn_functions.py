@@ -366,3 +366,29 @@ def test_composites_refuse_bad_arguments():
         F.scaled_dot_product_attention(q, q, q, local.ones(2, 2, dtype=dtr.bool), is_causal=True)
     with pytest.raises(dtr.InvalidArgument, match="enable_gqa"):
         F.scaled_dot_product_attention(q, q, q, enable_gqa=True)
+
+
+def test_sync_points_nonzero_masked_select_and_boolean_indexing():
+    a = (np.arange(24).reshape(2, 3, 4) % 5).astype(np.float32)
+    x = local.from_numpy(a.copy())
+    assert x.nonzero().numpy().tolist() == np.argwhere(a).tolist()
+    assert [t.numpy().tolist() for t in x.nonzero(as_tuple=True)] == \
+        [v.tolist() for v in np.nonzero(a)]
+    m = np.array([True, False, True, True])
+    assert x.masked_select(local.from_numpy(m)).numpy().tolist() == a[:, :, m].ravel().tolist()
+    rows = np.array([[True, False, True], [False, False, True]])
+    assert x[local.from_numpy(rows)].numpy().tolist() == a[rows].tolist()
+    assert local.zeros(3).nonzero().shape == (0, 1)
+    x[local.from_numpy(rows)] = local.from_numpy(np.array([9.0, 8, 7, 6], dtype=np.float32))
+    a[rows] = np.array([9.0, 8, 7, 6])
+    assert x.numpy().tolist() == a.tolist()
+    with pytest.raises(dtr.DTypeError, match="masked_select: the mask must be bool"):
+        x.masked_select(local.ones(4))
+
+
+def test_sync_points_on_a_worker_return_to_its_node(session):
+    a = (np.arange(12).reshape(3, 4) % 3).astype(np.int64)
+    y = dtr.tensor(a, node=1)
+    nz = y.nonzero()
+    assert nz.get_node() == 1 and nz.tolist() == np.argwhere(a).tolist()
+    assert dtr.masked_select(y, y.gt(1)).tolist() == a[a > 1].tolist()

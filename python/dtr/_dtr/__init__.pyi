@@ -967,6 +967,14 @@ class LocalTensor:
     def storage_offset(self) -> int:
         """the offset of element 0 in the storage, in elements"""
 
+    def nonzero(self, *, as_tuple: bool = ...) -> object:
+        """
+        sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one 1-D tensor per dim)
+        """
+
+    def masked_select(self, mask: LocalTensor) -> LocalTensor:
+        """sync point: the elements where mask (bool) is true, 1-D"""
+
     def logsumexp(self, dim: object, keepdim: bool = ...) -> LocalTensor:
         """log(sum(exp(x))) over dim (an int or several), stably"""
 
@@ -1952,6 +1960,14 @@ class Tensor:
     def storage_offset(self) -> int:
         """the offset of element 0 in the storage, in elements"""
 
+    def nonzero(self, *, as_tuple: bool = ...) -> object:
+        """
+        sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one 1-D tensor per dim)
+        """
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """sync point: the elements where mask (bool) is true, 1-D"""
+
     def logsumexp(self, dim: object, keepdim: bool = ...) -> Tensor:
         """log(sum(exp(x))) over dim (an int or several), stably"""
 
@@ -2280,6 +2296,9 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
 
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float | int = 1, alpha: float | int = 1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2)"""
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """sync point: the elements of input where mask (bool) is true, 1-D"""
 
 def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
     """log(sum(exp(input))) over dim, stably"""

@@ -245,6 +245,9 @@ def select_scatter(input: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor, dim: 
 def addmm(input: dtr._dtr.LocalTensor, mat1: dtr._dtr.LocalTensor, mat2: dtr._dtr.LocalTensor, *, beta: float | int = 1, alpha: float | int = 1) -> dtr._dtr.LocalTensor:
     """beta * input + alpha * (mat1 @ mat2)"""
 
+def masked_select(input: dtr._dtr.LocalTensor, mask: dtr._dtr.LocalTensor) -> dtr._dtr.LocalTensor:
+    """sync point: the elements of input where mask (bool) is true, 1-D"""
+
 def logsumexp(input: dtr._dtr.LocalTensor, dim: int | Sequence[int], keepdim: bool = False) -> dtr._dtr.LocalTensor:
     """log(sum(exp(input))) over dim, stably"""
 
