@@ -197,6 +197,8 @@ constexpr Derivative<T> kTable[] = {
     DTR_DERIVATIVE(layer_norm, kSaveInputs, return layer_norm_grad(c, g);),
     DTR_NO_GRAD(sort_indices, "its result is int64 (sort's values take gather's gradient)"),
     DTR_DERIVATIVE(scatter, kSaveInput1, return scatter_grad(c, g);),
+    DTR_DERIVATIVE(scatter_reduce, kSaveInputs | kSaveInput2 | kSaveOutput,
+                   return scatter_reduce_grad(c, g);),
     DTR_DERIVATIVE(flip, kSaveNothing, return {g.apply(OpId::flip, c.attrs, nullptr)};),
     DTR_DERIVATIVE(constant_pad_nd, kSaveNothing, return {constant_pad_grad(c, g)};),
     DTR_NO_GRAD(layer_norm_backward, "it is a gradient op (no gradients of gradients)"),

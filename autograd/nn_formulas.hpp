@@ -120,6 +120,58 @@ std::vector<T> scatter_grad(const GradContext<T>& c, const T& g) {
   T gx = c.needs(0) ? call<T>(OpId::scatter, c.attrs, g, c.in(1), zeros_of_input(c, 2, g)) : T();
   return {gx, T(), c.needs(2) ? call<T>(OpId::gather, c.attrs, g, c.in(1)) : T()};
 }
+// scatter_reduce(x, dim, index, src, reduce, include_self), torch's formulas. written: the
+// positions src lands on; x's gradient is zeroed there without include_self.
+// sum: x's passes, src's gathered. mean: both divided by the count at the position.
+// amax / amin: shared evenly by every value equal to the result there. prod: the product
+// of the others (zeros handled as torch does: a zero's gradient is the product of the rest).
+template <typename T>
+std::vector<T> scatter_reduce_grad(const GradContext<T>& c, const T& g) {
+  const T& x = c.in(0);
+  const T& index = c.in(1);
+  const T& src = c.in(2);
+  const OpAttrs d = with_ints({c.attrs.ints[0]});
+  const int64_t reduce = c.attrs.ints[1];
+  const bool self_in = c.attrs.ints[2] != 0;
+  const T zeros = zeros_like(TensorMeta::contiguous(x.dtype(), x.shape()), g);
+  const T hits =
+      call<T>(OpId::scatter_add, d, zeros, index, src.full_here(src.shape(), 1, x.dtype()));
+  const T written = hits.gt(0);
+  const auto self_part = [&](const T& gx) { return self_in ? gx : gx.masked_fill(written, 0); };
+  T gx, gs;
+  if (reduce == 0) {  // sum
+    gx = self_part(g);
+    gs = call<T>(OpId::gather, d, g, index);
+  } else if (reduce == 2) {  // mean
+    const T n = self_in ? hits + 1 : hits;
+    const T gn = g / n.masked_fill(n.eq(0), 1);
+    gx = self_part(gn);
+    gs = call<T>(OpId::gather, d, gn, index);
+  } else if (reduce == 3 || reduce == 4) {  // amax, amin
+    const T& out = c.output;
+    const T value = call<T>(OpId::gather, d, out, index);
+    const T src_is = src.eq(value).to(x.dtype());
+    const T self_is = self_part(x.eq(out).to(x.dtype()));
+    const T share = g / call<T>(OpId::scatter_add, d, self_is, index, src_is);
+    gx = self_is * share;
+    gs = src_is * call<T>(OpId::gather, d, share, index);
+  } else {  // prod
+    const T masked_self = x.masked_fill(x.eq(0), 1);
+    gx = self_part(g * call<T>(OpId::scatter_reduce, c.attrs, masked_self, index, src) /
+                   masked_self);
+    const T src_zero = src.eq(0);
+    const T zeros_at =
+        call<T>(OpId::gather, d,
+                call<T>(OpId::scatter_add, d, zeros, index, src_zero.to(x.dtype())), index);
+    const T single_zero = src_zero.logical_and(zeros_at.eq(1));
+    const T without_zero =
+        call<T>(OpId::scatter_reduce, c.attrs, x, index, src.masked_fill(single_zero, 1));
+    gs = where(single_zero, call<T>(OpId::gather, d, g * without_zero, index),
+               call<T>(OpId::gather, d, g * c.output, index) / src.masked_fill(src_zero, 1));
+  }
+  return {c.needs(0) ? gx : T(), T(), c.needs(2) ? gs : T()};
+}
+
 // cumsum: the reversed cumulative sum, sum - cumsum + g.
 template <typename T>
 std::vector<T> cumsum_grad(const GradContext<T>& c, const T& g) {

@@ -11,13 +11,67 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
+#include "arith.hpp"
 #include "dtr/dims.hpp"
 #include "dtr/half.hpp"  // DTR_HOST_DEVICE
 #include "dtr/op_table.hpp"
 
 namespace dtr::detail {
+
+// scatter_reduce's reductions (its reduce attribute) and their one formula, for the CPU and
+// CUDA kernels, in the compute type A (float for the 16-bit floats): combine(a, b) folds b
+// into a (integers wrap, as torch's); identity() is what a written position starts from
+// without include_self; max / min propagate NaN, as torch's.
+enum class ScatterReduce : int64_t { Sum = 0, Prod = 1, Mean = 2, Amax = 3, Amin = 4 };
+
+template <typename A>
+DTR_HOST_DEVICE inline A scatter_combine(ScatterReduce r, A a, A b) {
+  switch (r) {
+    case ScatterReduce::Prod:
+      if constexpr (std::is_integral_v<A>) {
+        using U = std::make_unsigned_t<A>;
+        return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+      } else {
+        return a * b;
+      }
+    case ScatterReduce::Amax:
+      return (a != a || a > b) ? a : b;  // a != a: NaN
+    case ScatterReduce::Amin:
+      return (a != a || a < b) ? a : b;
+    default:
+      return wrap_add(a, b);  // Sum, and Mean (divided by the count afterwards)
+  }
+}
+
+template <typename A>
+DTR_HOST_DEVICE inline A scatter_identity(ScatterReduce r) {
+  using L = std::numeric_limits<A>;
+  switch (r) {
+    case ScatterReduce::Prod:
+      return A(1);
+    case ScatterReduce::Amax:
+      return L::has_infinity ? -L::infinity() : L::lowest();
+    case ScatterReduce::Amin:
+      return L::has_infinity ? L::infinity() : L::max();
+    default:
+      return A(0);
+  }
+}
+
+// The mean of a sum over count (> 0) elements: floor division for integers, as torch's.
+template <typename A>
+DTR_HOST_DEVICE inline A scatter_mean(A sum, int64_t count) {
+  const A n = static_cast<A>(count);
+  if constexpr (std::is_floating_point_v<A>) {
+    return sum / n;
+  } else {
+    const A q = sum / n;
+    return (sum % n != 0 && sum < 0) ? q - 1 : q;
+  }
+}
 
 struct SourceMap {
   int64_t ndim = 0;

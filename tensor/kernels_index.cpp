@@ -17,6 +17,11 @@ namespace dtr::local::detail {
 
 namespace {
 
+using dtr::detail::scatter_combine;
+using dtr::detail::scatter_identity;
+using dtr::detail::scatter_mean;
+using dtr::detail::ScatterReduce;
+
 template <typename T>
 int64_t elem_bytes() {
   return static_cast<int64_t>(sizeof(T));
@@ -148,6 +153,47 @@ void gather_scatter_kernel(const OpDef& d, std::span<const Tensor> in, const OpA
         dst = add_elem(dst, s[offset_with(c, src.strides(), dim, c[dim])]);
       }
     });
+  });
+}
+
+// scatter_reduce: out = x (the written positions set to the reduction's identity without
+// include_self), each src element folded in at its position in order, and for mean each
+// written position divided by its count (plus one with include_self).
+void scatter_reduce_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a,
+                           const Tensor& out) {
+  const Tensor& x = in[0];
+  const int64_t dim = wrap_dim(d.name, a.ints[0], x.dim());
+  const auto r = static_cast<ScatterReduce>(a.ints[1]);
+  const bool include_self = a.ints[2] != 0;
+  const Tensor index = in[1].contiguous();
+  const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
+  const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim];
+  for (int64_t i = 0; i < index.numel(); ++i)
+    if (idx[i] < 0 || idx[i] >= size) index_out_of_range(d, idx[i], size, dim, x.shape());
+  copy_into(out, x);
+  const Tensor src = in[2].contiguous();
+  const Strides xs = contiguous_strides(x.shape());
+  std::vector<int64_t> count(r == ScatterReduce::Mean ? static_cast<size_t>(out.numel()) : 0, 0);
+  dispatch(out.dtype(), [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      using A = compute_type_t<T>;
+      const T* s = static_cast<const T*>(src.raw_data());
+      T* o = static_cast<T*>(out.raw_data());
+      if (!include_self)
+        for_each_position(index.shape(), [&](int64_t i, const int64_t* c) {
+          o[offset_with(c, xs, dim, idx[i])] = static_cast<T>(scatter_identity<A>(r));
+        });
+      for_each_position(index.shape(), [&](int64_t i, const int64_t* c) {
+        const int64_t at = offset_with(c, xs, dim, idx[i]);
+        const A v = static_cast<A>(s[offset_with(c, src.strides(), dim, c[dim])]);
+        o[at] = static_cast<T>(scatter_combine<A>(r, static_cast<A>(o[at]), v));
+        if (r == ScatterReduce::Mean) ++count[static_cast<size_t>(at)];
+      });
+      for (size_t k = 0; k < count.size(); ++k)
+        if (count[k] > 0)
+          o[k] = static_cast<T>(
+              scatter_mean<A>(static_cast<A>(o[k]), count[k] + (include_self ? 1 : 0)));
+    }
   });
 }
 
@@ -315,6 +361,8 @@ void index_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a, 
     case OpId::scatter_add:
     case OpId::scatter:
       return gather_scatter_kernel(d, in, a, out);
+    case OpId::scatter_reduce:
+      return scatter_reduce_kernel(d, in, a, out);
     case OpId::sort_indices:
       return sort_kernel(d, in, a, out);
     case OpId::cumsum:

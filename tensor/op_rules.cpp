@@ -343,6 +343,16 @@ InferResult infer_indexing(const OpDef& d, std::span<const TensorMeta> in, const
                          "shape {}",
                          x.shape);
       return result(x.dtype, x.shape);
+    case OpId::scatter_reduce:
+      need_ints(d, a, 3);
+      if (a.ints[1] < 0 || a.ints[1] > 4)
+        fail<InvalidArgument>(d.name,
+                              "reduce must be 0 (sum), 1 (prod), 2 (mean), 3 (amax) or 4 (amin), "
+                              "got {}",
+                              a.ints[1]);
+      flag_at(d, a, 2);
+      if (x.dtype == DType::Bool) fail<DTypeError>(d.name, "is not defined for bool tensors");
+      return infer_select_like(d, in, a);
     default:
       need_ints(d, a, 1);
       return infer_select_like(d, in, a);

@@ -846,6 +846,16 @@ int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim) {
   return dim < 0 ? dim + n : dim;
 }
 
+int64_t scatter_reduce_code(std::string_view reduce) {
+  constexpr std::string_view names[] = {"sum", "prod", "mean", "amax", "amin"};
+  for (size_t i = 0; i < std::size(names); ++i)
+    if (reduce == names[i]) return static_cast<int64_t>(i);
+  throw InvalidArgument(
+      "scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', "
+      "got '" +
+      std::string(reduce) + "'");
+}
+
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
   size_t n = a.size() > b.size() ? a.size() : b.size();
   Shape out(n);

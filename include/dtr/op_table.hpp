@@ -223,44 +223,48 @@ namespace dtr {
 
 // Tensor ops training code reaches for. Data-dependent errors (an index out of range) are
 // the kernels' (IndexError naming the op, the index and the range).
-#define DTR_INDEX_OPS(X)                                                                      \
-  X(cat, 65, Join, Promote, "tensors: tensors, dim: int = 0",                                 \
-    "join tensors along an existing dim (dtypes promote)")                                    \
-  X(stack, 66, Join, Promote, "tensors: tensors, dim: int = 0",                               \
-    "join same-shaped tensors along a new dim (dtypes promote)")                              \
-  X(where, 67, Indexing, Promote, "condition: tensor, a: tensor, b: tensor",                  \
-    "a where condition (bool) is true, else b; broadcasting")                                 \
-  X(masked_fill, 68, Indexing, Same, "x: tensor, mask: tensor, value: number",                \
-    "x with value where mask (bool, broadcast to x) is true")                                 \
-  X(index_select, 69, Indexing, Same, "x: tensor, dim: int, index: tensor",                   \
-    "the entries of dim at the positions of a 1-D integer index")                             \
-  X(gather, 70, Indexing, Same, "x: tensor, dim: int, index: tensor",                         \
-    "out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x")                         \
-  X(scatter_add, 71, Indexing, Same, "x: tensor, dim: int, index: tensor, src: tensor",       \
-    "x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)")          \
-  X(cumsum, 72, Indexing, SumLike, "x: tensor, dim: int", "running sum along dim")            \
-  X(one_hot, 73, Indexing, Index, "x: tensor, num_classes: int",                              \
-    "int64 one-hot rows (a new last dim of num_classes) of an integer tensor")                \
-  X(topk, 74, Indexing, Same,                                                                 \
-    "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",            \
-    "the k largest (smallest) values along dim, in order; ties: lower index first")           \
-  X(topk_indices, 75, Indexing, Index,                                                        \
-    "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",            \
-    "the positions along dim of topk's values")                                               \
-  X(tril, 127, Indexing, Same, "x: tensor, diagonal: int = 0",                                \
-    "the matrices of the last two dims with the entries above the diagonal zeroed")           \
-  X(triu, 128, Indexing, Same, "x: tensor, diagonal: int = 0",                                \
-    "the matrices of the last two dims with the entries below the diagonal zeroed")           \
-  X(flip, 133, Indexing, Same, "x: tensor, dims: ints",                                       \
-    "a copy with the elements in reverse order along each of dims")                           \
-  X(constant_pad_nd, 134, Indexing, Same, "x: tensor, pad: ints, value: number = 0",          \
-    "x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim "      \
-    "(torch's pad; negative pads crop)")                                                      \
-  X(sort_indices, 135, Indexing, Index, "x: tensor, dim: int = -1, descending: flag = false", \
-    "the positions along dim that sort x, stably (NaN last; first when descending)")          \
-  X(scatter, 136, Indexing, Same, "x: tensor, dim: int, index: tensor, src: tensor",          \
-    "x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; "         \
-    "of duplicate positions one write wins)")
+#define DTR_INDEX_OPS(X)                                                                       \
+  X(cat, 65, Join, Promote, "tensors: tensors, dim: int = 0",                                  \
+    "join tensors along an existing dim (dtypes promote)")                                     \
+  X(stack, 66, Join, Promote, "tensors: tensors, dim: int = 0",                                \
+    "join same-shaped tensors along a new dim (dtypes promote)")                               \
+  X(where, 67, Indexing, Promote, "condition: tensor, a: tensor, b: tensor",                   \
+    "a where condition (bool) is true, else b; broadcasting")                                  \
+  X(masked_fill, 68, Indexing, Same, "x: tensor, mask: tensor, value: number",                 \
+    "x with value where mask (bool, broadcast to x) is true")                                  \
+  X(index_select, 69, Indexing, Same, "x: tensor, dim: int, index: tensor",                    \
+    "the entries of dim at the positions of a 1-D integer index")                              \
+  X(gather, 70, Indexing, Same, "x: tensor, dim: int, index: tensor",                          \
+    "out[i][j] = x[index[i][j]][j] (dim 0); index as many dims as x")                          \
+  X(scatter_add, 71, Indexing, Same, "x: tensor, dim: int, index: tensor, src: tensor",        \
+    "x with src added at index along dim (out[index[i][j]][j] += src[i][j], dim 0)")           \
+  X(cumsum, 72, Indexing, SumLike, "x: tensor, dim: int", "running sum along dim")             \
+  X(one_hot, 73, Indexing, Index, "x: tensor, num_classes: int",                               \
+    "int64 one-hot rows (a new last dim of num_classes) of an integer tensor")                 \
+  X(topk, 74, Indexing, Same,                                                                  \
+    "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",             \
+    "the k largest (smallest) values along dim, in order; ties: lower index first")            \
+  X(topk_indices, 75, Indexing, Index,                                                         \
+    "x: tensor, k: int, dim: int = -1, largest: flag = true, sorted: flag = true",             \
+    "the positions along dim of topk's values")                                                \
+  X(tril, 127, Indexing, Same, "x: tensor, diagonal: int = 0",                                 \
+    "the matrices of the last two dims with the entries above the diagonal zeroed")            \
+  X(triu, 128, Indexing, Same, "x: tensor, diagonal: int = 0",                                 \
+    "the matrices of the last two dims with the entries below the diagonal zeroed")            \
+  X(flip, 133, Indexing, Same, "x: tensor, dims: ints",                                        \
+    "a copy with the elements in reverse order along each of dims")                            \
+  X(constant_pad_nd, 134, Indexing, Same, "x: tensor, pad: ints, value: number = 0",           \
+    "x with pad[2i] and pad[2i+1] elements of value before and after its i-th last dim "       \
+    "(torch's pad; negative pads crop)")                                                       \
+  X(sort_indices, 135, Indexing, Index, "x: tensor, dim: int = -1, descending: flag = false",  \
+    "the positions along dim that sort x, stably (NaN last; first when descending)")           \
+  X(scatter, 136, Indexing, Same, "x: tensor, dim: int, index: tensor, src: tensor",           \
+    "x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; "          \
+    "of duplicate positions one write wins)")                                                  \
+  X(scatter_reduce, 140, Indexing, Same,                                                       \
+    "x: tensor, dim: int, index: tensor, src: tensor, reduce: int, include_self: flag = true", \
+    "x with src combined at index along dim by reduce (0 sum, 1 prod, 2 mean, 3 amax, "        \
+    "4 amin); include_self: x's values take part (else the positions written start empty)")
 
 // Neural-network layers on (N, C, H, W) tensors (conv2d and the pools also take an unbatched
 // (C, H, W)), and the gradients their backward passes run as ops. dropout's gradient is
@@ -596,6 +600,9 @@ bool arange_is_integral(const OpAttrs& attrs);
 
 // torch/NumPy broadcasting of two shapes; throws ShapeError naming `op` and both shapes.
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
+// scatter_reduce's reduce attribute for a name ("sum", "prod", "mean", "amax", "amin");
+// throws InvalidArgument naming the names for any other.
+int64_t scatter_reduce_code(std::string_view reduce);
 // Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op`.
 int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim);
 

@@ -478,6 +478,14 @@ class TensorOps {
   Derived scatter(int64_t dim, const Derived& index, Scalar value) const {
     return scatter(dim, index, self().new_full(index.shape(), value));
   }
+  // torch's scatter_reduce: src combined into x at index along dim by reduce ("sum",
+  // "prod", "mean", "amax", "amin"; mean of integers rounds down); include_self: x's value
+  // takes part, else a written position holds only what src brings.
+  Derived scatter_reduce(int64_t dim, const Derived& index, const Derived& src,
+                         std::string_view reduce, bool include_self = true) const {
+    return with(OpId::scatter_reduce,
+                ints_attrs({dim, scatter_reduce_code(reduce), include_self ? 1 : 0}), index, &src);
+  }
   // The values along dim in order and their positions (torch.sort; stable: equal values
   // keep their order; NaN sorts last, first when descending), and the positions alone
   // (argsort). The values are gathered at the positions.

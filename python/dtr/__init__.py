@@ -138,6 +138,7 @@ from ._dtr import (  # noqa: E402,F401  (re-exported)
     one_hot,
     scatter_add,
     scatter,
+    scatter_reduce,
     select_scatter,
     slice_scatter,
     sort_indices,

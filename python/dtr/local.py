@@ -35,6 +35,7 @@ triu = _l.triu
 flip = _l.flip
 sort_indices = _l.sort_indices
 scatter = _l.scatter
+scatter_reduce = _l.scatter_reduce
 constant_pad_nd = _l.constant_pad_nd
 layer_norm = _l.layer_norm
 layer_norm_backward = _l.layer_norm_backward

@@ -223,7 +223,7 @@ inline std::string stub_of(const OpDef& d, const std::string& cls, const std::st
         type = generator;
         break;
       default:
-        type = "int";
+        type = d.id == OpId::scatter_reduce && p.name == "reduce" ? "str | int" : "int";
     }
     if (p.optional || p.type == ParamType::Generator) {
       type += " | None";
@@ -241,6 +241,18 @@ inline std::string stub_of(const OpDef& d, const std::string& cls, const std::st
   return s + ") -> " + (pair ? "tuple[" + cls + ", " + cls + "]" : cls);
 }
 
+// scatter_reduce's reduce given by its torch name ("sum", "amax", ...), positional at
+// `at` or as a keyword, replaced by the table's code.
+inline void reduce_by_name(nb::args& args, nb::kwargs& kwargs, size_t at) {
+  if (args.size() > at && nb::isinstance<nb::str>(args[at])) {
+    nb::list l(args);
+    l[at] = nb::int_(scatter_reduce_code(nb::cast<std::string>(args[at])));
+    args = nb::borrow<nb::args>(nb::tuple(l));
+  }
+  if (kwargs.contains("reduce") && nb::isinstance<nb::str>(kwargs["reduce"]))
+    kwargs["reduce"] = nb::int_(scatter_reduce_code(nb::cast<std::string>(kwargs["reduce"])));
+}
+
 }  // namespace detail
 
 // Methods of the class T (on the op's first tensor parameter) for every op of the new
@@ -254,6 +266,7 @@ void bind_table_methods(nb::class_<T>& c, const std::string& cls) {
     c.def(
         d.name.data(),
         [def](nb::handle self, nb::args args, nb::kwargs kwargs) -> nb::object {
+          if (def->id == OpId::scatter_reduce) detail::reduce_by_name(args, kwargs, 3);
           auto [inputs, attrs] = detail::bind_call<T>(*def, self, args, kwargs);
           if (def->id == OpId::topk) {  // torch's (values, indices)
             const OpAttrs& a = attrs;
@@ -275,6 +288,7 @@ void bind_table_functions(nb::module_& m, const std::string& cls, const std::str
     m.def(
         d.name.data(),
         [def](nb::args args, nb::kwargs kwargs) {
+          if (def->id == OpId::scatter_reduce) detail::reduce_by_name(args, kwargs, 4);
           auto [inputs, attrs] = detail::bind_call<T>(*def, nb::handle(), args, kwargs);
           return T::apply_inputs(def->id, attrs, inputs);
         },

@@ -1,6 +1,7 @@
-"""The compositions of issue 42 (dtr/nn.hpp, dtr/composite.hpp): padding modes, adaptive
-average pooling, interpolation, group and batch normalization, scaled dot-product attention,
-logsumexp, var_mean, amax/amin, index_add, eye, randint, bernoulli and randperm. Against
+"""scatter_reduce and the compositions of issue 42 (dtr/nn.hpp, dtr/composite.hpp): padding
+modes, adaptive average pooling, interpolation, group and batch normalization, scaled
+dot-product attention, cross entropy, logsumexp, var_mean, amax/amin, index_add, eye,
+randint, bernoulli, randperm and the sync points (nonzero, masked_select, x[mask]). Against
 numpy's formulas here, and outputs and input gradients against torch (Debian's python3-torch
 under /usr/bin/python3, skipped without it) in float32 and float64; on a worker, the same
 bits as here."""
@@ -36,8 +37,10 @@ ARRAYS = {
     "cls": np.array([[0, 3, 1, 1, 2], [3, 3, 0, 2, 1]]),  # (N, d) targets of x4 (2, 4, ., 5)
     "cls2": np.array([[1, 3, -100, 0, 2], [2, 0, 0, -100, 1]]),
     "prob": RNG.random((2, 4, 4, 5)),
+    "sidx": RNG.integers(0, 5, (2, 3, 4)),
+    "ssrc": RNG.standard_normal((2, 3, 4)),
 }
-GRAD_OF = ("x3", "x4", "x5", "w", "b", "q", "k", "v", "src3")
+GRAD_OF = ("x3", "x4", "x5", "w", "b", "q", "k", "v", "src3", "ssrc")
 
 # name -> expression over F and the arrays, spelled the same for dtr and torch.
 CASES = {
@@ -93,6 +96,11 @@ CASES = {
     "ce_probs": "F.cross_entropy(x4, prob, w.abs().detach(), label_smoothing=0.05)",
     "ce_one_sample": "F.cross_entropy(x4[0, :, 0, 0], cls[0, 1])",
     "nll_nd_w": "F.nll_loss(x4[:, :, 0], cls2, w.abs().detach())",
+    "scatter_sum": "x3.scatter_reduce(2, sidx, ssrc, 'sum')",
+    "scatter_prod": "x3.scatter_reduce(2, sidx, ssrc, 'prod', include_self=False)",
+    "scatter_mean": "x3.scatter_reduce(2, sidx, ssrc, 'mean')",
+    "scatter_amax": "x3.scatter_reduce(2, sidx, ssrc, 'amax', include_self=False)",
+    "scatter_amin": "x3.scatter_reduce(2, sidx, ssrc, reduce='amin')",
     "sdpa_causal": "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
     "sdpa_bool_mask": "F.scaled_dot_product_attention(q, k, v, bmask)",
     "sdpa_float_mask": "F.scaled_dot_product_attention(q, k, v, amask, scale=0.3)",

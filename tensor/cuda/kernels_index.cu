@@ -329,6 +329,127 @@ void gather_scatter_op(const Ctx& c, const OpDef& d, std::span<const local::Tens
   if (ws.raw_data() != out.raw_data()) copy_impl(c, out, ws);
 }
 
+// ---- scatter_reduce: the workspace of scatter_add, folded by compare-and-swap ----
+
+using ::dtr::detail::ScatterReduce;
+
+// Folds v into *p by r atomically: sums by atomicAdd (int64 as unsigned wrapping sums),
+// the others by a compare-and-swap loop on the bits of W (4 or 8 bytes).
+template <typename W>
+__device__ void atomic_fold(W* p, W v, ScatterReduce r) {
+  if (r == ScatterReduce::Sum || r == ScatterReduce::Mean) {
+    if constexpr (std::is_same_v<W, int64_t>)
+      atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+    else
+      atomicAdd(p, v);
+    return;
+  }
+  using Bits = std::conditional_t<sizeof(W) == 4, unsigned int, unsigned long long>;
+  Bits* bits = reinterpret_cast<Bits*>(p);
+  Bits old = *bits, seen;
+  do {
+    seen = old;
+    W cur;
+    memcpy(&cur, &seen, sizeof(W));
+    const W next = ::dtr::detail::scatter_combine<W>(r, cur, v);
+    Bits next_bits;
+    memcpy(&next_bits, &next, sizeof(W));
+    if (next_bits == seen) return;
+    old = atomicCAS(bits, seen, next_bits);
+  } while (old != seen);
+}
+
+// Without include_self: each written position of the workspace starts at the identity.
+template <typename W>
+__global__ void __launch_bounds__(kThreads)
+    scatter_identity_kernel(GatherArgs g, W* ws, const int64_t* idx, ScatterReduce r) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
+       i += step) {
+    int64_t xo, so;
+    g.offsets(i, idx[i], xo, so);
+    ws[xo] = ::dtr::detail::scatter_identity<W>(r);
+  }
+}
+
+template <typename W>
+__global__ void __launch_bounds__(kThreads)
+    scatter_fold_kernel(GatherArgs g, W* ws, unsigned long long* count, const int64_t* idx,
+                        const char* src, DType src_dtype, int64_t esz, ScatterReduce r) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
+       i += step) {
+    int64_t xo, so;
+    g.offsets(i, idx[i], xo, so);
+    atomic_fold<W>(ws + xo, load_as<W>(src + so * esz, src_dtype), r);
+    if (count) atomicAdd(count + xo, 1ULL);
+  }
+}
+
+template <typename W>
+__global__ void __launch_bounds__(kThreads)
+    scatter_mean_kernel(W* ws, const unsigned long long* count, int64_t n, int64_t self) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    if (count[i] > 0)
+      ws[i] = ::dtr::detail::scatter_mean<W>(ws[i], static_cast<int64_t>(count[i]) + self);
+}
+
+void scatter_reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
+                       const OpAttrs& a, const local::Tensor& out) {
+  const local::Tensor& x = in[0];
+  const int64_t dim = wrap_dim(d.name, a.ints[0], x.dim());
+  const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim];
+  const auto r = static_cast<ScatterReduce>(a.ints[1]);
+  const bool include_self = a.ints[2] != 0;
+  const local::Tensor idx = int64_on(c, in[1]);
+  const BadIndex bad = first_out_of_range(c, int64_data(idx), idx.numel(), 0, size);
+  if (bad.position >= 0) index_out_of_range(d, bad.value, size, dim, x.shape());
+  GatherArgs g;
+  g.nd = static_cast<int>(idx.dim());
+  g.dim = dim;
+  g.n = idx.numel();
+  const Strides xs = contiguous_strides(x.shape());
+  const local::Tensor src = contiguous_on(c, in[2]);
+  for (int k = 0; k < g.nd; ++k) {
+    g.shape[k] = idx.shape()[k];
+    g.xstride[k] = xs[k];
+    g.sstride[k] = src.strides()[k];
+  }
+  const DType w = is_floating(x.dtype())
+                      ? (x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32)
+                  : x.dtype() == DType::Int64 ? DType::Int64
+                                              : DType::Int32;
+  local::Tensor ws = w == out.dtype() ? out : empty_on(c, out.shape(), w);
+  copy_impl(c, ws, x);
+  const bool mean = r == ScatterReduce::Mean;
+  const local::Tensor count = mean ? empty_on(c, out.shape(), DType::Int64) : local::Tensor();
+  if (mean)
+    check_cuda(
+        c, "cudaMemsetAsync",
+        cudaMemsetAsync(count.raw_data(), 0, static_cast<size_t>(count.numel()) * 8, c.stream));
+  auto* counts = mean ? static_cast<unsigned long long*>(count.raw_data()) : nullptr;
+  if (g.n > 0) {
+    dispatch(w, [&]<typename W>() {
+      if constexpr (std::is_same_v<W, float> || std::is_same_v<W, double> ||
+                    std::is_same_v<W, int32_t> || std::is_same_v<W, int64_t>) {
+        W* p = static_cast<W*>(ws.raw_data());
+        if (!include_self)
+          scatter_identity_kernel<W>
+              <<<grid_for(c, g.n), kThreads, 0, c.stream>>>(g, p, int64_data(idx), r);
+        scatter_fold_kernel<W><<<grid_for(c, g.n), kThreads, 0, c.stream>>>(
+            g, p, counts, int64_data(idx), static_cast<const char*>(src.raw_data()), src.dtype(),
+            static_cast<int64_t>(element_size(src.dtype())), r);
+        if (mean)
+          scatter_mean_kernel<W><<<grid_for(c, ws.numel()), kThreads, 0, c.stream>>>(
+              p, counts, ws.numel(), include_self ? 1 : 0);
+      }
+    });
+    check_launch(c, "scatter_reduce kernel");
+  }
+  if (ws.raw_data() != out.raw_data()) copy_impl(c, out, ws);
+}
+
 // ---- cumsum, one_hot, topk ----
 
 template <typename T>
@@ -594,6 +715,8 @@ void index_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in, c
     case OpId::scatter_add:
     case OpId::scatter:
       return gather_scatter_op(c, d, in, a, out);
+    case OpId::scatter_reduce:
+      return scatter_reduce_op(c, d, in, a, out);
     case OpId::sort_indices:
       return sort_op(c, d, in, a, out);
     case OpId::cumsum:

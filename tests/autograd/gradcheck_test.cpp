@@ -332,6 +332,24 @@ std::vector<Case> nn_cases() {
                "scatter dim 1",
                [sidx](V v) { return v[0].scatter(1, sidx, v[1]); },
                {input({2, 4}, 114), input({2, 3}, 115)}});
+  // scatter_reduce: repeated positions, every reduction; amax/amin on distinct values (the
+  // maximum is differentiable there), prod through a zero of src.
+  const Tensor ridx = local::from_vector<int64_t>({0, 2, 0, 1, 1, 3}).view({2, 3});
+  for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool self : {true, false})
+      c.push_back(
+          {"scatter_reduce",
+           std::string("scatter_reduce ") + reduce + (self ? "" : " without self"),
+           [ridx, reduce, self](V v) { return v[0].scatter_reduce(1, ridx, v[1], reduce, self); },
+           {input({2, 4}, 118), input({2, 3}, 119)}});
+  c.push_back({"scatter_reduce",
+               "scatter_reduce prod through a zero",
+               [ridx](V v) {
+                 return v[0].scatter_reduce(
+                     1, ridx, v[1] * local::from_vector<double>({1, 0, 1, 1, 1, 1}).view({2, 3}),
+                     "prod");
+               },
+               {input({2, 4}, 120), input({2, 3}, 121)}});
   c.push_back({"(composition)",
                "sort values",
                [](V v) { return v[0].sort(1, true).first; },

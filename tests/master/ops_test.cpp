@@ -184,6 +184,15 @@ void index_cases(const OpDef& d, const Inputs& in, const AddCase& add) {
       add("i64 dim 0 descending, transposed", {in.ia}, with_ints({0, 1}), false, true);
       add("bool dim 1", {in.ba}, with_ints({1, 0}), false, false);
       break;
+    case OpId::scatter_reduce:  // duplicate positions: sums may differ by rounding on CUDA
+      add("sum dim 1", {in.fa, gidx, in.fb}, with_ints({1, 0, 1}), false, false);
+      add("mean dim 1 without self", {in.fa, gidx, in.fb}, with_ints({1, 2, 0}), false, false);
+      add("amax dim 0 i64", {in.ia, i64({2, 2, 0, 1}, {1, 4}), in.ia}, with_ints({0, 3, 1}), false,
+          false);
+      add("amin dim 1 without self", {in.fa, gidx, in.fb}, with_ints({1, 4, 0}), false, false);
+      add("prod dim 1 transposed", {in.fa, gidx, in.fb}, with_ints({1, 1, 1}), false, true);
+      add("reduce 7 (error)", {in.fa, gidx, in.fb}, with_ints({1, 7, 1}), false, false);
+      break;
     case OpId::scatter:  // no duplicate positions: one write each, on any device
       add("dim 1", {in.fa, i64({3, 0, 1, 2, 1, 2, 3, 0}, {2, 4}), in.fb}, d1, false, false);
       add("index 4 of 4 (error)", {in.fa, i64({4}, {1, 1}), in.fb}, d1, false, false);

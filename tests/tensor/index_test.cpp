@@ -302,6 +302,46 @@ TEST_CASE("scatter: writes src or a value at the index, errors") {
   DTR_CHECK_ERROR(dtr::DTypeError, x.scatter(1, idx, src.to(kF64)), "scatter");
 }
 
+TEST_CASE("scatter_reduce: every reduction, with and without self, dtypes, errors") {
+  Tensor x = tensor_of(kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor idx = tensor_of(kI64, {2, 3}, {0, 0, 2, 1, 1, 1});
+  Tensor src = tensor_of(kF32, {2, 3}, {10, -2, 7, 3, 0.5, 8});
+  const auto row = [](const Tensor& t) { return t.to_vector<float>(); };
+  // Row 0 gets 10 and -2 at 0 and 7 at 2; row 1 gets 3, 0.5, 8 at 1.
+  CHECK(row(x.scatter_reduce(1, idx, src, "sum")) == std::vector<float>{9, 2, 10, 4, 16.5, 6});
+  CHECK(row(x.scatter_reduce(1, idx, src, "sum", false)) ==
+        std::vector<float>{8, 2, 7, 4, 11.5, 6});
+  CHECK(row(x.scatter_reduce(1, idx, src, "prod")) == std::vector<float>{-20, 2, 21, 4, 60, 6});
+  CHECK(row(x.scatter_reduce(1, idx, src, "mean")) == std::vector<float>{3, 2, 5, 4, 4.125, 6});
+  CHECK(row(x.scatter_reduce(1, idx, src, "mean", false)) ==
+        std::vector<float>{4, 2, 7, 4, 11.5f / 3, 6});
+  CHECK(row(x.scatter_reduce(1, idx, src, "amax")) == std::vector<float>{10, 2, 7, 4, 8, 6});
+  CHECK(row(x.scatter_reduce(1, idx, src, "amin", false)) ==
+        std::vector<float>{-2, 2, 7, 4, 0.5, 6});
+  // Integers: mean rounds down (floor), sums wrap.
+  Tensor xi = tensor_of(kI64, {3}, {0, -7, 5});
+  Tensor ii = tensor_of(kI64, {2}, {1, 1});
+  CHECK(xi.scatter_reduce(0, ii, tensor_of(kI64, {2}, {1, 2}), "mean").to_vector<int64_t>() ==
+        std::vector<int64_t>{0, -2, 5});
+  CHECK(xi.to(kI32)
+            .scatter_reduce(0, ii, tensor_of(kI32, {2}, {9, 1}), "amax")
+            .to_vector<int32_t>() == std::vector<int32_t>{0, 9, 5});
+  // NaN wins amax; half precision through float.
+  Tensor n = tensor_of(kF64, {1}, {std::nan("")});
+  CHECK(std::isnan(local::zeros({1}, kF64)
+                       .scatter_reduce(0, tensor_of(kI64, {1}, {0}), n, "amax")
+                       .item<double>()));
+  CHECK(tensor_of(kF16, {2}, {1, 2})
+            .scatter_reduce(0, ii.narrow(0, 0, 1), tensor_of(kF16, {1}, {3}), "prod")
+            .to_vector<double>() == std::vector<double>{1, 6});
+  DTR_CHECK_ERROR(dtr::IndexError, x.scatter_reduce(1, tensor_of(kI64, {1, 1}, {3}), src, "sum"),
+                  "scatter_reduce", "3");
+  DTR_CHECK_ERROR(dtr::InvalidArgument, x.scatter_reduce(1, idx, src, "max"), "scatter_reduce",
+                  "'amax'");
+  DTR_CHECK_ERROR(dtr::DTypeError, x.scatter_reduce(1, idx, src.to(kF64), "sum"), "scatter_reduce");
+  DTR_CHECK_ERROR(dtr::DTypeError, x.gt(0).scatter_reduce(1, idx, x.gt(1), "sum"), "bool");
+}
+
 TEST_CASE("index and index_put: torch's layouts, negative indices, accumulate, errors") {
   Tensor x = local::arange(0, 24).view({2, 3, 4});
   Tensor i = tensor_of(kI64, {2}, {2, -1}), j = tensor_of(kI64, {2, 1}, {0, 1});

@@ -166,6 +166,7 @@ constexpr Covered kCoveredOps[] = {
     {"trunc_divide", "elementwise_test: binary ops / floor_divide and trunc_divide"},
     {"diagonal", "view_test: diagonal"},
     {"scatter", "index_test: scatter"},
+    {"scatter_reduce", "index_test: scatter_reduce"},
     {"layer_norm_backward", "nn_test: layer_norm / finite differences"},
     {"layer_norm_weight_grad", "nn_test: layer_norm / finite differences"},
 };
@@ -328,7 +329,8 @@ constexpr Frozen kFrozenCodes[] = {{"neg", 0},
                                    {"scatter", 136},
                                    {"floor_divide", 137},
                                    {"trunc_divide", 138},
-                                   {"diagonal", 139}};
+                                   {"diagonal", 139},
+                                   {"scatter_reduce", 140}};
 
 }  // namespace
 

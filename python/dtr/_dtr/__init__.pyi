@@ -815,6 +815,11 @@ class LocalTensor:
         sort_indices(x, dim=-1, descending=false): the positions along dim that sort x, stably (NaN last; first when descending)
         """
 
+    def scatter_reduce(self, dim: int, index: LocalTensor, src: LocalTensor, reduce: str | int, include_self: bool = True) -> LocalTensor:
+        """
+        scatter_reduce(x, dim, index, src, reduce, include_self=true): x with src combined at index along dim by reduce (0 sum, 1 prod, 2 mean, 3 amax, 4 amin); include_self: x's values take part (else the positions written start empty)
+        """
+
     def linear(self, weight: LocalTensor, bias: LocalTensor | None = None) -> LocalTensor:
         """
         linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -1808,6 +1813,11 @@ class Tensor:
         sort_indices(x, dim=-1, descending=false): the positions along dim that sort x, stably (NaN last; first when descending)
         """
 
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str | int, include_self: bool = True) -> Tensor:
+        """
+        scatter_reduce(x, dim, index, src, reduce, include_self=true): x with src combined at index along dim by reduce (0 sum, 1 prod, 2 mean, 3 amax, 4 amin); include_self: x's values take part (else the positions written start empty)
+        """
+
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """
         linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
@@ -2175,6 +2185,11 @@ def sort_indices(x: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
 def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """
     scatter(x, dim, index, src): x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; of duplicate positions one write wins)
+    """
+
+def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str | int, include_self: bool = True) -> Tensor:
+    """
+    scatter_reduce(x, dim, index, src, reduce, include_self=true): x with src combined at index along dim by reduce (0 sum, 1 prod, 2 mean, 3 amax, 4 amin); include_self: x's values take part (else the positions written start empty)
     """
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -125,6 +125,11 @@ def scatter(x: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor, src:
     scatter(x, dim, index, src): x with src written at index along dim (out[index[i][j]][j] = src[i][j], dim 0; of duplicate positions one write wins)
     """
 
+def scatter_reduce(x: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor, src: dtr._dtr.LocalTensor, reduce: str | int, include_self: bool = True) -> dtr._dtr.LocalTensor:
+    """
+    scatter_reduce(x, dim, index, src, reduce, include_self=true): x with src combined at index along dim by reduce (0 sum, 1 prod, 2 mean, 3 amax, 4 amin); include_self: x's values take part (else the positions written start empty)
+    """
+
 def linear(x: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor, bias: dtr._dtr.LocalTensor | None = None) -> dtr._dtr.LocalTensor:
     """
     linear(x, weight, bias?): x @ weight.t() + bias; weight (out, in), x (..., in)
