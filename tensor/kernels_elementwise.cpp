@@ -7,6 +7,7 @@
 
 #include "binary_math.hpp"
 #include "kernels.hpp"
+#include "parallel.hpp"
 #include "unary_math.hpp"
 
 namespace dtr::local::detail {
@@ -30,15 +31,27 @@ bool flat_like(const Tensor& t, const Tensor& out) {
   return t.shape() == out.shape() && t.meta().is_contiguous();
 }
 
+// Runs body(begin, end) over [0, n): one call for small n, else chunks of fixed size in
+// parallel (elementwise results do not depend on how the range is split).
+template <typename Body>
+void flat_chunks(int64_t n, Body body) {
+  constexpr int64_t kChunk = int64_t{1} << 15;
+  if (n < 4 * kChunk) return body(int64_t{0}, n);
+  dtr::detail::parallel_for((n + kChunk - 1) / kChunk,
+                            [&](int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
 // out[i] = f(a[i]) over same-shaped tensors.
 template <typename O, typename T, typename F>
 void map1(const Tensor& out, const Tensor& a, F f) {
   if (out.meta().is_contiguous() && flat_like(a, out)) {
-    // One flat loop (small tensors skip the strided iteration's setup).
+    // One flat loop (small tensors skip the strided iteration's setup), in parallel chunks
+    // when large.
     O* o = static_cast<O*>(out.raw_data());
     const T* x = static_cast<const T*>(a.raw_data());
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    flat_chunks(out.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f(x[i]);
+    });
     return;
   }
   for_each_strided<2>(out.shape(),
@@ -65,8 +78,9 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
     O* o = static_cast<O*>(out.raw_data());
     const T* x = static_cast<const T*>(a.raw_data());
     const T* y = static_cast<const T*>(b.raw_data());
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    flat_chunks(out.numel(), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], y[i]);
+    });
     return;
   }
   for_each_strided<3>(

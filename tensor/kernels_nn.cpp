@@ -197,18 +197,26 @@ void softmax_kernel(const OpDef& d, std::span<const Tensor> in, const OpAttrs& a
   const Tensor x = in[0].contiguous();
   const Tensor y = backward ? in[1].contiguous() : x;
   const DimSplit s = split_at(x.shape(), wrap_dim(d.name, a.ints[0], x.dim()));
+  // Rows are independent: blocks of them in parallel (the same values on any number of
+  // threads), each forward row's exps kept in a scratch row of the block.
+  const int64_t rows = s.outer * s.inner;
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(s.size, 1));
+  const int64_t blocks = (rows + per_block - 1) / per_block;
   dispatch_float(d.name, x.dtype(), [&]<typename T>() {
     const T* px = static_cast<const T*>(x.raw_data());
     const T* py = static_cast<const T*>(y.raw_data());
     T* o = static_cast<T*>(out.raw_data());
-    for (int64_t r = 0; r < s.outer; ++r)
-      for (int64_t j = 0; j < s.inner; ++j) {
-        const int64_t at = r * s.size * s.inner + j;
+    dtr::detail::parallel_for(blocks, [&](int64_t blk) {
+      std::vector<double> scratch(backward || take_log ? 0 : static_cast<size_t>(s.size));
+      for (int64_t row = blk * per_block; row < std::min(rows, (blk + 1) * per_block); ++row) {
+        const int64_t at = (row / s.inner) * s.size * s.inner + row % s.inner;
         if (backward)
           dtr::detail::softmax_backward_row(px + at, py + at, o + at, s.size, s.inner, take_log);
         else
-          dtr::detail::softmax_row(px + at, o + at, s.size, s.inner, take_log);
+          dtr::detail::softmax_row(px + at, o + at, s.size, s.inner, take_log,
+                                   scratch.empty() ? nullptr : scratch.data());
       }
+    });
   });
 }
 

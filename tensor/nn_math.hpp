@@ -19,8 +19,11 @@ namespace dtr::detail {
 
 // softmax (take_log: log_softmax) of one row: exp(x - max) / sum, or x - max - log(sum). A NaN
 // anywhere in the row makes the row NaN.
+// `scratch` (n doubles, or null): where the CPU keeps each exp(x - max) between the sum and
+// the output, so that exp runs once per element; the values are the same either way.
 template <typename T>
-DTR_HOST_DEVICE void softmax_row(const T* x, T* y, int64_t n, int64_t stride, bool take_log) {
+DTR_HOST_DEVICE void softmax_row(const T* x, T* y, int64_t n, int64_t stride, bool take_log,
+                                 double* scratch = nullptr) {
   double max = -INFINITY;
   bool nan = false;
   for (int64_t i = 0; i < n; ++i) {
@@ -30,11 +33,15 @@ DTR_HOST_DEVICE void softmax_row(const T* x, T* y, int64_t n, int64_t stride, bo
   }
   if (nan) max = NAN;
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += exp(static_cast<double>(x[i * stride]) - max);
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = exp(static_cast<double>(x[i * stride]) - max);
+    if (scratch) scratch[i] = e;
+    sum += e;
+  }
   const double log_sum = ::log(sum);
   for (int64_t i = 0; i < n; ++i) {
     const double v = static_cast<double>(x[i * stride]) - max;
-    y[i * stride] = static_cast<T>(take_log ? v - log_sum : exp(v) / sum);
+    y[i * stride] = static_cast<T>(take_log ? v - log_sum : (scratch ? scratch[i] : exp(v)) / sum);
   }
 }
 

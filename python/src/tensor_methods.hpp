@@ -367,23 +367,61 @@ void bind_pieces(nb::class_<T>& c, const std::string& cls) {
       "x with src (a tensor, or a number) written at index along dim");
 }
 
+// The named tuple type (values, indices) of torch.return_types.<name>, made once.
+inline nb::object values_indices(const char* name) {
+  // Kept for the process's life (never released: no reference dropped after Python ends).
+  static auto* max_type = new nb::object();
+  static auto* min_type = new nb::object();
+  nb::object& type = std::string_view(name) == "max" ? *max_type : *min_type;
+  if (!type.is_valid())
+    type = nb::module_::import_("collections").attr("namedtuple")(name, "values indices");
+  return type;
+}
+
 template <typename T>
 void bind_reductions(nb::class_<T>& c, const std::string& cls) {
   using nb::arg;
   // ---- reductions: over everything, one dim or several ----
-#define DTR_PY_REDUCE(name, code, kind, rule, sig, doc)                                        \
-  c.def(                                                                                       \
-      #name,                                                                                   \
-      [](const T& t, nb::handle dim, bool keepdim) {                                           \
-        if (dim.is_none()) return t.name();                                                    \
-        if (PyLong_Check(dim.ptr())) return t.name(nb::cast<int64_t>(dim), keepdim);           \
-        return t.name(dims_arg(dim), keepdim);                                                 \
-      },                                                                                       \
-      arg("dim") = nb::none(), arg("keepdim") = false,                                         \
-      self_sig(cls, #name, ", dim: int | Sequence[int] | None = None, keepdim: bool = False"), \
-      doc " (over every dim, one, or several)");
+#define DTR_PY_REDUCE(name, code, kind, rule, sig, doc)                                          \
+  if (std::string_view(#name) != "max" && std::string_view(#name) != "min")                      \
+    c.def(                                                                                       \
+        #name,                                                                                   \
+        [](const T& t, nb::handle dim, bool keepdim) {                                           \
+          if (dim.is_none()) return t.name();                                                    \
+          if (PyLong_Check(dim.ptr())) return t.name(nb::cast<int64_t>(dim), keepdim);           \
+          return t.name(dims_arg(dim), keepdim);                                                 \
+        },                                                                                       \
+        arg("dim") = nb::none(), arg("keepdim") = false,                                         \
+        self_sig(cls, #name, ", dim: int | Sequence[int] | None = None, keepdim: bool = False"), \
+        doc " (over every dim, one, or several)");
   DTR_REDUCE_OPS(DTR_PY_REDUCE)
 #undef DTR_PY_REDUCE
+  // max and min as torch's: over one dim, (values, indices) (a named tuple, as
+  // torch.return_types.max), so that `values, indices = x.max(1)` unpacks what it says.
+  for (bool largest : {true, false}) {
+    const char* name = largest ? "max" : "min";
+    c.def(
+        name,
+        [largest](const T& t, nb::handle dim, bool keepdim) -> nb::object {
+          if (dim.is_none()) return nb::cast(largest ? t.max() : t.min());
+          if (!PyLong_Check(dim.ptr()))
+            return nb::cast(largest ? t.max(dims_arg(dim), keepdim)
+                                    : t.min(dims_arg(dim), keepdim));
+          const int64_t d = nb::cast<int64_t>(dim);
+          T values = largest ? t.max(d, keepdim) : t.min(d, keepdim);
+          T indices = largest ? t.argmax(d, keepdim) : t.argmin(d, keepdim);
+          return values_indices(largest ? "max" : "min")(std::move(values), std::move(indices));
+        },
+        arg("dim") = nb::none(), arg("keepdim") = false,
+        nb::sig(
+            stub_sig(std::string("def ") + name +
+                     "(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> " +
+                     cls + " | tuple[" + cls + ", " + cls + "]")),
+        largest ? "the largest value: over every dim; over one dim (values, indices), as torch; "
+                  "over several dims the values (torch's amax)"
+                : "the smallest value: over every dim; over one dim (values, indices), as torch; "
+                  "over several dims the values (torch's amin)");
+  }
 
   c.def(
       "norm",

@@ -386,3 +386,14 @@ def test_split_chunk_repeat_and_clone_as_torch():
         t.split([2, 2], 1)
     with pytest.raises(ValueError, match="repeat: 1 repeats for a tensor of 2 dims"):
         t.repeat(2)
+
+
+def test_max_and_min_over_one_dim_give_values_and_indices_as_torch():
+    # x.max(1) gave the values alone: `values, indices = x.max(1)` unpacked two rows of
+    # values, silently (issue 41).
+    x = local.tensor([[1.0, 5, 2], [7, 0, 3]])
+    values, indices = x.max(1)
+    assert values.tolist() == [5.0, 7.0] and indices.tolist() == [1, 0]
+    r = x.min(0, keepdim=True)
+    assert r.values.tolist() == [[1.0, 0.0, 2.0]] and r.indices.tolist() == [[0, 1, 0]]
+    assert x.max().item() == 7.0 and x.min((0, 1)).item() == 0.0  # all dims, several dims

@@ -525,17 +525,21 @@ class LocalTensor:
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
         """arithmetic mean (over every dim, one, or several)"""
 
-    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
-        """largest value (NaN wins) (over every dim, one, or several)"""
-
-    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
-        """smallest value (NaN wins) (over every dim, one, or several)"""
-
     def argmax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
         """index of the first max (over every dim, one, or several)"""
 
     def argmin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor:
         """index of the first min (over every dim, one, or several)"""
+
+    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor | tuple[LocalTensor, LocalTensor]:
+        """
+        the largest value: over every dim; over one dim (values, indices), as torch; over several dims the values (torch's amax)
+        """
+
+    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> LocalTensor | tuple[LocalTensor, LocalTensor]:
+        """
+        the smallest value: over every dim; over one dim (values, indices), as torch; over several dims the values (torch's amin)
+        """
 
     def norm(self, p: float = ..., dim: int | None = ..., keepdim: bool = ...) -> LocalTensor:
         """p-norm (p may be inf)"""
@@ -1523,17 +1527,21 @@ class Tensor:
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """arithmetic mean (over every dim, one, or several)"""
 
-    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """largest value (NaN wins) (over every dim, one, or several)"""
-
-    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """smallest value (NaN wins) (over every dim, one, or several)"""
-
     def argmax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """index of the first max (over every dim, one, or several)"""
 
     def argmin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """index of the first min (over every dim, one, or several)"""
+
+    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """
+        the largest value: over every dim; over one dim (values, indices), as torch; over several dims the values (torch's amax)
+        """
+
+    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """
+        the smallest value: over every dim; over one dim (values, indices), as torch; over several dims the values (torch's amin)
+        """
 
     def norm(self, p: float = ..., dim: int | None = ..., keepdim: bool = ...) -> Tensor:
         """p-norm (p may be inf)"""
