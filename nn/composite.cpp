@@ -146,6 +146,27 @@ T mask_index(const T& x, const T& mask) {
 }
 
 template <TensorHandle T>
+std::tuple<T, T, T> unique(const T& x) {
+  const int64_t n = x.numel();
+  const T flat = x.reshape({n});
+  if (n == 0)
+    return {flat.clone(), x.new_zeros(x.shape(), DType::Int64), x.new_zeros({0}, DType::Int64)};
+  const T perm = flat.argsort(0);
+  const T sorted = flat.index_select(0, perm);
+  // first[i]: sorted[i] starts a run of equal values.
+  const std::vector<T> parts{x.new_ones({1}, DType::Bool),
+                             sorted.narrow(0, 1, n - 1).ne(sorted.narrow(0, 0, n - 1))};
+  const T first = cat(parts, 0);
+  const T starts = nonzero_of(first).reshape({-1});  // the sync point
+  const int64_t m = starts.size(0);
+  const T values = sorted.index_select(0, starts);
+  const T run_of_sorted = first.to(DType::Int64).cumsum(0) - 1;
+  const T inverse = x.new_zeros({n}, DType::Int64).scatter(0, perm, run_of_sorted).view(x.shape());
+  const std::vector<T> ends{starts.narrow(0, 1, m - 1), x.new_full({1}, n, DType::Int64)};
+  return {values, inverse, cat(ends, 0) - starts};
+}
+
+template <TensorHandle T>
 T masked_select(const T& x, const T& mask) {
   if (mask.dtype() != DType::Bool)
     throw DTypeError(
@@ -287,6 +308,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* generat
   template T bernoulli(const T&, Generator*);                              \
   template T mask_index(const T&, const T&);                               \
   template T masked_select(const T&, const T&);                            \
+  template std::tuple<T, T, T> unique(const T&);                           \
   template void mask_assign(T&, const T&, const T&);                       \
   template void mask_assign(T&, const T&, Scalar);
 DTR_INSTANTIATE(local::Tensor)

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "dtr/distributed.hpp"
@@ -82,6 +83,13 @@ template <TensorHandle T>
 void mask_assign(T& x, const T& mask, const T& value);
 template <TensorHandle T>
 void mask_assign(T& x, const T& mask, Scalar value);
+
+// torch.unique (dim None): the distinct values of x in ascending order (1-D), for each
+// element of x the position of its value among them (inverse, x's shape, int64), and how
+// often each occurs (counts, int64). Sorted and compared on x's node; only the bool
+// "differs from the previous" mask of the sorted values comes to the master (the count).
+template <TensorHandle T>
+std::tuple<T, T, T> unique(const T& x);
 
 namespace local {
 Tensor nonzero(const Tensor& x);

@@ -281,6 +281,13 @@ def tensor(data, dtype=None, *, node: _Optional[_builtins.int] = None,
     return t.requires_grad_() if requires_grad else t
 
 
+def unique(input, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim=None):
+    """torch.unique (a sync point): the distinct values of input in ascending order, and
+    when asked each element's position among them and their counts; dim=None only."""
+    return input.unique(sorted, return_inverse, return_counts, dim)
+
+
 def _tolist(self) -> list:
     t = self.to_local() if isinstance(self, Tensor) else self
     if t.dtype == bfloat16:

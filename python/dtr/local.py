@@ -118,3 +118,8 @@ def _has_buffer(obj):
         return True
     except TypeError:
         return False
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique on a LocalTensor (see dtr.unique)."""
+    return input.unique(sorted, return_inverse, return_counts, dim)

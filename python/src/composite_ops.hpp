@@ -1,8 +1,11 @@
 // The methods and module functions of both tensor classes that are compositions of table
-// ops (include/dtr/tensor_ops.hpp), as torch spells them: any/all, addmm, new_full /
-// new_zeros / new_ones, split_with_sizes, storage_offset, the activations leaky_relu /
-// hardtanh / elu, and the functions embedding, embedding_dense_backward, slice_scatter and
-// select_scatter. Each runs as ops on the tensors' node.
+// ops, as torch spells them: from include/dtr/tensor_ops.hpp any/all, addmm, new_full /
+// new_zeros / new_ones, sort, advanced indexing, storage_offset, the activations and the
+// functions embedding, embedding_dense_backward, slice_scatter and select_scatter; from
+// dtr/composite.hpp logsumexp, var_mean, amax/amin, index_add, bernoulli and the sync points
+// nonzero, unique, masked_select; from dtr/nn.hpp (dtr::nn::functional) pad, adaptive
+// pooling, interpolate, group and batch norm, scaled dot-product attention, nll_loss_nd and
+// cross_entropy. Each runs as ops on the tensors' node (the sync points say where not).
 //
 // Thread safety: as the bound type's; called with the GIL held.
 #pragma once
@@ -26,6 +29,134 @@ namespace dtr::python {
 // Generator as the stubs of the module holding class `cls` name it.
 inline std::string generator_type(const std::string& cls) {
   return cls.find('.') == std::string::npos ? "Generator" : "dtr._dtr.Generator";
+}
+
+// The reductions, indexing and draws of dtr/composite.hpp as methods, and the sync points
+// (nonzero, unique, masked_select).
+template <typename T>
+void bind_composite_reduction_methods(nb::class_<T>& c) {
+  using nb::arg;
+  c.def(
+      "nonzero",
+      [](const T& t, bool as_tuple) -> nb::object {
+        T pos;
+        if constexpr (std::is_same_v<T, DistributedTensor>)
+          pos = nonzero(t);
+        else
+          pos = local::nonzero(t);
+        if (!as_tuple) return nb::cast(pos);
+        nb::list cols;
+        for (int64_t d = 0; d < pos.size(1); ++d) cols.append(pos.select(1, d));
+        return nb::tuple(cols);
+      },
+      nb::kw_only(), arg("as_tuple") = false,
+      "sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one "
+      "1-D tensor per dim)");
+  c.def(
+      "unique",
+      [](const T& t, bool sorted, bool return_inverse, bool return_counts,
+         nb::handle dim) -> nb::object {
+        (void)sorted;  // always sorted: a sorted result is a valid unsorted one
+        if (!dim.is_none())
+          throw InvalidArgument("unique: dim is not supported on dtr tensors (dim=None only)");
+        auto [values, inverse, counts] = unique(t);
+        if (!return_inverse && !return_counts) return nb::cast(values);
+        if (return_inverse && return_counts) return nb::make_tuple(values, inverse, counts);
+        return nb::make_tuple(values, return_inverse ? inverse : counts);
+      },
+      arg("sorted") = true, arg("return_inverse") = false, arg("return_counts") = false,
+      arg("dim") = nb::none(),
+      "sync point: the distinct values in ascending order (and, asked, each element's "
+      "position among them and their counts)");
+  c.def(
+      "masked_select", [](const T& t, const T& mask) { return masked_select(t, mask); },
+      arg("mask"), "sync point: the elements where mask (bool) is true, 1-D");
+  c.def(
+      "logsumexp",
+      [](const T& t, nb::handle dim, bool keepdim) { return logsumexp(t, dims_arg(dim), keepdim); },
+      arg("dim"), arg("keepdim") = false, "log(sum(exp(x))) over dim (an int or several), stably");
+  c.def(
+      "amax",
+      [](const T& t, nb::handle dim, bool keepdim) {
+        return amax(t, dim.is_none() ? Dims{} : dims_arg(dim), keepdim);
+      },
+      arg("dim") = nb::tuple(), arg("keepdim") = false,
+      "the largest value over dim (an int or several; () or None: every dim)");
+  c.def(
+      "amin",
+      [](const T& t, nb::handle dim, bool keepdim) {
+        return amin(t, dim.is_none() ? Dims{} : dims_arg(dim), keepdim);
+      },
+      arg("dim") = nb::tuple(), arg("keepdim") = false,
+      "the smallest value over dim (an int or several; () or None: every dim)");
+  c.def(
+      "index_add",
+      [](const T& t, int64_t dim, const T& index, const T& source, nb::handle alpha) {
+        return index_add(t, dim, index, source, scalar_arg(alpha, "index_add"));
+      },
+      arg("dim"), arg("index"), arg("source"), nb::kw_only(), arg("alpha") = 1,
+      "a copy with alpha * source added at the positions index (1-D) of dim");
+  c.def(
+      "bernoulli", [](const T& t, Generator* gen) { return bernoulli(t, gen); }, nb::kw_only(),
+      arg("generator") = nb::none(),
+      "1 with probability x (per element), else 0, drawn where x lives");
+}
+
+// Sorting and advanced indexing as methods: sort, argsort, index, index_put, diagonal,
+// masked_scatter.
+template <typename T>
+void bind_composite_index_methods(nb::class_<T>& c, const std::string& cls) {
+  using nb::arg;
+  c.def(
+      "sort",
+      [](const T& t, int64_t dim, bool descending, bool stable) {
+        (void)stable;  // always stable: a stable order is a valid unstable one
+        return t.sort(dim, descending);
+      },
+      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false,
+      nb::sig(stub_sig("def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = "
+                       "False) -> tuple[" +
+                       cls + ", " + cls + "]")),
+      "(values, indices) along dim in order; stable; NaN last (first when descending)");
+  c.def(
+      "argsort",
+      [](const T& t, int64_t dim, bool descending, bool stable) {
+        (void)stable;
+        return t.argsort(dim, descending);
+      },
+      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false,
+      "the positions along dim that sort the tensor (stable)");
+  auto index_list = [](nb::handle indices) {
+    std::vector<T> out;
+    for (nb::handle h : indices) out.push_back(h.is_none() ? T() : nb::cast<T>(h));
+    return out;
+  };
+  c.def(
+      "index",
+      [index_list](const T& t, nb::handle indices) { return t.index(index_list(indices)); },
+      arg("indices"),
+      nb::sig(stub_sig("def index(self, indices: Sequence[" + cls + " | None]) -> " + cls)),
+      "advanced indexing (torch's index.Tensor): integer tensors per dim, None: the whole dim");
+  c.def(
+      "index_put",
+      [index_list](const T& t, nb::handle indices, const T& values, bool accumulate) {
+        return t.index_put(index_list(indices), values, accumulate);
+      },
+      arg("indices"), arg("values"), arg("accumulate") = false,
+      nb::sig(stub_sig("def index_put(self, indices: Sequence[" + cls + " | None], values: " + cls +
+                       ", accumulate: bool = False) -> " + cls)),
+      "a copy with values written (or added: accumulate) at the advanced index");
+  c.def(
+      "diagonal",
+      [](const T& t, int64_t offset, int64_t dim1, int64_t dim2) {
+        return t.diagonal(offset, dim1, dim2);
+      },
+      arg("offset") = 0, arg("dim1") = 0, arg("dim2") = 1,
+      "the diagonal of dims dim1 and dim2 as a new last dim (a view)");
+  c.def(
+      "masked_scatter",
+      [](const T& t, const T& mask, const T& source) { return t.masked_scatter(mask, source); },
+      arg("mask"), arg("source"), "x with source's elements, in order, where mask is true");
 }
 
 template <typename T>
@@ -81,56 +212,6 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       arg("size"), nb::kw_only(), arg("dtype") = nb::none(),
       "a tensor of ones where this one lives (its dtype unless given)");
   c.def(
-      "sort",
-      [](const T& t, int64_t dim, bool descending, bool stable) {
-        (void)stable;  // always stable: a stable order is a valid unstable one
-        return t.sort(dim, descending);
-      },
-      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false,
-      nb::sig(stub_sig("def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = "
-                       "False) -> tuple[" +
-                       cls + ", " + cls + "]")),
-      "(values, indices) along dim in order; stable; NaN last (first when descending)");
-  c.def(
-      "argsort",
-      [](const T& t, int64_t dim, bool descending, bool stable) {
-        (void)stable;
-        return t.argsort(dim, descending);
-      },
-      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false,
-      "the positions along dim that sort the tensor (stable)");
-  auto index_list = [](nb::handle indices) {
-    std::vector<T> out;
-    for (nb::handle h : indices) out.push_back(h.is_none() ? T() : nb::cast<T>(h));
-    return out;
-  };
-  c.def(
-      "index",
-      [index_list](const T& t, nb::handle indices) { return t.index(index_list(indices)); },
-      arg("indices"),
-      nb::sig(stub_sig("def index(self, indices: Sequence[" + cls + " | None]) -> " + cls)),
-      "advanced indexing (torch's index.Tensor): integer tensors per dim, None: the whole dim");
-  c.def(
-      "index_put",
-      [index_list](const T& t, nb::handle indices, const T& values, bool accumulate) {
-        return t.index_put(index_list(indices), values, accumulate);
-      },
-      arg("indices"), arg("values"), arg("accumulate") = false,
-      nb::sig(stub_sig("def index_put(self, indices: Sequence[" + cls + " | None], values: " + cls +
-                       ", accumulate: bool = False) -> " + cls)),
-      "a copy with values written (or added: accumulate) at the advanced index");
-  c.def(
-      "diagonal",
-      [](const T& t, int64_t offset, int64_t dim1, int64_t dim2) {
-        return t.diagonal(offset, dim1, dim2);
-      },
-      arg("offset") = 0, arg("dim1") = 0, arg("dim2") = 1,
-      "the diagonal of dims dim1 and dim2 as a new last dim (a view)");
-  c.def(
-      "masked_scatter",
-      [](const T& t, const T& mask, const T& source) { return t.masked_scatter(mask, source); },
-      arg("mask"), arg("source"), "x with source's elements, in order, where mask is true");
-  c.def(
       "div",
       [](const T& t, nb::handle other, std::optional<std::string> rounding_mode) {
         if (!rounding_mode) return binary_method<T>(OpId::div, t, other);
@@ -145,54 +226,6 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       "storage_offset", [](const T& t) { return t.meta().offset; },
       "the offset of element 0 in the storage, in elements");
   c.def(
-      "nonzero",
-      [](const T& t, bool as_tuple) -> nb::object {
-        T pos;
-        if constexpr (std::is_same_v<T, DistributedTensor>)
-          pos = nonzero(t);
-        else
-          pos = local::nonzero(t);
-        if (!as_tuple) return nb::cast(pos);
-        nb::list cols;
-        for (int64_t d = 0; d < pos.size(1); ++d) cols.append(pos.select(1, d));
-        return nb::tuple(cols);
-      },
-      nb::kw_only(), arg("as_tuple") = false,
-      "sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one "
-      "1-D tensor per dim)");
-  c.def(
-      "masked_select", [](const T& t, const T& mask) { return masked_select(t, mask); },
-      arg("mask"), "sync point: the elements where mask (bool) is true, 1-D");
-  c.def(
-      "logsumexp",
-      [](const T& t, nb::handle dim, bool keepdim) { return logsumexp(t, dims_arg(dim), keepdim); },
-      arg("dim"), arg("keepdim") = false, "log(sum(exp(x))) over dim (an int or several), stably");
-  c.def(
-      "amax",
-      [](const T& t, nb::handle dim, bool keepdim) {
-        return amax(t, dim.is_none() ? Dims{} : dims_arg(dim), keepdim);
-      },
-      arg("dim") = nb::tuple(), arg("keepdim") = false,
-      "the largest value over dim (an int or several; () or None: every dim)");
-  c.def(
-      "amin",
-      [](const T& t, nb::handle dim, bool keepdim) {
-        return amin(t, dim.is_none() ? Dims{} : dims_arg(dim), keepdim);
-      },
-      arg("dim") = nb::tuple(), arg("keepdim") = false,
-      "the smallest value over dim (an int or several; () or None: every dim)");
-  c.def(
-      "index_add",
-      [](const T& t, int64_t dim, const T& index, const T& source, nb::handle alpha) {
-        return index_add(t, dim, index, source, scalar_arg(alpha, "index_add"));
-      },
-      arg("dim"), arg("index"), arg("source"), nb::kw_only(), arg("alpha") = 1,
-      "a copy with alpha * source added at the positions index (1-D) of dim");
-  c.def(
-      "bernoulli", [](const T& t, Generator* gen) { return bernoulli(t, gen); }, nb::kw_only(),
-      arg("generator") = nb::none(),
-      "1 with probability x (per element), else 0, drawn where x lives");
-  c.def(
       "leaky_relu", [](const T& t, double slope) { return t.leaky_relu(slope); },
       arg("negative_slope") = 0.01, "x > 0 ? x : negative_slope * x");
   c.def(
@@ -205,6 +238,62 @@ void bind_composite_methods(nb::class_<T>& c, const std::string& cls) {
       },
       arg("alpha") = 1.0, arg("scale") = 1.0, arg("input_scale") = 1.0,
       "x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)");
+  bind_composite_index_methods(c, cls);
+  bind_composite_reduction_methods(c);
+}
+
+// scaled_dot_product_attention, nll_loss_nd and cross_entropy of dtr::nn::functional.
+template <typename T>
+void bind_nn_loss_functions(nb::module_& m, const std::string& cls) {
+  namespace F = dtr::nn::functional;
+  using nb::arg;
+  const std::string opt = cls + " | None";
+  m.def(
+      "scaled_dot_product_attention",
+      [](const T& q, const T& k, const T& v, std::optional<T> mask, double dropout_p,
+         bool is_causal, std::optional<double> scale, Generator* gen) {
+        return F::scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen);
+      },
+      arg("query"), arg("key"), arg("value"), arg("attn_mask") = nb::none(), arg("dropout_p") = 0.0,
+      arg("is_causal") = false, nb::kw_only(), arg("scale") = nb::none(),
+      arg("generator") = nb::none(),
+      nb::sig(stub_sig("def scaled_dot_product_attention(query: " + cls + ", key: " + cls +
+                       ", value: " + cls + ", attn_mask: " + opt +
+                       " = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: "
+                       "float | None = None, generator: " +
+                       generator_type(cls) + " | None = None) -> " + cls)),
+      "softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)");
+  const auto reduction_of = [](const std::string& r) {
+    if (r == "none") return Reduction::None;
+    if (r == "mean") return Reduction::Mean;
+    if (r == "sum") return Reduction::Sum;
+    throw InvalidArgument("reduction must be 'none', 'mean' or 'sum', got '" + r + "'");
+  };
+  m.def(
+      "nll_loss_nd",
+      [reduction_of](const T& x, const T& target, std::optional<T> w, int64_t ignore_index,
+                     const std::string& reduction) {
+        return F::nll_loss_nd(x, target, w, reduction_of(reduction), ignore_index);
+      },
+      arg("input"), arg("target"), arg("weight") = nb::none(), arg("ignore_index") = -100,
+      arg("reduction") = "mean",
+      nb::sig(stub_sig("def nll_loss_nd(input: " + cls + ", target: " + cls + ", weight: " + opt +
+                       " = None, ignore_index: int = -100, reduction: str = 'mean') -> " + cls)),
+      "nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities");
+  m.def(
+      "cross_entropy",
+      [reduction_of](const T& x, const T& target, std::optional<T> w, int64_t ignore_index,
+                     const std::string& reduction, double label_smoothing) {
+        return F::cross_entropy(x, target, w, ignore_index, reduction_of(reduction),
+                                label_smoothing);
+      },
+      arg("input"), arg("target"), arg("weight") = nb::none(), arg("ignore_index") = -100,
+      arg("reduction") = "mean", arg("label_smoothing") = 0.0,
+      nb::sig(stub_sig("def cross_entropy(input: " + cls + ", target: " + cls + ", weight: " + opt +
+                       " = None, ignore_index: int = -100, reduction: str = 'mean', "
+                       "label_smoothing: float = 0.0) -> " +
+                       cls)),
+      "log_softmax over the class dim, then the loss against class indices or probabilities");
 }
 
 // The resampling and normalization functions of dtr/nn.hpp (dtr::nn::functional), which
@@ -259,52 +348,6 @@ void bind_nn_functions(nb::module_& m, const std::string& cls) {
                        cls)),
       "input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)");
   m.def(
-      "scaled_dot_product_attention",
-      [](const T& q, const T& k, const T& v, std::optional<T> mask, double dropout_p,
-         bool is_causal, std::optional<double> scale, Generator* gen) {
-        return F::scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen);
-      },
-      arg("query"), arg("key"), arg("value"), arg("attn_mask") = nb::none(), arg("dropout_p") = 0.0,
-      arg("is_causal") = false, nb::kw_only(), arg("scale") = nb::none(),
-      arg("generator") = nb::none(),
-      nb::sig(stub_sig("def scaled_dot_product_attention(query: " + cls + ", key: " + cls +
-                       ", value: " + cls + ", attn_mask: " + opt +
-                       " = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: "
-                       "float | None = None, generator: " +
-                       generator_type(cls) + " | None = None) -> " + cls)),
-      "softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)");
-  const auto reduction_of = [](const std::string& r) {
-    if (r == "none") return Reduction::None;
-    if (r == "mean") return Reduction::Mean;
-    if (r == "sum") return Reduction::Sum;
-    throw InvalidArgument("reduction must be 'none', 'mean' or 'sum', got '" + r + "'");
-  };
-  m.def(
-      "nll_loss_nd",
-      [reduction_of](const T& x, const T& target, std::optional<T> w, int64_t ignore_index,
-                     const std::string& reduction) {
-        return F::nll_loss_nd(x, target, w, reduction_of(reduction), ignore_index);
-      },
-      arg("input"), arg("target"), arg("weight") = nb::none(), arg("ignore_index") = -100,
-      arg("reduction") = "mean",
-      nb::sig(stub_sig("def nll_loss_nd(input: " + cls + ", target: " + cls + ", weight: " + opt +
-                       " = None, ignore_index: int = -100, reduction: str = 'mean') -> " + cls)),
-      "nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities");
-  m.def(
-      "cross_entropy",
-      [reduction_of](const T& x, const T& target, std::optional<T> w, int64_t ignore_index,
-                     const std::string& reduction, double label_smoothing) {
-        return F::cross_entropy(x, target, w, ignore_index, reduction_of(reduction),
-                                label_smoothing);
-      },
-      arg("input"), arg("target"), arg("weight") = nb::none(), arg("ignore_index") = -100,
-      arg("reduction") = "mean", arg("label_smoothing") = 0.0,
-      nb::sig(stub_sig("def cross_entropy(input: " + cls + ", target: " + cls + ", weight: " + opt +
-                       " = None, ignore_index: int = -100, reduction: str = 'mean', "
-                       "label_smoothing: float = 0.0) -> " +
-                       cls)),
-      "log_softmax over the class dim, then the loss against class indices or probabilities");
-  m.def(
       "group_norm",
       [](const T& x, int64_t groups, std::optional<T> w, std::optional<T> b, double eps) {
         return F::group_norm(x, groups, w, b, eps);
@@ -342,6 +385,63 @@ void bind_nn_functions(nb::module_& m, const std::string& cls) {
                        cls)),
       "per-channel normalization by the batch's statistics (training; the running ones "
       "updated in place) or by the running ones");
+}
+
+// The functions of dtr/composite.hpp on tensors of class T: masked_select (a sync point),
+// logsumexp, var_mean, amax, amin, index_add, bernoulli.
+template <typename T>
+void bind_composite_reduction_functions(nb::module_& m, const std::string& cls) {
+  using nb::arg;
+  m.def(
+      "masked_select", [](const T& x, const T& mask) { return masked_select(x, mask); },
+      arg("input"), arg("mask"),
+      nb::sig(stub_sig("def masked_select(input: " + cls + ", mask: " + cls + ") -> " + cls)),
+      "sync point: the elements of input where mask (bool) is true, 1-D");
+  m.def(
+      "logsumexp",
+      [](const T& x, nb::handle dim, bool keepdim) { return logsumexp(x, dims_arg(dim), keepdim); },
+      arg("input"), arg("dim"), arg("keepdim") = false,
+      nb::sig(stub_sig("def logsumexp(input: " + cls +
+                       ", dim: int | Sequence[int], keepdim: bool = False) -> " + cls)),
+      "log(sum(exp(input))) over dim, stably");
+  m.def(
+      "var_mean",
+      [](const T& x, nb::handle dim, int64_t correction, bool keepdim) {
+        return var_mean(x, dim.is_none() ? Dims{} : dims_arg(dim), correction, keepdim);
+      },
+      arg("input"), arg("dim") = nb::none(), nb::kw_only(), arg("correction") = 1,
+      arg("keepdim") = false,
+      nb::sig(stub_sig("def var_mean(input: " + cls +
+                       ", dim: int | Sequence[int] | None = None, *, correction: int = 1, "
+                       "keepdim: bool = False) -> tuple[" +
+                       cls + ", " + cls + "]")),
+      "(variance, mean) over dim (None: every dim)");
+  for (bool largest : {true, false})
+    m.def(
+        largest ? "amax" : "amin",
+        [largest](const T& x, nb::handle dim, bool keepdim) {
+          const Dims d = dim.is_none() ? Dims{} : dims_arg(dim);
+          return largest ? amax(x, d, keepdim) : amin(x, d, keepdim);
+        },
+        arg("input"), arg("dim") = nb::tuple(), arg("keepdim") = false,
+        nb::sig(stub_sig(std::string("def ") + (largest ? "amax" : "amin") + "(input: " + cls +
+                         ", dim: int | Sequence[int] = (), keepdim: bool = False) -> " + cls)),
+        largest ? "the largest value over dim" : "the smallest value over dim");
+  m.def(
+      "index_add",
+      [](const T& x, int64_t dim, const T& index, const T& source, nb::handle alpha) {
+        return index_add(x, dim, index, source, scalar_arg(alpha, "index_add"));
+      },
+      arg("input"), arg("dim"), arg("index"), arg("source"), nb::kw_only(), arg("alpha") = 1,
+      nb::sig(stub_sig("def index_add(input: " + cls + ", dim: int, index: " + cls +
+                       ", source: " + cls + ", *, alpha: float | int = 1) -> " + cls)),
+      "input with alpha * source added at the positions index of dim");
+  m.def(
+      "bernoulli", [](const T& p, Generator* gen) { return bernoulli(p, gen); }, arg("input"),
+      nb::kw_only(), arg("generator") = nb::none(),
+      nb::sig(stub_sig("def bernoulli(input: " + cls + ", *, generator: " + generator_type(cls) +
+                       " | None = None) -> " + cls)),
+      "1 with probability input (per element), else 0");
 }
 
 // Module functions of class T (`cls`: its name in the stubs).
@@ -401,56 +501,8 @@ void bind_composite_functions(nb::module_& m, const std::string& cls) {
       nb::sig(stub_sig("def addmm(input: " + cls + ", mat1: " + cls + ", mat2: " + cls +
                        ", *, beta: float | int = 1, alpha: float | int = 1) -> " + cls)),
       "beta * input + alpha * (mat1 @ mat2)");
-  m.def(
-      "masked_select", [](const T& x, const T& mask) { return masked_select(x, mask); },
-      arg("input"), arg("mask"),
-      nb::sig(stub_sig("def masked_select(input: " + cls + ", mask: " + cls + ") -> " + cls)),
-      "sync point: the elements of input where mask (bool) is true, 1-D");
-  m.def(
-      "logsumexp",
-      [](const T& x, nb::handle dim, bool keepdim) { return logsumexp(x, dims_arg(dim), keepdim); },
-      arg("input"), arg("dim"), arg("keepdim") = false,
-      nb::sig(stub_sig("def logsumexp(input: " + cls +
-                       ", dim: int | Sequence[int], keepdim: bool = False) -> " + cls)),
-      "log(sum(exp(input))) over dim, stably");
-  m.def(
-      "var_mean",
-      [](const T& x, nb::handle dim, int64_t correction, bool keepdim) {
-        return var_mean(x, dim.is_none() ? Dims{} : dims_arg(dim), correction, keepdim);
-      },
-      arg("input"), arg("dim") = nb::none(), nb::kw_only(), arg("correction") = 1,
-      arg("keepdim") = false,
-      nb::sig(stub_sig("def var_mean(input: " + cls +
-                       ", dim: int | Sequence[int] | None = None, *, correction: int = 1, "
-                       "keepdim: bool = False) -> tuple[" +
-                       cls + ", " + cls + "]")),
-      "(variance, mean) over dim (None: every dim)");
-  for (bool largest : {true, false})
-    m.def(
-        largest ? "amax" : "amin",
-        [largest](const T& x, nb::handle dim, bool keepdim) {
-          const Dims d = dim.is_none() ? Dims{} : dims_arg(dim);
-          return largest ? amax(x, d, keepdim) : amin(x, d, keepdim);
-        },
-        arg("input"), arg("dim") = nb::tuple(), arg("keepdim") = false,
-        nb::sig(stub_sig(std::string("def ") + (largest ? "amax" : "amin") + "(input: " + cls +
-                         ", dim: int | Sequence[int] = (), keepdim: bool = False) -> " + cls)),
-        largest ? "the largest value over dim" : "the smallest value over dim");
-  m.def(
-      "index_add",
-      [](const T& x, int64_t dim, const T& index, const T& source, nb::handle alpha) {
-        return index_add(x, dim, index, source, scalar_arg(alpha, "index_add"));
-      },
-      arg("input"), arg("dim"), arg("index"), arg("source"), nb::kw_only(), arg("alpha") = 1,
-      nb::sig(stub_sig("def index_add(input: " + cls + ", dim: int, index: " + cls +
-                       ", source: " + cls + ", *, alpha: float | int = 1) -> " + cls)),
-      "input with alpha * source added at the positions index of dim");
-  m.def(
-      "bernoulli", [](const T& p, Generator* gen) { return bernoulli(p, gen); }, arg("input"),
-      nb::kw_only(), arg("generator") = nb::none(),
-      nb::sig(stub_sig("def bernoulli(input: " + cls + ", *, generator: " + generator_type(cls) +
-                       " | None = None) -> " + cls)),
-      "1 with probability input (per element), else 0");
+  bind_composite_reduction_functions<T>(m, cls);
+  bind_nn_loss_functions<T>(m, cls);
   bind_nn_functions<T>(m, cls);
 }
 

@@ -28,3 +28,14 @@ def run_python(args, timeout=120, env=None, input=None):
     full_env.update(env or {})
     return subprocess.run([sys.executable] + list(args), capture_output=True, text=True,
                           timeout=timeout, env=full_env, input=input)
+
+
+def torch_python():
+    """Debian's /usr/bin/python3 when it imports torch and numpy (python3-torch, which
+    scripts/test.sh installs), for the tests that compare with torch in a subprocess;
+    else None (those tests skip, saying so)."""
+    exe = "/usr/bin/python3"
+    if os.path.exists(exe) and subprocess.run([exe, "-c", "import torch, numpy"],
+                                              capture_output=True, timeout=120).returncode == 0:
+        return exe
+    return None

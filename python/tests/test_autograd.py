@@ -15,6 +15,7 @@ import dtr
 import dtr.nn as nn
 import dtr.nn.functional as F
 from dtr import local
+from conftest import torch_python
 
 
 def arr(t):
@@ -407,16 +408,8 @@ np.savez(sys.argv[2], loss=loss.detach().numpy(), **{k: p.grad.numpy() for k, p 
 """
 
 
-def _torch_python():
-    for exe in ("/usr/bin/python3",):
-        if os.path.exists(exe) and subprocess.run([exe, "-c", "import torch, numpy"],
-                                                  capture_output=True).returncode == 0:
-            return exe
-    return None
-
-
 def test_a_small_net_matches_torch():
-    exe = _torch_python()
+    exe = torch_python()
     if exe is None:
         pytest.skip("no interpreter with torch and numpy")
     dtr.manual_seed(3)

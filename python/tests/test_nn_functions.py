@@ -17,6 +17,7 @@ import pytest
 import dtr
 import dtr.nn.functional as F
 from dtr import local
+from conftest import torch_python
 
 RNG = np.random.default_rng(42)
 ARRAYS = {
@@ -158,16 +159,8 @@ def _dtr_make(a, grad):
     return t.requires_grad_(grad) if grad else t
 
 
-def _torch_python():
-    exe = "/usr/bin/python3"
-    if os.path.exists(exe) and subprocess.run([exe, "-c", "import torch, numpy"],
-                                              capture_output=True).returncode == 0:
-        return exe
-    return None
-
-
 def test_outputs_and_gradients_match_torch():
-    exe = _torch_python()
+    exe = torch_python()
     if exe is None:
         pytest.skip("no /usr/bin/python3 with torch and numpy (Debian: python3-torch; "
                     "scripts/test.sh installs it)")
@@ -400,3 +393,17 @@ def test_sync_points_on_a_worker_return_to_its_node(session):
     nz = y.nonzero()
     assert nz.get_node() == 1 and nz.tolist() == np.argwhere(a).tolist()
     assert dtr.masked_select(y, y.gt(1)).tolist() == a[a > 1].tolist()
+
+
+def test_unique_is_numpy_s_and_a_sync_point_on_the_node(session):
+    a = np.array([[3, 1, 3], [7, 1, 0]])
+    want, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
+    for x in (local.from_numpy(a), dtr.tensor(a, node=1)):
+        values, inverse, counts = x.unique(return_inverse=True, return_counts=True)
+        assert values.tolist() == want.tolist() and counts.tolist() == cnt.tolist()
+        assert inverse.tolist() == inv.reshape(a.shape).tolist()
+    assert dtr.unique(dtr.tensor(a)).tolist() == want.tolist()
+    assert local.unique(local.zeros(0)).shape == (0,)
+    assert local.unique(local.tensor([2.0, 2.0]), return_counts=True)[1].tolist() == [2]
+    with pytest.raises(dtr.InvalidArgument, match="dim is not supported"):
+        local.from_numpy(a).unique(dim=0)

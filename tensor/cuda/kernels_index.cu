@@ -267,25 +267,39 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The index of gather / scatter_add / scatter / scatter_reduce as int64 on the device,
+// checked against x's size along dim (IndexError naming the first bad one), and the
+// positions' layout over it, x and src (contiguous copies where they are not).
+struct GatherPlan {
+  local::Tensor idx, src;
+  GatherArgs g;
+};
+GatherPlan gather_plan(const Ctx& c, const OpDef& d, const local::Tensor& x,
+                       const local::Tensor& index, const local::Tensor& source, int64_t dim) {
+  const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim];
+  GatherPlan p{int64_on(c, index), contiguous_on(c, source), {}};
+  const BadIndex bad = first_out_of_range(c, int64_data(p.idx), p.idx.numel(), 0, size);
+  if (bad.position >= 0) index_out_of_range(d, bad.value, size, dim, x.shape());
+  p.g.nd = static_cast<int>(p.idx.dim());
+  p.g.dim = dim;
+  p.g.n = p.idx.numel();
+  const Strides xs = contiguous_strides(x.shape());
+  for (int k = 0; k < p.g.nd; ++k) {
+    p.g.shape[k] = p.idx.shape()[k];
+    p.g.xstride[k] = xs[k];
+    p.g.sstride[k] = p.src.strides()[k];
+  }
+  return p;
+}
+
 void gather_scatter_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
                        const OpAttrs& a, const local::Tensor& out) {
   const local::Tensor& x = in[0];
   const int64_t dim = wrap_dim(d.name, a.ints[0], x.dim());
-  const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim];
-  const local::Tensor idx = int64_on(c, in[1]);
-  const BadIndex bad = first_out_of_range(c, int64_data(idx), idx.numel(), 0, size);
-  if (bad.position >= 0) index_out_of_range(d, bad.value, size, dim, x.shape());
-  GatherArgs g;
-  g.nd = static_cast<int>(idx.dim());
-  g.dim = dim;
-  g.n = idx.numel();
-  const Strides xs = contiguous_strides(x.shape());
-  const local::Tensor src = d.id == OpId::gather ? contiguous_on(c, x) : contiguous_on(c, in[2]);
-  for (int k = 0; k < g.nd; ++k) {
-    g.shape[k] = idx.shape()[k];
-    g.xstride[k] = xs[k];
-    g.sstride[k] = src.strides()[k];
-  }
+  const GatherPlan plan = gather_plan(c, d, x, in[1], d.id == OpId::gather ? x : in[2], dim);
+  const local::Tensor& idx = plan.idx;
+  const local::Tensor& src = plan.src;
+  const GatherArgs& g = plan.g;
   if (d.id == OpId::gather) {
     if (g.n == 0) return;
     by_element_size(x.dtype(), [&]<typename U>() {
@@ -399,23 +413,12 @@ void scatter_reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tens
                        const OpAttrs& a, const local::Tensor& out) {
   const local::Tensor& x = in[0];
   const int64_t dim = wrap_dim(d.name, a.ints[0], x.dim());
-  const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim];
   const auto r = static_cast<ScatterReduce>(a.ints[1]);
   const bool include_self = a.ints[2] != 0;
-  const local::Tensor idx = int64_on(c, in[1]);
-  const BadIndex bad = first_out_of_range(c, int64_data(idx), idx.numel(), 0, size);
-  if (bad.position >= 0) index_out_of_range(d, bad.value, size, dim, x.shape());
-  GatherArgs g;
-  g.nd = static_cast<int>(idx.dim());
-  g.dim = dim;
-  g.n = idx.numel();
-  const Strides xs = contiguous_strides(x.shape());
-  const local::Tensor src = contiguous_on(c, in[2]);
-  for (int k = 0; k < g.nd; ++k) {
-    g.shape[k] = idx.shape()[k];
-    g.xstride[k] = xs[k];
-    g.sstride[k] = src.strides()[k];
-  }
+  const GatherPlan plan = gather_plan(c, d, x, in[1], in[2], dim);
+  const local::Tensor& idx = plan.idx;
+  const local::Tensor& src = plan.src;
+  const GatherArgs& g = plan.g;
   const DType w = is_floating(x.dtype())
                       ? (x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32)
                   : x.dtype() == DType::Int64 ? DType::Int64

@@ -6,17 +6,7 @@
 set -euo pipefail
 dump="$1"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-python=""
-for p in python3 /usr/bin/python3; do
-  if command -v "${p}" >/dev/null && "${p}" -c 'import torch' 2>/dev/null; then
-    python="${p}"
-    break
-  fi
-done
-if [[ -z "${python}" ]]; then
-  echo "SKIPPED: no python3 with torch (Debian: apt-get install python3-torch)"
-  exit 77
-fi
+source "${here}/torch_python.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 "${dump}" "${work}/data" "${work}/dump.state"

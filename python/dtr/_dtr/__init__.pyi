@@ -949,6 +949,18 @@ class LocalTensor:
     def new_ones(self, size: object, *, dtype: object | None = ...) -> LocalTensor:
         """a tensor of ones where this one lives (its dtype unless given)"""
 
+    def storage_offset(self) -> int:
+        """the offset of element 0 in the storage, in elements"""
+
+    def leaky_relu(self, negative_slope: float = ...) -> LocalTensor:
+        """x > 0 ? x : negative_slope * x"""
+
+    def hardtanh(self, min_val: float = ..., max_val: float = ...) -> LocalTensor:
+        """x clamped to [min_val, max_val]"""
+
+    def elu(self, alpha: float = ..., scale: float = ..., input_scale: float = ...) -> LocalTensor:
+        """x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)"""
+
     def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False) -> tuple[LocalTensor, LocalTensor]:
         """
         (values, indices) along dim in order; stable; NaN last (first when descending)
@@ -973,12 +985,14 @@ class LocalTensor:
     def masked_scatter(self, mask: LocalTensor, source: LocalTensor) -> LocalTensor:
         """x with source's elements, in order, where mask is true"""
 
-    def storage_offset(self) -> int:
-        """the offset of element 0 in the storage, in elements"""
-
     def nonzero(self, *, as_tuple: bool = ...) -> object:
         """
         sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one 1-D tensor per dim)
+        """
+
+    def unique(self, sorted: bool = ..., return_inverse: bool = ..., return_counts: bool = ..., dim: object | None = ...) -> object:
+        """
+        sync point: the distinct values in ascending order (and, asked, each element's position among them and their counts)
         """
 
     def masked_select(self, mask: LocalTensor) -> LocalTensor:
@@ -998,15 +1012,6 @@ class LocalTensor:
 
     def bernoulli(self, *, generator: Generator | None = ...) -> LocalTensor:
         """1 with probability x (per element), else 0, drawn where x lives"""
-
-    def leaky_relu(self, negative_slope: float = ...) -> LocalTensor:
-        """x > 0 ? x : negative_slope * x"""
-
-    def hardtanh(self, min_val: float = ..., max_val: float = ...) -> LocalTensor:
-        """x clamped to [min_val, max_val]"""
-
-    def elu(self, alpha: float = ..., scale: float = ..., input_scale: float = ...) -> LocalTensor:
-        """x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)"""
 
     @property
     def requires_grad(self) -> bool:
@@ -1951,6 +1956,18 @@ class Tensor:
     def new_ones(self, size: object, *, dtype: object | None = ...) -> Tensor:
         """a tensor of ones where this one lives (its dtype unless given)"""
 
+    def storage_offset(self) -> int:
+        """the offset of element 0 in the storage, in elements"""
+
+    def leaky_relu(self, negative_slope: float = ...) -> Tensor:
+        """x > 0 ? x : negative_slope * x"""
+
+    def hardtanh(self, min_val: float = ..., max_val: float = ...) -> Tensor:
+        """x clamped to [min_val, max_val]"""
+
+    def elu(self, alpha: float = ..., scale: float = ..., input_scale: float = ...) -> Tensor:
+        """x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)"""
+
     def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False) -> tuple[Tensor, Tensor]:
         """
         (values, indices) along dim in order; stable; NaN last (first when descending)
@@ -1975,12 +1992,14 @@ class Tensor:
     def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
         """x with source's elements, in order, where mask is true"""
 
-    def storage_offset(self) -> int:
-        """the offset of element 0 in the storage, in elements"""
-
     def nonzero(self, *, as_tuple: bool = ...) -> object:
         """
         sync point: the positions of the nonzero elements, (count, dim) int64 (as_tuple: one 1-D tensor per dim)
+        """
+
+    def unique(self, sorted: bool = ..., return_inverse: bool = ..., return_counts: bool = ..., dim: object | None = ...) -> object:
+        """
+        sync point: the distinct values in ascending order (and, asked, each element's position among them and their counts)
         """
 
     def masked_select(self, mask: Tensor) -> Tensor:
@@ -2000,15 +2019,6 @@ class Tensor:
 
     def bernoulli(self, *, generator: Generator | None = ...) -> Tensor:
         """1 with probability x (per element), else 0, drawn where x lives"""
-
-    def leaky_relu(self, negative_slope: float = ...) -> Tensor:
-        """x > 0 ? x : negative_slope * x"""
-
-    def hardtanh(self, min_val: float = ..., max_val: float = ...) -> Tensor:
-        """x clamped to [min_val, max_val]"""
-
-    def elu(self, alpha: float = ..., scale: float = ..., input_scale: float = ...) -> Tensor:
-        """x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)"""
 
     def get_node(self) -> int: ...
 
@@ -2341,6 +2351,17 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
 def bernoulli(input: Tensor, *, generator: Generator | None = None) -> Tensor:
     """1 with probability input (per element), else 0"""
 
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: Generator | None = None) -> Tensor:
+    """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
+
+def nll_loss_nd(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = 'mean') -> Tensor:
+    """nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities"""
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> Tensor:
+    """
+    log_softmax over the class dim, then the loss against class indices or probabilities
+    """
+
 def pad(input: Tensor, pad: Sequence[int], mode: str = 'constant', value: float | int = 0) -> Tensor:
     """
     input padded by (before, after) pairs for the last dims, the last dim's first; mode 'constant', 'reflect', 'replicate' or 'circular'
@@ -2357,17 +2378,6 @@ def adaptive_avg_pool_backward(grad_output: Tensor, input: Tensor) -> Tensor:
 def interpolate(input: Tensor, size: Sequence[int], mode: str, align_corners: bool = False, scales: Sequence[float] = []) -> Tensor:
     """
     input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)
-    """
-
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: Generator | None = None) -> Tensor:
-    """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
-
-def nll_loss_nd(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = 'mean') -> Tensor:
-    """nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities"""
-
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> Tensor:
-    """
-    log_softmax over the class dim, then the loss against class indices or probabilities
     """
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:

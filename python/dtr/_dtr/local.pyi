@@ -271,6 +271,17 @@ def index_add(input: dtr._dtr.LocalTensor, dim: int, index: dtr._dtr.LocalTensor
 def bernoulli(input: dtr._dtr.LocalTensor, *, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
     """1 with probability input (per element), else 0"""
 
+def scaled_dot_product_attention(query: dtr._dtr.LocalTensor, key: dtr._dtr.LocalTensor, value: dtr._dtr.LocalTensor, attn_mask: dtr._dtr.LocalTensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
+    """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
+
+def nll_loss_nd(input: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, ignore_index: int = -100, reduction: str = 'mean') -> dtr._dtr.LocalTensor:
+    """nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities"""
+
+def cross_entropy(input: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> dtr._dtr.LocalTensor:
+    """
+    log_softmax over the class dim, then the loss against class indices or probabilities
+    """
+
 def pad(input: dtr._dtr.LocalTensor, pad: Sequence[int], mode: str = 'constant', value: float | int = 0) -> dtr._dtr.LocalTensor:
     """
     input padded by (before, after) pairs for the last dims, the last dim's first; mode 'constant', 'reflect', 'replicate' or 'circular'
@@ -287,17 +298,6 @@ def adaptive_avg_pool_backward(grad_output: dtr._dtr.LocalTensor, input: dtr._dt
 def interpolate(input: dtr._dtr.LocalTensor, size: Sequence[int], mode: str, align_corners: bool = False, scales: Sequence[float] = []) -> dtr._dtr.LocalTensor:
     """
     input resized over its last len(size) dims (mode nearest, nearest-exact, linear, area)
-    """
-
-def scaled_dot_product_attention(query: dtr._dtr.LocalTensor, key: dtr._dtr.LocalTensor, value: dtr._dtr.LocalTensor, attn_mask: dtr._dtr.LocalTensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None, generator: dtr._dtr.Generator | None = None) -> dtr._dtr.LocalTensor:
-    """softmax(q k^T * scale + mask) v, the math form (is_causal: j <= i)"""
-
-def nll_loss_nd(input: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, ignore_index: int = -100, reduction: str = 'mean') -> dtr._dtr.LocalTensor:
-    """nll_loss of (N, C), (C) or (N, C, d1, ...) log-probabilities"""
-
-def cross_entropy(input: dtr._dtr.LocalTensor, target: dtr._dtr.LocalTensor, weight: dtr._dtr.LocalTensor | None = None, ignore_index: int = -100, reduction: str = 'mean', label_smoothing: float = 0.0) -> dtr._dtr.LocalTensor:
-    """
-    log_softmax over the class dim, then the loss against class indices or probabilities
     """
 
 def group_norm(input: dtr._dtr.LocalTensor, num_groups: int, weight: dtr._dtr.LocalTensor | None = None, bias: dtr._dtr.LocalTensor | None = None, eps: float = 1e-05) -> dtr._dtr.LocalTensor:
