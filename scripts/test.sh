@@ -45,21 +45,27 @@ case "${mode}" in
   thread) export DTR_PHASE_PASS=tsan ;;
 esac
 
-# The seed's Net is checked against torch (tests/training/seed_net_torch_test.sh): Debian's
-# python3-torch for /usr/bin/python3. Without it (no apt, DTR_SKIP_APT=1) that test is
-# reported skipped.
+# Components the tests start themselves, from Debian's packages: python3-torch for
+# /usr/bin/python3 (the torch comparisons: tests/training/*_torch_test.sh,
+# python/tests/test_nn_functions.py), prometheus with promtool (tests/deploy/
+# prometheus_test.py) and systemd's systemd-analyze (tests/deploy/systemd_test.py).
+# Without them (no apt, DTR_SKIP_APT=1) those tests are reported skipped, saying why.
 phase_start
-if [[ "${steps}" != test && "${DTR_SKIP_APT:-0}" != 1 ]] && command -v apt-get >/dev/null &&
-  ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+packages=()
+/usr/bin/python3 -c 'import torch' 2>/dev/null || packages+=(python3-torch)
+command -v prometheus >/dev/null && command -v promtool >/dev/null || packages+=(prometheus)
+command -v systemd-analyze >/dev/null || packages+=(systemd)
+if [[ "${steps}" != test && "${DTR_SKIP_APT:-0}" != 1 && ${#packages[@]} -gt 0 ]] &&
+  command -v apt-get >/dev/null; then
   as_root=()
   [[ "$(id -u)" -eq 0 ]] || as_root=(sudo)
-  echo "test.sh: installing python3-torch (the torch comparison of the seed's Net)"
+  echo "test.sh: installing ${packages[*]} (components the tests start)"
   DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends \
-    python3-torch ||
+    "${packages[@]}" ||
     { "${as_root[@]}" apt-get update -q &&
       DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q \
-        --no-install-recommends python3-torch; } ||
-    echo "test.sh: python3-torch could not be installed; the torch comparison will be skipped"
+        --no-install-recommends "${packages[@]}"; } ||
+    echo "test.sh: ${packages[*]} could not be installed; the tests that need them will be skipped"
 fi
 [[ "${steps}" == test ]] || phase_end torch-package
 

@@ -300,6 +300,15 @@ int main(int argc, char** argv) {
   add_mode_options(app, args);
   add_resource_options(app, args);
   add_observability_options(app, args);
+  // Options from a file too (the systemd unit's /etc/dtr/worker-NAME.conf): `name = value`
+  // lines, the long options without their dashes; the command line wins. A key the worker
+  // does not know is an error, not a setting silently ignored.
+  app.set_config("--config", "",
+                 "Read options from this file: one `option = value` per line (the long "
+                 "options without dashes, e.g. listen = \"tcp://*:5555\", memory-limit = "
+                 "\"8GiB\"); the command line wins")
+      ->check(CLI::ExistingFile);
+  app.allow_config_extras(CLI::config_extras_mode::error);
   try {
     app.parse(argc, argv);
     if (args.listen.empty() == args.master.empty())

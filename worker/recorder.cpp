@@ -7,6 +7,7 @@
 
 #include "common/flight_text.hpp"
 #include "common/trace_clock.hpp"
+#include "dtr/tensor.hpp"
 
 namespace dtr::worker::detail {
 
@@ -115,6 +116,10 @@ std::string prometheus_text(const protocol::NodeMetrics& m, const std::string& n
   head("bytes_in_use", "gauge", "Bytes of tensor memory in use, by device.");
   for (const auto& d : m.devices)
     line("bytes_in_use", fmt::format("device=\"{}\"", device_label(d.device)), d.bytes_in_use);
+  head("memory_limit_bytes", "gauge",
+       "The worker's limit on tensor memory (--memory-limit), by device; absent without one.");
+  if (const int64_t limit = cpu_memory_limit(); limit > 0)
+    line("memory_limit_bytes", "device=\"cpu\"", limit);
   head("sessions_total", "counter", "Master sessions started.");
   line("sessions_total", "", m.sessions);
   head("session_active", "gauge", "1 while a master's session is open.");

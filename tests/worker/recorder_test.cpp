@@ -255,6 +255,12 @@ TEST_CASE("recorder: the figures and their Prometheus text") {
   CHECK(has(R"(dtr_worker_executor_threads{worker="host:1\"x"} 4)"));
   // No session: no heartbeat age.
   CHECK(text.find("dtr_worker_master_heartbeat_age_seconds{") == std::string::npos);
+  // The memory limit: absent without one, in bytes with one.
+  CHECK(text.find("dtr_worker_memory_limit_bytes{") == std::string::npos);
+  set_cpu_memory_limit(int64_t{1} << 30);
+  text = prometheus_text(m, "w");
+  set_cpu_memory_limit(0);
+  CHECK(has(R"(dtr_worker_memory_limit_bytes{worker="w",device="cpu"} 1073741824)"));
 }
 
 }  // namespace
