@@ -86,6 +86,7 @@ DTR_HOST_DEVICE inline int64_t floor_div(int64_t a, int64_t b) {
 DTR_HOST_DEVICE inline void taps_inside(int64_t off, int64_t s, int64_t size, int64_t out,
                                         int64_t& lo, int64_t& hi) {
   lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  if (lo > out) lo = out;  // every tap in the left padding (a padding wider than the output)
   hi = size - 1 - off < 0 ? 0 : floor_div(size - 1 - off, s) + 1;
   if (hi > out) hi = out;
   if (hi < lo) hi = lo;
