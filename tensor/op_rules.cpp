@@ -410,7 +410,7 @@ void check_weight(const OpDef& d, const TensorMeta& w, const TensorMeta& x, int6
   if (w.dim() != 4)
     fail<ShapeError>(d.name, "expected a weight of 4 dims (out, in/groups, kh, kw) for {}, got {}",
                      x.shape, w.shape);
-  if (c % groups != 0 || w.shape[0] % groups != 0 || w.shape[1] * groups != c)
+  if (c % groups != 0 || w.shape[0] % groups != 0 || w.shape[1] != c / groups)
     fail<ShapeError>(d.name,
                      "weight {} with groups {} does not fit {} input channels of {} (expected "
                      "in/groups = {} and out divisible by groups)",
@@ -458,7 +458,9 @@ InferResult infer_conv2d_grad(const OpDef& d, std::span<const TensorMeta> in, co
     if (other.dim() != 4 || other.shape[0] != cout)
       fail<ShapeError>(d.name, "weight {} does not fit grad {} ({} output channels)", other.shape,
                        g.shape, cout);
-    cin = other.shape[1] * c.groups;
+    if (__builtin_mul_overflow(other.shape[1], c.groups, &cin))
+      fail<ShapeError>(d.name, "weight {} with {} groups: the input channels overflow",
+                       other.shape, c.groups);
     check_weight(d, other, g, cin, c.groups);
     c.h.k = other.shape[2];
     c.w.k = other.shape[3];
