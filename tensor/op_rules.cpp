@@ -459,8 +459,8 @@ InferResult infer_conv2d_grad(const OpDef& d, std::span<const TensorMeta> in, co
       fail<ShapeError>(d.name, "weight {} does not fit grad {} ({} output channels)", other.shape,
                        g.shape, cout);
     if (__builtin_mul_overflow(other.shape[1], c.groups, &cin))
-      fail<ShapeError>(d.name, "weight {} with {} groups: the input channels overflow",
-                       other.shape, c.groups);
+      fail<ShapeError>(d.name, "weight {} with {} groups: the input channels overflow", other.shape,
+                       c.groups);
     check_weight(d, other, g, cin, c.groups);
     c.h.k = other.shape[2];
     c.w.k = other.shape[3];

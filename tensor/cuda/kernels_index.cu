@@ -292,6 +292,13 @@ GatherPlan gather_plan(const Ctx& c, const OpDef& d, const local::Tensor& x,
   return p;
 }
 
+// The dtype scatter_add and scatter_reduce fold into: one with device atomics (float for the
+// 16-bit floats, int32 for the narrower integers), converted back to x's at the end.
+DType atomic_workspace_dtype(DType x) {
+  if (is_floating(x)) return x == DType::Float64 ? DType::Float64 : DType::Float32;
+  return x == DType::Int64 ? DType::Int64 : DType::Int32;
+}
+
 void gather_scatter_op(const Ctx& c, const OpDef& d, std::span<const local::Tensor> in,
                        const OpAttrs& a, const local::Tensor& out) {
   const local::Tensor& x = in[0];
@@ -322,10 +329,7 @@ void gather_scatter_op(const Ctx& c, const OpDef& d, std::span<const local::Tens
     return;
   }
   // scatter_add: a workspace of an atomic type holds x, takes the sums, and is stored back.
-  const DType w = is_floating(x.dtype())
-                      ? (x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32)
-                  : x.dtype() == DType::Int64 ? DType::Int64
-                                              : DType::Int32;
+  const DType w = atomic_workspace_dtype(x.dtype());
   local::Tensor ws = w == out.dtype() ? out : empty_on(c, out.shape(), w);
   copy_impl(c, ws, x);
   if (g.n > 0) {
@@ -419,10 +423,7 @@ void scatter_reduce_op(const Ctx& c, const OpDef& d, std::span<const local::Tens
   const local::Tensor& idx = plan.idx;
   const local::Tensor& src = plan.src;
   const GatherArgs& g = plan.g;
-  const DType w = is_floating(x.dtype())
-                      ? (x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32)
-                  : x.dtype() == DType::Int64 ? DType::Int64
-                                              : DType::Int32;
+  const DType w = atomic_workspace_dtype(x.dtype());
   local::Tensor ws = w == out.dtype() ? out : empty_on(c, out.shape(), w);
   copy_impl(c, ws, x);
   const bool mean = r == ScatterReduce::Mean;
